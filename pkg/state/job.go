@@ -1,0 +1,248 @@
+package state
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// State is a job's normalized state.
+type State string
+
+// The job states. Unknown is never a job's state: it is what an observation
+// carries when a provider reports a value Pollux cannot map, and it never moves
+// a job.
+const (
+	Pending   State = "pending"
+	Queued    State = "queued"
+	Running   State = "running"
+	Succeeded State = "succeeded"
+	Failed    State = "failed"
+	Canceled  State = "canceled"
+	Expired   State = "expired"
+	Lost      State = "lost"
+	Unknown   State = "unknown"
+)
+
+// States lists every job state in lifecycle order.
+var States = []State{Pending, Queued, Running, Succeeded, Failed, Canceled, Expired, Lost}
+
+// Terminal reports whether s absorbs all later observations.
+func (s State) Terminal() bool {
+	switch s {
+	case Succeeded, Failed, Canceled, Expired, Lost:
+		return true
+	}
+	return false
+}
+
+// Valid reports whether s is a job state (Unknown is not).
+func (s State) Valid() bool {
+	return s.rank() >= 0
+}
+
+// rank orders states along the lifecycle; -1 for values that are not states.
+func (s State) rank() int {
+	switch s {
+	case Pending:
+		return 0
+	case Queued:
+		return 1
+	case Running:
+		return 2
+	case Succeeded, Failed, Canceled, Expired, Lost:
+		return 3
+	}
+	return -1
+}
+
+// Source says how Pollux learned of an observation.
+type Source string
+
+// Observation sources.
+const (
+	FromSubmit  Source = "submit"
+	FromPoll    Source = "poll"
+	FromWebhook Source = "webhook"
+	FromCancel  Source = "cancel"
+	FromPollux  Source = "pollux" // Pollux's own decision: deadline, lost, rejected cancel
+)
+
+// Job is the record of one tracked job, stored as JSON under its id in the
+// jobs bucket and carried as the snapshot in every event.
+type Job struct {
+	// ID is the job's id: given by the submitter or derived from the
+	// idempotency key; [A-Za-z0-9_-], at most 128 bytes.
+	ID string `json:"id"`
+	// Route is the configured provider route the job runs on.
+	Route string `json:"route"`
+	// Model is the provider's model identifier.
+	Model string `json:"model"`
+	// ConfigKey optionally refines the model for learned statistics (for
+	// example a resolution or clip length).
+	ConfigKey string `json:"config_key,omitempty"`
+	// RemoteID is the provider's id for the job; empty until submitted.
+	RemoteID string `json:"remote_id,omitempty"`
+	// State is the normalized state.
+	State State `json:"state"`
+	// ProviderStatus is the provider's raw status value, as last seen.
+	ProviderStatus string `json:"provider_status,omitempty"`
+	// Reason explains a failed, canceled, expired or lost job.
+	Reason string `json:"reason,omitempty"`
+	// Progress is the provider's progress in [0, 1], when it reports one.
+	Progress *float64 `json:"progress,omitempty"`
+	// QueuePosition is the provider's queue position, when it reports one.
+	QueuePosition *int `json:"queue_position,omitempty"`
+
+	// Input is the submission's provider input, kept until the job is
+	// submitted so that a crashed ingester's successor can submit it.
+	Input json.RawMessage `json:"input,omitempty"`
+	// Metadata is the submitter's opaque metadata, returned in every event.
+	Metadata map[string]string `json:"metadata,omitempty"`
+	// IdempotencyKey is the submitter's idempotency key, if any.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	// Tracked is true when the job was submitted elsewhere and handed to
+	// Pollux to track.
+	Tracked bool `json:"tracked,omitempty"`
+	// IntakeSeq is the intake stream sequence of the message that owns the
+	// submission; other messages for the same id are duplicates.
+	IntakeSeq uint64 `json:"intake_seq,omitempty"`
+	// SubmitAttempts counts Submit calls started for this job. A redelivered
+	// submission that finds an attempt without a remote id knows the outcome
+	// of that call is in doubt.
+	SubmitAttempts int `json:"submit_attempts,omitempty"`
+	// SubmitInDoubt is set before a Submit call and cleared once its
+	// outcome is known. Found set, it means the provider may have the job
+	// although the record has no remote id.
+	SubmitInDoubt bool `json:"submit_in_doubt,omitempty"`
+
+	// CreatedAt is when Pollux accepted the job.
+	CreatedAt time.Time `json:"created_at"`
+	// SubmittedAt is when the provider accepted it (its own created time
+	// when it reports one).
+	SubmittedAt time.Time `json:"submitted_at,omitzero"`
+	// StartedAt is when the provider started running it, when known.
+	StartedAt time.Time `json:"started_at,omitzero"`
+	// CompletedAt is when the job reached its terminal state: the
+	// provider's own completion time when it gives one, else DetectedAt.
+	CompletedAt time.Time `json:"completed_at,omitzero"`
+	// DetectedAt is when Pollux learned of the terminal state.
+	DetectedAt time.Time `json:"detected_at,omitzero"`
+	// DetectedBy says how Pollux learned of the terminal state.
+	DetectedBy Source `json:"detected_by,omitempty"`
+	// Deadline is when Pollux stops waiting and expires the job.
+	Deadline time.Time `json:"deadline,omitzero"`
+	// ExpectedDuration is the submitter's hint of how long the job takes.
+	ExpectedDuration Duration `json:"expected_duration,omitempty"`
+	// WebhookExpected is true when the provider will notify Pollux by
+	// webhook, so polling only reconciles.
+	WebhookExpected bool `json:"webhook_expected,omitempty"`
+	// CancelRequestedAt is when a cancel was requested.
+	CancelRequestedAt time.Time `json:"cancel_requested_at,omitzero"`
+
+	// Polls counts status calls made for this job.
+	Polls int `json:"polls"`
+	// Webhooks counts webhook deliveries applied to this job.
+	Webhooks int `json:"webhooks"`
+	// LastPolledAt is the time of the latest status call.
+	LastPolledAt time.Time `json:"last_polled_at,omitzero"`
+	// ChangedAt is when the job last changed state or progress; the
+	// schedule backs off with the time since.
+	ChangedAt time.Time `json:"changed_at,omitzero"`
+	// NextCheckAt is when the next status check is due.
+	NextCheckAt time.Time `json:"next_check_at,omitzero"`
+	// Unchanged counts the polls since the job last changed; the schedule
+	// backs off with it.
+	Unchanged int `json:"unchanged,omitempty"`
+	// Errors counts consecutive failed status calls.
+	Errors int `json:"errors,omitempty"`
+	// NotFound counts consecutive "unknown job" answers from the provider.
+	NotFound int `json:"not_found,omitempty"`
+	// LastError is the latest error, for operators.
+	LastError string `json:"last_error,omitempty"`
+
+	// Outputs are the result URLs, when the provider returns them.
+	Outputs []string `json:"outputs,omitempty"`
+	// OutputsExpireAt is when the provider deletes the outputs, if known.
+	OutputsExpireAt time.Time `json:"outputs_expire_at,omitzero"`
+	// Late records a terminal observation that arrived after the job was
+	// already terminal in another state (a success after the deadline).
+	Late *Late `json:"late,omitempty"`
+
+	// EventSeq is the sequence number of the job's latest event.
+	EventSeq uint64 `json:"event_seq"`
+	// Outbox holds events written but not yet known to be published.
+	Outbox []OutboxEvent `json:"outbox,omitempty"`
+	// UpdatedAt is the time of the latest write.
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// Late is a terminal observation that came after the job was terminal.
+type Late struct {
+	State  State     `json:"state"`
+	Raw    string    `json:"provider_status,omitempty"`
+	At     time.Time `json:"at"`
+	Source Source    `json:"source"`
+}
+
+// OutboxEvent is an event recorded in a job's outbox.
+type OutboxEvent struct {
+	// Seq is the event's per-job sequence number.
+	Seq uint64 `json:"seq"`
+	// Type is the event type (see package events).
+	Type string `json:"type"`
+	// State is the job's state when the event happened.
+	State State `json:"state"`
+	// At is when the event happened.
+	At time.Time `json:"at"`
+}
+
+// Record appends an event of type typ to the job's outbox.
+func (j *Job) Record(typ string, at time.Time) {
+	j.EventSeq++
+	j.Outbox = append(j.Outbox, OutboxEvent{Seq: j.EventSeq, Type: typ, State: j.State, At: at})
+}
+
+// Published removes the outbox entries with sequence numbers up to seq and
+// reports whether any were removed.
+func (j *Job) Published(seq uint64) bool {
+	n := 0
+	for _, p := range j.Outbox {
+		if p.Seq > seq {
+			j.Outbox[n] = p
+			n++
+		}
+	}
+	removed := n != len(j.Outbox)
+	j.Outbox = j.Outbox[:n]
+	if len(j.Outbox) == 0 {
+		j.Outbox = nil
+	}
+	return removed
+}
+
+// Snapshot returns a copy of the job without the fields that are internal to
+// Pollux (the submission input and the outbox), as events carry it.
+func (j *Job) Snapshot() *Job {
+	c := *j
+	c.Input = nil
+	c.Outbox = nil
+	return &c
+}
+
+// Duration is a time.Duration that encodes to JSON as seconds.
+type Duration time.Duration
+
+// MarshalJSON encodes d as a number of seconds.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).Seconds())
+}
+
+// UnmarshalJSON decodes a number of seconds.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s float64
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	*d = Duration(s * float64(time.Second))
+	return nil
+}
