@@ -1,0 +1,33 @@
+// Package events is Pollux's v1 wire contract: subject names, the streams,
+// consumers and KV buckets behind them, the message types with their
+// validating decoders, and the mapping of a handler's outcome to
+// Ack/NakWithDelay/Term.
+//
+// # Subjects
+//
+// With the default prefix "pollux" (<route> and <job> are tokens of
+// [A-Za-z0-9_-], at most 128 bytes):
+//
+//	pollux.submit.<route>        POLLUX_INTAKE   (work queue)  Submit
+//	pollux.track.<route>         POLLUX_INTAKE                 Track
+//	pollux.cancel.<route>        POLLUX_INTAKE                 Cancel
+//	pollux.checks.<route>.<job>  POLLUX_CHECKS   (work queue, one message per subject)  Check
+//	pollux.webhooks.<route>      POLLUX_WEBHOOKS (work queue, long duplicate window)    raw deliveries
+//	pollux.events.<route>.<job>  POLLUX_EVENTS   (limits, max age)                      Event
+//
+// KV buckets: pollux-jobs (the job records, see package state),
+// pollux-routes (route pauses) and pollux-stats (learned durations).
+//
+// # Messages
+//
+// Every message is a JSON object with "v": 1. Unknown fields are ignored, so
+// later minor additions do not break older readers; a change that would
+// break a reader gets a new "v" and new subjects. Decoders reject bad input
+// with a *FieldError that names the offending field.
+//
+// # Outcomes
+//
+// Handlers return an Outcome (Done, Later, Stop) rather than settling
+// messages themselves; Outcome.Settle is the one place that turns it into
+// Ack, NakWithDelay or Term.
+package events

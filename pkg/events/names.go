@@ -1,0 +1,186 @@
+package events
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// DefaultPrefix is the default subject prefix.
+const DefaultPrefix = "pollux"
+
+// MaxTokenLen is the longest route name, job id or prefix.
+const MaxTokenLen = 128
+
+// ValidToken reports whether s is a non-empty token of [A-Za-z0-9_-] of at
+// most MaxTokenLen bytes: a valid route name, job id or prefix.
+func ValidToken(s string) bool {
+	if s == "" || len(s) > MaxTokenLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// tokenProblem explains why s is not a valid token.
+func tokenProblem(s string) string {
+	switch {
+	case s == "":
+		return "empty"
+	case len(s) > MaxTokenLen:
+		return fmt.Sprintf("%d bytes, longer than %d", len(s), MaxTokenLen)
+	}
+	return fmt.Sprintf("%q has characters outside [A-Za-z0-9_-]", s)
+}
+
+// Intake kinds: the second token of an intake subject.
+const (
+	KindSubmit = "submit"
+	KindTrack  = "track"
+	KindCancel = "cancel"
+)
+
+// Slot kinds: a route's two budgets.
+const (
+	SlotSubmit = "submit"
+	SlotStatus = "status"
+)
+
+// Namespace names everything of one Pollux deployment: subjects, streams,
+// consumers and buckets all derive from its prefix.
+type Namespace struct {
+	prefix string
+}
+
+// NewNamespace returns the namespace for prefix ("" means DefaultPrefix).
+func NewNamespace(prefix string) (Namespace, error) {
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	if !ValidToken(prefix) || len(prefix) > 32 {
+		return Namespace{}, fmt.Errorf("subject prefix %q: must be 1-32 characters of [A-Za-z0-9_-]", prefix)
+	}
+	return Namespace{prefix: prefix}, nil
+}
+
+// Default is the namespace of DefaultPrefix.
+var Default = Namespace{prefix: DefaultPrefix}
+
+// Prefix returns the subject prefix.
+func (n Namespace) Prefix() string { return n.prefix }
+
+func (n Namespace) subject(parts ...string) string {
+	return n.prefix + "." + strings.Join(parts, ".")
+}
+
+// Submit is the subject for submissions to route.
+func (n Namespace) Submit(route string) string { return n.subject(KindSubmit, route) }
+
+// Track is the subject for jobs submitted elsewhere that route should track.
+func (n Namespace) Track(route string) string { return n.subject(KindTrack, route) }
+
+// Cancel is the subject for cancel requests on route.
+func (n Namespace) Cancel(route string) string { return n.subject(KindCancel, route) }
+
+// Intake returns the intake subject of the given kind for route.
+func (n Namespace) Intake(kind, route string) string { return n.subject(kind, route) }
+
+// Check is the subject of a job's check message (its poll timer).
+func (n Namespace) Check(route, job string) string { return n.subject("checks", route, job) }
+
+// Checks is the filter for all of route's check messages.
+func (n Namespace) Checks(route string) string { return n.subject("checks", route, "*") }
+
+// Webhook is the subject verified webhook deliveries for route go to.
+func (n Namespace) Webhook(route string) string { return n.subject("webhooks", route) }
+
+// Event is the subject of a job's events.
+func (n Namespace) Event(route, job string) string { return n.subject("events", route, job) }
+
+// Events is the filter for every event of every job.
+func (n Namespace) Events() string { return n.subject("events", ">") }
+
+// Slot is the subject of a route's budget leases of the given kind.
+func (n Namespace) Slot(route, kind string) string { return n.subject("slots", route, kind) }
+
+// ErrSubject reports a subject that is not of the expected shape.
+var ErrSubject = errors.New("unexpected subject")
+
+// ParseIntake splits an intake subject into its kind and route. The route is
+// returned even when it is not a valid token, so the caller can reject it by
+// name.
+func (n Namespace) ParseIntake(subject string) (kind, route string, err error) {
+	rest, ok := strings.CutPrefix(subject, n.prefix+".")
+	if !ok {
+		return "", "", fmt.Errorf("%w %q: not under %q", ErrSubject, subject, n.prefix)
+	}
+	kind, route, ok = strings.Cut(rest, ".")
+	if !ok || (kind != KindSubmit && kind != KindTrack && kind != KindCancel) {
+		return "", "", fmt.Errorf("%w %q: not an intake subject", ErrSubject, subject)
+	}
+	return kind, route, nil
+}
+
+// ParseCheck splits a check subject into its route and job id.
+func (n Namespace) ParseCheck(subject string) (route, job string, err error) {
+	rest, ok := strings.CutPrefix(subject, n.prefix+".checks.")
+	if !ok {
+		return "", "", fmt.Errorf("%w %q: not a check subject", ErrSubject, subject)
+	}
+	route, job, ok = strings.Cut(rest, ".")
+	if !ok || !ValidToken(route) || !ValidToken(job) {
+		return "", "", fmt.Errorf("%w %q: not a check subject", ErrSubject, subject)
+	}
+	return route, job, nil
+}
+
+// ParseWebhook returns the route of a webhook delivery subject.
+func (n Namespace) ParseWebhook(subject string) (route string, err error) {
+	route, ok := strings.CutPrefix(subject, n.prefix+".webhooks.")
+	if !ok || !ValidToken(route) {
+		return "", fmt.Errorf("%w %q: not a webhook subject", ErrSubject, subject)
+	}
+	return route, nil
+}
+
+func (n Namespace) stream(name string) string {
+	return strings.ToUpper(strings.ReplaceAll(n.prefix, "-", "_")) + "_" + name
+}
+
+// IntakeStream names the work-queue stream of submit, track and cancel requests.
+func (n Namespace) IntakeStream() string { return n.stream("INTAKE") }
+
+// ChecksStream names the work-queue stream of check messages (poll timers).
+func (n Namespace) ChecksStream() string { return n.stream("CHECKS") }
+
+// WebhooksStream names the work-queue stream of verified webhook deliveries.
+func (n Namespace) WebhooksStream() string { return n.stream("WEBHOOKS") }
+
+// EventsStream names the limits stream of job events.
+func (n Namespace) EventsStream() string { return n.stream("EVENTS") }
+
+// SlotsStream names the work-queue stream of budget leases.
+func (n Namespace) SlotsStream() string { return n.stream("SLOTS") }
+
+// JobsBucket names the KV bucket of job records.
+func (n Namespace) JobsBucket() string { return n.prefix + "-jobs" }
+
+// RoutesBucket names the KV bucket of route pauses.
+func (n Namespace) RoutesBucket() string { return n.prefix + "-routes" }
+
+// StatsBucket names the KV bucket of learned duration statistics.
+func (n Namespace) StatsBucket() string { return n.prefix + "-stats" }
+
+// IngestConsumer names the durable consumer of route's intake.
+func (n Namespace) IngestConsumer(route string) string { return "ingest-" + route }
+
+// PollerConsumer names the durable consumer of route's check messages.
+func (n Namespace) PollerConsumer(route string) string { return "poller-" + route }
+
+// WebhookConsumer names the durable consumer that applies webhook deliveries.
+func (n Namespace) WebhookConsumer() string { return "webhook-apply" }

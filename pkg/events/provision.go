@@ -1,0 +1,391 @@
+package events
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Options sizes the streams and buckets of a namespace. The zero value means
+// the defaults given on each field.
+type Options struct {
+	// Replicas of every stream, bucket and consumer (default 1; 3 in a
+	// cluster).
+	Replicas int
+	// MemoryStorage keeps everything in memory (default: file storage).
+	MemoryStorage bool
+	// IntakeMaxBytes caps unprocessed intake; when full, publishing fails
+	// (back-pressure) rather than dropping accepted work (default 1 GiB).
+	IntakeMaxBytes int64
+	// EventsMaxAge is how long events are kept for replay (default 7 days).
+	EventsMaxAge time.Duration
+	// EventsMaxBytes caps the events stream; the oldest events go first
+	// (default 10 GiB).
+	EventsMaxBytes int64
+	// WebhookDuplicates is the webhook stream's duplicate window: a
+	// delivery id seen within it is dropped (default 72h, the longest
+	// provider retry horizon).
+	WebhookDuplicates time.Duration
+	// JobsTTL is how long a job record outlives its last write; it is also
+	// how long an idempotency key deduplicates after the job ends (default
+	// 7 days).
+	JobsTTL time.Duration
+}
+
+func (o Options) withDefaults() Options {
+	o.Replicas = cmp.Or(o.Replicas, 1)
+	o.IntakeMaxBytes = cmp.Or(o.IntakeMaxBytes, 1<<30)
+	o.EventsMaxAge = cmp.Or(o.EventsMaxAge, 7*24*time.Hour)
+	o.EventsMaxBytes = cmp.Or(o.EventsMaxBytes, 10<<30)
+	o.WebhookDuplicates = cmp.Or(o.WebhookDuplicates, 72*time.Hour)
+	o.JobsTTL = cmp.Or(o.JobsTTL, 7*24*time.Hour)
+	return o
+}
+
+func (o Options) storage() jetstream.StorageType {
+	if o.MemoryStorage {
+		return jetstream.MemoryStorage
+	}
+	return jetstream.FileStorage
+}
+
+// Streams returns the configurations of the namespace's streams.
+func (n Namespace) Streams(o Options) []jetstream.StreamConfig {
+	o = o.withDefaults()
+	return []jetstream.StreamConfig{
+		{
+			Name:        n.IntakeStream(),
+			Description: "Pollux intake: submit, track and cancel requests",
+			Subjects:    []string{n.Intake(KindSubmit, "*"), n.Intake(KindTrack, "*"), n.Intake(KindCancel, "*")},
+			Retention:   jetstream.WorkQueuePolicy,
+			Storage:     o.storage(),
+			Replicas:    o.Replicas,
+			MaxBytes:    o.IntakeMaxBytes,
+			Discard:     jetstream.DiscardNew,
+			MaxMsgSize:  1 << 20,
+		},
+		{
+			// One check message per job: the stream refuses a second one.
+			Name:                 n.ChecksStream(),
+			Description:          "Pollux check messages: one poll timer per tracked job",
+			Subjects:             []string{n.subject("checks", "*", "*")},
+			Retention:            jetstream.WorkQueuePolicy,
+			Storage:              o.storage(),
+			Replicas:             o.Replicas,
+			MaxMsgsPerSubject:    1,
+			Discard:              jetstream.DiscardNew,
+			DiscardNewPerSubject: true,
+			MaxMsgSize:           4 << 10,
+		},
+		{
+			Name:        n.WebhooksStream(),
+			Description: "Pollux verified webhook deliveries",
+			Subjects:    []string{n.subject("webhooks", "*")},
+			Retention:   jetstream.WorkQueuePolicy,
+			Storage:     o.storage(),
+			Replicas:    o.Replicas,
+			Duplicates:  o.WebhookDuplicates,
+			MaxAge:      max(7*24*time.Hour, o.WebhookDuplicates),
+			MaxBytes:    o.IntakeMaxBytes,
+			Discard:     jetstream.DiscardNew,
+			MaxMsgSize:  1 << 20,
+		},
+		{
+			Name:        n.EventsStream(),
+			Description: "Pollux job events, replayable by any client",
+			Subjects:    []string{n.Events()},
+			Retention:   jetstream.LimitsPolicy,
+			Storage:     o.storage(),
+			Replicas:    o.Replicas,
+			MaxAge:      o.EventsMaxAge,
+			MaxBytes:    o.EventsMaxBytes,
+			Discard:     jetstream.DiscardOld,
+		},
+	}
+}
+
+// Buckets returns the configurations of the namespace's KV buckets.
+func (n Namespace) Buckets(o Options) []jetstream.KeyValueConfig {
+	o = o.withDefaults()
+	return []jetstream.KeyValueConfig{
+		{
+			Bucket: n.JobsBucket(), Description: "Pollux job records",
+			History: 1, TTL: o.JobsTTL, Storage: o.storage(), Replicas: o.Replicas,
+		},
+		{
+			Bucket: n.RoutesBucket(), Description: "Pollux route pauses",
+			History: 1, Storage: o.storage(), Replicas: o.Replicas,
+		},
+		{
+			Bucket: n.StatsBucket(), Description: "Pollux learned duration statistics",
+			History: 1, Storage: o.storage(), Replicas: o.Replicas,
+		},
+	}
+}
+
+// IngestConsumerConfig is the durable consumer of one route's intake.
+func (n Namespace) IngestConsumerConfig(route string, o Options) jetstream.ConsumerConfig {
+	o = o.withDefaults()
+	return jetstream.ConsumerConfig{
+		Durable:        n.IngestConsumer(route),
+		Description:    "Pollux ingest for route " + route,
+		FilterSubjects: []string{n.Submit(route), n.Track(route), n.Cancel(route)},
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		AckWait:        time.Minute,
+		MaxDeliver:     -1,
+		MaxAckPending:  1024,
+		Replicas:       o.Replicas,
+	}
+}
+
+// PollerConsumerConfig is the durable consumer of one route's check
+// messages. A check waiting for its next poll is nak-delayed and stays
+// ack-pending at the server, so MaxAckPending is unlimited (any cap would
+// cap the number of tracked jobs) and MaxDeliver is unlimited (a finite value
+// silently parks a long-tracked job forever). No BackOff: it would add to
+// every NakWithDelay.
+func (n Namespace) PollerConsumerConfig(route string, o Options) jetstream.ConsumerConfig {
+	o = o.withDefaults()
+	return jetstream.ConsumerConfig{
+		Durable:       n.PollerConsumer(route),
+		Description:   "Pollux poller for route " + route,
+		FilterSubject: n.Checks(route),
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       30 * time.Second,
+		MaxDeliver:    -1,
+		MaxAckPending: -1,
+		Replicas:      o.Replicas,
+	}
+}
+
+// WebhookConsumerConfig is the durable consumer that applies verified
+// webhook deliveries to job state.
+func (n Namespace) WebhookConsumerConfig(o Options) jetstream.ConsumerConfig {
+	o = o.withDefaults()
+	return jetstream.ConsumerConfig{
+		Durable:       n.WebhookConsumer(),
+		Description:   "Pollux webhook applier",
+		FilterSubject: n.subject("webhooks", "*"),
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       30 * time.Second,
+		MaxDeliver:    -1,
+		MaxAckPending: 1024,
+		Replicas:      o.Replicas,
+	}
+}
+
+// Resources are the namespace's streams and buckets, ready to use.
+type Resources struct {
+	Intake, Checks, Webhooks, Events jetstream.Stream
+	Jobs, Routes, Stats              jetstream.KeyValue
+}
+
+// Setup creates or updates every stream and bucket of the namespace. It is
+// idempotent and safe to run from many processes at once. A stream or bucket
+// that exists with a definition Pollux cannot work with (other subjects, a
+// different retention, ...) is reported as an *IncompatibleError and left
+// alone; differences Pollux can reconcile (limits, replicas) are updated.
+func (n Namespace) Setup(ctx context.Context, js jetstream.JetStream, o Options) (*Resources, error) {
+	var r Resources
+	streams := n.Streams(o)
+	dst := []*jetstream.Stream{&r.Intake, &r.Checks, &r.Webhooks, &r.Events}
+	for i, cfg := range streams {
+		s, err := EnsureStream(ctx, js, cfg)
+		if err != nil {
+			return nil, err
+		}
+		*dst[i] = s
+	}
+	kvs := []*jetstream.KeyValue{&r.Jobs, &r.Routes, &r.Stats}
+	for i, cfg := range n.Buckets(o) {
+		kv, err := EnsureBucket(ctx, js, cfg)
+		if err != nil {
+			return nil, err
+		}
+		*kvs[i] = kv
+	}
+	return &r, nil
+}
+
+// IncompatibleError reports an existing stream, bucket or consumer whose
+// definition conflicts with what Pollux needs.
+type IncompatibleError struct {
+	// Kind is "stream", "bucket" or "consumer"; Name its name.
+	Kind, Name string
+	// Problems lists each conflicting setting, with the value found and
+	// the value needed.
+	Problems []string
+}
+
+func (e *IncompatibleError) Error() string {
+	return fmt.Sprintf("%s %s exists with an incompatible definition: %s; Pollux leaves it alone — remove it (nats %s rm %s) or use another subject prefix",
+		e.Kind, e.Name, strings.Join(e.Problems, "; "), natsNoun(e.Kind), e.Name)
+}
+
+func natsNoun(kind string) string {
+	if kind == "bucket" {
+		return "kv"
+	}
+	return kind
+}
+
+// EnsureStream creates the stream, or checks and updates an existing one.
+func EnsureStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig) (jetstream.Stream, error) {
+	s, err := js.CreateStream(ctx, want)
+	if err == nil {
+		return s, nil
+	}
+	if !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		return nil, fmt.Errorf("create stream %s: %w", want.Name, err)
+	}
+	s, err = js.Stream(ctx, want.Name)
+	if err != nil {
+		return nil, fmt.Errorf("look up stream %s: %w", want.Name, err)
+	}
+	have := s.CachedInfo().Config
+	if problems := streamConflicts(have, want); len(problems) > 0 {
+		return nil, &IncompatibleError{Kind: "stream", Name: want.Name, Problems: problems}
+	}
+	upd, changed := reconcileStream(have, want)
+	if !changed {
+		return s, nil
+	}
+	s, err = js.UpdateStream(ctx, upd)
+	if err != nil {
+		return nil, fmt.Errorf("update stream %s: %w", want.Name, err)
+	}
+	return s, nil
+}
+
+func streamConflicts(have, want jetstream.StreamConfig) []string {
+	var p []string
+	add := func(field string, h, w any) {
+		p = append(p, fmt.Sprintf("%s is %v, needs %v", field, h, w))
+	}
+	hs, ws := slices.Sorted(slices.Values(have.Subjects)), slices.Sorted(slices.Values(want.Subjects))
+	if !slices.Equal(hs, ws) {
+		add("subjects", hs, ws)
+	}
+	if have.Retention != want.Retention {
+		add("retention", have.Retention, want.Retention)
+	}
+	if have.Storage != want.Storage {
+		add("storage", have.Storage, want.Storage)
+	}
+	if want.MaxMsgsPerSubject > 0 && have.MaxMsgsPerSubject != want.MaxMsgsPerSubject {
+		add("max messages per subject", have.MaxMsgsPerSubject, want.MaxMsgsPerSubject)
+	}
+	if have.Discard != want.Discard {
+		add("discard policy", have.Discard, want.Discard)
+	}
+	if have.DiscardNewPerSubject != want.DiscardNewPerSubject {
+		add("discard new per subject", have.DiscardNewPerSubject, want.DiscardNewPerSubject)
+	}
+	return p
+}
+
+// reconcileStream returns have with want's limits and replicas, and whether
+// anything changed.
+func reconcileStream(have, want jetstream.StreamConfig) (jetstream.StreamConfig, bool) {
+	upd := have
+	upd.MaxAge = want.MaxAge
+	upd.MaxBytes = cmp.Or(want.MaxBytes, -1)
+	upd.MaxMsgSize = cmp.Or(want.MaxMsgSize, -1)
+	upd.Replicas = want.Replicas
+	upd.Description = want.Description
+	if want.Duplicates > 0 {
+		upd.Duplicates = want.Duplicates
+	}
+	changed := upd.MaxAge != have.MaxAge || upd.MaxBytes != have.MaxBytes ||
+		upd.MaxMsgSize != have.MaxMsgSize || upd.Replicas != have.Replicas ||
+		upd.Duplicates != have.Duplicates || upd.Description != have.Description
+	return upd, changed
+}
+
+// EnsureBucket creates the KV bucket, or checks and updates an existing one.
+func EnsureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	kv, err := js.CreateKeyValue(ctx, want)
+	if err == nil {
+		return kv, nil
+	}
+	if !errors.Is(err, jetstream.ErrBucketExists) {
+		return nil, fmt.Errorf("create bucket %s: %w", want.Bucket, err)
+	}
+	kv, err = js.KeyValue(ctx, want.Bucket)
+	if err != nil {
+		return nil, fmt.Errorf("look up bucket %s: %w", want.Bucket, err)
+	}
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("bucket %s status: %w", want.Bucket, err)
+	}
+	have := st.(*jetstream.KeyValueBucketStatus).StreamInfo().Config
+	var problems []string
+	wantStorage := want.Storage
+	if have.Storage != wantStorage {
+		problems = append(problems, fmt.Sprintf("storage is %v, needs %v", have.Storage, wantStorage))
+	}
+	if len(problems) > 0 {
+		return nil, &IncompatibleError{Kind: "bucket", Name: want.Bucket, Problems: problems}
+	}
+	if have.MaxAge == want.TTL && have.MaxMsgsPerSubject == int64(max(want.History, 1)) &&
+		have.Replicas == max(want.Replicas, 1) {
+		return kv, nil
+	}
+	kv, err = js.UpdateKeyValue(ctx, want)
+	if err != nil {
+		return nil, fmt.Errorf("update bucket %s: %w", want.Bucket, err)
+	}
+	return kv, nil
+}
+
+// EnsureConsumer creates the durable consumer on stream, or checks and
+// updates an existing one: a different filter, ack or deliver policy is an
+// *IncompatibleError; ack wait, limits and replicas are updated.
+func EnsureConsumer(ctx context.Context, s jetstream.Stream, want jetstream.ConsumerConfig) (jetstream.Consumer, error) {
+	c, err := s.CreateConsumer(ctx, want)
+	if err == nil {
+		return c, nil
+	}
+	if !errors.Is(err, jetstream.ErrConsumerExists) {
+		return nil, fmt.Errorf("create consumer %s: %w", want.Durable, err)
+	}
+	c, err = s.Consumer(ctx, want.Durable)
+	if err != nil {
+		return nil, fmt.Errorf("look up consumer %s: %w", want.Durable, err)
+	}
+	have := c.CachedInfo().Config
+	var problems []string
+	if hf, wf := filters(have), filters(want); !slices.Equal(hf, wf) {
+		problems = append(problems, fmt.Sprintf("filter subjects are %v, needs %v", hf, wf))
+	}
+	if have.AckPolicy != want.AckPolicy {
+		problems = append(problems, fmt.Sprintf("ack policy is %v, needs %v", have.AckPolicy, want.AckPolicy))
+	}
+	if have.DeliverPolicy != want.DeliverPolicy {
+		problems = append(problems, fmt.Sprintf("deliver policy is %v, needs %v", have.DeliverPolicy, want.DeliverPolicy))
+	}
+	if len(problems) > 0 {
+		return nil, &IncompatibleError{Kind: "consumer", Name: want.Durable, Problems: problems}
+	}
+	c, err = s.UpdateConsumer(ctx, want)
+	if err != nil {
+		return nil, fmt.Errorf("update consumer %s: %w", want.Durable, err)
+	}
+	return c, nil
+}
+
+func filters(c jetstream.ConsumerConfig) []string {
+	f := slices.Clone(c.FilterSubjects)
+	if c.FilterSubject != "" {
+		f = append(f, c.FilterSubject)
+	}
+	slices.Sort(f)
+	return f
+}

@@ -1,0 +1,169 @@
+package events_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pollux-dev/pollux/internal/natstest"
+	"github.com/pollux-dev/pollux/pkg/events"
+)
+
+func TestSetupIdempotentAndConcurrent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, _, js := natstest.JetStream(t)
+	n := events.Default
+
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for range 4 {
+		wg.Go(func() {
+			_, err := n.Setup(ctx, js, events.Options{})
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	r, err := n.Setup(ctx, js, events.Options{})
+	require.NoError(t, err)
+	require.NotNil(t, r.Checks)
+	require.NotNil(t, r.Jobs)
+
+	// A changed limit is reconciled.
+	r, err = n.Setup(ctx, js, events.Options{EventsMaxAge: time.Hour})
+	require.NoError(t, err)
+	info, err := r.Events.Info(ctx)
+	require.NoError(t, err)
+	require.Equal(t, time.Hour, info.Config.MaxAge)
+}
+
+func TestSetupReportsIncompatibleStream(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, _, js := natstest.JetStream(t)
+	_, err := js.CreateStream(ctx, jetstream.StreamConfig{
+		Name: "POLLUX_CHECKS", Subjects: []string{"pollux.checks.*.*"}, Retention: jetstream.LimitsPolicy,
+	})
+	require.NoError(t, err)
+
+	_, err = events.Default.Setup(ctx, js, events.Options{})
+	var ie *events.IncompatibleError
+	require.True(t, errors.As(err, &ie), "got %v", err)
+	require.Equal(t, "POLLUX_CHECKS", ie.Name)
+	require.ErrorContains(t, err, "retention")
+	require.ErrorContains(t, err, "nats stream rm POLLUX_CHECKS")
+
+	// Left alone, not replaced.
+	s, err := js.Stream(ctx, "POLLUX_CHECKS")
+	require.NoError(t, err)
+	require.Equal(t, jetstream.LimitsPolicy, s.CachedInfo().Config.Retention)
+}
+
+func TestEnsureConsumer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, _, js := natstest.JetStream(t)
+	n := events.Default
+	r, err := n.Setup(ctx, js, events.Options{})
+	require.NoError(t, err)
+
+	want := n.PollerConsumerConfig("rep", events.Options{})
+	c, err := events.EnsureConsumer(ctx, r.Checks, want)
+	require.NoError(t, err)
+	cfg := c.CachedInfo().Config
+	require.Equal(t, -1, cfg.MaxAckPending, "nak-delayed checks must not be capped")
+	require.Equal(t, -1, cfg.MaxDeliver, "a long-tracked job must never be parked")
+	require.Empty(t, cfg.BackOff)
+
+	// Same again: fine. A changed ack wait: updated.
+	_, err = events.EnsureConsumer(ctx, r.Checks, want)
+	require.NoError(t, err)
+	want.AckWait = 45 * time.Second
+	c, err = events.EnsureConsumer(ctx, r.Checks, want)
+	require.NoError(t, err)
+	require.Equal(t, 45*time.Second, c.CachedInfo().Config.AckWait)
+
+	// A different filter under the same name: incompatible.
+	bad := want
+	bad.FilterSubject = n.Checks("other")
+	_, err = events.EnsureConsumer(ctx, r.Checks, bad)
+	var ie *events.IncompatibleError
+	require.True(t, errors.As(err, &ie), "got %v", err)
+	require.ErrorContains(t, err, "filter subjects")
+}
+
+func TestChecksStreamHoldsOneMessagePerJob(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, _, js := natstest.JetStream(t)
+	n := events.Default
+	r, err := n.Setup(ctx, js, events.Options{})
+	require.NoError(t, err)
+
+	_, err = js.Publish(ctx, n.Check("rep", "j1"), []byte(`{"v":1,"job_id":"j1"}`))
+	require.NoError(t, err)
+	_, err = js.Publish(ctx, n.Check("rep", "j1"), []byte(`{"v":1,"job_id":"j1"}`))
+	require.Error(t, err, "the stream refuses a second check for the same job")
+	_, err = js.Publish(ctx, n.Check("rep", "j2"), []byte(`{"v":1,"job_id":"j2"}`))
+	require.NoError(t, err)
+	info, err := r.Checks.Info(ctx)
+	require.NoError(t, err)
+	require.Equal(t, uint64(2), info.State.Msgs)
+}
+
+func TestOutcomeSettle(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, _, js := natstest.JetStream(t)
+	n := events.Default
+	r, err := n.Setup(ctx, js, events.Options{})
+	require.NoError(t, err)
+	c, err := events.EnsureConsumer(ctx, r.Checks, n.PollerConsumerConfig("rep", events.Options{}))
+	require.NoError(t, err)
+
+	for _, j := range []string{"a", "b", "c"} {
+		_, err = js.Publish(ctx, n.Check("rep", j), []byte(`{}`))
+		require.NoError(t, err)
+	}
+	batch, err := c.Fetch(3, jetstream.FetchMaxWait(2*time.Second))
+	require.NoError(t, err)
+	var msgs []jetstream.Msg
+	for m := range batch.Messages() {
+		msgs = append(msgs, m)
+	}
+	require.Len(t, msgs, 3)
+	outcomes := map[string]events.Outcome{
+		n.Check("rep", "a"): events.Done(),
+		n.Check("rep", "b"): events.Stop(),
+		n.Check("rep", "c"): events.Later(300 * time.Millisecond),
+	}
+	for _, m := range msgs {
+		require.NoError(t, outcomes[m.Subject()].Settle(m))
+	}
+
+	// Only the delayed one comes back, after its delay.
+	start := time.Now()
+	again, err := c.Next(jetstream.FetchMaxWait(5 * time.Second))
+	require.NoError(t, err)
+	require.Equal(t, n.Check("rep", "c"), again.Subject())
+	require.GreaterOrEqual(t, time.Since(start), 200*time.Millisecond)
+	md, err := again.Metadata()
+	require.NoError(t, err)
+	require.Equal(t, uint64(2), md.NumDelivered)
+	require.NoError(t, events.Done().Settle(again))
+
+	// Ack and Term both removed their messages from the work queue.
+	require.Eventually(t, func() bool {
+		info, err := r.Checks.Info(ctx)
+		return err == nil && info.State.Msgs == 0
+	}, 5*time.Second, 20*time.Millisecond)
+}
