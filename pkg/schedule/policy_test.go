@@ -1,0 +1,178 @@
+package schedule_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pollux-dev/pollux/pkg/schedule"
+)
+
+var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
+func rnd() *rand.Rand { return rand.New(rand.NewPCG(1, 2)) }
+
+// within runs the decision many times and checks every delay lies in [lo, hi].
+func within(t *testing.T, p schedule.Policy, j schedule.Job, lo, hi time.Duration) {
+	t.Helper()
+	r := rnd()
+	for range 500 {
+		d := p.Next(j, r)
+		require.GreaterOrEqual(t, d, lo)
+		require.LessOrEqual(t, d, hi)
+	}
+}
+
+func TestColdStartTable(t *testing.T) {
+	t.Parallel()
+	p := schedule.Policy{}
+	tests := []struct {
+		name     string
+		expected time.Duration
+		lo, hi   time.Duration
+	}{
+		{"preview first", 20 * time.Second, 2 * time.Second, 4 * time.Second},
+		{"standard first", time.Minute, 4 * time.Second, 8 * time.Second},
+		{"long first", 5 * time.Minute, 10 * time.Second, 20 * time.Second},
+		{"very long first", time.Hour, 30 * time.Second, 60 * time.Second},
+		{"unknown first", 0, 4 * time.Second, 6 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			within(t, p, schedule.Job{Now: t0, Submitted: t0, Expected: tt.expected}, tt.lo, tt.hi)
+		})
+	}
+}
+
+func TestBackoffWithinLaterBand(t *testing.T) {
+	t.Parallel()
+	p := schedule.Policy{}
+	base := schedule.Job{Now: t0.Add(30 * time.Second), Submitted: t0, Expected: time.Minute, Polls: 3, Phase: schedule.PhaseRunning}
+
+	// Standard row, later 10–20 s: 10 s after a change, doubling to 20 s.
+	j := base
+	j.Unchanged = 0
+	within(t, p, j, 8*time.Second, 12*time.Second)
+	j.Unchanged = 1
+	within(t, p, j, 16*time.Second, 24*time.Second)
+	j.Unchanged = 5
+	within(t, p, j, 16*time.Second, 24*time.Second) // held in the band while young
+
+	// Past twice the expected duration the backoff continues to MaxDelay.
+	j.Now = t0.Add(3 * time.Minute)
+	within(t, p, j, 48*time.Second, 72*time.Second)
+	p.MaxDelay = 30 * time.Second
+	within(t, p, j, 24*time.Second, 36*time.Second)
+}
+
+func TestUnknownBacksOffToMaxDelay(t *testing.T) {
+	t.Parallel()
+	p := schedule.Policy{}
+	j := schedule.Job{Now: t0.Add(time.Minute), Submitted: t0, Polls: 1}
+	within(t, p, j, 4*time.Second, 6*time.Second)
+	j.Unchanged = 2
+	within(t, p, j, 16*time.Second, 24*time.Second)
+	j.Unchanged = 40 // no overflow
+	within(t, p, j, 48*time.Second, 72*time.Second)
+}
+
+func TestQueuedPollsSlowly(t *testing.T) {
+	t.Parallel()
+	j := schedule.Job{Now: t0.Add(10 * time.Second), Submitted: t0, Expected: time.Minute, Polls: 1, Phase: schedule.PhaseQueued}
+	within(t, schedule.Policy{}, j, 16*time.Second, 24*time.Second)
+}
+
+func TestPollAfterIsAFloor(t *testing.T) {
+	t.Parallel()
+	j := schedule.Job{Now: t0, Submitted: t0, Expected: 20 * time.Second, PollAfter: 9 * time.Second}
+	within(t, schedule.Policy{}, j, 9*time.Second, 9*time.Second)
+}
+
+func TestErrorsBackOff(t *testing.T) {
+	t.Parallel()
+	p := schedule.Policy{}
+	j := schedule.Job{Now: t0, Submitted: t0, Expected: 20 * time.Second, Polls: 4, Errors: 1}
+	within(t, p, j, 1600*time.Millisecond, 2400*time.Millisecond)
+	j.Errors = 3
+	within(t, p, j, 6400*time.Millisecond, 9600*time.Millisecond)
+	j.Errors = 100
+	within(t, p, j, 48*time.Second, 72*time.Second)
+}
+
+func TestWebhookExpectedWaitsThenReconciles(t *testing.T) {
+	t.Parallel()
+	p := schedule.Policy{}
+	j := schedule.Job{Now: t0, Submitted: t0, Expected: 2 * time.Minute, WebhookExpected: true}
+	// Quiet until expected + grace.
+	within(t, p, j, 150*time.Second, 150*time.Second)
+	j.Now = t0.Add(time.Minute)
+	within(t, p, j, 90*time.Second, 90*time.Second)
+	// Then slow reconciliation.
+	j.Now, j.Polls = t0.Add(3*time.Minute), 1
+	within(t, p, j, 48*time.Second, 72*time.Second)
+	p.Reconcile = 5 * time.Minute
+	within(t, p, j, 4*time.Minute, 6*time.Minute)
+}
+
+func TestNeverPastDeadline(t *testing.T) {
+	t.Parallel()
+	j := schedule.Job{Now: t0, Submitted: t0, Polls: 5, Unchanged: 5, Deadline: t0.Add(3 * time.Second)}
+	within(t, schedule.Policy{}, j, 3*time.Second, 3*time.Second)
+	j.Deadline = t0.Add(-time.Second) // already past: check now
+	within(t, schedule.Policy{}, j, 0, 0)
+}
+
+func TestScaleCompressesModelTime(t *testing.T) {
+	t.Parallel()
+	p := schedule.Policy{Scale: 20}
+	// Preview first poll 2–4 s model time → 100–200 ms real.
+	within(t, p, schedule.Job{Now: t0, Submitted: t0, Expected: time.Second}, 100*time.Millisecond, 200*time.Millisecond)
+	// Expected durations are real: 1 s real at scale 20 is 20 s model time,
+	// the preview row; 4 s real is 80 s model time, the standard row.
+	within(t, p, schedule.Job{Now: t0, Submitted: t0, Expected: 4 * time.Second}, 200*time.Millisecond, 400*time.Millisecond)
+}
+
+func TestFloorsAndJitterProperties(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(7, 7))
+	p := schedule.Policy{MinDelay: 3 * time.Second, Jitter: 0.3}
+	for range 5000 {
+		j := schedule.Job{
+			Now:             t0.Add(time.Duration(r.IntN(3600)) * time.Second),
+			Submitted:       t0,
+			Phase:           schedule.Phase(r.IntN(3)),
+			Polls:           r.IntN(50),
+			Unchanged:       r.IntN(50),
+			Expected:        time.Duration(r.IntN(1200)) * time.Second,
+			PollAfter:       time.Duration(r.IntN(10)) * time.Second,
+			WebhookExpected: r.IntN(4) == 0,
+			Errors:          r.IntN(3),
+		}
+		if r.IntN(2) == 0 {
+			j.Deadline = j.Now.Add(time.Duration(r.IntN(7200)) * time.Second)
+		}
+		d := p.Next(j, r)
+		if !j.Deadline.IsZero() {
+			require.LessOrEqual(t, d, j.Deadline.Sub(j.Now), "never past the deadline")
+		}
+		if j.Deadline.IsZero() || j.Deadline.Sub(j.Now) >= 3*time.Second {
+			require.GreaterOrEqual(t, d, 3*time.Second, "never below the floor")
+			require.GreaterOrEqual(t, d, j.PollAfter, "the provider's hint is a floor")
+		}
+		if !j.WebhookExpected {
+			require.LessOrEqual(t, d, max(78*time.Second, j.PollAfter), "never above MaxDelay·(1+jitter)")
+		}
+	}
+}
+
+func ExamplePolicy_Next() {
+	p := schedule.Policy{Jitter: 0.2}
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	job := schedule.Job{Now: now, Submitted: now, Expected: 90 * time.Second}
+	first := p.Next(job, rand.New(rand.NewPCG(1, 1)))
+	fmt.Println(first >= 4*time.Second && first <= 8*time.Second)
+	// Output: true
+}
