@@ -1,0 +1,215 @@
+// Package httpapi is the client side every HTTP provider adapter shares:
+// bounded response bodies, a timeout on every call, and the mapping of HTTP
+// outcomes to provider error classes (including Retry-After).
+package httpapi
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pollux-dev/pollux/pkg/provider"
+)
+
+// Defaults.
+const (
+	// DefaultMaxBody caps a response body.
+	DefaultMaxBody = 8 << 20
+	// DefaultTimeout bounds a call when the client has no timeout.
+	DefaultTimeout = 30 * time.Second
+	// MaxRetryAfter caps a provider's requested pause.
+	MaxRetryAfter = time.Hour
+)
+
+// Client calls one provider's JSON API.
+type Client struct {
+	// BaseURL is prefixed to relative paths.
+	BaseURL string
+	// HTTP makes the calls (default: a client with DefaultTimeout).
+	HTTP *http.Client
+	// MaxBody caps response bodies (default DefaultMaxBody).
+	MaxBody int64
+	// Authorize adds credentials to each request.
+	Authorize func(*http.Request)
+	// Now is the clock used to read HTTP-date Retry-After values.
+	Now func() time.Time
+}
+
+// Response is a successful call's status, headers and raw body.
+type Response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// Do sends a request (body is JSON-encoded unless nil or already []byte)
+// and returns the 2xx response, or a *provider.Error classifying the failure.
+func (c *Client) Do(ctx context.Context, method, path string, body any, header http.Header) (*Response, error) {
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		enc, err := json.Marshal(b)
+		if err != nil {
+			return nil, &provider.Error{Class: provider.Invalid, Message: "encode request", Err: err}
+		}
+		rd = bytes.NewReader(enc)
+	}
+	target := path
+	if !strings.HasPrefix(path, "http://") && !strings.HasPrefix(path, "https://") {
+		target = strings.TrimRight(c.BaseURL, "/") + path
+	}
+	req, err := http.NewRequestWithContext(ctx, method, target, rd)
+	if err != nil {
+		return nil, &provider.Error{Class: provider.Invalid, Message: "build request", Err: err}
+	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	if c.Authorize != nil {
+		c.Authorize(req)
+	}
+	hc := c.HTTP
+	if hc == nil {
+		hc = &http.Client{Timeout: DefaultTimeout}
+	}
+	if hc.Timeout == 0 {
+		if _, ok := ctx.Deadline(); !ok {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
+			defer cancel()
+			req = req.WithContext(ctx)
+		}
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, &provider.Error{Class: provider.Transient, Message: method + " " + path, Err: scrub(err)}
+	}
+	defer func() { _ = resp.Body.Close() }()
+	limit := cmp.Or(c.MaxBody, DefaultMaxBody)
+	data, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		return nil, &provider.Error{Class: provider.Transient, HTTPStatus: resp.StatusCode, Message: "read response", Err: scrub(err)}
+	}
+	if int64(len(data)) > limit {
+		return nil, &provider.Error{Class: provider.Transient, HTTPStatus: resp.StatusCode,
+			Message: fmt.Sprintf("response larger than %d bytes", limit)}
+	}
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		return &Response{Status: resp.StatusCode, Header: resp.Header, Body: data}, nil
+	}
+	now := time.Now
+	if c.Now != nil {
+		now = c.Now
+	}
+	return nil, Classify(resp.StatusCode, resp.Header, data, now())
+}
+
+// Classify maps a non-2xx response to a *provider.Error.
+func Classify(status int, h http.Header, body []byte, now time.Time) *provider.Error {
+	e := &provider.Error{HTTPStatus: status, Message: Detail(body), RetryAfter: RetryAfter(h, now)}
+	switch {
+	case status == http.StatusTooManyRequests:
+		e.Class = provider.RateLimited
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		e.Class = provider.Auth
+	case status == http.StatusNotFound || status == http.StatusGone:
+		e.Class = provider.NotFound
+	case status == http.StatusRequestTimeout || status == http.StatusConflict || status == http.StatusTooEarly:
+		e.Class = provider.Transient
+	case status >= 400 && status < 500:
+		e.Class = provider.Invalid
+	default:
+		e.Class = provider.Transient
+	}
+	if e.Class == provider.Transient && status == http.StatusServiceUnavailable && e.RetryAfter > 0 {
+		e.Class = provider.RateLimited // 503 + Retry-After is an explicit request to back off
+	}
+	return e
+}
+
+// RetryAfter reads Retry-After (seconds or an HTTP date) or retry-after-ms,
+// capped at MaxRetryAfter; 0 when absent or unreadable.
+func RetryAfter(h http.Header, now time.Time) time.Duration {
+	if ms := h.Get("Retry-After-Ms"); ms != "" {
+		if v, err := strconv.ParseFloat(ms, 64); err == nil && v > 0 {
+			return min(time.Duration(v*float64(time.Millisecond)), MaxRetryAfter)
+		}
+	}
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0
+	}
+	if secs, err := strconv.ParseFloat(v, 64); err == nil {
+		if secs <= 0 {
+			return 0
+		}
+		return min(time.Duration(secs*float64(time.Second)), MaxRetryAfter)
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		if d := t.Sub(now); d > 0 {
+			return min(d, MaxRetryAfter)
+		}
+	}
+	return 0
+}
+
+// Detail extracts a provider's error message from a JSON error body
+// ("detail", "error", "message", "error.message", "title"), bounded in size;
+// "" when there is none.
+func Detail(body []byte) string {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(body, &m) != nil {
+		return ""
+	}
+	for _, k := range []string{"detail", "error", "message", "title"} {
+		raw, ok := m[k]
+		if !ok {
+			continue
+		}
+		var s string
+		if json.Unmarshal(raw, &s) == nil && s != "" {
+			return clip(s)
+		}
+		var inner struct {
+			Message string `json:"message"`
+		}
+		if json.Unmarshal(raw, &inner) == nil && inner.Message != "" {
+			return clip(inner.Message)
+		}
+	}
+	return ""
+}
+
+func clip(s string) string {
+	const n = 512
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+// scrub drops the URL from transport errors: query strings may hold
+// per-job tokens, and a log line needs only the failure.
+func scrub(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return fmt.Errorf("%s: %w", ue.Op, ue.Err)
+	}
+	return err
+}

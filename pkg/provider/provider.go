@@ -1,0 +1,140 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/pollux-dev/pollux/pkg/state"
+)
+
+// SubmitRequest is one job to submit.
+type SubmitRequest struct {
+	// JobID is Pollux's id for the job.
+	JobID string
+	// Model is the provider's model identifier.
+	Model string
+	// Input is the provider input (a JSON object).
+	Input json.RawMessage
+	// IdempotencyKey is stable across retries of the same job; adapters
+	// send it where the provider accepts one.
+	IdempotencyKey string
+	// Deadline, when set, is mapped to the provider's own deadline where it
+	// has one, so the provider stops work Pollux will no longer wait for.
+	Deadline time.Time
+	// WebhookURL asks the provider to notify this URL; empty for none.
+	WebhookURL string
+}
+
+// Status is a normalized provider answer about one job.
+type Status struct {
+	state.Observation
+	// RemoteID is the provider's id for the job.
+	RemoteID string
+	// PollAfter is the provider's hint for the next poll; a floor.
+	PollAfter time.Duration
+}
+
+// Info describes what an adapter's provider can do.
+type Info struct {
+	// Kind is the adapter kind (replicate, sim, ...).
+	Kind string
+	// Cancel is true when the provider can cancel jobs.
+	Cancel bool
+	// Webhooks is true when the provider notifies completion by webhook.
+	Webhooks bool
+	// Idempotent is true when submitting the same idempotency key twice
+	// returns the same remote job: only then may a submission whose outcome
+	// is in doubt be retried.
+	Idempotent bool
+	// PollFloor is the shortest useful interval between status calls.
+	PollFloor time.Duration
+}
+
+// Adapter talks to one provider account.
+type Adapter interface {
+	// Info describes the provider.
+	Info() Info
+	// Submit creates the job and returns its first status with RemoteID.
+	Submit(ctx context.Context, req SubmitRequest) (Status, error)
+	// Status fetches the job's status.
+	Status(ctx context.Context, remoteID string) (Status, error)
+	// Cancel asks the provider to cancel the job and returns the status it
+	// answers with; ErrUnsupported when it cannot.
+	Cancel(ctx context.Context, remoteID string) (Status, error)
+}
+
+// Webhooks is implemented by adapters whose provider sends webhooks.
+type Webhooks interface {
+	// VerifyWebhook authenticates a delivery before anything parses it and
+	// returns the provider's delivery id (the deduplication key). It
+	// returns an error wrapping ErrSignature for a delivery that is not
+	// authentic or is stale, and ErrMalformed for one that cannot be read.
+	VerifyWebhook(ctx context.Context, h http.Header, body []byte) (deliveryID string, err error)
+	// ParseWebhook decodes a verified delivery into a status.
+	ParseWebhook(h http.Header, body []byte) (Status, error)
+}
+
+// Errors of webhook verification and of unsupported operations.
+var (
+	ErrSignature   = errors.New("webhook signature invalid")
+	ErrMalformed   = errors.New("webhook malformed")
+	ErrUnsupported = errors.New("not supported by this provider")
+)
+
+// Config configures one route's adapter. Token and WebhookSecret are
+// secrets: adapters never log them.
+type Config struct {
+	// Route is the route's name.
+	Route string
+	// Kind selects the adapter.
+	Kind string
+	// BaseURL is the provider's API base URL (the adapter's default when
+	// empty).
+	BaseURL string
+	// Token is the API credential.
+	Token string
+	// WebhookSecret verifies webhook deliveries.
+	WebhookSecret string
+	// Options are the kind-specific settings, as JSON.
+	Options json.RawMessage
+	// HTTPClient makes the calls (default: a client with a 30 s timeout).
+	HTTPClient *http.Client
+	// Logger receives the adapter's log lines.
+	Logger zerolog.Logger
+}
+
+// Factory builds an adapter.
+type Factory func(Config) (Adapter, error)
+
+// Registry maps adapter kinds to their factories.
+type Registry map[string]Factory
+
+// New builds the adapter of cfg.Kind.
+func (r Registry) New(cfg Config) (Adapter, error) {
+	f, ok := r[cfg.Kind]
+	if !ok {
+		return nil, fmt.Errorf("route %s: unknown provider kind %q (known: %v)", cfg.Route, cfg.Kind, r.Kinds())
+	}
+	a, err := f(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("route %s (%s): %w", cfg.Route, cfg.Kind, err)
+	}
+	return a, nil
+}
+
+// Kinds lists the registered kinds in order.
+func (r Registry) Kinds() []string {
+	k := make([]string, 0, len(r))
+	for kind := range r {
+		k = append(k, kind)
+	}
+	sort.Strings(k)
+	return k
+}
