@@ -1,0 +1,391 @@
+package replicate_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pollux-dev/pollux/pkg/provider"
+	"github.com/pollux-dev/pollux/pkg/provider/replicate"
+	"github.com/pollux-dev/pollux/pkg/signature"
+	"github.com/pollux-dev/pollux/pkg/state"
+)
+
+const testSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+func fixture(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile("testdata/" + name)
+	require.NoError(t, err)
+	return b
+}
+
+// fake is an httptest server answering with canned responses and recording
+// the requests it saw.
+type fake struct {
+	*httptest.Server
+	mu       sync.Mutex
+	requests []*recorded
+	reply    func(r *http.Request) (status int, header http.Header, body []byte)
+}
+
+type recorded struct {
+	Method, Path string
+	Header       http.Header
+	Body         []byte
+}
+
+func newFake(t *testing.T, reply func(r *http.Request) (int, http.Header, []byte)) *fake {
+	f := &fake{reply: reply}
+	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		f.mu.Lock()
+		f.requests = append(f.requests, &recorded{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body})
+		f.mu.Unlock()
+		status, h, b := f.reply(r)
+		for k, v := range h {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(status)
+		_, _ = w.Write(b)
+	}))
+	t.Cleanup(f.Close)
+	return f
+}
+
+func (f *fake) last() *recorded {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.requests[len(f.requests)-1]
+}
+
+func newAdapter(t *testing.T, base, secret string) *replicate.Adapter {
+	t.Helper()
+	a, err := replicate.NewAdapter(provider.Config{Route: "r", Kind: replicate.Kind, BaseURL: base, Token: "r8_test", WebhookSecret: secret})
+	require.NoError(t, err)
+	return a
+}
+
+func TestSubmitOnTheModelRoute(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, func(*http.Request) (int, http.Header, []byte) { return 201, nil, fixture(t, "starting.json") })
+	a := newAdapter(t, f.URL, "")
+	deadline := time.Now().Add(90 * time.Second)
+	st, err := a.Submit(context.Background(), provider.SubmitRequest{
+		JobID: "job-1", Model: "minimax/video-01", Input: json.RawMessage(`{"prompt":"a red kite over the sea"}`),
+		IdempotencyKey: "key-1", Deadline: deadline, WebhookURL: "https://hooks.example/webhooks/r?job=job-1",
+	})
+	require.NoError(t, err)
+	require.Equal(t, "ufawqhfynnddngldkgtslldrkq", st.RemoteID)
+	require.Equal(t, state.Queued, st.State)
+	require.Equal(t, "starting", st.Raw)
+
+	req := f.last()
+	require.Equal(t, http.MethodPost, req.Method)
+	require.Equal(t, "/v1/models/minimax/video-01/predictions", req.Path)
+	require.Equal(t, "Bearer r8_test", req.Header.Get("Authorization"))
+	require.Empty(t, req.Header.Get("Prefer"), "never hold the request open")
+	require.Equal(t, "key-1", req.Header.Get("Idempotency-Key"))
+	require.Regexp(t, `^(89|90)s$`, req.Header.Get("Cancel-After"))
+	var body map[string]any
+	require.NoError(t, json.Unmarshal(req.Body, &body))
+	require.Equal(t, map[string]any{"prompt": "a red kite over the sea"}, body["input"])
+	require.Equal(t, "https://hooks.example/webhooks/r?job=job-1", body["webhook"])
+	require.Equal(t, []any{"completed"}, body["webhook_events_filter"])
+	require.NotContains(t, body, "version")
+}
+
+func TestSubmitWithAVersion(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, func(*http.Request) (int, http.Header, []byte) { return 201, nil, fixture(t, "starting.json") })
+	a := newAdapter(t, f.URL, "")
+	version := strings.Repeat("ab", 32)
+	for _, model := range []string{"owner/name:" + version, version} {
+		_, err := a.Submit(context.Background(), provider.SubmitRequest{Model: model, Input: json.RawMessage(`{}`)})
+		require.NoError(t, err)
+		req := f.last()
+		require.Equal(t, "/v1/predictions", req.Path)
+		var body map[string]any
+		require.NoError(t, json.Unmarshal(req.Body, &body))
+		require.Equal(t, version, body["version"])
+		require.NotContains(t, body, "webhook", "no webhook asked for")
+		require.Empty(t, req.Header.Get("Cancel-After"), "no deadline, no Cancel-After")
+	}
+}
+
+func TestSubmitRefusesABadModelWithoutACall(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, func(*http.Request) (int, http.Header, []byte) { return 500, nil, nil })
+	a := newAdapter(t, f.URL, "")
+	for _, model := range []string{"", "no-slash", "../../etc/passwd", "Owner/Name", "a/b/c", "a/b?x=1"} {
+		_, err := a.Submit(context.Background(), provider.SubmitRequest{Model: model, Input: json.RawMessage(`{}`)})
+		require.Equal(t, provider.Invalid, provider.ClassOf(err), model)
+	}
+	require.Empty(t, f.requests)
+}
+
+func TestStatusMapsEveryState(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		fixture string
+		state   state.State
+		check   func(*testing.T, provider.Status)
+	}{
+		{"starting.json", state.Queued, func(t *testing.T, st provider.Status) {
+			require.Equal(t, time.Date(2026, 11, 29, 10, 0, 0, 123456000, time.UTC), st.CreatedAt)
+			require.Nil(t, st.Progress)
+		}},
+		{"processing.json", state.Running, func(t *testing.T, st provider.Status) {
+			require.NotNil(t, st.Progress)
+			require.InDelta(t, 0.42, *st.Progress, 1e-9, "scraped from the last tqdm line")
+			require.Equal(t, time.Date(2026, 11, 29, 10, 0, 3, 500000000, time.UTC), st.StartedAt)
+		}},
+		{"succeeded.json", state.Succeeded, func(t *testing.T, st provider.Status) {
+			completed := time.Date(2026, 11, 29, 10, 1, 12, 250000000, time.UTC)
+			require.Equal(t, completed, st.CompletedAt)
+			require.Equal(t, []string{"https://replicate.delivery/xezq/abc123/output.mp4"}, st.Outputs)
+			require.Equal(t, completed.Add(time.Hour), st.OutputsExpireAt)
+		}},
+		{"failed.json", state.Failed, func(t *testing.T, st provider.Status) {
+			require.Contains(t, st.Reason, "flagged as sensitive")
+		}},
+		{"canceled.json", state.Canceled, nil},
+		{"aborted.json", state.Expired, func(t *testing.T, st provider.Status) {
+			require.Contains(t, st.Reason, "aborted")
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.fixture, func(t *testing.T) {
+			t.Parallel()
+			f := newFake(t, func(*http.Request) (int, http.Header, []byte) { return 200, nil, fixture(t, tt.fixture) })
+			st, err := newAdapter(t, f.URL, "").Status(context.Background(), "ufawqhfynnddngldkgtslldrkq")
+			require.NoError(t, err)
+			require.Equal(t, "/v1/predictions/ufawqhfynnddngldkgtslldrkq", f.last().Path)
+			require.Equal(t, tt.state, st.State)
+			if tt.check != nil {
+				tt.check(t, st)
+			}
+		})
+	}
+}
+
+func TestUnknownStatusIsNeverTerminal(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, func(*http.Request) (int, http.Header, []byte) {
+		return 200, nil, []byte(`{"id":"x1","status":"pondering"}`)
+	})
+	st, err := newAdapter(t, f.URL, "").Status(context.Background(), "x1")
+	require.NoError(t, err)
+	require.Equal(t, state.Unknown, st.State)
+	require.Equal(t, "pondering", st.Raw)
+}
+
+func TestErrorClasses(t *testing.T) {
+	t.Parallel()
+	big := make([]byte, 9<<20)
+	tests := []struct {
+		name       string
+		status     int
+		header     http.Header
+		body       []byte
+		class      provider.Class
+		retryAfter time.Duration
+		message    string
+	}{
+		{"429 with the documented body only", 429, nil, fixture(t, "throttled.json"), provider.RateLimited, 30 * time.Second, "resets in ~30s"},
+		{"429 with Retry-After", 429, http.Header{"Retry-After": {"7"}}, fixture(t, "throttled.json"), provider.RateLimited, 7 * time.Second, ""},
+		{"401", 401, nil, fixture(t, "unauthenticated.json"), provider.Auth, 0, "valid authentication token"},
+		{"403", 403, nil, nil, provider.Auth, 0, ""},
+		{"422", 422, nil, fixture(t, "invalid_input.json"), provider.Invalid, 0, "input.prompt"},
+		{"404", 404, nil, fixture(t, "not_found.json"), provider.NotFound, 0, ""},
+		{"500", 500, nil, []byte("oops"), provider.Transient, 0, ""},
+		{"503 with Retry-After", 503, http.Header{"Retry-After": {"3"}}, nil, provider.RateLimited, 3 * time.Second, ""},
+		{"malformed JSON", 200, nil, []byte(`{"id":`), provider.Transient, 0, "malformed"},
+		{"no id", 200, nil, []byte(`{"status":"succeeded"}`), provider.Transient, 0, "without an id"},
+		{"oversized", 200, nil, big, provider.Transient, 0, "larger than"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFake(t, func(*http.Request) (int, http.Header, []byte) { return tt.status, tt.header, tt.body })
+			_, err := newAdapter(t, f.URL, "").Status(context.Background(), "x1")
+			require.Error(t, err)
+			require.Equal(t, tt.class, provider.ClassOf(err), "%v", err)
+			require.Equal(t, tt.retryAfter, provider.RetryAfterOf(err))
+			require.Contains(t, err.Error(), tt.message)
+			require.NotContains(t, err.Error(), "r8_test", "the token never reaches an error")
+		})
+	}
+}
+
+func TestTimeoutIsTransient(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	f := newFake(t, func(r *http.Request) (int, http.Header, []byte) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+		return 200, nil, nil
+	})
+	defer close(release)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err := newAdapter(t, f.URL, "").Status(ctx, "x1")
+	require.Equal(t, provider.Transient, provider.ClassOf(err))
+	require.True(t, provider.IsTimeout(err))
+}
+
+func TestStatusRefusesAPathInTheRemoteID(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, func(*http.Request) (int, http.Header, []byte) { return 200, nil, fixture(t, "starting.json") })
+	_, err := newAdapter(t, f.URL, "").Status(context.Background(), "../secret")
+	require.Equal(t, provider.Invalid, provider.ClassOf(err))
+	require.Empty(t, f.requests)
+}
+
+func TestCancel(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, func(*http.Request) (int, http.Header, []byte) { return 200, nil, fixture(t, "canceled.json") })
+	st, err := newAdapter(t, f.URL, "").Cancel(context.Background(), "ufawqhfynnddngldkgtslldrkq")
+	require.NoError(t, err)
+	require.Equal(t, state.Canceled, st.State)
+	req := f.last()
+	require.Equal(t, http.MethodPost, req.Method)
+	require.Equal(t, "/v1/predictions/ufawqhfynnddngldkgtslldrkq/cancel", req.Path)
+}
+
+func signed(t *testing.T, secret, id string, ts time.Time, body []byte) http.Header {
+	t.Helper()
+	key, err := signature.ParseSecret(secret)
+	require.NoError(t, err)
+	h := http.Header{}
+	h.Set("webhook-id", id)
+	h.Set("webhook-timestamp", itoa(ts.Unix()))
+	h.Set("webhook-signature", signature.Sign(key, id, ts, body))
+	return h
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+func TestWebhookWithConfiguredSecret(t *testing.T) {
+	t.Parallel()
+	a := newAdapter(t, "http://127.0.0.1:1", testSecret) // never called
+	body := fixture(t, "succeeded.json")
+	h := signed(t, testSecret, "msg_1", time.Now(), body)
+
+	id, err := a.VerifyWebhook(context.Background(), h, body)
+	require.NoError(t, err)
+	require.Equal(t, "msg_1", id)
+	st, err := a.ParseWebhook(h, body)
+	require.NoError(t, err)
+	require.Equal(t, state.Succeeded, st.State)
+	require.Equal(t, "ufawqhfynnddngldkgtslldrkq", st.RemoteID)
+
+	tampered := append([]byte{}, body...)
+	tampered[len(tampered)-3] ^= 1
+	_, err = a.VerifyWebhook(context.Background(), h, tampered)
+	require.ErrorIs(t, err, provider.ErrSignature)
+
+	stale := signed(t, testSecret, "msg_1", time.Now().Add(-10*time.Minute), body)
+	_, err = a.VerifyWebhook(context.Background(), stale, body)
+	require.ErrorIs(t, err, provider.ErrSignature)
+
+	h.Del("webhook-signature")
+	_, err = a.VerifyWebhook(context.Background(), h, body)
+	require.ErrorIs(t, err, provider.ErrMalformed)
+
+	_, err = a.ParseWebhook(h, []byte("not json"))
+	require.ErrorIs(t, err, provider.ErrMalformed)
+}
+
+func TestWebhookSecretFetchedOnce(t *testing.T) {
+	t.Parallel()
+	var fetches atomic.Int32
+	f := newFake(t, func(r *http.Request) (int, http.Header, []byte) {
+		require.Equal(t, "/v1/webhooks/default/secret", r.URL.Path)
+		require.Equal(t, "Bearer r8_test", r.Header.Get("Authorization"))
+		fetches.Add(1)
+		return 200, nil, []byte(`{"key":"` + testSecret + `"}`)
+	})
+	a := newAdapter(t, f.URL, "")
+	body := fixture(t, "succeeded.json")
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			_, err := a.VerifyWebhook(context.Background(), signed(t, testSecret, "msg_"+itoa(int64(i)), time.Now(), body), body)
+			require.NoError(t, err)
+		})
+	}
+	wg.Wait()
+	require.Equal(t, int32(1), fetches.Load())
+}
+
+func TestWebhookSecretFetchFailureIsNotASignatureError(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, func(*http.Request) (int, http.Header, []byte) { return 500, nil, nil })
+	a := newAdapter(t, f.URL, "")
+	body := fixture(t, "succeeded.json")
+	_, err := a.VerifyWebhook(context.Background(), signed(t, testSecret, "m", time.Now(), body), body)
+	require.Error(t, err)
+	require.False(t, errors.Is(err, provider.ErrSignature), "the sender is not at fault; the receiver answers 503")
+}
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	t.Parallel()
+	_, err := replicate.New(provider.Config{Route: "r"})
+	require.ErrorContains(t, err, "token")
+	_, err = replicate.New(provider.Config{Route: "r", Token: "t", WebhookSecret: "not-a-secret"})
+	require.ErrorContains(t, err, "webhook secret")
+	require.NotContains(t, err.Error(), "not-a-secret")
+	_, err = replicate.New(provider.Config{Route: "r", Token: "t", Options: json.RawMessage(`{"webhook_events":["everything"]}`)})
+	require.ErrorContains(t, err, "webhook_events")
+	_, err = replicate.New(provider.Config{Route: "r", Token: "t", Options: json.RawMessage(`{"bogus":1}`)})
+	require.ErrorContains(t, err, "bogus")
+}
+
+func TestProgress(t *testing.T) {
+	t.Parallel()
+	require.Nil(t, replicate.Progress(""))
+	require.Nil(t, replicate.Progress("loading weights"))
+	p := replicate.Progress(" 3%|▎  | 1/30\n 97%|█████████▋| 29/30")
+	require.InDelta(t, 0.97, *p, 1e-9)
+	require.Nil(t, replicate.Progress("150%|"), "nonsense percentages are ignored")
+}
+
+func FuzzParseWebhook(f *testing.F) {
+	for _, name := range []string{"starting.json", "processing.json", "succeeded.json", "failed.json", "aborted.json"} {
+		b, err := os.ReadFile("testdata/" + name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	a, err := replicate.NewAdapter(provider.Config{Route: "r", Token: "t", WebhookSecret: testSecret})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		st, err := a.ParseWebhook(nil, body)
+		if err != nil {
+			return
+		}
+		require.NotEmpty(t, st.RemoteID)
+		if st.Progress != nil {
+			require.True(t, *st.Progress >= 0 && *st.Progress <= 1)
+		}
+		require.LessOrEqual(t, len(st.Outputs), 100)
+	})
+}
