@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/pollux-dev/pollux/pkg/provider"
@@ -30,11 +31,27 @@ const (
 	MaxRetryAfter = time.Hour
 )
 
+// NewHTTPClient returns an HTTP client for one provider account: a
+// transport of its own that keeps enough idle connections for a poller's
+// concurrency (Go's default keeps two per host, so concurrent calls would
+// open and drop connections), and DefaultTimeout on every call.
+func NewHTTPClient() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = 256
+	t.MaxIdleConnsPerHost = 128
+	t.IdleConnTimeout = 90 * time.Second
+	t.ResponseHeaderTimeout = DefaultTimeout
+	return &http.Client{Transport: t, Timeout: DefaultTimeout}
+}
+
+var defaultClient = sync.OnceValue(NewHTTPClient)
+
 // Client calls one provider's JSON API.
 type Client struct {
 	// BaseURL is prefixed to relative paths.
 	BaseURL string
-	// HTTP makes the calls (default: a client with DefaultTimeout).
+	// HTTP makes the calls (default: one NewHTTPClient shared by every
+	// Client without one).
 	HTTP *http.Client
 	// MaxBody caps response bodies (default DefaultMaxBody).
 	MaxBody int64
@@ -86,7 +103,7 @@ func (c *Client) Do(ctx context.Context, method, path string, body any, header h
 	}
 	hc := c.HTTP
 	if hc == nil {
-		hc = &http.Client{Timeout: DefaultTimeout}
+		hc = defaultClient()
 	}
 	if hc.Timeout == 0 {
 		if _, ok := ctx.Deadline(); !ok {

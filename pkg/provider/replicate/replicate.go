@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -89,9 +90,13 @@ func NewAdapter(cfg provider.Config) (*Adapter, error) {
 		base = DefaultBaseURL
 	}
 	token := cfg.Token
+	hc := cfg.HTTPClient
+	if hc == nil {
+		hc = httpapi.NewHTTPClient()
+	}
 	a.api = httpapi.Client{
 		BaseURL:   base,
-		HTTP:      cfg.HTTPClient,
+		HTTP:      hc,
 		Authorize: func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+token) },
 	}
 	return a, nil
@@ -151,8 +156,10 @@ func (a *Adapter) Submit(ctx context.Context, req provider.SubmitRequest) (provi
 		h.Set("Idempotency-Key", req.IdempotencyKey)
 	}
 	if !req.Deadline.IsZero() {
-		left := max(time.Until(req.Deadline).Round(time.Second), time.Second)
-		h.Set("Cancel-After", strconv.Itoa(int(left.Seconds()))+"s")
+		// Whole seconds, rounded up: the provider never stops before
+		// Pollux's own deadline.
+		secs := max(int64(math.Ceil(time.Until(req.Deadline).Seconds())), 1)
+		h.Set("Cancel-After", strconv.FormatInt(secs, 10)+"s")
 	}
 	return a.call(ctx, http.MethodPost, path, body, h)
 }
