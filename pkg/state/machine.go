@@ -81,6 +81,10 @@ func (j *Job) Apply(o Observation) string {
 	if err := Transition(j.State, o.State); err != nil {
 		return ""
 	}
+	if o.State == Canceled && j.canceledAtDeadline(o) {
+		o.State = Expired
+		o.Reason = "canceled by the provider at the job's deadline"
+	}
 	if o.Raw != "" {
 		j.ProviderStatus = o.Raw
 	}
@@ -129,6 +133,25 @@ func (j *Job) Apply(o Observation) string {
 		return EventProgress
 	}
 	return ""
+}
+
+// deadlineSkew is how far from the job's deadline a cancellation by the
+// provider still counts as the provider enforcing that deadline (clocks
+// differ, and providers take deadlines in whole seconds).
+const deadlineSkew = 2 * time.Second
+
+// canceledAtDeadline reports whether a cancellation the submitter did not
+// ask for came when the job's deadline was due: the provider enforcing the
+// deadline Pollux gave it, which makes the job expired, not canceled.
+func (j *Job) canceledAtDeadline(o Observation) bool {
+	if !j.CancelRequestedAt.IsZero() || j.Deadline.IsZero() {
+		return false
+	}
+	at := o.CompletedAt
+	if at.IsZero() {
+		at = o.At
+	}
+	return !at.Before(j.Deadline.Add(-deadlineSkew))
 }
 
 func finalProgress(o Observation) *float64 {

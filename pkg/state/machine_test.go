@@ -143,6 +143,15 @@ func TestApply(t *testing.T) {
 			event: state.EventProgress,
 		},
 		{
+			name: "a cancel nobody asked for at the deadline is expiry", start: state.Running,
+			obs:   state.Observation{State: state.Canceled, Raw: "canceled", At: at(61), CompletedAt: at(59)},
+			event: "expired",
+			expect: func(t *testing.T, j *state.Job) {
+				require.Equal(t, state.Expired, j.State)
+				require.Contains(t, j.Reason, "deadline")
+			},
+		},
+		{
 			name: "same state without news records nothing", start: state.Queued,
 			obs:   state.Observation{State: state.Queued, Raw: "starting", At: at(6)},
 			event: "",
@@ -150,7 +159,7 @@ func TestApply(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			j := &state.Job{ID: "j1", State: tt.start, Input: []byte(`{}`)}
+			j := &state.Job{ID: "j1", State: tt.start, Input: []byte(`{}`), Deadline: at(60)}
 			seq := j.EventSeq
 			require.Equal(t, tt.event, j.Apply(tt.obs))
 			if tt.event == "" {
@@ -166,6 +175,16 @@ func TestApply(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestApplyCancelBeforeDeadlineOrRequested(t *testing.T) {
+	t.Parallel()
+	deadline := time.Date(2026, 1, 1, 0, 1, 0, 0, time.UTC)
+	early := &state.Job{ID: "j", State: state.Running, Deadline: deadline}
+	require.Equal(t, "canceled", early.Apply(state.Observation{State: state.Canceled, At: deadline.Add(-time.Minute)}))
+
+	asked := &state.Job{ID: "j", State: state.Running, Deadline: deadline, CancelRequestedAt: deadline.Add(-time.Second)}
+	require.Equal(t, "canceled", asked.Apply(state.Observation{State: state.Canceled, At: deadline.Add(time.Second)}))
 }
 
 func TestApplyProgressBelowStepIsNoNews(t *testing.T) {
