@@ -1,0 +1,255 @@
+// Package config reads Pollux's configuration file: the NATS connection, the
+// subject prefix, stream sizing, and the provider routes. Secrets (API
+// tokens, webhook secrets) come from environment variables or files named in
+// the config, never from the file itself or from flags, and never reach a
+// log line.
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/pollux-dev/pollux/pkg/events"
+)
+
+// Config is the whole configuration file.
+type Config struct {
+	// Prefix is the subject prefix (default "pollux").
+	Prefix string `yaml:"prefix"`
+	// NATS is the connection (flags and environment override the URL).
+	NATS NATS `yaml:"nats"`
+	// Streams sizes the streams and buckets.
+	Streams Streams `yaml:"streams"`
+	// Routes are the provider routes by name.
+	Routes map[string]Route `yaml:"routes"`
+}
+
+// NATS is the connection to the NATS server.
+type NATS struct {
+	// URL of the server(s), comma-separated (default nats://127.0.0.1:4222).
+	URL string `yaml:"url"`
+	// CredsFile is a NATS credentials file.
+	CredsFile string `yaml:"creds_file"`
+}
+
+// Streams sizes the JetStream resources (see events.Options for defaults).
+type Streams struct {
+	Replicas          int           `yaml:"replicas"`
+	MemoryStorage     bool          `yaml:"memory_storage"`
+	IntakeMaxBytes    int64         `yaml:"intake_max_bytes"`
+	EventsMaxAge      time.Duration `yaml:"events_max_age"`
+	EventsMaxBytes    int64         `yaml:"events_max_bytes"`
+	WebhookDuplicates time.Duration `yaml:"webhook_duplicates"`
+	JobsTTL           time.Duration `yaml:"jobs_ttl"`
+}
+
+// Options converts to the contract's stream options.
+func (s Streams) Options() events.Options {
+	return events.Options{
+		Replicas: s.Replicas, MemoryStorage: s.MemoryStorage, IntakeMaxBytes: s.IntakeMaxBytes,
+		EventsMaxAge: s.EventsMaxAge, EventsMaxBytes: s.EventsMaxBytes,
+		WebhookDuplicates: s.WebhookDuplicates, JobsTTL: s.JobsTTL,
+	}
+}
+
+// Route is one provider account.
+type Route struct {
+	// Kind selects the adapter (replicate, ...).
+	Kind string `yaml:"kind"`
+	// BaseURL overrides the provider's API URL.
+	BaseURL string `yaml:"base_url"`
+	// TokenEnv / TokenFile name where the API token is.
+	TokenEnv  string `yaml:"token_env"`
+	TokenFile string `yaml:"token_file"`
+	// WebhookSecretEnv / WebhookSecretFile name where the webhook signing
+	// secret is (optional: some adapters fetch it).
+	WebhookSecretEnv  string `yaml:"webhook_secret_env"`
+	WebhookSecretFile string `yaml:"webhook_secret_file"`
+	// WebhookURL is the public URL of this route's webhook endpoint
+	// (cmd/webhook's /webhooks/<route>); without it no webhook is asked for.
+	WebhookURL string `yaml:"webhook_url"`
+	// Deadline is a job's deadline when the submission gives none (default
+	// 1h); MaxDeadline the furthest a submission may ask for (default 24h).
+	Deadline    time.Duration `yaml:"deadline"`
+	MaxDeadline time.Duration `yaml:"max_deadline"`
+	// Workers is the per-process concurrency.
+	Workers Workers `yaml:"workers"`
+	// Poll tunes the schedule.
+	Poll Poll `yaml:"poll"`
+	// NotFoundLimit is how many consecutive "unknown job" answers mark a job
+	// lost (default 3).
+	NotFoundLimit int `yaml:"not_found_limit"`
+	// WebhookMaxBody caps a webhook delivery (default 1 MiB).
+	WebhookMaxBody int64 `yaml:"webhook_max_body"`
+	// Options are the adapter's own settings.
+	Options map[string]any `yaml:"options"`
+}
+
+// Workers is a route's per-process concurrency.
+type Workers struct {
+	// Submit calls in flight per ingest process (default 4).
+	Submit int `yaml:"submit"`
+	// Status calls in flight per poller process (default 16).
+	Status int `yaml:"status"`
+}
+
+// Poll tunes a route's schedule (see schedule.Policy for defaults).
+type Poll struct {
+	MaxDelay     time.Duration `yaml:"max_delay"`
+	MinDelay     time.Duration `yaml:"min_delay"`
+	Jitter       float64       `yaml:"jitter"`
+	WebhookGrace time.Duration `yaml:"webhook_grace"`
+	Reconcile    time.Duration `yaml:"reconcile"`
+	ErrorBase    time.Duration `yaml:"error_base"`
+}
+
+// Load reads and validates a configuration file (YAML or JSON; unknown
+// fields are errors).
+func Load(path string) (*Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	defer func() { _ = f.Close() }()
+	c, err := Parse(f)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Parse reads and validates a configuration.
+func Parse(r io.Reader) (*Config, error) {
+	data, err := io.ReadAll(io.LimitReader(r, 1<<20+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > 1<<20 {
+		return nil, errors.New("larger than 1 MiB")
+	}
+	var c Config
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// Validate checks the configuration and names the first bad field.
+func (c *Config) Validate() error {
+	if _, err := events.NewNamespace(c.Prefix); err != nil {
+		return fmt.Errorf("prefix: %w", err)
+	}
+	if c.Streams.Replicas != 0 && (c.Streams.Replicas < 1 || c.Streams.Replicas > 5) {
+		return fmt.Errorf("streams.replicas: %d is not between 1 and 5", c.Streams.Replicas)
+	}
+	if len(c.Routes) == 0 {
+		return errors.New("routes: at least one route is required")
+	}
+	for _, name := range c.RouteNames() {
+		if err := c.Routes[name].validate(); err != nil {
+			return fmt.Errorf("routes.%s.%w", name, err)
+		}
+		if !events.ValidToken(name) {
+			return fmt.Errorf("routes.%s: a route name must be 1-128 characters of [A-Za-z0-9_-]", name)
+		}
+	}
+	return nil
+}
+
+// RouteNames lists the route names in order.
+func (c *Config) RouteNames() []string {
+	names := make([]string, 0, len(c.Routes))
+	for n := range c.Routes {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func (r Route) validate() error {
+	switch {
+	case r.Kind == "":
+		return errors.New("kind: required")
+	case r.TokenEnv != "" && r.TokenFile != "":
+		return errors.New("token_env: give token_env or token_file, not both")
+	case r.WebhookSecretEnv != "" && r.WebhookSecretFile != "":
+		return errors.New("webhook_secret_env: give webhook_secret_env or webhook_secret_file, not both")
+	case r.Deadline < 0, r.MaxDeadline < 0:
+		return errors.New("deadline: must not be negative")
+	case r.MaxDeadline != 0 && r.Deadline > r.MaxDeadline:
+		return fmt.Errorf("deadline: %s is beyond max_deadline %s", r.Deadline, r.MaxDeadline)
+	case r.Workers.Submit < 0 || r.Workers.Status < 0:
+		return errors.New("workers: must not be negative")
+	case r.NotFoundLimit < 0:
+		return errors.New("not_found_limit: must not be negative")
+	case r.Poll.Jitter < 0 || r.Poll.Jitter >= 1:
+		return fmt.Errorf("poll.jitter: %v is not in [0, 1)", r.Poll.Jitter)
+	case r.Poll.MaxDelay < 0 || r.Poll.MinDelay < 0 || r.Poll.Reconcile < 0 || r.Poll.WebhookGrace < 0:
+		return errors.New("poll: durations must not be negative")
+	case r.Poll.MaxDelay != 0 && r.Poll.MinDelay > r.Poll.MaxDelay:
+		return errors.New("poll.min_delay: larger than poll.max_delay")
+	case r.WebhookURL != "" && !strings.HasPrefix(r.WebhookURL, "https://") && !strings.HasPrefix(r.WebhookURL, "http://"):
+		return fmt.Errorf("webhook_url: %q is not an http(s) URL", r.WebhookURL)
+	case r.WebhookMaxBody < 0:
+		return errors.New("webhook_max_body: must not be negative")
+	}
+	return nil
+}
+
+// Token returns the route's API token from its environment variable or file.
+func (r Route) Token() (string, error) {
+	return secret("token", r.TokenEnv, r.TokenFile)
+}
+
+// WebhookSecret returns the route's webhook secret, "" when none is set.
+func (r Route) WebhookSecret() (string, error) {
+	return secret("webhook secret", r.WebhookSecretEnv, r.WebhookSecretFile)
+}
+
+// OptionsJSON returns the adapter options as JSON.
+func (r Route) OptionsJSON() (json.RawMessage, error) {
+	if len(r.Options) == 0 {
+		return nil, nil
+	}
+	b, err := json.Marshal(r.Options)
+	if err != nil {
+		return nil, fmt.Errorf("options: %w", err)
+	}
+	return b, nil
+}
+
+func secret(what, env, file string) (string, error) {
+	switch {
+	case env != "":
+		v, ok := os.LookupEnv(env)
+		if !ok || strings.TrimSpace(v) == "" {
+			return "", fmt.Errorf("%s: environment variable %s is not set", what, env)
+		}
+		return strings.TrimSpace(v), nil
+	case file != "":
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", what, err)
+		}
+		v := strings.TrimSpace(string(b))
+		if v == "" {
+			return "", fmt.Errorf("%s: file %s is empty", what, file)
+		}
+		return v, nil
+	}
+	return "", nil
+}

@@ -1,0 +1,178 @@
+// Package consume runs a pull consumer with bounded concurrency: at most
+// Workers handlers run at once and at most Workers more messages wait in the
+// client's buffer, each handler's Outcome is settled on its message, fetching
+// holds off while the caller says so (a paused route), and on shutdown the
+// buffered messages are handled and the handlers in flight waited for.
+package consume
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/pollux-dev/pollux/pkg/events"
+)
+
+// Handler handles one message and says what to do with it.
+type Handler func(ctx context.Context, msg jetstream.Msg) events.Outcome
+
+// Options configure Run. The zero value means the defaults on each field.
+type Options struct {
+	// Workers is the most handlers in flight, and the most messages
+	// buffered in the client (default 8).
+	Workers int
+	// Hold, when it returns a positive duration, stops taking messages for
+	// that long (a paused route).
+	Hold func() time.Duration
+	// Drain bounds the handling of buffered and in-flight messages at
+	// shutdown before their context is canceled (default 15s).
+	Drain time.Duration
+	// Settled observes each settled outcome and the handler's duration.
+	Settled func(events.Outcome, time.Duration)
+	// Logger receives consumer errors.
+	Logger zerolog.Logger
+}
+
+// Run consumes until ctx ends. Handlers run with a context that outlives
+// ctx by up to Drain, so work under way at shutdown (a provider call, a
+// state write) can finish.
+func Run(ctx context.Context, c jetstream.Consumer, o Options, h Handler) error {
+	r := &runner{
+		c: c, h: h, o: o,
+		workers: cmp.Or(o.Workers, 8),
+		drain:   cmp.Or(o.Drain, 15*time.Second),
+	}
+	r.work, r.cancelWork = context.WithCancel(context.WithoutCancel(ctx))
+	defer r.cancelWork()
+	r.slots = make(chan struct{}, r.workers)
+	return r.run(ctx)
+}
+
+type runner struct {
+	c          jetstream.Consumer
+	h          Handler
+	o          Options
+	workers    int
+	drain      time.Duration
+	slots      chan struct{}
+	wg         sync.WaitGroup
+	work       context.Context
+	cancelWork context.CancelFunc
+}
+
+func (r *runner) run(ctx context.Context) error {
+	var it jetstream.MessagesContext
+	defer func() {
+		if it != nil {
+			r.finish(it)
+		}
+		r.wait()
+	}()
+	backoff := time.Duration(0)
+	for ctx.Err() == nil {
+		if it == nil {
+			var err error
+			it, err = r.c.Messages(jetstream.PullMaxMessages(r.workers))
+			if err != nil {
+				it = nil
+				backoff = r.pause(ctx, backoff, err, "starting the consumer failed")
+				continue
+			}
+		}
+		if r.o.Hold != nil {
+			if d := r.o.Hold(); d > 0 {
+				sleep(ctx, d)
+				continue
+			}
+		}
+		select {
+		case r.slots <- struct{}{}:
+		case <-ctx.Done():
+			return nil
+		}
+		msg, err := it.Next(jetstream.NextContext(ctx))
+		if err != nil {
+			<-r.slots
+			if ctx.Err() != nil {
+				return nil
+			}
+			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				it = nil // the consumer went away or the connection closed: start over
+			}
+			backoff = r.pause(ctx, backoff, err, "taking the next message failed")
+			continue
+		}
+		backoff = 0
+		r.dispatch(msg)
+	}
+	return nil
+}
+
+// dispatch handles msg in its own goroutine, holding a slot.
+func (r *runner) dispatch(msg jetstream.Msg) {
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		defer func() { <-r.slots }()
+		start := time.Now()
+		out := r.h(r.work, msg)
+		if err := out.Settle(msg); err != nil && !errors.Is(err, jetstream.ErrMsgAlreadyAckd) {
+			r.o.Logger.Warn().Err(err).Str("subject", msg.Subject()).Stringer("outcome", out).Msg("settle failed")
+		}
+		if r.o.Settled != nil {
+			r.o.Settled(out, time.Since(start))
+		}
+	}()
+}
+
+// finish stops pulling and handles what is already in the client's buffer,
+// so nothing fetched waits out its ack wait.
+func (r *runner) finish(it jetstream.MessagesContext) {
+	it.Drain()
+	deadline := time.Now().Add(r.drain)
+	for time.Now().Before(deadline) {
+		r.slots <- struct{}{}
+		msg, err := it.Next(jetstream.NextMaxWait(time.Until(deadline)))
+		if err != nil {
+			<-r.slots
+			return
+		}
+		r.dispatch(msg)
+	}
+	it.Stop()
+}
+
+// wait waits for the handlers in flight, canceling them after Drain.
+func (r *runner) wait() {
+	done := make(chan struct{})
+	go func() { r.wg.Wait(); close(done) }()
+	t := time.NewTimer(r.drain)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		r.cancelWork()
+		<-done
+	}
+}
+
+func (r *runner) pause(ctx context.Context, backoff time.Duration, err error, what string) time.Duration {
+	backoff = min(max(2*backoff, 100*time.Millisecond), 5*time.Second)
+	r.o.Logger.Warn().Err(err).Dur("retry_in", backoff).Msg(what)
+	sleep(ctx, backoff)
+	return backoff
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}

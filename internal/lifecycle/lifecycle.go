@@ -1,0 +1,201 @@
+// Package lifecycle is the one place where a job's record and the streams
+// around it change together: compare-and-set writes of the record, the
+// events those writes recorded (published from the record's outbox, so no
+// event is lost when a process dies between the write and the publish), the
+// job's check message (armed, re-armed, disarmed) and rejections.
+package lifecycle
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/state"
+)
+
+// Hooks observe what the lifecycle does; nil fields are ignored. Hooks must
+// not block.
+type Hooks struct {
+	// Published is called for every event published.
+	Published func(route, typ string)
+}
+
+// Lifecycle changes jobs and publishes what changed.
+type Lifecycle struct {
+	ns     events.Namespace
+	store  *state.Store
+	js     jetstream.JetStream
+	checks jetstream.Stream
+	log    zerolog.Logger
+	hooks  Hooks
+}
+
+// New returns a Lifecycle over the namespace's resources.
+func New(ns events.Namespace, js jetstream.JetStream, res *events.Resources, log zerolog.Logger, hooks Hooks) *Lifecycle {
+	return &Lifecycle{ns: ns, store: state.NewStore(res.Jobs), js: js, checks: res.Checks, log: log, hooks: hooks}
+}
+
+// Store returns the job store.
+func (l *Lifecycle) Store() *state.Store { return l.store }
+
+// Namespace returns the namespace.
+func (l *Lifecycle) Namespace() events.Namespace { return l.ns }
+
+// Create stores a new job and publishes the events it recorded. It returns
+// state.ErrExists when the id is taken.
+func (l *Lifecycle) Create(ctx context.Context, j *state.Job) error {
+	if _, err := l.store.Create(ctx, j); err != nil {
+		return err
+	}
+	return l.Flush(ctx, j)
+}
+
+// Update applies fn to the job's latest record with compare-and-set (fn may
+// run more than once, on fresh copies) and then publishes the events fn
+// recorded, along with any earlier ones still in the outbox.
+func (l *Lifecycle) Update(ctx context.Context, id string, fn func(*state.Job) error) (*state.Job, error) {
+	j, _, err := l.store.Mutate(ctx, id, fn)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.Flush(ctx, j); err != nil {
+		return j, err
+	}
+	return j, nil
+}
+
+// Flush publishes the job's outbox in order and then removes the published
+// entries from the record. Republishing an event is harmless: its message id
+// makes the stream drop the duplicate, and its per-job seq lets readers
+// drop one the stream no longer remembers.
+func (l *Lifecycle) Flush(ctx context.Context, j *state.Job) error {
+	if len(j.Outbox) == 0 {
+		return nil
+	}
+	var last uint64
+	for _, p := range j.Outbox {
+		ev := events.NewEvent(j, p)
+		b, err := ev.Encode()
+		if err != nil {
+			return fmt.Errorf("encode event %d of job %s: %w", p.Seq, j.ID, err)
+		}
+		msg := &nats.Msg{Subject: l.ns.Event(j.Route, j.ID), Data: b, Header: nats.Header{}}
+		if _, err := l.js.PublishMsg(ctx, msg, jetstream.WithMsgID(events.MsgID(j.ID, p.Seq))); err != nil {
+			return fmt.Errorf("publish %s event of job %s: %w", p.Type, j.ID, err)
+		}
+		last = p.Seq
+		if l.hooks.Published != nil {
+			l.hooks.Published(j.Route, p.Type)
+		}
+		l.log.Debug().Str("job_id", j.ID).Str("route", j.Route).Str("event", p.Type).Uint64("seq", p.Seq).Msg("event published")
+	}
+	_, _, err := l.store.Mutate(ctx, j.ID, func(cur *state.Job) error {
+		if !cur.Published(last) {
+			return state.ErrNoChange
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("clear outbox of job %s: %w", j.ID, err)
+	}
+	j.Published(last)
+	return nil
+}
+
+// errCodeMaxMsgsPerSubject is JetStream's refusal of a second message on a
+// subject limited to one (the job is already armed).
+const errCodeMaxMsgsPerSubject = 10077
+
+// Arm publishes the job's check message, to be delivered no earlier than
+// notBefore. A job has at most one; arming an armed job changes nothing.
+func (l *Lifecycle) Arm(ctx context.Context, j *state.Job, notBefore time.Time) error {
+	b, err := encodeCheck(j.ID, notBefore)
+	if err != nil {
+		return err
+	}
+	_, err = l.js.Publish(ctx, l.ns.Check(j.Route, j.ID), b)
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeMaxMsgsPerSubject {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("arm check of job %s: %w", j.ID, err)
+	}
+	return nil
+}
+
+// Rearm replaces the job's check message with one due at notBefore (sooner
+// than the one waiting, typically).
+func (l *Lifecycle) Rearm(ctx context.Context, j *state.Job, notBefore time.Time) error {
+	if err := l.Disarm(ctx, j.Route, j.ID); err != nil {
+		return err
+	}
+	return l.Arm(ctx, j, notBefore)
+}
+
+// Disarm removes the job's check message, so polling stops at once.
+//
+// It deletes the message by its sequence number. A purge by subject would
+// be one call, but on a work-queue stream it corrupts the state of a
+// consumer with a wider filter: other jobs' checks that wait nak-delayed
+// are dropped from the consumer while staying in the stream, never to be
+// delivered again (nats-server 2.15.2, measured: 19 to 170 of 300 waiting
+// checks lost; see nats-server#5727). TestDisarmKeepsOtherChecks guards this.
+func (l *Lifecycle) Disarm(ctx context.Context, route, id string) error {
+	m, err := l.checks.GetLastMsgForSubject(ctx, l.ns.Check(route, id))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil // not armed
+	}
+	if err != nil {
+		return fmt.Errorf("disarm check of job %s: %w", id, err)
+	}
+	err = l.checks.DeleteMsg(ctx, m.Sequence)
+	if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+		return fmt.Errorf("disarm check of job %s: %w", id, err)
+	}
+	return nil
+}
+
+func encodeCheck(id string, notBefore time.Time) ([]byte, error) {
+	c := events.Check{V: events.Version, JobID: id}
+	if !notBefore.IsZero() {
+		c.NotBefore = notBefore.UTC()
+	}
+	return json.Marshal(c)
+}
+
+// Reject publishes a rejected event for an intake message on the job's
+// event subject (the route and id are replaced by "_" placeholders when they
+// are not valid tokens).
+func (l *Lifecycle) Reject(ctx context.Context, route, id string, r events.Rejection, now time.Time) error {
+	if !events.ValidToken(route) {
+		route = "_"
+	}
+	if !events.ValidToken(id) {
+		id = "_"
+	}
+	ev := &events.Event{V: events.Version, Type: events.EventRejected, Time: now.UTC(), Route: route, JobID: id, Rejection: &r}
+	b, err := ev.Encode()
+	if err != nil {
+		return err
+	}
+	var opts []jetstream.PublishOpt
+	if r.IntakeSeq > 0 {
+		// A redelivered rejected message is rejected once.
+		opts = append(opts, jetstream.WithMsgID(fmt.Sprintf("rejected:%d", r.IntakeSeq)))
+	}
+	if _, err := l.js.Publish(ctx, l.ns.Event(route, id), b, opts...); err != nil {
+		return fmt.Errorf("publish rejection: %w", err)
+	}
+	if l.hooks.Published != nil {
+		l.hooks.Published(route, events.EventRejected)
+	}
+	return nil
+}

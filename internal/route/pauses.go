@@ -1,0 +1,224 @@
+package route
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+)
+
+// Pause kinds.
+const (
+	PauseRateLimit = "rate_limit"
+	PauseAuth      = "auth"
+)
+
+// Pause is a route-wide stop of provider calls, shared by the whole fleet
+// through the routes bucket.
+type Pause struct {
+	// Until is when calls may start again.
+	Until time.Time `json:"until"`
+	// Kind is PauseRateLimit or PauseAuth.
+	Kind string `json:"kind"`
+	// Reason is the provider's explanation.
+	Reason string `json:"reason,omitempty"`
+	// Strikes counts consecutive authentication failures; each doubles the
+	// next auth pause.
+	Strikes int `json:"strikes,omitempty"`
+	// Since is when the route was first paused in this episode.
+	Since time.Time `json:"since"`
+}
+
+// Auth pause bounds: the first pause and the longest.
+const (
+	AuthPauseBase = 30 * time.Second
+	AuthPauseMax  = 30 * time.Minute
+)
+
+// Pauses mirrors the routes bucket in memory and writes new pauses to it.
+// A pause only ever extends: concurrent writers keep the later end.
+type Pauses struct {
+	kv  jetstream.KeyValue
+	log zerolog.Logger
+	now func() time.Time
+
+	mu sync.RWMutex
+	m  map[string]Pause
+}
+
+// NewPauses returns a mirror of the routes bucket; Run keeps it current.
+func NewPauses(kv jetstream.KeyValue, log zerolog.Logger) *Pauses {
+	return &Pauses{kv: kv, log: log, now: time.Now, m: map[string]Pause{}}
+}
+
+// Run watches the bucket until ctx ends. It returns once the initial values
+// are loaded only through ready (closed then), so callers can wait for it.
+func (p *Pauses) Run(ctx context.Context, ready chan<- struct{}) error {
+	w, err := p.kv.WatchAll(ctx)
+	if err != nil {
+		return fmt.Errorf("watch route pauses: %w", err)
+	}
+	defer func() { _ = w.Stop() }()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case e, ok := <-w.Updates():
+			if !ok {
+				return errors.New("route pause watcher closed")
+			}
+			if e == nil {
+				if ready != nil {
+					close(ready)
+					ready = nil
+				}
+				continue
+			}
+			p.apply(e)
+		}
+	}
+}
+
+func (p *Pauses) apply(e jetstream.KeyValueEntry) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e.Operation() != jetstream.KeyValuePut {
+		delete(p.m, e.Key())
+		return
+	}
+	var ps Pause
+	if err := json.Unmarshal(e.Value(), &ps); err != nil {
+		p.log.Warn().Err(err).Str("route", e.Key()).Msg("ignoring unreadable route pause")
+		return
+	}
+	if cur, ok := p.m[e.Key()]; !ok || !ps.Until.Before(cur.Until) || ps.Strikes != cur.Strikes {
+		p.m[e.Key()] = ps
+	}
+}
+
+// Active returns the route's pause when one is in force.
+func (p *Pauses) Active(route string) (Pause, bool) {
+	p.mu.RLock()
+	ps, ok := p.m[route]
+	p.mu.RUnlock()
+	if !ok || !p.now().Before(ps.Until) {
+		return Pause{}, false
+	}
+	return ps, true
+}
+
+// Remaining returns how long until calls to route may start again, with up
+// to 10% (at least 100 ms) of added jitter so the fleet does not stampede
+// when the pause ends; 0 when the route is not paused.
+func (p *Pauses) Remaining(route string, rnd *rand.Rand) time.Duration {
+	ps, ok := p.Active(route)
+	if !ok {
+		return 0
+	}
+	left := ps.Until.Sub(p.now())
+	spread := max(left/10, 100*time.Millisecond)
+	return left + time.Duration(rnd.Int64N(int64(spread)))
+}
+
+// RateLimited pauses the route for d after a rate limit.
+func (p *Pauses) RateLimited(ctx context.Context, route string, d time.Duration, reason string) (Pause, error) {
+	return p.extend(ctx, route, func(cur Pause, now time.Time) Pause {
+		cur.Kind, cur.Reason = PauseRateLimit, reason
+		cur.Until = now.Add(d)
+		return cur
+	})
+}
+
+// AuthFailed pauses the route after refused credentials, each consecutive
+// failure doubling the pause from AuthPauseBase up to AuthPauseMax.
+func (p *Pauses) AuthFailed(ctx context.Context, route, reason string) (Pause, error) {
+	return p.extend(ctx, route, func(cur Pause, now time.Time) Pause {
+		if cur.Kind == PauseAuth && now.Before(cur.Until) {
+			return cur // already paused for this; one strike per episode
+		}
+		cur.Strikes++
+		cur.Kind, cur.Reason = PauseAuth, reason
+		cur.Until = now.Add(min(AuthPauseBase<<min(cur.Strikes-1, 16), AuthPauseMax))
+		return cur
+	})
+}
+
+// Recovered clears the auth strikes of a route after a successful call.
+func (p *Pauses) Recovered(ctx context.Context, route string) error {
+	p.mu.RLock()
+	cur, ok := p.m[route]
+	p.mu.RUnlock()
+	if !ok || cur.Strikes == 0 {
+		return nil
+	}
+	e, err := p.kv.Get(ctx, route)
+	if err != nil {
+		return err
+	}
+	if err := p.kv.Delete(ctx, route, jetstream.LastRevision(e.Revision())); err != nil && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		return err
+	}
+	p.mu.Lock()
+	delete(p.m, route)
+	p.mu.Unlock()
+	return nil
+}
+
+// extend writes the pause computed by next from the current one, keeping
+// whichever ends later, with compare-and-set.
+func (p *Pauses) extend(ctx context.Context, route string, next func(Pause, time.Time) Pause) (Pause, error) {
+	for range 10 {
+		var cur Pause
+		var rev uint64
+		e, err := p.kv.Get(ctx, route)
+		switch {
+		case err == nil:
+			rev = e.Revision()
+			if json.Unmarshal(e.Value(), &cur) != nil {
+				cur = Pause{}
+			}
+		case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):
+		default:
+			return Pause{}, fmt.Errorf("read pause of route %s: %w", route, err)
+		}
+		now := p.now()
+		if !now.Before(cur.Until) {
+			cur.Since = now
+		}
+		want := next(cur, now)
+		if !want.Until.After(cur.Until) && want.Strikes == cur.Strikes {
+			p.remember(route, cur)
+			return cur, nil
+		}
+		b, _ := json.Marshal(want)
+		if rev == 0 {
+			_, err = p.kv.Create(ctx, route, b)
+		} else {
+			_, err = p.kv.Update(ctx, route, b, rev)
+		}
+		if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			continue
+		}
+		if err != nil {
+			return Pause{}, fmt.Errorf("pause route %s: %w", route, err)
+		}
+		p.remember(route, want)
+		return want, nil
+	}
+	return Pause{}, fmt.Errorf("pause route %s: too many concurrent writers", route)
+}
+
+// remember applies a pause locally at once, before the watch brings it.
+func (p *Pauses) remember(route string, ps Pause) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if cur, ok := p.m[route]; !ok || ps.Until.After(cur.Until) || ps.Strikes != cur.Strikes {
+		p.m[route] = ps
+	}
+}

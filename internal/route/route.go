@@ -1,0 +1,137 @@
+// Package route turns configured provider routes into what the services
+// use: the adapter, its schedule policy and limits, and the fleet-wide
+// route pauses kept in the routes bucket.
+package route
+
+import (
+	"cmp"
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/pollux-dev/pollux/internal/config"
+	"github.com/pollux-dev/pollux/pkg/provider"
+	"github.com/pollux-dev/pollux/pkg/provider/replicate"
+	"github.com/pollux-dev/pollux/pkg/schedule"
+)
+
+// Route is one configured provider account, ready to use.
+type Route struct {
+	// Name is the route's name (a subject token).
+	Name string
+	// Adapter talks to the provider.
+	Adapter provider.Adapter
+	// Webhooks verifies and decodes deliveries; nil when the provider
+	// sends none.
+	Webhooks provider.Webhooks
+	// WebhookURL is the public URL of the route's webhook endpoint, "" for
+	// no webhooks.
+	WebhookURL string
+	// Policy schedules the route's polls.
+	Policy schedule.Policy
+	// Deadline is the default job deadline, MaxDeadline the longest allowed.
+	Deadline, MaxDeadline time.Duration
+	// SubmitWorkers and StatusWorkers are the per-process concurrency.
+	SubmitWorkers, StatusWorkers int
+	// NotFoundLimit consecutive "unknown job" answers mark a job lost.
+	NotFoundLimit int
+	// WebhookMaxBody caps a delivery.
+	WebhookMaxBody int64
+}
+
+// Defaults of route settings.
+const (
+	DefaultDeadline       = time.Hour
+	DefaultMaxDeadline    = 24 * time.Hour
+	DefaultSubmitWorkers  = 4
+	DefaultStatusWorkers  = 16
+	DefaultNotFoundLimit  = 3
+	DefaultWebhookMaxBody = 1 << 20
+)
+
+// Registry is the set of adapter kinds Pollux ships.
+var Registry = provider.Registry{
+	replicate.Kind: replicate.New,
+}
+
+// JobWebhookURL returns the callback URL for one job on a route: the route's
+// webhook URL with the job id as the "job" query parameter.
+func (r *Route) JobWebhookURL(jobID string) string {
+	if r.WebhookURL == "" {
+		return ""
+	}
+	u, err := url.Parse(r.WebhookURL)
+	if err != nil {
+		return ""
+	}
+	q := u.Query()
+	q.Set("job", jobID)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// Build makes the routes of a configuration, reading each route's secrets.
+// Scale compresses the schedule for demos and tests (0 or 1: real time).
+func Build(c *config.Config, reg provider.Registry, hc *http.Client, scale float64, log zerolog.Logger) (map[string]*Route, error) {
+	out := make(map[string]*Route, len(c.Routes))
+	for _, name := range c.RouteNames() {
+		rc := c.Routes[name]
+		token, err := rc.Token()
+		if err != nil {
+			return nil, fmt.Errorf("route %s: %w", name, err)
+		}
+		secret, err := rc.WebhookSecret()
+		if err != nil {
+			return nil, fmt.Errorf("route %s: %w", name, err)
+		}
+		opts, err := rc.OptionsJSON()
+		if err != nil {
+			return nil, fmt.Errorf("route %s: %w", name, err)
+		}
+		a, err := reg.New(provider.Config{
+			Route: name, Kind: rc.Kind, BaseURL: rc.BaseURL, Token: token, WebhookSecret: secret,
+			Options: opts, HTTPClient: hc, Logger: log.With().Str("route", name).Logger(),
+		})
+		if err != nil {
+			return nil, err
+		}
+		r, err := New(name, a, rc, scale)
+		if err != nil {
+			return nil, err
+		}
+		out[name] = r
+	}
+	return out, nil
+}
+
+// New makes a route from its adapter and settings.
+func New(name string, a provider.Adapter, rc config.Route, scale float64) (*Route, error) {
+	r := &Route{
+		Name:           name,
+		Adapter:        a,
+		WebhookURL:     rc.WebhookURL,
+		Deadline:       cmp.Or(rc.Deadline, DefaultDeadline),
+		MaxDeadline:    cmp.Or(rc.MaxDeadline, DefaultMaxDeadline),
+		SubmitWorkers:  cmp.Or(rc.Workers.Submit, DefaultSubmitWorkers),
+		StatusWorkers:  cmp.Or(rc.Workers.Status, DefaultStatusWorkers),
+		NotFoundLimit:  cmp.Or(rc.NotFoundLimit, DefaultNotFoundLimit),
+		WebhookMaxBody: cmp.Or(rc.WebhookMaxBody, DefaultWebhookMaxBody),
+		Policy: schedule.Policy{
+			MaxDelay: rc.Poll.MaxDelay, MinDelay: rc.Poll.MinDelay, Jitter: rc.Poll.Jitter,
+			WebhookGrace: rc.Poll.WebhookGrace, Reconcile: rc.Poll.Reconcile, ErrorBase: rc.Poll.ErrorBase,
+			Scale: scale,
+		}.WithDefaults(),
+	}
+	if floor := a.Info().PollFloor; floor > 0 {
+		r.Policy.MinDelay = max(r.Policy.MinDelay, time.Duration(float64(floor)*r.Policy.Scale))
+	}
+	if wh, ok := a.(provider.Webhooks); ok && a.Info().Webhooks {
+		r.Webhooks = wh
+	} else if rc.WebhookURL != "" {
+		return nil, fmt.Errorf("route %s: webhook_url is set, but %s sends no webhooks", name, a.Info().Kind)
+	}
+	return r, nil
+}
