@@ -1,0 +1,31 @@
+// Command poller polls providers for the jobs Pollux tracks, each when its
+// check message comes due. Start as many as the load needs: they share one
+// durable consumer per route.
+package main
+
+import (
+	"context"
+	"os"
+
+	"github.com/alecthomas/kong"
+
+	"github.com/pollux-dev/pollux/internal/app"
+	"github.com/pollux-dev/pollux/internal/poller"
+)
+
+func main() {
+	var cli struct {
+		app.Flags `embed:""`
+	}
+	kong.Parse(&cli, kong.Name("poller"), kong.Description("Pollux poller: tracks jobs to their terminal state."),
+		kong.Vars{"metrics_addr": ":9102"})
+	os.Exit(app.Run(cli.Flags, "poller", os.Stderr, func(ctx context.Context, env *app.Env) error {
+		svc, err := poller.New(poller.Config{
+			Routes: env.Routes, Options: env.Options(), Logger: env.Log, Metrics: env.Metrics.Poller(),
+		}, env.NS, env.Res, env.Life, env.Pauses)
+		if err != nil {
+			return err
+		}
+		return svc.Run(ctx)
+	}))
+}

@@ -1,0 +1,37 @@
+// Command webhook receives provider webhooks at POST /webhooks/<route>,
+// verifies them, stores them in JetStream and applies them to job state.
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+
+	"github.com/alecthomas/kong"
+
+	"github.com/pollux-dev/pollux/internal/app"
+	"github.com/pollux-dev/pollux/internal/webhook"
+)
+
+func main() {
+	var cli struct {
+		app.Flags `embed:""`
+		Addr      string `name:"addr" env:"POLLUX_WEBHOOK_ADDR" default:":8080" help:"Address to receive webhooks on."`
+	}
+	kong.Parse(&cli, kong.Name("webhook"), kong.Description("Pollux webhook receiver."),
+		kong.Vars{"metrics_addr": ":9103"})
+	os.Exit(app.Run(cli.Flags, "webhook", os.Stderr, func(ctx context.Context, env *app.Env) error {
+		svc, err := webhook.New(webhook.Config{
+			Routes: env.Routes, Options: env.Options(), Logger: env.Log, Metrics: env.Metrics.Webhook(),
+		}, env.JS, env.NS, env.Res, env.Life)
+		if err != nil {
+			return err
+		}
+		ln, err := net.Listen("tcp", cli.Addr)
+		if err != nil {
+			return fmt.Errorf("webhook listener: %w", err)
+		}
+		return svc.Run(ctx, ln)
+	}))
+}

@@ -1,0 +1,253 @@
+// Package app is what every Pollux binary does around its service: the
+// flags they share (each with an environment twin), the logger, the NATS
+// connection, the streams and buckets, the routes, the metrics endpoint,
+// signal handling and an orderly shutdown.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/pollux-dev/pollux/internal/config"
+	"github.com/pollux-dev/pollux/internal/lifecycle"
+	"github.com/pollux-dev/pollux/internal/metrics"
+	"github.com/pollux-dev/pollux/internal/route"
+	"github.com/pollux-dev/pollux/pkg/events"
+)
+
+// Flags are shared by the service binaries.
+type Flags struct {
+	NATSURL     string `name:"nats-url" env:"POLLUX_NATS_URL" help:"NATS server URL(s), comma-separated (default: the config's nats.url, else nats://127.0.0.1:4222)."`
+	Config      string `name:"config" env:"POLLUX_CONFIG" default:"pollux.yaml" help:"Configuration file (YAML or JSON)."`
+	MetricsAddr string `name:"metrics-addr" env:"POLLUX_METRICS_ADDR" default:"${metrics_addr}" help:"Address for /metrics, /healthz and /readyz; empty to disable (default ${metrics_addr})."`
+	LogLevel    string `name:"log-level" env:"POLLUX_LOG_LEVEL" default:"info" enum:"debug,info,warn,error" help:"Log level (debug, info, warn, error)."`
+	LogFormat   string `name:"log-format" env:"POLLUX_LOG_FORMAT" default:"json" enum:"json,console" help:"Log format: json for machines, console for humans."`
+}
+
+// NewLogger returns a zerolog logger writing to w.
+func NewLogger(level, format string, w io.Writer) (zerolog.Logger, error) {
+	lvl, err := zerolog.ParseLevel(level)
+	if err != nil {
+		return zerolog.Nop(), fmt.Errorf("log level %q: %w", level, err)
+	}
+	if format == "console" {
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly}
+	}
+	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), nil
+}
+
+// Env is a binary's connected environment.
+type Env struct {
+	Config  *config.Config
+	NC      *nats.Conn
+	JS      jetstream.JetStream
+	NS      events.Namespace
+	Res     *events.Resources
+	Routes  map[string]*route.Route
+	Life    *lifecycle.Lifecycle
+	Pauses  *route.Pauses
+	Metrics *metrics.Metrics
+	Log     zerolog.Logger
+}
+
+// Options returns the stream options of the configuration.
+func (e *Env) Options() events.Options { return e.Config.Streams.Options() }
+
+// Connect dials NATS with reconnection forever and logs connection changes.
+func Connect(url, name, creds string, log zerolog.Logger) (*nats.Conn, error) {
+	opts := []nats.Option{
+		nats.Name(name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(500 * time.Millisecond),
+		nats.RetryOnFailedConnect(true),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil { // nil: a deliberate close
+				log.Warn().Err(err).Msg("disconnected from NATS")
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			log.Info().Str("server", nc.ConnectedUrlRedacted()).Msg("reconnected to NATS")
+		}),
+	}
+	if creds != "" {
+		opts = append(opts, nats.UserCredentials(creds))
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to NATS at %s: %w", redact(url), err)
+	}
+	return nc, nil
+}
+
+// redact hides credentials in a NATS URL.
+func redact(url string) string {
+	if at := strings.LastIndex(url, "@"); at >= 0 {
+		if scheme := strings.Index(url, "://"); scheme >= 0 && scheme < at {
+			return url[:scheme+3] + "***" + url[at:]
+		}
+	}
+	return url
+}
+
+// Open builds the environment over an existing connection: it creates or
+// checks the streams and buckets, builds the routes, and starts the route
+// pause mirror (owned by g).
+func Open(ctx context.Context, g *errgroup.Group, cfg *config.Config, nc *nats.Conn, routes map[string]*route.Route, m *metrics.Metrics, log zerolog.Logger) (*Env, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	ns, err := events.NewNamespace(cfg.Prefix)
+	if err != nil {
+		return nil, err
+	}
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	res, err := ns.Setup(sctx, js, cfg.Streams.Options())
+	if err != nil {
+		return nil, err
+	}
+	pauses := route.NewPauses(res.Routes, log)
+	ready := make(chan struct{})
+	g.Go(func() error { return pauses.Run(ctx, ready) })
+	select {
+	case <-ready:
+	case <-sctx.Done():
+		return nil, errors.New("loading route pauses: timed out")
+	}
+	return &Env{
+		Config: cfg, NC: nc, JS: js, NS: ns, Res: res, Routes: routes, Pauses: pauses, Metrics: m, Log: log,
+		Life: lifecycle.New(ns, js, res, log, m.Lifecycle()),
+	}, nil
+}
+
+// Run is a service binary's main: it loads the configuration, connects,
+// serves metrics, runs the service until SIGINT or SIGTERM, then drains the
+// connection. It returns the process exit code.
+func Run(f Flags, component string, stderr io.Writer, run func(context.Context, *Env) error) int {
+	log, err := NewLogger(f.LogLevel, f.LogFormat, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	log = log.With().Str("component", component).Logger()
+	if err := serve(f, component, log, run); err != nil {
+		log.Error().Err(err).Msg("stopped with an error")
+		return 1
+	}
+	log.Info().Msg("stopped")
+	return 0
+}
+
+func serve(f Flags, component string, log zerolog.Logger, run func(context.Context, *Env) error) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	cfg, err := config.Load(f.Config)
+	if err != nil {
+		return err
+	}
+	url := f.NATSURL
+	if url == "" {
+		url = cfg.NATS.URL
+	}
+	if url == "" {
+		url = nats.DefaultURL
+	}
+	routes, err := route.Build(cfg, route.Registry, nil, 1, log)
+	if err != nil {
+		return err
+	}
+	nc, err := Connect(url, "pollux-"+component, cfg.NATS.CredsFile, log)
+	if err != nil {
+		return err
+	}
+	defer drain(nc, log)
+
+	m := metrics.New()
+	g, gctx := errgroup.WithContext(ctx)
+	env, err := Open(gctx, g, cfg, nc, routes, m, log)
+	if err != nil {
+		stop()
+		_ = g.Wait()
+		return err
+	}
+	if f.MetricsAddr != "" {
+		ln, err := net.Listen("tcp", f.MetricsAddr)
+		if err != nil {
+			stop()
+			_ = g.Wait()
+			return fmt.Errorf("metrics listener: %w", err)
+		}
+		g.Go(func() error { return ServeHTTP(gctx, ln, Observability(m, nc)) })
+		log.Info().Str("addr", ln.Addr().String()).Msg("serving metrics")
+	}
+	g.Go(func() error { return run(gctx, env) })
+	return g.Wait()
+}
+
+// drain flushes and closes the connection, bounded in time.
+func drain(nc *nats.Conn, log zerolog.Logger) {
+	done := make(chan struct{})
+	nc.SetClosedHandler(func(*nats.Conn) { close(done) })
+	if err := nc.Drain(); err != nil {
+		nc.Close()
+		return
+	}
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		log.Warn().Msg("NATS drain timed out")
+		nc.Close()
+	}
+}
+
+// Observability serves /metrics, /healthz (the process runs) and /readyz
+// (it is connected to NATS).
+func Observability(m *metrics.Metrics, nc *nats.Conn) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", m.Handler())
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !nc.IsConnected() {
+			http.Error(w, "not connected to NATS", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	return mux
+}
+
+// ServeHTTP serves h on ln until ctx ends, then shuts down gracefully.
+func ServeHTTP(ctx context.Context, ln net.Listener, h http.Handler) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+		WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		<-errc
+		return nil
+	}
+}

@@ -1,0 +1,171 @@
+// Package metrics defines Pollux's Prometheus metrics on a registry of its
+// own (never the global default) and hands each service the hooks that feed
+// them. Labels are bounded: routes are the configured ones, classes and
+// states are enums, and nothing is labelled by job id or free-form input.
+package metrics
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/pollux-dev/pollux/internal/ingest"
+	"github.com/pollux-dev/pollux/internal/lifecycle"
+	"github.com/pollux-dev/pollux/internal/poller"
+	"github.com/pollux-dev/pollux/internal/webhook"
+	"github.com/pollux-dev/pollux/pkg/state"
+)
+
+// Metrics is one process's metrics.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	submissions     *prometheus.CounterVec
+	providerCalls   *prometheus.HistogramVec
+	statusCalls     *prometheus.HistogramVec
+	completions     *prometheus.CounterVec
+	pollsPerJob     *prometheus.HistogramVec
+	detectionDelay  *prometheus.HistogramVec
+	lateness        *prometheus.HistogramVec
+	pauses          *prometheus.CounterVec
+	pausedSeconds   *prometheus.CounterVec
+	eventsPublished *prometheus.CounterVec
+	webhooks        *prometheus.HistogramVec
+	webhooksApplied *prometheus.CounterVec
+}
+
+// New creates the metrics on a fresh registry, with the Go runtime and
+// process collectors.
+func New() *Metrics {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	f := func(c prometheus.Collector) { reg.MustRegister(c) }
+	m := &Metrics{reg: reg}
+
+	m.submissions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pollux_intake_messages_total",
+		Help: "Intake messages handled, by route, kind (submit, track, cancel) and outcome.",
+	}, []string{"route", "kind", "outcome"})
+	m.providerCalls = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "pollux_provider_call_seconds",
+		Help:    "Submit and cancel calls to providers, by route, operation and result class.",
+		Buckets: prometheus.ExponentialBuckets(0.01, 2, 12),
+	}, []string{"route", "op", "class"})
+	m.statusCalls = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "pollux_status_call_seconds",
+		Help:    "Status calls to providers, by route and result class (ok, transient, rate_limited, auth, invalid, not_found).",
+		Buckets: prometheus.ExponentialBuckets(0.005, 2, 12),
+	}, []string{"route", "class"})
+	m.completions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pollux_jobs_terminal_total",
+		Help: "Jobs that reached a terminal state, by route, state and how it was detected (poll, webhook, cancel, submit, pollux).",
+	}, []string{"route", "state", "detected_by"})
+	m.pollsPerJob = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "pollux_polls_per_completion",
+		Help:    "Status calls a job needed before it reached its terminal state, by route.",
+		Buckets: []float64{0, 1, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 50, 100},
+	}, []string{"route"})
+	m.detectionDelay = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "pollux_detection_delay_seconds",
+		Help:    "Time from a job's completion at the provider (its own timestamp when given) to Pollux detecting it, by route and detection source.",
+		Buckets: prometheus.ExponentialBuckets(0.05, 2, 14),
+	}, []string{"route", "detected_by"})
+	m.lateness = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "pollux_check_lateness_seconds",
+		Help:    "How late a check was delivered against its due time, by route.",
+		Buckets: prometheus.ExponentialBuckets(0.005, 2, 12),
+	}, []string{"route"})
+	m.pauses = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pollux_route_pauses_total",
+		Help: "Route-wide pauses this process started, by route and kind (rate_limit, auth).",
+	}, []string{"route", "kind"})
+	m.pausedSeconds = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pollux_route_paused_seconds_total",
+		Help: "Seconds of route pause this process started, by route and kind.",
+	}, []string{"route", "kind"})
+	m.eventsPublished = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pollux_events_published_total",
+		Help: "Job events published, by type.",
+	}, []string{"type"})
+	m.webhooks = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "pollux_webhook_requests_seconds",
+		Help:    "Webhook deliveries received, by route and HTTP status answered.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2, 12),
+	}, []string{"route", "code"})
+	m.webhooksApplied = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pollux_webhooks_applied_total",
+		Help: "Stored webhook deliveries applied to jobs, by route and whether they changed the job.",
+	}, []string{"route", "changed"})
+
+	for _, c := range []prometheus.Collector{m.submissions, m.providerCalls, m.statusCalls, m.completions,
+		m.pollsPerJob, m.detectionDelay, m.lateness, m.pauses, m.pausedSeconds, m.eventsPublished,
+		m.webhooks, m.webhooksApplied} {
+		f(c)
+	}
+	return m
+}
+
+// Registry returns the registry.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Handler serves the registry in the Prometheus exposition format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// terminal records a job that reached its terminal state.
+func (m *Metrics) terminal(j *state.Job) {
+	m.completions.WithLabelValues(j.Route, string(j.State), string(j.DetectedBy)).Inc()
+	m.pollsPerJob.WithLabelValues(j.Route).Observe(float64(j.Polls))
+	if !j.CompletedAt.IsZero() && !j.DetectedAt.IsZero() {
+		m.detectionDelay.WithLabelValues(j.Route, string(j.DetectedBy)).Observe(max(j.DetectedAt.Sub(j.CompletedAt).Seconds(), 0))
+	}
+}
+
+// Lifecycle returns the hooks of the lifecycle.
+func (m *Metrics) Lifecycle() lifecycle.Hooks {
+	return lifecycle.Hooks{Published: func(_, typ string) { m.eventsPublished.WithLabelValues(typ).Inc() }}
+}
+
+// Ingest returns the hooks of the ingest service.
+func (m *Metrics) Ingest() ingest.Metrics {
+	return ingest.Metrics{
+		Submission: func(route, kind, outcome string) { m.submissions.WithLabelValues(route, kind, outcome).Inc() },
+		ProviderCall: func(route, op, class string, d time.Duration) {
+			m.providerCalls.WithLabelValues(route, op, class).Observe(d.Seconds())
+		},
+		Terminal: m.terminal,
+	}
+}
+
+// Poller returns the hooks of the poller service.
+func (m *Metrics) Poller() poller.Metrics {
+	return poller.Metrics{
+		StatusCall: func(route, class string, d time.Duration) {
+			m.statusCalls.WithLabelValues(route, class).Observe(d.Seconds())
+		},
+		Terminal: m.terminal,
+		Lateness: func(route string, d time.Duration) { m.lateness.WithLabelValues(route).Observe(max(d.Seconds(), 0)) },
+		Paused: func(route, kind string, d time.Duration) {
+			m.pauses.WithLabelValues(route, kind).Inc()
+			m.pausedSeconds.WithLabelValues(route, kind).Add(d.Seconds())
+		},
+	}
+}
+
+// Webhook returns the hooks of the webhook service.
+func (m *Metrics) Webhook() webhook.Metrics {
+	return webhook.Metrics{
+		Received: func(route string, status int, d time.Duration) {
+			m.webhooks.WithLabelValues(route, strconv.Itoa(status)).Observe(d.Seconds())
+		},
+		Applied: func(route string, changed bool) {
+			m.webhooksApplied.WithLabelValues(route, strconv.FormatBool(changed)).Inc()
+		},
+		Terminal: m.terminal,
+	}
+}

@@ -1,0 +1,359 @@
+// Package poller is cmd/poller's service: it consumes the check messages of
+// every configured route (one durable consumer per route; any number of
+// processes share them), polls the provider when a job's check comes due,
+// applies what it learns with compare-and-set, and sends the check back with
+// NakWithDelay set to the next delay pkg/schedule computes — or ends it
+// (Term) once the job is terminal.
+//
+// A check delivery goes: read the job (gone or terminal → Term); too early
+// (a not-before or a moved next check) → back to sleep; route paused → sleep
+// to the pause end; otherwise one status call. Rate limits pause the whole
+// route, authentication failures pause it with a growing backoff (jobs are
+// not failed), transient errors back off exponentially, and an "unknown job"
+// answer is reconciled: after NotFoundLimit consecutive answers the job is
+// lost — never resubmitted. At the deadline the last status call is made
+// and a job still unfinished expires (and is canceled at the provider).
+package poller
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/pollux-dev/pollux/internal/consume"
+	"github.com/pollux-dev/pollux/internal/lifecycle"
+	"github.com/pollux-dev/pollux/internal/route"
+	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/provider"
+	"github.com/pollux-dev/pollux/pkg/schedule"
+	"github.com/pollux-dev/pollux/pkg/state"
+)
+
+// Metrics observe the service; nil fields are ignored. They must not block.
+type Metrics struct {
+	// StatusCall observes a status call by route and result class ("ok" or
+	// a provider error class).
+	StatusCall func(route, class string, d time.Duration)
+	// Terminal observes a job that reached a terminal state through this
+	// poller or was found terminal by it.
+	Terminal func(j *state.Job)
+	// Lateness observes how late a check was delivered against its due time.
+	Lateness func(route string, d time.Duration)
+	// Paused observes a route pause started by this process.
+	Paused func(route, kind string, d time.Duration)
+}
+
+// Config configures the service. Zero values mean the defaults on each field.
+type Config struct {
+	// Routes are the routes this process polls.
+	Routes map[string]*route.Route
+	// Options size the streams (see events.Options).
+	Options events.Options
+	// CallTimeout bounds one status or cancel call (default 20s).
+	CallTimeout time.Duration
+	// Logger receives the service's log lines (default: none).
+	Logger zerolog.Logger
+	// Metrics observe the service.
+	Metrics Metrics
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// Seed seeds the jitter (default: random).
+	Seed uint64
+}
+
+// Service is a running poller.
+type Service struct {
+	cfg    Config
+	res    *events.Resources
+	life   *lifecycle.Lifecycle
+	pauses *route.Pauses
+	ns     events.Namespace
+	log    zerolog.Logger
+
+	rndMu sync.Mutex
+	rnd   *rand.Rand
+}
+
+// New validates the configuration and prepares the service.
+func New(cfg Config, ns events.Namespace, res *events.Resources, life *lifecycle.Lifecycle, pauses *route.Pauses) (*Service, error) {
+	if len(cfg.Routes) == 0 {
+		return nil, errors.New("poller: Routes: at least one route is required")
+	}
+	cfg.CallTimeout = cmp.Or(cfg.CallTimeout, 20*time.Second)
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	seed := cfg.Seed
+	if seed == 0 {
+		seed = rand.Uint64()
+	}
+	return &Service{
+		cfg: cfg, res: res, life: life, pauses: pauses, ns: ns, log: cfg.Logger,
+		rnd: rand.New(rand.NewPCG(seed, seed^0x2545f4914f6cdd1d)),
+	}, nil
+}
+
+// Run polls every route until ctx ends.
+func (s *Service) Run(ctx context.Context) error {
+	g, ctx := errgroup.WithContext(ctx)
+	for _, r := range s.cfg.Routes {
+		c, err := events.EnsureConsumer(ctx, s.res.Checks, s.ns.PollerConsumerConfig(r.Name, s.cfg.Options))
+		if err != nil {
+			return err
+		}
+		g.Go(func() error {
+			return consume.Run(ctx, c, consume.Options{
+				Workers: r.StatusWorkers,
+				Hold:    func() time.Duration { return s.remaining(r.Name) },
+				Logger:  s.log.With().Str("route", r.Name).Logger(),
+			}, func(ctx context.Context, msg jetstream.Msg) events.Outcome {
+				return s.check(ctx, r, msg)
+			})
+		})
+	}
+	s.log.Info().Int("routes", len(s.cfg.Routes)).Msg("poller running")
+	return g.Wait()
+}
+
+func (s *Service) remaining(route string) time.Duration {
+	s.rndMu.Lock()
+	defer s.rndMu.Unlock()
+	return s.pauses.Remaining(route, s.rnd)
+}
+
+func (s *Service) next(p schedule.Policy, j schedule.Job) time.Duration {
+	s.rndMu.Lock()
+	defer s.rndMu.Unlock()
+	return p.Next(j, s.rnd)
+}
+
+// retryDelay spaces out retries of our own failures (NATS, KV).
+func (s *Service) retryDelay(attempt uint64) time.Duration {
+	s.rndMu.Lock()
+	defer s.rndMu.Unlock()
+	d := min(time.Duration(1<<min(attempt, 5))*time.Second, 30*time.Second)
+	return time.Duration(float64(d) * (0.8 + 0.4*s.rnd.Float64()))
+}
+
+// check handles one delivery of a job's check message.
+func (s *Service) check(ctx context.Context, r *route.Route, msg jetstream.Msg) events.Outcome {
+	now := s.cfg.Now()
+	_, id, err := s.ns.ParseCheck(msg.Subject())
+	if err != nil {
+		s.log.Error().Err(err).Msg("dropping a check on an unexpected subject")
+		return events.Stop()
+	}
+	md, err := msg.Metadata()
+	if err != nil {
+		return events.Stop()
+	}
+	log := s.log.With().Str("job_id", id).Str("route", r.Name).Uint64("attempt", md.NumDelivered).Logger()
+	chk, err := events.DecodeCheck(msg.Data())
+	if err != nil {
+		log.Error().Err(err).Msg("dropping an unreadable check message")
+		return events.Stop()
+	}
+	if wait := chk.NotBefore.Sub(now); wait > 0 {
+		return events.Later(wait)
+	}
+
+	j, _, err := s.life.Store().Get(ctx, id)
+	switch {
+	case errors.Is(err, state.ErrNotFound):
+		log.Warn().Msg("check for a job that does not exist; dropped")
+		return events.Stop()
+	case err != nil:
+		log.Warn().Err(err).Msg("reading the job failed; retrying")
+		return events.Later(s.retryDelay(md.NumDelivered))
+	}
+	log = log.With().Str("remote_id", j.RemoteID).Logger()
+	if len(j.Outbox) > 0 {
+		if err := s.life.Flush(ctx, j); err != nil {
+			log.Warn().Err(err).Msg("publishing pending events failed; retrying")
+			return events.Later(s.retryDelay(md.NumDelivered))
+		}
+	}
+	if j.State.Terminal() {
+		return events.Stop()
+	}
+	if j.RemoteID == "" {
+		// Not submitted yet (ingest arms only after submitting, so this is
+		// a hand-made message): look again later.
+		return events.Later(s.retryDelay(md.NumDelivered))
+	}
+	if wait := j.NextCheckAt.Sub(now); wait > 10*time.Millisecond {
+		return events.Later(wait)
+	}
+	if s.cfg.Metrics.Lateness != nil && !j.NextCheckAt.IsZero() {
+		s.cfg.Metrics.Lateness(r.Name, now.Sub(j.NextCheckAt))
+	}
+	if d := s.remaining(r.Name); d > 0 {
+		return events.Later(d)
+	}
+	return s.poll(ctx, r, j, msg, log)
+}
+
+// poll makes one status call and applies its result.
+func (s *Service) poll(ctx context.Context, r *route.Route, j *state.Job, msg jetstream.Msg, log zerolog.Logger) events.Outcome {
+	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
+	start := time.Now()
+	st, callErr := r.Adapter.Status(cctx, j.RemoteID)
+	cancel()
+	elapsed := time.Since(start)
+	class := "ok"
+	if callErr != nil {
+		class = provider.ClassOf(callErr).String()
+	}
+	if s.cfg.Metrics.StatusCall != nil {
+		s.cfg.Metrics.StatusCall(r.Name, class, elapsed)
+	}
+
+	var pauseFor time.Duration
+	var pauseKind string
+	if callErr != nil {
+		switch provider.ClassOf(callErr) {
+		case provider.RateLimited:
+			pauseFor, pauseKind = cmp.Or(provider.RetryAfterOf(callErr), 5*time.Second), route.PauseRateLimit
+			if _, err := s.pauses.RateLimited(ctx, r.Name, pauseFor, provider.MessageOf(callErr)); err != nil {
+				log.Warn().Err(err).Msg("recording the route pause failed")
+			}
+			log.Warn().Dur("pause", pauseFor).Msg("rate limited; route paused")
+		case provider.Auth:
+			ps, err := s.pauses.AuthFailed(ctx, r.Name, provider.MessageOf(callErr))
+			if err != nil {
+				log.Warn().Err(err).Msg("recording the route pause failed")
+			}
+			pauseFor, pauseKind = time.Until(ps.Until), route.PauseAuth
+			log.Error().Time("paused_until", ps.Until).Str("reason", provider.MessageOf(callErr)).
+				Msg("AUTHENTICATION FAILED: check the route's token; route paused, jobs kept")
+		}
+		if pauseFor > 0 && s.cfg.Metrics.Paused != nil {
+			s.cfg.Metrics.Paused(r.Name, pauseKind, pauseFor)
+		}
+	} else if err := s.pauses.Recovered(ctx, r.Name); err != nil {
+		log.Warn().Err(err).Msg("clearing the route's auth strikes failed")
+	}
+
+	now := s.cfg.Now().UTC()
+	expire := false
+	j, err := s.life.Update(ctx, j.ID, func(cur *state.Job) error {
+		if cur.State.Terminal() {
+			return state.ErrNoChange
+		}
+		cur.Polls++
+		cur.LastPolledAt = now
+		changed := s.apply(r, cur, st, callErr, now)
+		if changed {
+			cur.Unchanged = 0
+		} else if callErr == nil {
+			cur.Unchanged++
+		}
+		if !cur.State.Terminal() && !cur.Deadline.IsZero() && !now.Before(cur.Deadline) {
+			reason := "deadline " + cur.Deadline.Format(time.RFC3339) + " passed"
+			if cur.ProviderStatus != "" {
+				reason += "; the provider last said " + cur.ProviderStatus
+			}
+			cur.Apply(state.Observation{State: state.Expired, Reason: reason, Source: state.FromPollux, At: now})
+			expire = true
+		}
+		if !cur.State.Terminal() {
+			cur.NextCheckAt = now.Add(s.delay(r, cur, st, callErr, pauseFor, now))
+		}
+		return nil
+	})
+	if err != nil {
+		log.Warn().Err(err).Msg("recording the poll failed; retrying")
+		md, _ := msg.Metadata()
+		var n uint64
+		if md != nil {
+			n = md.NumDelivered
+		}
+		return events.Later(s.retryDelay(n))
+	}
+	if j.State.Terminal() {
+		if s.cfg.Metrics.Terminal != nil {
+			s.cfg.Metrics.Terminal(j)
+		}
+		log.Info().Str("state", string(j.State)).Int("polls", j.Polls).Str("detected_by", string(j.DetectedBy)).Msg("job finished")
+		if expire && r.Adapter.Info().Cancel {
+			s.cancelExpired(ctx, r, j, log)
+		}
+		return events.Stop()
+	}
+	return events.Later(j.NextCheckAt.Sub(s.cfg.Now()))
+}
+
+// apply folds a status call's result into the job and reports whether the
+// job changed.
+func (s *Service) apply(r *route.Route, j *state.Job, st provider.Status, callErr error, now time.Time) bool {
+	if callErr == nil {
+		j.Errors, j.NotFound, j.LastError = 0, 0, ""
+		obs := st.Observation
+		obs.Source, obs.At = state.FromPoll, now
+		return j.Apply(obs) != ""
+	}
+	j.LastError = provider.MessageOf(callErr)
+	switch provider.ClassOf(callErr) {
+	case provider.NotFound:
+		j.NotFound++
+		if j.NotFound >= r.NotFoundLimit {
+			reason := "the provider answered \"unknown job\" to " + strconv.Itoa(j.NotFound) +
+				" consecutive checks; Pollux does not resubmit on its own"
+			return j.Apply(state.Observation{State: state.Lost, Reason: reason, Source: state.FromPollux, At: now}) != ""
+		}
+		j.Errors++
+	case provider.RateLimited, provider.Auth:
+		// The route pause paces these; they say nothing about the job.
+	default:
+		j.Errors++
+	}
+	return false
+}
+
+// delay computes the wait before the job's next check.
+func (s *Service) delay(r *route.Route, j *state.Job, st provider.Status, callErr error, pauseFor time.Duration, now time.Time) time.Duration {
+	if pauseFor > 0 {
+		return pauseFor + s.remainingJitter(pauseFor)
+	}
+	phase := schedule.PhaseUnknown
+	switch j.State {
+	case state.Queued:
+		phase = schedule.PhaseQueued
+	case state.Running:
+		phase = schedule.PhaseRunning
+	}
+	sj := schedule.Job{
+		Now: now, Submitted: cmp.Or(j.SubmittedAt, j.CreatedAt), Phase: phase, Polls: j.Polls,
+		Unchanged: j.Unchanged, Expected: time.Duration(j.ExpectedDuration), Deadline: j.Deadline,
+		WebhookExpected: j.WebhookExpected, Errors: j.Errors,
+	}
+	if callErr == nil {
+		sj.PollAfter = st.PollAfter
+	}
+	return s.next(r.Policy, sj)
+}
+
+func (s *Service) remainingJitter(d time.Duration) time.Duration {
+	s.rndMu.Lock()
+	defer s.rndMu.Unlock()
+	spread := max(d/10, 100*time.Millisecond)
+	return time.Duration(s.rnd.Int64N(int64(spread)))
+}
+
+// cancelExpired asks the provider to stop work on an expired job; best
+// effort, as the job is already final for Pollux.
+func (s *Service) cancelExpired(ctx context.Context, r *route.Route, j *state.Job, log zerolog.Logger) {
+	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
+	defer cancel()
+	if _, err := r.Adapter.Cancel(cctx, j.RemoteID); err != nil {
+		log.Warn().Err(err).Msg("canceling the expired job at the provider failed")
+	}
+}
