@@ -1,0 +1,148 @@
+// Package cli holds the commands of the pollux tool: dev (everything in one
+// process on an embedded NATS server), sim-provider, submit and get.
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/pollux-dev/pollux/internal/app"
+	"github.com/pollux-dev/pollux/internal/dev"
+	"github.com/pollux-dev/pollux/pkg/provider/sim"
+)
+
+// CLI is the pollux command line.
+type CLI struct {
+	LogLevel  string `name:"log-level" env:"POLLUX_LOG_LEVEL" default:"error" enum:"debug,info,warn,error" help:"Log level of the services run in process."`
+	LogFormat string `name:"log-format" env:"POLLUX_LOG_FORMAT" default:"console" enum:"json,console" help:"Log format."`
+
+	Dev         DevCmd         `cmd:"" help:"Run all of Pollux in one process on an embedded NATS server with a simulated provider and a demo workload."`
+	SimProvider SimProviderCmd `cmd:"" name:"sim-provider" help:"Run the simulated provider (Replicate's wire format) on its own."`
+	Submit      SubmitCmd      `cmd:"" help:"Submit a job over NATS and optionally wait for it to finish."`
+	Get         GetCmd         `cmd:"" help:"Show one job's record and event history."`
+}
+
+// Globals are what subcommands get from the top level.
+type Globals struct {
+	Stdout, Stderr io.Writer
+	Log            zerolog.Logger
+}
+
+// signalContext is canceled by SIGINT or SIGTERM.
+func signalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
+// DevCmd is `pollux dev`.
+type DevCmd struct {
+	NATSURL   string        `name:"nats-url" env:"POLLUX_NATS_URL" help:"Use this NATS server instead of the embedded one."`
+	DataDir   string        `name:"data-dir" env:"POLLUX_DATA_DIR" help:"Keep the embedded server's JetStream files here (default: a temporary directory, removed at exit)."`
+	Jobs      int           `name:"jobs" env:"POLLUX_DEV_JOBS" default:"200" help:"Demo jobs to submit."`
+	TimeScale float64       `name:"time-scale" env:"POLLUX_DEV_TIME_SCALE" default:"20" help:"Time compression: 20 makes a 60 s generation take 3 s."`
+	Timeout   time.Duration `name:"timeout" env:"POLLUX_DEV_TIMEOUT" default:"5m" help:"Give up waiting for the jobs after this long."`
+	Seed      int64         `name:"seed" env:"POLLUX_DEV_SEED" help:"Seed the simulation for a reproducible run (default: random)."`
+	JSON      bool          `name:"json" env:"POLLUX_DEV_JSON" help:"Print the summary as one JSON object."`
+}
+
+// Run runs the demo.
+func (c *DevCmd) Run(g *Globals) error {
+	ctx, stop := signalContext()
+	defer stop()
+	progress := g.Stderr
+	if c.JSON {
+		progress = io.Discard
+	}
+	fmt.Fprintf(progress, "Pollux dev: %d demo jobs through ingest, poller and webhook on %s, time compressed %g×\n",
+		c.Jobs, map[bool]string{true: c.NATSURL, false: "an embedded NATS server"}[c.NATSURL != ""], c.TimeScale)
+	sum, err := dev.Run(ctx, dev.Config{
+		NATSURL: c.NATSURL, DataDir: c.DataDir, Jobs: c.Jobs, TimeScale: c.TimeScale,
+		Timeout: c.Timeout, Seed: c.Seed, Progress: progress, ProgressInPlace: isTerminal(progress), Logger: g.Log,
+	})
+	if sum != nil {
+		if c.JSON {
+			enc := json.NewEncoder(g.Stdout)
+			if jerr := enc.Encode(sum); jerr != nil {
+				return jerr
+			}
+		} else {
+			sum.Print(g.Stdout)
+		}
+	}
+	return err
+}
+
+// SimProviderCmd is `pollux sim-provider`.
+type SimProviderCmd struct {
+	Addr      string  `name:"addr" env:"POLLUX_SIM_ADDR" default:"127.0.0.1:8090" help:"Address to listen on."`
+	Config    string  `name:"config" env:"POLLUX_SIM_CONFIG" help:"Simulator config file (YAML or JSON): models, faults, time scale."`
+	TimeScale float64 `name:"time-scale" env:"POLLUX_SIM_TIME_SCALE" help:"Override the config's time scale."`
+	Seed      int64   `name:"seed" env:"POLLUX_SIM_SEED" help:"Override the config's seed."`
+	TokenEnv  string  `name:"token-env" env:"POLLUX_SIM_TOKEN_ENV" help:"Require the API token held in this environment variable."`
+}
+
+// Run serves the simulator until interrupted.
+func (c *SimProviderCmd) Run(g *Globals) error {
+	ctx, stop := signalContext()
+	defer stop()
+	var cfg sim.Config
+	if c.Config != "" {
+		var err error
+		if cfg, err = sim.LoadConfig(c.Config); err != nil {
+			return err
+		}
+	}
+	if c.TimeScale != 0 {
+		cfg.TimeScale = c.TimeScale
+	}
+	if c.Seed != 0 {
+		cfg.Seed = c.Seed
+	}
+	if c.TokenEnv != "" {
+		cfg.Token = os.Getenv(c.TokenEnv)
+		if cfg.Token == "" {
+			return fmt.Errorf("token-env: %s is not set", c.TokenEnv)
+		}
+	}
+	ln, err := net.Listen("tcp", c.Addr)
+	if err != nil {
+		return err
+	}
+	if cfg.BaseURL == "" {
+		cfg.BaseURL = "http://" + ln.Addr().String()
+	}
+	cfg.Logger = g.Log
+	s, err := sim.New(cfg)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	fmt.Fprintf(g.Stderr, "simulated provider (Replicate wire format) on %s — ground truth at %s/_sim/stats\n", cfg.BaseURL, cfg.BaseURL)
+	eg, ectx := errgroup.WithContext(ctx)
+	eg.Go(func() error { return app.ServeHTTP(ectx, ln, s.Handler()) })
+	eg.Go(func() error { return s.Run(ectx) })
+	if err := eg.Wait(); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
