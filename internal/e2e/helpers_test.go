@@ -1,0 +1,160 @@
+package e2e_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/pollux-dev/pollux/internal/dev"
+	"github.com/pollux-dev/pollux/internal/natstest"
+	"github.com/pollux-dev/pollux/pkg/events"
+)
+
+// env is one test's running Pollux.
+type env struct {
+	*dev.Stack
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	ns  events.Namespace
+	log *eventLog
+}
+
+// start runs the stack until the test ends.
+func start(t *testing.T, sc dev.StackConfig) *env {
+	t.Helper()
+	srv := natstest.Server(t)
+	nc, js := natstest.Connect(t, srv)
+	ctx, cancel := context.WithCancel(context.Background())
+	g, gctx := errgroup.WithContext(ctx)
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, g.Wait())
+	})
+	if path := os.Getenv("POLLUX_TEST_LOG"); path != "" {
+		f, err := os.Create(path)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = f.Close() })
+		sc.Logger = zerolog.New(f).With().Timestamp().Logger()
+	}
+	stack, err := dev.Start(gctx, g, nc, sc)
+	require.NoError(t, err)
+	e := &env{Stack: stack, nc: nc, js: js, ns: stack.Env.NS}
+	e.log = follow(t, js, e.ns)
+	return e
+}
+
+// eventLog collects every event in stream order.
+type eventLog struct {
+	mu    sync.Mutex
+	byJob map[string][]*events.Event
+	all   []*events.Event
+}
+
+func follow(t *testing.T, js jetstream.JetStream, ns events.Namespace) *eventLog {
+	t.Helper()
+	l := &eventLog{byJob: map[string][]*events.Event{}}
+	c, err := js.OrderedConsumer(context.Background(), ns.EventsStream(), jetstream.OrderedConsumerConfig{})
+	require.NoError(t, err)
+	cc, err := c.Consume(func(msg jetstream.Msg) {
+		ev, err := events.DecodeEvent(msg.Data())
+		if err != nil {
+			t.Errorf("undecodable event on %s: %v", msg.Subject(), err)
+			return
+		}
+		require.Equal(t, ns.Event(ev.Route, ev.JobID), msg.Subject(), "event subject matches its route and job")
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.byJob[ev.JobID] = append(l.byJob[ev.JobID], ev)
+		l.all = append(l.all, ev)
+	})
+	require.NoError(t, err)
+	t.Cleanup(cc.Stop)
+	return l
+}
+
+func (l *eventLog) jobs() map[string][]*events.Event {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make(map[string][]*events.Event, len(l.byJob))
+	for k, v := range l.byJob {
+		out[k] = append([]*events.Event(nil), v...)
+	}
+	return out
+}
+
+// terminal returns each job's terminal events.
+func (l *eventLog) terminal() map[string][]*events.Event {
+	out := map[string][]*events.Event{}
+	for id, evs := range l.jobs() {
+		for _, ev := range evs {
+			if ev.Type != events.EventRejected && ev.State.Terminal() && ev.Type == string(ev.State) {
+				out[id] = append(out[id], ev)
+			}
+		}
+	}
+	return out
+}
+
+func (l *eventLog) rejections() []*events.Event {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []*events.Event
+	for _, ev := range l.all {
+		if ev.Type == events.EventRejected {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+func (e *env) publish(t *testing.T, subject string, v any) {
+	t.Helper()
+	var data []byte
+	switch b := v.(type) {
+	case []byte:
+		data = b
+	case string:
+		data = []byte(b)
+	default:
+		var err error
+		data, err = json.Marshal(v)
+		require.NoError(t, err)
+	}
+	_, err := e.js.Publish(context.Background(), subject, data)
+	require.NoError(t, err)
+}
+
+func (e *env) streamMsgs(t *testing.T, s jetstream.Stream) uint64 {
+	t.Helper()
+	info, err := s.Info(context.Background())
+	require.NoError(t, err)
+	return info.State.Msgs
+}
+
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	require.Eventually(t, cond, timeout, 50*time.Millisecond, "waiting for %s", what)
+}
+
+// assertEventually polls cond until it holds or the timeout passes.
+func assertEventually(cond func() bool, timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		<-tick.C
+	}
+	return true
+}
