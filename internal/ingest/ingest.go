@@ -30,6 +30,9 @@ import (
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
+// startupTimeout bounds the JetStream calls made before the service runs.
+const startupTimeout = 30 * time.Second
+
 // Metrics observe the service; nil fields are ignored. They must not block.
 type Metrics struct {
 	// Submission counts intake messages by route, kind and outcome
@@ -102,7 +105,9 @@ func New(cfg Config, js jetstream.JetStream, ns events.Namespace, res *events.Re
 func (s *Service) Run(ctx context.Context) error {
 	g, ctx := errgroup.WithContext(ctx)
 	for _, r := range s.cfg.Routes {
-		c, err := events.EnsureConsumer(ctx, s.res.Intake, s.ns.IngestConsumerConfig(r.Name, s.cfg.Options))
+		sctx, cancel := context.WithTimeout(ctx, startupTimeout)
+		c, err := events.EnsureConsumer(sctx, s.res.Intake, s.ns.IngestConsumerConfig(r.Name, s.cfg.Options))
+		cancel()
 		if err != nil {
 			return err
 		}

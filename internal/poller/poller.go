@@ -37,6 +37,9 @@ import (
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
+// startupTimeout bounds the JetStream calls made before the service runs.
+const startupTimeout = 30 * time.Second
+
 // Metrics observe the service; nil fields are ignored. They must not block.
 type Metrics struct {
 	// StatusCall observes a status call by route and result class ("ok" or
@@ -105,7 +108,9 @@ func New(cfg Config, ns events.Namespace, res *events.Resources, life *lifecycle
 func (s *Service) Run(ctx context.Context) error {
 	g, ctx := errgroup.WithContext(ctx)
 	for _, r := range s.cfg.Routes {
-		c, err := events.EnsureConsumer(ctx, s.res.Checks, s.ns.PollerConsumerConfig(r.Name, s.cfg.Options))
+		sctx, cancel := context.WithTimeout(ctx, startupTimeout)
+		c, err := events.EnsureConsumer(sctx, s.res.Checks, s.ns.PollerConsumerConfig(r.Name, s.cfg.Options))
+		cancel()
 		if err != nil {
 			return err
 		}

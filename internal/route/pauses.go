@@ -187,7 +187,7 @@ func (p *Pauses) extend(ctx context.Context, route string, next func(Pause, time
 		default:
 			return Pause{}, fmt.Errorf("read pause of route %s: %w", route, err)
 		}
-		now := p.now()
+		now := p.now().UTC()
 		if !now.Before(cur.Until) {
 			cur.Since = now
 		}

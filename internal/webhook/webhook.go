@@ -31,6 +31,9 @@ import (
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
+// startupTimeout bounds the JetStream calls made before the service runs.
+const startupTimeout = 30 * time.Second
+
 // Headers Pollux adds to a stored delivery.
 const (
 	HeaderJob        = "Pollux-Job"
@@ -103,7 +106,9 @@ func New(cfg Config, js jetstream.JetStream, ns events.Namespace, res *events.Re
 // Run serves HTTP on ln and applies deliveries until ctx ends; at shutdown
 // it stops taking deliveries first, then finishes applying.
 func (s *Service) Run(ctx context.Context, ln net.Listener) error {
-	c, err := events.EnsureConsumer(ctx, s.res.Webhooks, s.ns.WebhookConsumerConfig(s.cfg.Options))
+	sctx, cancel := context.WithTimeout(ctx, startupTimeout)
+	c, err := events.EnsureConsumer(sctx, s.res.Webhooks, s.ns.WebhookConsumerConfig(s.cfg.Options))
+	cancel()
 	if err != nil {
 		return err
 	}

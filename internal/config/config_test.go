@@ -1,0 +1,103 @@
+package config_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pollux-dev/pollux/internal/config"
+)
+
+const example = `
+prefix: acme
+nats:
+  url: nats://127.0.0.1:4222
+streams:
+  replicas: 3
+  events_max_age: 48h
+routes:
+  replicate:
+    kind: replicate
+    token_env: TEST_POLLUX_TOKEN
+    webhook_url: https://hooks.example.com/webhooks/replicate
+    deadline: 30m
+    max_deadline: 6h
+    workers: {submit: 2, status: 8}
+    poll: {max_delay: 45s, jitter: 0.1}
+    options: {webhook_events: [completed]}
+`
+
+func TestParse(t *testing.T) {
+	c, err := config.Parse(strings.NewReader(example))
+	require.NoError(t, err)
+	require.Equal(t, "acme", c.Prefix)
+	require.Equal(t, 3, c.Streams.Options().Replicas)
+	require.Equal(t, 48*time.Hour, c.Streams.Options().EventsMaxAge)
+	r := c.Routes["replicate"]
+	require.Equal(t, 30*time.Minute, r.Deadline)
+	require.Equal(t, 45*time.Second, r.Poll.MaxDelay)
+	opts, err := r.OptionsJSON()
+	require.NoError(t, err)
+	require.JSONEq(t, `{"webhook_events":["completed"]}`, string(opts))
+
+	t.Setenv("TEST_POLLUX_TOKEN", " r8_secret \n")
+	tok, err := r.Token()
+	require.NoError(t, err)
+	require.Equal(t, "r8_secret", tok)
+}
+
+func TestParseRejects(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ name, yaml, want string }{
+		{"unknown field", "routes: {r: {kind: replicate, tokn_env: X}}", "tokn_env"},
+		{"no routes", "prefix: p", "routes: at least one"},
+		{"bad prefix", "prefix: a.b\nroutes: {r: {kind: replicate}}", "prefix"},
+		{"bad route name", "routes: {'a b': {kind: replicate}}", "routes.a b"},
+		{"no kind", "routes: {r: {}}", "routes.r.kind: required"},
+		{"two token sources", "routes: {r: {kind: replicate, token_env: A, token_file: B}}", "token_env"},
+		{"deadline past max", "routes: {r: {kind: replicate, deadline: 2h, max_deadline: 1h}}", "deadline"},
+		{"jitter", "routes: {r: {kind: replicate, poll: {jitter: 1.5}}}", "poll.jitter"},
+		{"webhook url", "routes: {r: {kind: replicate, webhook_url: 'ftp://x'}}", "webhook_url"},
+		{"replicas", "streams: {replicas: 7}\nroutes: {r: {kind: replicate}}", "streams.replicas"},
+		{"not yaml", "{{{", "yaml"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := config.Parse(strings.NewReader(tt.yaml))
+			require.ErrorContains(t, err, tt.want)
+		})
+	}
+}
+
+func TestSecrets(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "token")
+	require.NoError(t, os.WriteFile(path, []byte("from-file\n"), 0o600))
+	tok, err := config.Route{TokenFile: path}.Token()
+	require.NoError(t, err)
+	require.Equal(t, "from-file", tok)
+
+	_, err = config.Route{TokenEnv: "TEST_POLLUX_UNSET_VAR"}.Token()
+	require.ErrorContains(t, err, "TEST_POLLUX_UNSET_VAR is not set")
+
+	empty := filepath.Join(dir, "empty")
+	require.NoError(t, os.WriteFile(empty, nil, 0o600))
+	_, err = config.Route{TokenFile: empty}.Token()
+	require.ErrorContains(t, err, "empty")
+
+	none, err := config.Route{}.WebhookSecret()
+	require.NoError(t, err)
+	require.Empty(t, none)
+}
+
+func TestLoadTheShippedExample(t *testing.T) {
+	t.Setenv("REPLICATE_API_TOKEN", "r8_example")
+	c, err := config.Load("../../deploy/pollux.yaml")
+	require.NoError(t, err)
+	require.NotEmpty(t, c.Routes)
+}

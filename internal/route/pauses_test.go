@@ -1,0 +1,102 @@
+package route_test
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pollux-dev/pollux/internal/natstest"
+	"github.com/pollux-dev/pollux/internal/route"
+)
+
+// fleet returns n Pauses mirrors of one bucket, as n processes would have.
+func fleet(t *testing.T, n int) []*route.Pauses {
+	t.Helper()
+	_, _, js := natstest.JetStream(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "routes"})
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	out := make([]*route.Pauses, n)
+	for i := range out {
+		p := route.NewPauses(kv, zerolog.Nop())
+		ready := make(chan struct{})
+		wg.Go(func() { require.NoError(t, p.Run(ctx, ready)) })
+		<-ready
+		out[i] = p
+	}
+	return out
+}
+
+func TestRateLimitPausesTheWholeFleet(t *testing.T) {
+	t.Parallel()
+	ps := fleet(t, 3)
+	ctx := context.Background()
+	rnd := rand.New(rand.NewPCG(1, 1))
+
+	got, err := ps[0].RateLimited(ctx, "r", 2*time.Second, "throttled")
+	require.NoError(t, err)
+	require.Equal(t, route.PauseRateLimit, got.Kind)
+	_, ok := ps[0].Active("r")
+	require.True(t, ok, "the process that saw the 429 pauses at once")
+	for _, p := range ps[1:] {
+		require.Eventually(t, func() bool { _, ok := p.Active("r"); return ok }, 5*time.Second, 5*time.Millisecond,
+			"every other process hears of it")
+		left := p.Remaining("r", rnd)
+		require.Greater(t, left, time.Second)
+		require.Less(t, left, 2*time.Second+300*time.Millisecond, "with at most 10% (≥100 ms) jitter")
+	}
+	_, ok = ps[0].Active("other")
+	require.False(t, ok, "other routes run on")
+
+	// A shorter pause never shortens a longer one.
+	shorter, err := ps[1].RateLimited(ctx, "r", 100*time.Millisecond, "again")
+	require.NoError(t, err)
+	require.True(t, got.Until.Equal(shorter.Until))
+}
+
+func TestConcurrentPausesKeepTheLatestEnd(t *testing.T) {
+	t.Parallel()
+	ps := fleet(t, 4)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for i, p := range ps {
+		wg.Go(func() {
+			_, err := p.RateLimited(ctx, "r", time.Duration(i+1)*time.Second, "throttled")
+			require.NoError(t, err)
+		})
+	}
+	wg.Wait()
+	for _, p := range ps {
+		require.Eventually(t, func() bool {
+			ps, ok := p.Active("r")
+			return ok && time.Until(ps.Until) > 3*time.Second
+		}, 5*time.Second, 5*time.Millisecond)
+	}
+}
+
+func TestAuthFailuresBackOffAndRecover(t *testing.T) {
+	t.Parallel()
+	ps := fleet(t, 2)
+	ctx := context.Background()
+	first, err := ps[0].AuthFailed(ctx, "r", "bad token")
+	require.NoError(t, err)
+	require.Equal(t, 1, first.Strikes)
+	require.InDelta(t, route.AuthPauseBase.Seconds(), time.Until(first.Until).Seconds(), 1)
+
+	again, err := ps[1].AuthFailed(ctx, "r", "bad token")
+	require.NoError(t, err)
+	require.True(t, first.Until.Equal(again.Until), "one strike per episode while paused")
+	require.Equal(t, 1, again.Strikes)
+
+	require.NoError(t, ps[0].Recovered(ctx, "r"))
+	require.Eventually(t, func() bool { _, ok := ps[1].Active("r"); return !ok }, 5*time.Second, 5*time.Millisecond,
+		"a success clears the pause everywhere")
+}
