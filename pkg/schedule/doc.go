@@ -2,8 +2,33 @@
 // NATS, no clock or randomness of its own (both are inputs), and it imports
 // nothing of Pollux's.
 //
-// The cold-start policy is the table of DESIGN.md, chosen by the job's
-// expected duration:
+// # Learned schedules
+//
+// Pollux learns how long each route's model takes (a Dist: a decaying
+// log-spaced histogram, kept in the pollux-stats bucket) and polls where
+// completion is likely. Given the distribution of durations T and the
+// route's PollCost — what one poll is worth in detection delay — the Plan
+// is the set of poll times minimising
+//
+//	E[polls] + E[detection delay] / PollCost
+//
+// with every interval in [MinDelay, MaxDelay], MaxDelay being the
+// notification delay the route tolerates. It is solved by dynamic
+// programming (see Plan) and cached, so Next costs a map lookup. The plan
+// answers for every elapsed time, and what it answers is optimal for the
+// distribution conditioned on the job still running, so a job polled off
+// the plan (by jitter, a hint or an error) continues optimally. Jitter on a
+// planned poll only delays it.
+//
+// When the provider reports when a job started, a second distribution of
+// run times (start to end) places the polls of a running job, and a queued
+// job is planned as if it started now: nothing ends before it starts.
+//
+// # Cold start
+//
+// Until a distribution has MinSamples effective samples, the policy is
+// the table of DESIGN.md, chosen by the job's expected duration (the
+// submission's hint):
 //
 //	expected     first poll   later      use
 //	< 30 s       2–4 s        5–8 s      preview
@@ -18,13 +43,19 @@
 // any change resets it. Every delay is jittered by ±Jitter so a fleet does
 // not poll in lockstep.
 //
-// Signals override the table: a provider's poll-after hint is a floor; a
-// queued job is polled no faster than the row's slow end; consecutive
-// errors back off exponentially; a job expecting a webhook is not polled
-// until its expected completion plus a grace, and then only every Reconcile;
-// no delay runs past the job's deadline, so the last check happens at it.
+// # Signals
+//
+// Signals override both: consecutive errors back off exponentially; a job
+// expecting a webhook is not polled until its expected completion (the
+// learned 90th percentile, else the hint) plus a grace, and then only every
+// Reconcile; a provider's estimate of the time left — an ETA, a progress
+// fraction, a queue position with the rate the queue moves — places the
+// next poll around it; a queued job is polled no faster than the table's
+// slow end, or, learned, as if it started now; a provider's poll-after hint
+// is a floor; no delay runs past the job's deadline, so the last check
+// happens at it. A terminal job needs no decision: the caller stops.
 //
 // All durations of a Policy are in model time; Scale compresses them for
 // demos and tests (Scale 20 makes a 60 s poll interval 3 s), while the job's
-// timestamps and provider hints are real time.
+// timestamps, provider hints and learned durations are real time.
 package schedule

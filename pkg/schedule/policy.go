@@ -17,7 +17,9 @@ const (
 	PhaseRunning              // started
 )
 
-// Job is the policy's view of one job at the moment of a decision.
+// Job is the policy's view of one job at the moment of a decision. Every
+// field but Now and Submitted may be left zero for "unknown". A terminal
+// job needs no decision: the caller stops polling it.
 type Job struct {
 	// Now is the decision time.
 	Now time.Time
@@ -29,8 +31,9 @@ type Job struct {
 	Polls int
 	// Unchanged counts the polls since the job last changed.
 	Unchanged int
-	// Expected is the job's expected duration (hint or learned); 0 when
-	// unknown.
+	// Expected is the job's expected duration (the submission's hint); 0
+	// when unknown. It picks the cold-start row and the webhook quiet
+	// period when no learned distribution is ready.
 	Expected time.Duration
 	// PollAfter is the provider's hint for the next poll (real time).
 	PollAfter time.Duration
@@ -40,6 +43,30 @@ type Job struct {
 	WebhookExpected bool
 	// Errors counts consecutive failed status calls.
 	Errors int
+
+	// Learned is the learned distribution of the durations from acceptance
+	// to a terminal state of the job's route, model and configuration key;
+	// nil, or a Weight below Policy.MinSamples, means the cold start.
+	Learned *Dist
+	// LearnedRun is the learned distribution of the durations from start
+	// to a terminal state, used with StartedAt; nil when not kept.
+	LearnedRun *Dist
+	// StartedAt is when the provider started the job (its own timestamp,
+	// else the first poll that saw it running); zero when unknown.
+	StartedAt time.Time
+	// Progress is the provider's completed fraction in (0, 1]; 0 or less
+	// is unknown.
+	Progress float64
+	// QueuePosition is the job's place in the provider's queue, 1 being
+	// next to start; 0 is unknown.
+	QueuePosition int
+	// QueueRate is how many places per second the queue advances, as the
+	// caller measured from successive positions; 0 is unknown. A position
+	// without a rate says nothing about time and is ignored.
+	QueueRate float64
+	// ETA is the provider's estimate of the time left at Now; 0 is
+	// unknown.
+	ETA time.Duration
 }
 
 // Policy holds a route's scheduling settings. The zero value is the default
@@ -62,6 +89,13 @@ type Policy struct {
 	// ErrorBase is the first delay after a failed call, doubling with each
 	// further failure up to MaxDelay (default 2s).
 	ErrorBase time.Duration
+	// PollCost is what one poll is worth in detection delay: the learned
+	// schedule minimises polls + delay/PollCost (default 2s: one poll
+	// more is worth finding a job done 2 s sooner).
+	PollCost time.Duration
+	// MinSamples is the effective sample count (Dist.Weight) from which a
+	// learned distribution replaces the cold-start table (default 20).
+	MinSamples float64
 	// Scale compresses model time: every duration above is divided by it
 	// (default 1).
 	Scale float64
@@ -69,6 +103,12 @@ type Policy struct {
 
 // hardFloor keeps a misconfigured policy from ever polling in a hot loop.
 const hardFloor = 50 * time.Millisecond
+
+// Defaults of the fields documented on Policy.
+const (
+	DefaultPollCost   = 2 * time.Second
+	DefaultMinSamples = 20
+)
 
 // band is a range of delays.
 type band struct{ lo, hi time.Duration }
@@ -90,6 +130,15 @@ var table = []row{
 // back off from it.
 const unknownFirst = 5 * time.Second
 
+// Per-job estimates of the time left (ETA, progress, queue) are trusted to
+// within ±estimateSpread of their value.
+const estimateSpread = 0.25
+
+// webhookQuantile is the learned quantile taken as a webhook job's expected
+// completion: reconciliation polls before it would mostly find jobs still
+// running.
+const webhookQuantile = 0.9
+
 // WithDefaults returns p with every zero field set to its default.
 func (p Policy) WithDefaults() Policy {
 	p.MaxDelay = cmp.Or(p.MaxDelay, 60*time.Second)
@@ -100,18 +149,27 @@ func (p Policy) WithDefaults() Policy {
 	p.WebhookGrace = cmp.Or(p.WebhookGrace, 30*time.Second)
 	p.Reconcile = cmp.Or(p.Reconcile, p.MaxDelay)
 	p.ErrorBase = cmp.Or(p.ErrorBase, 2*time.Second)
+	p.PollCost = cmp.Or(p.PollCost, DefaultPollCost)
+	p.MinSamples = cmp.Or(p.MinSamples, DefaultMinSamples)
 	if p.Scale <= 0 {
 		p.Scale = 1
 	}
 	return p
 }
 
-// Next returns how long to wait before polling the job again.
+// Next returns how long to wait before polling the job again. The first
+// rule that applies decides, in this order: consecutive errors back off; a
+// job expecting a webhook waits for it; a per-job estimate of the time left
+// (ETA, progress, queue position and rate) places the poll around it; with
+// a learned distribution, a queued job is planned as if it started now and
+// any other follows the cost-optimal plan from its elapsed time (since its
+// start with LearnedRun and StartedAt); else the cold-start table. Then
+// floors (MinDelay, the provider's PollAfter) and the deadline apply: no
+// delay runs past the deadline, so the last check is at it.
 func (p Policy) Next(j Job, rnd *rand.Rand) time.Duration {
 	p = p.WithDefaults()
-	d := p.modelDelay(j, rnd)
-	d = time.Duration(float64(d) / p.Scale)
-	d = max(d, time.Duration(float64(p.MinDelay)/p.Scale), j.PollAfter, hardFloor)
+	d := p.delay(&j, rnd)
+	d = max(d, p.real(p.MinDelay), j.PollAfter, hardFloor)
 	if !j.Deadline.IsZero() {
 		if left := j.Deadline.Sub(j.Now); d > left {
 			d = max(left, 0)
@@ -120,22 +178,92 @@ func (p Policy) Next(j Job, rnd *rand.Rand) time.Duration {
 	return d
 }
 
-// modelDelay is the delay in model time, before floors and the deadline.
-func (p Policy) modelDelay(j Job, rnd *rand.Rand) time.Duration {
-	if j.Errors > 0 {
-		return p.jitter(min(p.MaxDelay, doubled(p.ErrorBase, j.Errors-1)), rnd)
-	}
-	elapsed := time.Duration(float64(j.Now.Sub(j.Submitted)) * p.Scale)
-	expected := time.Duration(float64(j.Expected) * p.Scale)
+// real converts a policy duration (model time) to real time.
+func (p Policy) real(d time.Duration) time.Duration {
+	return time.Duration(float64(d) / p.Scale)
+}
 
+// delay is the delay in real time, before floors and the deadline.
+func (p Policy) delay(j *Job, rnd *rand.Rand) time.Duration {
+	if j.Errors > 0 {
+		return p.real(p.jitter(min(p.MaxDelay, doubled(p.ErrorBase, j.Errors-1)), rnd))
+	}
+	learned := p.ready(j.Learned)
 	if j.WebhookExpected {
-		quiet := cmp.Or(expected, unknownFirst) + p.WebhookGrace
-		if elapsed < quiet {
+		expected := j.Expected
+		if learned {
+			expected = j.Learned.Quantile(webhookQuantile)
+		}
+		quiet := cmp.Or(expected, p.real(unknownFirst)) + p.real(p.WebhookGrace)
+		if elapsed := j.Now.Sub(j.Submitted); elapsed < quiet {
 			return quiet - elapsed
 		}
-		return p.jitter(p.Reconcile, rnd)
+		return p.real(p.jitter(p.Reconcile, rnd))
 	}
+	if left, ok := p.timeLeft(j); ok {
+		return p.jitter(p.around(left), rnd)
+	}
+	run := p.ready(j.LearnedRun)
+	switch {
+	case j.Phase == PhaseQueued && (run || learned):
+		// Nothing ends before it starts: plan as if it started now.
+		d := j.Learned
+		if run {
+			d = j.LearnedRun
+		}
+		return p.later(p.plan(d).Delay(0), rnd)
+	case run && !j.StartedAt.IsZero():
+		return p.later(p.plan(j.LearnedRun).Delay(j.Now.Sub(j.StartedAt)), rnd)
+	case learned:
+		return p.later(p.plan(j.Learned).Delay(j.Now.Sub(j.Submitted)), rnd)
+	}
+	return p.real(p.coldDelay(j, rnd))
+}
 
+// ready reports whether a learned distribution has enough samples.
+func (p Policy) ready(d *Dist) bool { return d != nil && d.Weight() >= p.MinSamples }
+
+// timeLeft estimates the job's remaining time (real) from its own signals.
+func (p Policy) timeLeft(j *Job) (time.Duration, bool) {
+	switch {
+	case j.ETA > 0:
+		return j.ETA, true
+	case j.Progress > 0:
+		start := j.Submitted
+		if !j.StartedAt.IsZero() {
+			start = j.StartedAt
+		}
+		if ran := j.Now.Sub(start); ran > 0 {
+			f := min(j.Progress, 1)
+			return time.Duration(float64(ran) * (1 - f) / f), true
+		}
+	case j.QueuePosition > 0 && j.QueueRate > 0:
+		left := time.Duration(float64(j.QueuePosition) / j.QueueRate * float64(time.Second))
+		if p.ready(j.LearnedRun) {
+			left += j.LearnedRun.Quantile(0.5)
+		}
+		return left, true
+	}
+	return 0, false
+}
+
+// around places the next poll for a job believed to end uniformly within
+// left·(1 ± estimateSpread): at the window's start plus the even spacing g
+// that suits a uniform distribution over its width w — polls w/2g and
+// delay g/2 cost least at g = √(w·PollCost) — but not past its end; within
+// [MinDelay, MaxDelay]. The estimate is refreshed at every poll.
+func (p Policy) around(left time.Duration) time.Duration {
+	c := p.costs()
+	x := left.Seconds()
+	lo, w := x*(1-estimateSpread), 2*estimateSpread*x
+	gap := math.Sqrt(w * c.cost)
+	return seconds(min(max(lo+min(gap, w), c.minGap), c.maxGap))
+}
+
+// coldDelay is the cold-start delay in model time.
+func (p Policy) coldDelay(j *Job, rnd *rand.Rand) time.Duration {
+	elapsed := time.Duration(float64(j.Now.Sub(j.Submitted)) * p.Scale)
+	expected := time.Duration(float64(j.Expected) * p.Scale)
 	if expected <= 0 {
 		if j.Polls == 0 {
 			return p.jitter(unknownFirst, rnd)
@@ -181,6 +309,14 @@ func doubled(base time.Duration, n int) time.Duration {
 func (p Policy) jitter(d time.Duration, rnd *rand.Rand) time.Duration {
 	f := 1 + p.Jitter*(2*rnd.Float64()-1)
 	return time.Duration(float64(d) * f)
+}
+
+// later jitters a planned delay within [d, d·(1+Jitter)], but not past
+// MaxDelay. Only later: an early poll lands where the plan found a poll not
+// worth its cost, while a late one just moves along the trade-off between
+// polls and delay.
+func (p Policy) later(d time.Duration, rnd *rand.Rand) time.Duration {
+	return min(time.Duration(float64(d)*(1+p.Jitter*rnd.Float64())), max(d, p.real(p.MaxDelay)))
 }
 
 func uniform(b band, rnd *rand.Rand) time.Duration {

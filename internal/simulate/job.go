@@ -1,0 +1,133 @@
+package simulate
+
+import (
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Job is one job of a workload, in seconds of virtual time.
+type Job struct {
+	// Model names the job's distribution; each model is learned and scored
+	// on its own.
+	Model string
+	// Submit is when the provider accepted the job, from the run's start.
+	Submit float64
+	// Queue is how long the job waited before it started; it is never
+	// longer than Duration (a job that ends while queued never runs).
+	Queue float64
+	// Duration is the time from acceptance to the terminal state.
+	Duration float64
+	// Outcome is the terminal state: succeeded, failed or canceled. Every
+	// outcome is detected the same way.
+	Outcome string
+}
+
+// end is when the job reaches its terminal state.
+func (j *Job) end() float64 { return j.Submit + j.Duration }
+
+// ran reports whether the job started before it ended.
+func (j *Job) ran() bool { return j.Queue < j.Duration }
+
+// Outcomes are the terminal states a trace may name.
+var Outcomes = []string{"succeeded", "failed", "canceled"}
+
+// traceColumns are the columns of a trace, in any order.
+var traceColumns = []string{"model", "submit_s", "queue_s", "duration_s", "outcome"}
+
+// ReadTrace reads a CSV trace: a header naming the columns model,
+// submit_s, queue_s, duration_s and outcome (in any order), then one job a
+// line in submit order. An error names the line and field at fault.
+func ReadTrace(r io.Reader) ([]Job, error) {
+	cr := csv.NewReader(r)
+	cr.FieldsPerRecord = len(traceColumns)
+	cr.TrimLeadingSpace = true
+	cr.ReuseRecord = true
+	head, err := cr.Read()
+	if errors.Is(err, io.EOF) {
+		return nil, errors.New("trace: empty; want a header " + strings.Join(traceColumns, ","))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("trace: %w", err)
+	}
+	col := map[string]int{}
+	for i, name := range head {
+		name = strings.TrimSpace(name)
+		if !slices.Contains(traceColumns, name) {
+			return nil, fmt.Errorf("trace: line 1: unknown column %q; want %s", name, strings.Join(traceColumns, ","))
+		}
+		if _, dup := col[name]; dup {
+			return nil, fmt.Errorf("trace: line 1: column %q appears twice", name)
+		}
+		col[name] = i
+	}
+
+	var jobs []Job
+	for {
+		rec, err := cr.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("trace: %w", err)
+		}
+		line, _ := cr.FieldPos(0)
+		j, err := parseJob(rec, col)
+		if err != nil {
+			return nil, fmt.Errorf("trace: line %d: %w", line, err)
+		}
+		if n := len(jobs); n > 0 && j.Submit < jobs[n-1].Submit {
+			return nil, fmt.Errorf("trace: line %d: submit_s: %g is before the previous job's %g; jobs must be in submit order", line, j.Submit, jobs[n-1].Submit)
+		}
+		jobs = append(jobs, j)
+	}
+	if len(jobs) == 0 {
+		return nil, errors.New("trace: no jobs after the header")
+	}
+	return jobs, nil
+}
+
+// parseJob reads one record of a trace.
+func parseJob(rec []string, col map[string]int) (Job, error) {
+	field := func(name string) string { return strings.TrimSpace(rec[col[name]]) }
+	num := func(name string) (float64, error) {
+		s := field(name)
+		x, err := strconv.ParseFloat(s, 64)
+		if err != nil || math.IsNaN(x) || math.IsInf(x, 0) {
+			return 0, fmt.Errorf("%s: %q is not a finite number", name, s)
+		}
+		if x < 0 {
+			return 0, fmt.Errorf("%s: %g is negative", name, x)
+		}
+		return x, nil
+	}
+	j := Job{Model: field("model"), Outcome: field("outcome")}
+	if j.Model == "" {
+		return Job{}, errors.New("model: empty")
+	}
+	if !slices.Contains(Outcomes, j.Outcome) {
+		return Job{}, fmt.Errorf("outcome: %q is not one of %s", j.Outcome, strings.Join(Outcomes, ", "))
+	}
+	var err error
+	if j.Submit, err = num("submit_s"); err != nil {
+		return Job{}, err
+	}
+	if j.Queue, err = num("queue_s"); err != nil {
+		return Job{}, err
+	}
+	if j.Duration, err = num("duration_s"); err != nil {
+		return Job{}, err
+	}
+	switch {
+	case j.Duration == 0:
+		return Job{}, errors.New("duration_s: must be > 0")
+	case j.Queue > j.Duration:
+		return Job{}, fmt.Errorf("queue_s: %g is longer than duration_s %g", j.Queue, j.Duration)
+	}
+	return j, nil
+}

@@ -1,0 +1,145 @@
+package simulate
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+)
+
+// Targets of the issue, checked in the table: adaptive within 1.15× of the
+// frontier, and 1.6× fewer polls than seed-table at delays no worse.
+const (
+	TargetFrontier = 1.15
+	TargetSeed     = 1.6
+)
+
+// MatchedName is the strategy name of adaptive at the poll cost matched to
+// seed-table's delays, in the table and the JSON.
+const MatchedName = "adaptive-matched"
+
+// scores returns the results' scores with, after each model's, adaptive at
+// the matched poll cost.
+func scores(results []*Result) []Score {
+	var all []Score
+	for _, res := range results {
+		for _, md := range res.Models {
+			for _, sc := range res.Scores {
+				if sc.Model == md.Name {
+					all = append(all, sc)
+				}
+			}
+			for _, m := range res.Matches {
+				if m.Model == md.Name && m.Adaptive != nil {
+					sc := *m.Adaptive
+					sc.Strategy = MatchedName
+					all = append(all, sc)
+				}
+			}
+		}
+	}
+	return all
+}
+
+// WriteJSON writes one JSON object a line per strategy and model, the
+// matched adaptive (strategy MatchedName) included.
+func WriteJSON(w io.Writer, results ...*Result) error {
+	enc := json.NewEncoder(w)
+	for _, sc := range scores(results) {
+		if err := enc.Encode(sc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// WriteTable writes the scores as a table, then how adaptive stands
+// against the targets.
+func WriteTable(w io.Writer, results ...*Result) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "model\tstrategy\tknob\tpolls/job\tmean s\tp50 s\tp95 s\tp99 s\toptimal polls\tratio\t")
+	last := ""
+	for _, sc := range scores(results) {
+		model := sc.Model
+		if model == last {
+			model = ""
+		}
+		last = sc.Model
+		opt, ratio := "n/a", "n/a"
+		if sc.Ratio != nil {
+			opt, ratio = f2(*sc.OptimalPolls), f2(*sc.Ratio)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", model, sc.Strategy, knob(sc),
+			f2(sc.PollsPerJob), f1(sc.MeanDelayS), f1(sc.P50DelayS), f1(sc.P95DelayS), f1(sc.P99DelayS), opt, ratio)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	var rows []string
+	for _, res := range results {
+		for _, md := range res.Models {
+			if row := targetRow(res, md.Name); row != "" {
+				rows = append(rows, row)
+			}
+		}
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, "\ntargets: adaptive's polls/job within %g× of the frontier at its mean delay; %g× fewer than seed-table at mean and p95 delays no worse\n", TargetFrontier, TargetSeed)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "model\tadaptive/frontier\t\tseed-table/adaptive-matched\t\tat poll cost\t")
+	for _, r := range rows {
+		fmt.Fprint(tw, r)
+	}
+	return tw.Flush()
+}
+
+// targetRow is a line of the targets table, "" without adaptive and
+// seed-table.
+func targetRow(res *Result, model string) string {
+	var ad *Score
+	for i, sc := range res.Scores {
+		if sc.Model == model && sc.Strategy == "adaptive" {
+			ad = &res.Scores[i]
+		}
+	}
+	var match *Match
+	for i, m := range res.Matches {
+		if m.Model == model {
+			match = &res.Matches[i]
+		}
+	}
+	if ad == nil || match == nil {
+		return ""
+	}
+	frontier, fok := "n/a", "miss"
+	if ad.Ratio != nil {
+		frontier = f2(*ad.Ratio)
+		if *ad.Ratio <= TargetFrontier {
+			fok = "ok"
+		}
+	}
+	seed, sok, cost := "none", "miss", "n/a"
+	if match.Adaptive != nil {
+		seed, cost = f2(match.Ratio())+"×", strconv.FormatFloat(match.Adaptive.Knob, 'f', 2, 64)+" s"
+		if match.Ratio() >= TargetSeed {
+			sok = "ok"
+		}
+	}
+	return strings.Join([]string{model, frontier, fok, seed, sok, cost}, "\t") + "\t\n"
+}
+
+func knob(sc Score) string {
+	switch sc.Strategy {
+	case "adaptive", "optimal", MatchedName:
+		return strconv.FormatFloat(sc.Knob, 'g', 3, 64) + " s"
+	}
+	return "×" + strconv.FormatFloat(sc.Knob, 'g', 3, 64)
+}
+
+func f1(x float64) string { return strconv.FormatFloat(x, 'f', 1, 64) }
+func f2(x float64) string { return strconv.FormatFloat(x, 'f', 2, 64) }

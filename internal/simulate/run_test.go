@@ -1,0 +1,146 @@
+package simulate
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+var (
+	smallOnce sync.Once
+	small     *Result
+	smallErr  error
+)
+
+// smallRun is a run with a sweep on two models, shared by the tests.
+func smallRun(t *testing.T) *Result {
+	t.Helper()
+	smallOnce.Do(func() {
+		var jobs []Job
+		for _, name := range []string{"lognormal-0.25", "bimodal"} {
+			w, _ := LookupWorkload(name)
+			jobs = append(jobs, w.Jobs(1500, 5)...)
+		}
+		slices.SortStableFunc(jobs, func(a, b Job) int { return cmp.Compare(a.Submit, b.Submit) })
+		small, smallErr = Run(jobs, DefaultStrategies(), Config{Warmup: 100, Sweep: true})
+	})
+	require.NoError(t, smallErr)
+	return small
+}
+
+func score(t *testing.T, res *Result, model, strategy string) Score {
+	t.Helper()
+	for _, sc := range res.Scores {
+		if sc.Model == model && sc.Strategy == strategy {
+			return sc
+		}
+	}
+	t.Fatalf("no score for %s on %s", strategy, model)
+	return Score{}
+}
+
+func TestRun(t *testing.T) {
+	t.Parallel()
+	res := smallRun(t)
+	require.Len(t, res.Models, 2)
+	require.Len(t, res.Scores, 2*7)
+	for _, model := range []string{"lognormal-0.25", "bimodal"} {
+		opt := score(t, res, model, "optimal")
+		require.InDelta(t, 1, *opt.Ratio, 0.03, "optimal lies on its frontier")
+		ad := score(t, res, model, "adaptive")
+		require.Less(t, *ad.Ratio, 1.15, "adaptive near the frontier")
+		require.Equal(t, 1400, ad.Jobs)
+		seed := score(t, res, model, "seed-table")
+		require.Greater(t, seed.PollsPerJob, ad.PollsPerJob)
+	}
+	require.Len(t, res.Matches, 2)
+	for _, m := range res.Matches {
+		require.NotNil(t, m.Adaptive, m.Model)
+		require.LessOrEqual(t, m.Adaptive.MeanDelayS, m.Seed.MeanDelayS)
+		require.LessOrEqual(t, m.Adaptive.P95DelayS, m.Seed.P95DelayS)
+		require.Greater(t, m.Ratio(), 1.3)
+	}
+	require.Len(t, res.Sweeps, 2*7, "a sweep per strategy but optimal, and the frontier")
+}
+
+func TestRunIsReproducible(t *testing.T) {
+	t.Parallel()
+	w, _ := LookupWorkload("heavy-tail")
+	strategies := []Strategy{{Name: "adaptive", kind: adaptive}, {Name: "google", kind: google}}
+	a, err := Run(w.Jobs(800, 2), strategies, Config{Warmup: 50})
+	require.NoError(t, err)
+	b, err := Run(w.Jobs(800, 2), strategies, Config{Warmup: 50})
+	require.NoError(t, err)
+	require.Equal(t, a.Scores, b.Scores)
+}
+
+func TestRunRejects(t *testing.T) {
+	t.Parallel()
+	w, _ := LookupWorkload("bimodal")
+	_, err := Run(nil, DefaultStrategies(), Config{})
+	require.ErrorContains(t, err, "no jobs")
+	_, err = Run(w.Jobs(10, 1), nil, Config{})
+	require.ErrorContains(t, err, "no strategies")
+	_, err = Run(w.Jobs(10, 1), DefaultStrategies(), Config{Warmup: 10})
+	require.ErrorContains(t, err, "no jobs after the warm-up of 10")
+	jobs := w.Jobs(10, 1)
+	jobs[3], jobs[4] = jobs[4], jobs[3]
+	_, err = Run(jobs, DefaultStrategies(), Config{})
+	require.ErrorContains(t, err, "job 4 is submitted before job 3")
+}
+
+func TestWriteJSON(t *testing.T) {
+	t.Parallel()
+	var b bytes.Buffer
+	require.NoError(t, WriteJSON(&b, smallRun(t)))
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	require.Len(t, lines, 2*(7+1), "every strategy and the matched adaptive, by model")
+	for _, line := range lines {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &m))
+		for _, key := range []string{"strategy", "model", "jobs", "polls_per_job", "mean_delay_s", "p50_delay_s",
+			"p95_delay_s", "p99_delay_s", "optimal_polls_at_same_mean_delay", "ratio"} {
+			require.Contains(t, m, key)
+		}
+	}
+	require.Contains(t, b.String(), `"strategy":"`+MatchedName+`"`)
+}
+
+func TestWriteTable(t *testing.T) {
+	t.Parallel()
+	var b bytes.Buffer
+	require.NoError(t, WriteTable(&b, smallRun(t)))
+	out := b.String()
+	for _, want := range []string{"lognormal-0.25", "bimodal", "seed-table", "fixed:10", MatchedName, "targets:", "adaptive/frontier"} {
+		require.Contains(t, out, want)
+	}
+}
+
+func TestWritePlot(t *testing.T) {
+	t.Parallel()
+	var b bytes.Buffer
+	require.NoError(t, WritePlot(&b, smallRun(t)))
+	dec := xml.NewDecoder(&b)
+	polylines := 0
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		require.NoError(t, err, "well-formed SVG")
+		if el, ok := tok.(xml.StartElement); ok && el.Name.Local == "polyline" {
+			polylines++
+		}
+	}
+	require.Equal(t, 2*7, polylines)
+	require.ErrorContains(t, WritePlot(io.Discard, &Result{}), "no sweeps")
+}

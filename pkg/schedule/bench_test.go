@@ -1,0 +1,37 @@
+package schedule_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/pollux-dev/pollux/pkg/schedule"
+)
+
+func BenchmarkNext(b *testing.B) {
+	p := schedule.Policy{}
+	jobs := map[string]schedule.Job{
+		"cold":    {Now: t0.Add(40 * time.Second), Submitted: t0, Polls: 3, Unchanged: 1, Expected: 90 * time.Second},
+		"learned": {Now: t0.Add(40 * time.Second), Submitted: t0, Polls: 3, Learned: total},
+		"learned-run": {Now: t0.Add(40 * time.Second), Submitted: t0, Polls: 3, Phase: schedule.PhaseRunning,
+			Learned: total, LearnedRun: run, StartedAt: t0.Add(5 * time.Second)},
+	}
+	for _, name := range []string{"cold", "learned", "learned-run"} {
+		j := jobs[name]
+		r := rnd()
+		p.Next(j, r) // warm the plan cache
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				p.Next(j, r)
+			}
+		})
+	}
+}
+
+func BenchmarkObserve(b *testing.B) {
+	d := *learned(90, 0.5, 200, 1)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		d.Observe(time.Duration(60+i%60) * time.Second)
+	}
+}

@@ -1,0 +1,235 @@
+package schedule
+
+import (
+	"math"
+	"sync"
+	"time"
+)
+
+// Plan is the cost-optimal polling plan for one distribution of job
+// durations T: the poll times that minimise
+//
+//	E[polls] + E[detection delay] / PollCost
+//
+// with every interval between polls (and the first, from submission)
+// within [MinDelay, MaxDelay]. Durations are real time. A Plan is
+// immutable and safe for concurrent use.
+//
+// It is solved by dynamic programming on a time grid. With S(t) = P(T > t)
+// and polls at t₀ = 0 < t₁ < t₂ < …, the poll at tᵢ₊₁ happens when
+// T > tᵢ, and a job ending in (tᵢ, tᵢ₊₁] is seen at tᵢ₊₁, so
+//
+//	E[polls] = Σ S(tᵢ)      E[delay] = Σ S(tᵢ)·(tᵢ₊₁ − tᵢ) − E[T]
+//
+// and, E[T] being fixed, the cost to go from an unfinished poll at s is
+//
+//	W(s) = min over t in [s+MinDelay, s+MaxDelay] of S(s)·(1 + (t−s)/PollCost) + W(t).
+//
+// W(s)/S(s) is the expected cost given T > s, and conditioning on T > s
+// divides every later S(t) by the same S(s): the argmin does not change.
+// So the plan's next poll after an unfinished poll at any elapsed time s is
+// also the optimal plan for the conditional distribution of a job known to
+// be running at s — one table serves every continuation, including after
+// a poll the jitter, a provider's hint or an error moved off the plan.
+//
+// The grid spans [0, H], H the 99.9th percentile, in at most 2048 cells of
+// at least MaxDelay/128; a job outlasting H is polled every MaxDelay.
+type Plan struct {
+	step   float64 // seconds per cell
+	next   []int32 // next[i]: the cell of the poll after an unfinished poll at cell i
+	minGap float64 // seconds
+	maxGap float64
+	polls  float64 // expected polls within the horizon
+	delay  float64 // expected detection delay within the horizon, seconds
+}
+
+// Grid limits: the work of a build is at most maxCells·maxWindow steps.
+const (
+	maxCells  = 2048
+	maxWindow = 128
+	// tailMass is the share of jobs beyond the horizon of a plan learned
+	// from a Dist.
+	tailMass = 1e-3
+)
+
+// costs are a policy's plan parameters in real seconds.
+type costs struct {
+	cost, minGap, maxGap float64
+}
+
+// costs converts the policy's model-time settings to real seconds.
+func (p Policy) costs() costs {
+	minGap := max(p.MinDelay.Seconds()/p.Scale, hardFloor.Seconds())
+	return costs{
+		cost:   p.PollCost.Seconds() / p.Scale,
+		minGap: minGap,
+		maxGap: max(p.MaxDelay.Seconds()/p.Scale, minGap),
+	}
+}
+
+// Plan returns the policy's plan for a learned distribution, from a cache
+// shared by the process (keyed by the distribution's contents and the
+// policy's PollCost, MinDelay, MaxDelay and Scale), building it on a miss
+// (50–250 µs). The histogram is smoothed first: a plan fitted to the noise
+// of ~70 observations polls where no job will end.
+func (p Policy) Plan(d *Dist) *Plan { return p.WithDefaults().plan(d) }
+
+// plan is Plan for a policy with its defaults filled in.
+func (p Policy) plan(d *Dist) *Plan {
+	c := p.costs()
+	key := planKey{dist: d.id, cost: seconds(c.cost), minGap: seconds(c.minGap), maxGap: seconds(c.maxGap)}
+	if pl := plans.get(key); pl != nil {
+		return pl
+	}
+	pl := build(d, c)
+	plans.put(key, pl)
+	return pl
+}
+
+// build solves the plan of a learned distribution, smoothed first.
+func build(d *Dist, c costs) *Plan {
+	sd := d.smoothed()
+	step, n := grid(sd.Quantile(1-tailMass).Seconds(), c)
+	s := make([]float64, n)
+	sd.survivalGrid(s, step)
+	return solve(s, step, c)
+}
+
+// PlanSurvival builds (without caching) the policy's plan for durations
+// whose survival function is survival(t) = P(T > t), planned up to
+// horizon; after it the plan polls every MaxDelay.
+func (p Policy) PlanSurvival(survival func(t time.Duration) float64, horizon time.Duration) *Plan {
+	p = p.WithDefaults()
+	c := p.costs()
+	step, n := grid(horizon.Seconds(), c)
+	s := make([]float64, n)
+	for i := range s {
+		s[i] = min(1, max(0, survival(seconds(float64(i)*step))))
+	}
+	return solve(s, step, c)
+}
+
+// grid chooses the cell size and count for a horizon in seconds.
+func grid(horizon float64, c costs) (step float64, n int) {
+	step = max(horizon/maxCells, c.maxGap/maxWindow, 1e-3)
+	return step, max(1, int(math.Ceil(horizon/step)))
+}
+
+// solve runs the dynamic programme on s[i] = P(T > i·step); beyond the grid
+// S is taken as 0.
+func solve(s []float64, step float64, c costs) *Plan {
+	n := len(s)
+	perCell := step / c.cost // the delay cost of one cell, in polls
+	ka := max(1, int(math.Ceil(c.minGap/step-1e-9)))
+	kb := max(ka, int(c.maxGap/step+1e-9))
+	w := make([]float64, n+1) // w[n] = 0: nothing to pay past the horizon
+	next := make([]int32, n)
+	bound := n // next[i+1]: see below
+	for i := n - 1; i >= 0; i-- {
+		slope := s[i] * perCell
+		// The cost f(i,j) = S(i)·(1 + (j−i)·perCell) + W(j) is Monge:
+		// f(i,j) + f(i',j') − f(i,j') − f(i',j) = perCell·(j−j')·(S(i)−S(i'))
+		// ≤ 0 for i < i', j < j', also with the band of allowed gaps. So
+		// the latest optimal next poll never decreases with i, and row i
+		// need not look past row i+1's choice.
+		lo, hi := min(i+ka, n), min(i+kb, bound)
+		best, bj := math.Inf(1), hi
+		gap := float64(lo - i)
+		for j, wj := range w[lo : hi+1] {
+			// <= prefers the later poll on a tie: fewer polls.
+			if v := slope*gap + wj; v <= best {
+				best, bj = v, lo+j
+			}
+			gap++
+		}
+		w[i] = s[i] + best
+		next[i] = int32(bj)
+		bound = bj
+	}
+
+	pl := &Plan{step: step, next: next, minGap: c.minGap, maxGap: c.maxGap}
+	area := 0.0 // ∫ S over the grid (trapezoids; S = 0 at the horizon)
+	for i, v := range s {
+		area += v
+		if i == 0 {
+			area -= v / 2
+		}
+	}
+	for i := 0; i < n; i = int(next[i]) {
+		pl.polls += s[i]
+		pl.delay += s[i] * float64(int(next[i])-i) * step
+	}
+	pl.delay = max(0, pl.delay-area*step)
+	return pl
+}
+
+// Delay returns how long to wait after a poll at elapsed (since the job
+// was accepted, or since it started for a plan of run times) that found
+// the job unfinished.
+func (pl *Plan) Delay(elapsed time.Duration) time.Duration {
+	x := max(elapsed.Seconds(), 0)
+	i := int(x / pl.step)
+	if i >= len(pl.next) {
+		return seconds(pl.maxGap)
+	}
+	t := float64(pl.next[i]) * pl.step
+	return seconds(min(max(t-x, pl.minGap), pl.maxGap))
+}
+
+// Times returns the plan's first n poll times, from submission.
+func (pl *Plan) Times(n int) []time.Duration {
+	ts := make([]time.Duration, 0, n)
+	var t time.Duration
+	for range n {
+		t += pl.Delay(t)
+		ts = append(ts, t)
+	}
+	return ts
+}
+
+// Expected returns the plan's expected polls per job and mean detection
+// delay, for the distribution it was built from, leaving out the jobs that
+// outlast its horizon.
+func (pl *Plan) Expected() (polls float64, delay time.Duration) {
+	return pl.polls, seconds(pl.delay)
+}
+
+// planKey identifies a plan in the cache (integers hash faster than
+// floats).
+type planKey struct {
+	dist                 uint64
+	cost, minGap, maxGap time.Duration
+}
+
+// planCacheSize bounds the cache: a plan takes up to 8 KiB.
+const planCacheSize = 512
+
+// planCache is a bounded map from key to plan, evicting the oldest entry.
+type planCache struct {
+	mu   sync.Mutex
+	m    map[planKey]*Plan
+	ring [planCacheSize]planKey
+	head int
+}
+
+var plans = &planCache{m: make(map[planKey]*Plan, planCacheSize)}
+
+func (c *planCache) get(k planKey) *Plan {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[k]
+}
+
+func (c *planCache) put(k planKey, pl *Plan) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.m[k]; ok {
+		return
+	}
+	if len(c.m) == planCacheSize {
+		delete(c.m, c.ring[c.head])
+	}
+	c.ring[c.head] = k
+	c.head = (c.head + 1) % planCacheSize
+	c.m[k] = pl
+}
