@@ -21,7 +21,7 @@ func main() {
 		kong.Vars{"metrics_addr": ":9101"})
 	os.Exit(app.Run(cli.Flags, "ingest", os.Stderr, func(ctx context.Context, env *app.Env) error {
 		svc, err := ingest.New(ingest.Config{
-			Routes: env.Routes, Options: env.Options(), Logger: env.Log, Metrics: env.Metrics.Ingest(),
+			Routes: env.Routes, Options: env.Options(), Logger: env.Log, Metrics: env.Metrics.Ingest(), Learned: env.Stats.Lookup,
 		}, env.JS, env.NS, env.Res, env.Life, env.Pauses)
 		if err != nil {
 			return err

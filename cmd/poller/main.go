@@ -21,7 +21,7 @@ func main() {
 		kong.Vars{"metrics_addr": ":9102"})
 	os.Exit(app.Run(cli.Flags, "poller", os.Stderr, func(ctx context.Context, env *app.Env) error {
 		svc, err := poller.New(poller.Config{
-			Routes: env.Routes, Options: env.Options(), Logger: env.Log, Metrics: env.Metrics.Poller(),
+			Routes: env.Routes, Options: env.Options(), Logger: env.Log, Metrics: env.Metrics.Poller(), Learned: env.Stats.Lookup,
 		}, env.NS, env.Res, env.Life, env.Pauses)
 		if err != nil {
 			return err

@@ -6,7 +6,6 @@ package app
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -23,10 +22,12 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/pollux-dev/pollux/internal/config"
+	"github.com/pollux-dev/pollux/internal/learn"
 	"github.com/pollux-dev/pollux/internal/lifecycle"
 	"github.com/pollux-dev/pollux/internal/metrics"
 	"github.com/pollux-dev/pollux/internal/route"
 	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/state"
 )
 
 // Flags are shared by the service binaries.
@@ -60,6 +61,7 @@ type Env struct {
 	Routes  map[string]*route.Route
 	Life    *lifecycle.Lifecycle
 	Pauses  *route.Pauses
+	Stats   *learn.Stats
 	Metrics *metrics.Metrics
 	Log     zerolog.Logger
 }
@@ -104,8 +106,8 @@ func redact(url string) string {
 }
 
 // Open builds the environment over an existing connection: it creates or
-// checks the streams and buckets, builds the routes, and starts the route
-// pause mirror (owned by g).
+// checks the streams and buckets and starts the mirrors of route pauses and
+// learned durations (owned by g).
 func Open(ctx context.Context, g *errgroup.Group, cfg *config.Config, nc *nats.Conn, routes map[string]*route.Route, m *metrics.Metrics, log zerolog.Logger) (*Env, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -122,16 +124,28 @@ func Open(ctx context.Context, g *errgroup.Group, cfg *config.Config, nc *nats.C
 		return nil, err
 	}
 	pauses := route.NewPauses(res.Routes, log)
-	ready := make(chan struct{})
-	g.Go(func() error { return pauses.Run(ctx, ready) })
-	select {
-	case <-ready:
-	case <-sctx.Done():
-		return nil, errors.New("loading route pauses: timed out")
+	stats := learn.New(res.Stats, log)
+	for what, run := range map[string]func(context.Context, chan<- struct{}) error{
+		"route pauses": pauses.Run, "learned durations": stats.Run,
+	} {
+		ready := make(chan struct{})
+		g.Go(func() error { return run(ctx, ready) })
+		select {
+		case <-ready:
+		case <-sctx.Done():
+			return nil, fmt.Errorf("loading %s: timed out", what)
+		}
+	}
+	hooks := lifecycle.Hooks{
+		Published: m.Published,
+		Terminal: func(j *state.Job) {
+			m.Terminal(j)
+			stats.Observe(j)
+		},
 	}
 	return &Env{
-		Config: cfg, NC: nc, JS: js, NS: ns, Res: res, Routes: routes, Pauses: pauses, Metrics: m, Log: log,
-		Life: lifecycle.New(ns, js, res, log, m.Lifecycle()),
+		Config: cfg, NC: nc, JS: js, NS: ns, Res: res, Routes: routes, Pauses: pauses, Stats: stats,
+		Metrics: m, Log: log, Life: lifecycle.New(ns, js, res, log, hooks),
 	}, nil
 }
 

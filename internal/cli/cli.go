@@ -29,6 +29,7 @@ type CLI struct {
 
 	Dev         DevCmd         `cmd:"" help:"Run all of Pollux in one process on an embedded NATS server with a simulated provider and a demo workload."`
 	SimProvider SimProviderCmd `cmd:"" name:"sim-provider" help:"Run the simulated provider (Replicate's wire format) on its own."`
+	Simulate    SimulateCmd    `cmd:"" help:"Compare Pollux's polling policy with static pollers and the optimum on a virtual clock."`
 	Submit      SubmitCmd      `cmd:"" help:"Submit a job over NATS and optionally wait for it to finish."`
 	Get         GetCmd         `cmd:"" help:"Show one job's record and event history."`
 }
@@ -53,6 +54,7 @@ type DevCmd struct {
 	Timeout   time.Duration `name:"timeout" env:"POLLUX_DEV_TIMEOUT" default:"5m" help:"Give up waiting for the jobs after this long."`
 	Seed      int64         `name:"seed" env:"POLLUX_DEV_SEED" help:"Seed the simulation for a reproducible run (default: random)."`
 	JSON      bool          `name:"json" env:"POLLUX_DEV_JSON" help:"Print the summary as one JSON object."`
+	NoWebhook bool          `name:"no-webhooks" env:"POLLUX_DEV_NO_WEBHOOKS" help:"Run poll-only, to compare the schedule alone with a fixed-interval poller."`
 }
 
 // Run runs the demo.
@@ -67,7 +69,7 @@ func (c *DevCmd) Run(g *Globals) error {
 		c.Jobs, map[bool]string{true: c.NATSURL, false: "an embedded NATS server"}[c.NATSURL != ""], c.TimeScale)
 	sum, err := dev.Run(ctx, dev.Config{
 		NATSURL: c.NATSURL, DataDir: c.DataDir, Jobs: c.Jobs, TimeScale: c.TimeScale,
-		Timeout: c.Timeout, Seed: c.Seed, Progress: progress, ProgressInPlace: isTerminal(progress), Logger: g.Log,
+		Timeout: c.Timeout, Seed: c.Seed, NoWebhooks: c.NoWebhook, Progress: progress, ProgressInPlace: isTerminal(progress), Logger: g.Log,
 	})
 	if sum != nil {
 		if c.JSON {

@@ -110,6 +110,13 @@ type Poll struct {
 	WebhookGrace time.Duration `yaml:"webhook_grace"`
 	Reconcile    time.Duration `yaml:"reconcile"`
 	ErrorBase    time.Duration `yaml:"error_base"`
+	// PollCost is what one poll is worth in detection delay: the learned
+	// schedule minimises polls + delay/poll_cost (default 2s).
+	PollCost time.Duration `yaml:"poll_cost"`
+	// MinSamples is how many jobs (effective, recent ones weighing most)
+	// a model needs before its learned durations replace the table
+	// (default 20).
+	MinSamples float64 `yaml:"min_samples"`
 }
 
 // Load reads and validates a configuration file (YAML or JSON; unknown
@@ -198,7 +205,7 @@ func (r Route) validate() error {
 		return errors.New("not_found_limit: must not be negative")
 	case r.Poll.Jitter < 0 || r.Poll.Jitter >= 1:
 		return fmt.Errorf("poll.jitter: %v is not in [0, 1)", r.Poll.Jitter)
-	case r.Poll.MaxDelay < 0 || r.Poll.MinDelay < 0 || r.Poll.Reconcile < 0 || r.Poll.WebhookGrace < 0:
+	case r.Poll.MaxDelay < 0 || r.Poll.MinDelay < 0 || r.Poll.Reconcile < 0 || r.Poll.WebhookGrace < 0 || r.Poll.PollCost < 0 || r.Poll.MinSamples < 0:
 		return errors.New("poll: durations must not be negative")
 	case r.Poll.MaxDelay != 0 && r.Poll.MinDelay > r.Poll.MaxDelay:
 		return errors.New("poll.min_delay: larger than poll.max_delay")

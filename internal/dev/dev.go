@@ -56,6 +56,9 @@ type Config struct {
 	Seed int64
 	// StatusWorkers is the poller's concurrency (default 32).
 	StatusWorkers int
+	// NoWebhooks runs the demo poll-only, so the summary's comparison with
+	// a fixed-interval poller measures the schedule alone.
+	NoWebhooks bool
 	// Progress receives the live progress line (default: none).
 	Progress io.Writer
 	// ProgressInPlace redraws the progress line in place (for a terminal).
@@ -139,8 +142,9 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	stack, err := Start(gctx, g, nc, StackConfig{
 		Sim: sim.Config{Models: cfg.Models, Default: cfg.Models["pollux-demo/standard"],
 			TimeScale: cfg.TimeScale, Seed: cfg.Seed, Faults: *cfg.Faults},
-		Route:  config.Route{Workers: config.Workers{Submit: 8, Status: cfg.StatusWorkers}},
-		Logger: log,
+		Route:      config.Route{Workers: config.Workers{Submit: 8, Status: cfg.StatusWorkers}},
+		NoWebhooks: cfg.NoWebhooks,
+		Logger:     log,
 	})
 	if err != nil {
 		return nil, err
@@ -157,7 +161,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	waitErr := tracker.wait(gctx, cfg, w, start)
 	elapsed := time.Since(start)
 
-	sum, err := summarize(context.WithoutCancel(ctx), env, w, simSrv.Stats(), cfg, elapsed)
+	sum, err := summarize(context.WithoutCancel(ctx), env, w, simSrv, cfg, elapsed)
 	if err != nil {
 		return nil, err
 	}

@@ -100,12 +100,12 @@ func Start(ctx context.Context, g *errgroup.Group, nc *nats.Conn, sc StackConfig
 		return nil, err
 	}
 	in, err := ingest.New(ingest.Config{Routes: routes, Logger: log.With().Str("component", "ingest").Logger(),
-		Metrics: m.Ingest(), SweepInterval: time.Second}, env.JS, env.NS, env.Res, env.Life, env.Pauses)
+		Metrics: m.Ingest(), Learned: env.Stats.Lookup, SweepInterval: time.Second}, env.JS, env.NS, env.Res, env.Life, env.Pauses)
 	if err != nil {
 		_ = hookLn.Close()
 		return nil, err
 	}
-	po, err := poller.New(poller.Config{Routes: routes, Logger: log.With().Str("component", "poller").Logger(), Metrics: m.Poller()},
+	po, err := poller.New(poller.Config{Routes: routes, Logger: log.With().Str("component", "poller").Logger(), Metrics: m.Poller(), Learned: env.Stats.Lookup},
 		env.NS, env.Res, env.Life, env.Pauses)
 	if err != nil {
 		_ = hookLn.Close()

@@ -28,10 +28,13 @@ type Summary struct {
 	Unfinished int `json:"unfinished"`
 	// PollsPerCompletion is status calls per finished job.
 	PollsPerCompletion float64 `json:"polls_per_completion"`
-	// DetectionDelayP50S and P95S are the delays, in real seconds, from
-	// the provider's completion time to Pollux knowing it.
-	DetectionDelayP50S float64 `json:"detection_delay_p50_s"`
-	DetectionDelayP95S float64 `json:"detection_delay_p95_s"`
+	// DetectionDelayP50S, P95S and MeanS are the delays, in real seconds,
+	// from the provider's completion time to Pollux knowing it.
+	DetectionDelayP50S  float64 `json:"detection_delay_p50_s"`
+	DetectionDelayP95S  float64 `json:"detection_delay_p95_s"`
+	DetectionDelayMeanS float64 `json:"detection_delay_mean_s"`
+	// Fixed compares Pollux with fixed-interval pollers on the same jobs.
+	Fixed *FixedComparison `json:"fixed_interval,omitempty"`
 	// WebhookCoverage is the share of completions (succeeded, failed,
 	// canceled) that Pollux first learned of by webhook.
 	WebhookCoverage float64 `json:"webhook_coverage"`
@@ -42,7 +45,25 @@ type Summary struct {
 	Sim sim.Stats `json:"sim"`
 }
 
-func summarize(ctx context.Context, env *app.Env, w *workload, st sim.Stats, cfg Config, elapsed time.Duration) (*Summary, error) {
+// FixedComparison is what fixed-interval pollers would have cost on the
+// demo's jobs, computed from the simulator's true completion times.
+type FixedComparison struct {
+	// IntervalS is the interval (real seconds) at which a fixed poller has
+	// Pollux's mean detection delay, and PollsPerJob its polls per job.
+	IntervalS   float64 `json:"interval_s"`
+	PollsPerJob float64 `json:"polls_per_job"`
+	// Gain is PollsPerJob over Pollux's polls per completion.
+	Gain float64 `json:"gain"`
+	// SDKPollsPerJob is what the Replicate SDK's fixed 0.5 s poll (in model
+	// time) would have made.
+	SDKPollsPerJob float64 `json:"sdk_polls_per_job"`
+	// Webhooks is true when webhooks detected completions, so the gain is
+	// not the schedule's alone.
+	Webhooks bool `json:"webhooks"`
+}
+
+func summarize(ctx context.Context, env *app.Env, w *workload, srv *sim.Server, cfg Config, elapsed time.Duration) (*Summary, error) {
+	st := srv.Stats()
 	s := &Summary{
 		JobsSubmitted: int(w.accepted.Load()), SubmissionsPublished: int(w.published.Load()),
 		DuplicatesPublished: int(w.duplicates.Load()), JobsByState: map[string]int{},
@@ -82,7 +103,60 @@ func summarize(ctx context.Context, env *app.Env, w *workload, st sim.Stats, cfg
 	}
 	s.DetectionDelayP50S = round(percentile(delays, 0.50), 3)
 	s.DetectionDelayP95S = round(percentile(delays, 0.95), 3)
+	s.DetectionDelayMeanS = round(mean(delays), 3)
+	s.Fixed = compareFixed(srv.Predictions(), w.run, s, cfg)
 	return s, nil
+}
+
+// compareFixed computes what fixed-interval pollers would have cost on the
+// jobs that completed, from their true durations.
+func compareFixed(preds []sim.Prediction, run string, s *Summary, cfg Config) *FixedComparison {
+	var durations []float64
+	for _, p := range preds {
+		if !strings.HasPrefix(p.IdempotencyKey, run) || p.Lost || p.CompletedAt == nil {
+			continue
+		}
+		durations = append(durations, p.CompletedAt.Sub(p.CreatedAt).Seconds())
+	}
+	if len(durations) == 0 || s.PollsPerCompletion == 0 || s.DetectionDelayMeanS <= 0 {
+		return nil
+	}
+	// A fixed poller at interval f sees a job of duration d after
+	// ceil(d/f) polls, ceil(d/f)·f − d late; its mean delay grows with f.
+	fixed := func(f float64) (polls, delay float64) {
+		for _, d := range durations {
+			n := math.Ceil(d / f)
+			polls += n
+			delay += n*f - d
+		}
+		return polls / float64(len(durations)), delay / float64(len(durations))
+	}
+	lo, hi := 1e-4, 1e4
+	for range 100 {
+		mid := math.Sqrt(lo * hi)
+		if _, d := fixed(mid); d < s.DetectionDelayMeanS {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	polls, _ := fixed(lo)
+	sdk, _ := fixed(0.5 / cfg.TimeScale)
+	return &FixedComparison{
+		IntervalS: round(lo, 3), PollsPerJob: round(polls, 2), Gain: round(polls/s.PollsPerCompletion, 2),
+		SDKPollsPerJob: round(sdk, 1), Webhooks: s.WebhookCoverage > 0,
+	}
+}
+
+func mean(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	sum := 0.0
+	for _, x := range xs {
+		sum += x
+	}
+	return sum / float64(len(xs))
 }
 
 // percentile returns the q-quantile (nearest rank) of xs.
@@ -119,6 +193,16 @@ func (s *Summary) Print(w io.Writer) {
 			ms(s.DetectionDelayP50S), ms(s.DetectionDelayP95S), model(s.DetectionDelayP50S), model(s.DetectionDelayP95S))},
 		{"webhook coverage", fmt.Sprintf("%.1f%% of completions first seen by webhook", 100*s.WebhookCoverage)},
 		{"duplicates published", fmt.Sprintf("%d of %d submissions", s.DuplicatesPublished, s.SubmissionsPublished)},
+	}
+	if f := s.Fixed; f != nil {
+		note := ""
+		if f.Webhooks {
+			note = "  (webhooks did most of it: --no-webhooks compares the schedule alone)"
+		}
+		rows = append(rows,
+			[2]string{"vs fixed interval", fmt.Sprintf("%.2f polls per job polling every %.2f s for the same mean delay: %.1f× more%s",
+				f.PollsPerJob, f.IntervalS, f.Gain, note)},
+			[2]string{"vs Replicate SDK", fmt.Sprintf("%.1f polls per job at its fixed 0.5 s", f.SDKPollsPerJob)})
 	}
 	if s.Unfinished > 0 {
 		rows = append(rows, [2]string{"unfinished", fmt.Sprintf("%d", s.Unfinished)})

@@ -224,6 +224,23 @@ func TestLifecycleUnderFaults(t *testing.T) {
 		}
 	})
 
+	t.Run("the fleet learned each model's durations", func(t *testing.T) {
+		finished := map[string]int{}
+		for id := range jobs {
+			j, _, err := e.Env.Life.Store().Get(context.Background(), id)
+			require.NoError(t, err)
+			if j.State == state.Succeeded || j.State == state.Failed {
+				finished[j.Model]++
+			}
+		}
+		for model, n := range finished {
+			waitFor(t, "learned "+model, 10*time.Second, func() bool {
+				total, _ := e.Env.Stats.Lookup(dev.RouteName, model, "")
+				return total != nil && total.Count() == uint64(n)
+			})
+		}
+	})
+
 	t.Run("no check message left", func(t *testing.T) {
 		waitFor(t, "checks stream empty", 30*time.Second, func() bool { return e.streamMsgs(t, e.Env.Res.Checks) == 0 })
 	})

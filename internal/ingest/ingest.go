@@ -41,9 +41,6 @@ type Metrics struct {
 	// ProviderCall observes a submit or cancel call by route, operation and
 	// result class ("ok" or a provider error class).
 	ProviderCall func(route, op, class string, d time.Duration)
-	// Terminal observes a job this process made terminal (refused at
-	// submit, canceled, or lost when its submission was in doubt).
-	Terminal func(j *state.Job)
 }
 
 // Config configures the service. Zero values mean the defaults on each field.
@@ -61,6 +58,9 @@ type Config struct {
 	Logger zerolog.Logger
 	// Metrics observe the service.
 	Metrics Metrics
+	// Learned returns the learned durations of a route, model and
+	// configuration key (see package learn); nil means none are learned.
+	Learned func(route, model, configKey string) (total, run *schedule.Dist)
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Seed seeds the jitter (default: random).
@@ -229,10 +229,14 @@ func (s *Service) deadline(r *route.Route, deadline time.Time, timeoutS float64,
 func (s *Service) firstCheck(r *route.Route, j *state.Job, now time.Time) time.Time {
 	s.rndMu.Lock()
 	defer s.rndMu.Unlock()
-	d := r.Policy.Next(schedule.Job{
-		Now: now, Submitted: now, Expected: time.Duration(j.ExpectedDuration),
+	sj := schedule.Job{
+		Now: now, Submitted: now, Phase: schedule.PhaseQueued, Expected: time.Duration(j.ExpectedDuration),
 		Deadline: j.Deadline, WebhookExpected: j.WebhookExpected,
-	}, s.rnd)
+	}
+	if s.cfg.Learned != nil {
+		sj.Learned, sj.LearnedRun = s.cfg.Learned(j.Route, j.Model, j.ConfigKey)
+	}
+	d := r.Policy.Next(sj, s.rnd)
 	return now.Add(d)
 }
 
@@ -301,26 +305,24 @@ func (s *Service) advance(ctx context.Context, in intake, j *state.Job, log zero
 	case j.RemoteID != "":
 		return s.arm(ctx, j, log, "submitted")
 	case !j.CancelRequestedAt.IsZero():
-		done, err := s.life.Update(ctx, j.ID, func(cur *state.Job) error {
+		_, err := s.life.Update(ctx, j.ID, func(cur *state.Job) error {
 			cur.Apply(state.Observation{State: state.Canceled, Reason: "canceled before it was submitted", Source: state.FromCancel, At: s.cfg.Now().UTC()})
 			return nil
 		})
 		if err != nil {
 			return events.Later(s.jitter(time.Second)), "retry"
 		}
-		s.terminal(done)
 		return events.Done(), "canceled"
 	case j.SubmitInDoubt && !r.Adapter.Info().Idempotent:
 		reason := "the outcome of an interrupted submit call is unknown and route " + r.Name +
 			"'s provider cannot deduplicate a retry, so Pollux did not resubmit; look for idempotency key " + j.IdempotencyKey + " at the provider"
-		done, err := s.life.Update(ctx, j.ID, func(cur *state.Job) error {
+		_, err := s.life.Update(ctx, j.ID, func(cur *state.Job) error {
 			cur.Apply(state.Observation{State: state.Lost, Reason: reason, Source: state.FromPollux, At: s.cfg.Now().UTC()})
 			return nil
 		})
 		if err != nil {
 			return events.Later(s.jitter(time.Second)), "retry"
 		}
-		s.terminal(done)
 		log.Error().Msg("submission in doubt after an interrupted call; marked lost rather than risk a duplicate")
 		return events.Done(), "lost"
 	}
@@ -408,14 +410,13 @@ func (s *Service) submitFailed(ctx context.Context, in intake, j *state.Job, err
 	switch class {
 	case provider.Invalid:
 		reason := "the provider refused the submission: " + provider.MessageOf(err)
-		done, uerr := s.life.Update(ctx, j.ID, func(cur *state.Job) error {
+		_, uerr := s.life.Update(ctx, j.ID, func(cur *state.Job) error {
 			cur.Apply(state.Observation{State: state.Failed, Reason: reason, Source: state.FromSubmit, At: s.cfg.Now().UTC()})
 			return nil
 		})
 		if uerr != nil {
 			return events.Later(s.jitter(time.Second)), "retry"
 		}
-		s.terminal(done)
 		log.Info().Str("reason", reason).Msg("submission refused by the provider")
 		return events.Done(), "failed"
 	case provider.RateLimited:
@@ -607,14 +608,7 @@ func (s *Service) cancelRemote(ctx context.Context, r *route.Route, j *state.Job
 	if !j.State.Terminal() {
 		return s.life.Rearm(ctx, j, now.Add(time.Second))
 	}
-	s.terminal(j)
 	return s.life.Disarm(ctx, j.Route, j.ID)
-}
-
-func (s *Service) terminal(j *state.Job) {
-	if s.cfg.Metrics.Terminal != nil && j != nil && j.State.Terminal() {
-		s.cfg.Metrics.Terminal(j)
-	}
 }
 
 func (s *Service) observeCall(route, op string, err error, d time.Duration) {

@@ -25,6 +25,9 @@ import (
 type Hooks struct {
 	// Published is called for every event published.
 	Published func(route, typ string)
+	// Terminal is called once for each job a write made terminal, whichever
+	// service made it.
+	Terminal func(j *state.Job)
 }
 
 // Lifecycle changes jobs and publishes what changed.
@@ -61,9 +64,16 @@ func (l *Lifecycle) Create(ctx context.Context, j *state.Job) error {
 // run more than once, on fresh copies) and then publishes the events fn
 // recorded, along with any earlier ones still in the outbox.
 func (l *Lifecycle) Update(ctx context.Context, id string, fn func(*state.Job) error) (*state.Job, error) {
-	j, _, err := l.store.Mutate(ctx, id, fn)
+	var was state.State
+	j, _, err := l.store.Mutate(ctx, id, func(cur *state.Job) error {
+		was = cur.State
+		return fn(cur)
+	})
 	if err != nil {
 		return nil, err
+	}
+	if !was.Terminal() && j.State.Terminal() && l.hooks.Terminal != nil {
+		l.hooks.Terminal(j)
 	}
 	if err := l.Flush(ctx, j); err != nil {
 		return j, err

@@ -14,7 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/pollux-dev/pollux/internal/ingest"
-	"github.com/pollux-dev/pollux/internal/lifecycle"
 	"github.com/pollux-dev/pollux/internal/poller"
 	"github.com/pollux-dev/pollux/internal/webhook"
 	"github.com/pollux-dev/pollux/pkg/state"
@@ -126,10 +125,11 @@ func (m *Metrics) terminal(j *state.Job) {
 	}
 }
 
-// Lifecycle returns the hooks of the lifecycle.
-func (m *Metrics) Lifecycle() lifecycle.Hooks {
-	return lifecycle.Hooks{Published: func(_, typ string) { m.eventsPublished.WithLabelValues(typ).Inc() }}
-}
+// Published records an event published.
+func (m *Metrics) Published(_, typ string) { m.eventsPublished.WithLabelValues(typ).Inc() }
+
+// Terminal records a job that reached its terminal state.
+func (m *Metrics) Terminal(j *state.Job) { m.terminal(j) }
 
 // Ingest returns the hooks of the ingest service.
 func (m *Metrics) Ingest() ingest.Metrics {
@@ -138,7 +138,6 @@ func (m *Metrics) Ingest() ingest.Metrics {
 		ProviderCall: func(route, op, class string, d time.Duration) {
 			m.providerCalls.WithLabelValues(route, op, class).Observe(d.Seconds())
 		},
-		Terminal: m.terminal,
 	}
 }
 
@@ -148,7 +147,6 @@ func (m *Metrics) Poller() poller.Metrics {
 		StatusCall: func(route, class string, d time.Duration) {
 			m.statusCalls.WithLabelValues(route, class).Observe(d.Seconds())
 		},
-		Terminal: m.terminal,
 		Lateness: func(route string, d time.Duration) { m.lateness.WithLabelValues(route).Observe(max(d.Seconds(), 0)) },
 		Paused: func(route, kind string, d time.Duration) {
 			m.pauses.WithLabelValues(route, kind).Inc()
@@ -166,6 +164,5 @@ func (m *Metrics) Webhook() webhook.Metrics {
 		Applied: func(route string, changed bool) {
 			m.webhooksApplied.WithLabelValues(route, strconv.FormatBool(changed)).Inc()
 		},
-		Terminal: m.terminal,
 	}
 }

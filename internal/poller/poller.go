@@ -45,9 +45,6 @@ type Metrics struct {
 	// StatusCall observes a status call by route and result class ("ok" or
 	// a provider error class).
 	StatusCall func(route, class string, d time.Duration)
-	// Terminal observes a job that reached a terminal state through this
-	// poller or was found terminal by it.
-	Terminal func(j *state.Job)
 	// Lateness observes how late a check was delivered against its due time.
 	Lateness func(route string, d time.Duration)
 	// Paused observes a route pause started by this process.
@@ -66,6 +63,9 @@ type Config struct {
 	Logger zerolog.Logger
 	// Metrics observe the service.
 	Metrics Metrics
+	// Learned returns the learned durations of a route, model and
+	// configuration key (see package learn); nil means none are learned.
+	Learned func(route, model, configKey string) (total, run *schedule.Dist)
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Seed seeds the jitter (default: random).
@@ -253,9 +253,10 @@ func (s *Service) poll(ctx context.Context, r *route.Route, j *state.Job, msg je
 		if cur.State.Terminal() {
 			return state.ErrNoChange
 		}
+		prev := cur.LastPolledAt
 		cur.Polls++
 		cur.LastPolledAt = now
-		changed := s.apply(r, cur, st, callErr, now)
+		changed := s.apply(r, cur, st, callErr, now, prev)
 		if changed {
 			cur.Unchanged = 0
 		} else if callErr == nil {
@@ -284,9 +285,6 @@ func (s *Service) poll(ctx context.Context, r *route.Route, j *state.Job, msg je
 		return events.Later(s.retryDelay(n))
 	}
 	if j.State.Terminal() {
-		if s.cfg.Metrics.Terminal != nil {
-			s.cfg.Metrics.Terminal(j)
-		}
 		log.Info().Str("state", string(j.State)).Int("polls", j.Polls).Str("detected_by", string(j.DetectedBy)).Msg("job finished")
 		if expire && r.Adapter.Info().Cancel {
 			s.cancelExpired(ctx, r, j, log)
@@ -297,12 +295,18 @@ func (s *Service) poll(ctx context.Context, r *route.Route, j *state.Job, msg je
 }
 
 // apply folds a status call's result into the job and reports whether the
-// job changed.
-func (s *Service) apply(r *route.Route, j *state.Job, st provider.Status, callErr error, now time.Time) bool {
+// job changed. prev is the time of the previous poll.
+func (s *Service) apply(r *route.Route, j *state.Job, st provider.Status, callErr error, now, prev time.Time) bool {
 	if callErr == nil {
 		j.Errors, j.NotFound, j.LastError = 0, 0, ""
 		obs := st.Observation
 		obs.Source, obs.At = state.FromPoll, now
+		if obs.State.Terminal() && obs.CompletedAt.IsZero() {
+			// The provider gives no completion time: it ended between the
+			// last poll that saw it unfinished and this one.
+			since := latest(prev, j.SubmittedAt, j.CreatedAt)
+			obs.CompletedAt = since.Add(now.Sub(since) / 2)
+		}
 		return j.Apply(obs) != ""
 	}
 	j.LastError = provider.MessageOf(callErr)
@@ -335,15 +339,42 @@ func (s *Service) delay(r *route.Route, j *state.Job, st provider.Status, callEr
 	case state.Running:
 		phase = schedule.PhaseRunning
 	}
-	sj := schedule.Job{
-		Now: now, Submitted: cmp.Or(j.SubmittedAt, j.CreatedAt), Phase: phase, Polls: j.Polls,
-		Unchanged: j.Unchanged, Expected: time.Duration(j.ExpectedDuration), Deadline: j.Deadline,
-		WebhookExpected: j.WebhookExpected, Errors: j.Errors,
+	sj := Schedulable(j, now)
+	sj.Phase = phase
+	if s.cfg.Learned != nil {
+		sj.Learned, sj.LearnedRun = s.cfg.Learned(j.Route, j.Model, j.ConfigKey)
 	}
 	if callErr == nil {
 		sj.PollAfter = st.PollAfter
 	}
 	return s.next(r.Policy, sj)
+}
+
+func latest(ts ...time.Time) time.Time {
+	var l time.Time
+	for _, t := range ts {
+		if t.After(l) {
+			l = t
+		}
+	}
+	return l
+}
+
+// Schedulable is the schedule's view of a job (without its phase and
+// learned durations, which the caller adds).
+func Schedulable(j *state.Job, now time.Time) schedule.Job {
+	sj := schedule.Job{
+		Now: now, Submitted: cmp.Or(j.SubmittedAt, j.CreatedAt), Polls: j.Polls,
+		Unchanged: j.Unchanged, Expected: time.Duration(j.ExpectedDuration), Deadline: j.Deadline,
+		WebhookExpected: j.WebhookExpected, Errors: j.Errors, StartedAt: j.StartedAt,
+	}
+	if j.Progress != nil {
+		sj.Progress = *j.Progress
+	}
+	if j.QueuePosition != nil {
+		sj.QueuePosition = *j.QueuePosition
+	}
+	return sj
 }
 
 func (s *Service) remainingJitter(d time.Duration) time.Duration {

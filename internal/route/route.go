@@ -122,7 +122,7 @@ func New(name string, a provider.Adapter, rc config.Route, scale float64) (*Rout
 		Policy: schedule.Policy{
 			MaxDelay: rc.Poll.MaxDelay, MinDelay: rc.Poll.MinDelay, Jitter: rc.Poll.Jitter,
 			WebhookGrace: rc.Poll.WebhookGrace, Reconcile: rc.Poll.Reconcile, ErrorBase: rc.Poll.ErrorBase,
-			Scale: scale,
+			PollCost: rc.Poll.PollCost, MinSamples: rc.Poll.MinSamples, Scale: scale,
 		}.WithDefaults(),
 	}
 	if floor := a.Info().PollFloor; floor > 0 {

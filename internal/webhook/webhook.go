@@ -48,8 +48,6 @@ type Metrics struct {
 	// Applied observes a stored delivery applied to a job, by route and
 	// whether it changed the job.
 	Applied func(route string, changed bool)
-	// Terminal observes a job a delivery made terminal.
-	Terminal func(j *state.Job)
 }
 
 // Config configures the service. Zero values mean the defaults on each field.
@@ -296,9 +294,6 @@ func (s *Service) apply(ctx context.Context, msg jetstream.Msg) events.Outcome {
 		}
 	}
 	if changed && j.State.Terminal() {
-		if s.cfg.Metrics.Terminal != nil {
-			s.cfg.Metrics.Terminal(j)
-		}
 		log.Info().Str("state", string(j.State)).Str("remote_id", j.RemoteID).Msg("job finished (webhook)")
 	}
 	return events.Done()

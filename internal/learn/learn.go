@@ -1,0 +1,262 @@
+// Package learn keeps the fleet's learned job durations: per route, model
+// and optional configuration key, two schedule.Dists (acceptance to end,
+// and start to end) in the stats bucket, shared by every process. Whoever
+// sees a job end queues its durations; they are folded into the bucket
+// with compare-and-set once a second per key, so a busy model costs one
+// write per second per process, not one per job. Every process mirrors the
+// bucket through a watch and hands the poller immutable snapshots.
+package learn
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/base32"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/pollux-dev/pollux/pkg/schedule"
+	"github.com/pollux-dev/pollux/pkg/state"
+)
+
+// Record is one key's value in the stats bucket.
+type Record struct {
+	Route     string        `json:"route"`
+	Model     string        `json:"model"`
+	ConfigKey string        `json:"config_key,omitempty"`
+	Total     schedule.Dist `json:"total"`
+	Run       schedule.Dist `json:"run"`
+	UpdatedAt time.Time     `json:"updated_at"`
+}
+
+// Key is the bucket key of a route, model and configuration key: the route
+// and a hash of the rest (model names hold characters keys cannot).
+func Key(route, model, configKey string) string {
+	h := sha256.Sum256([]byte(model + "\x00" + configKey))
+	return route + "." + enc.EncodeToString(h[:10])
+}
+
+var enc = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+// snapshot is an immutable pair of distributions.
+type snapshot struct{ total, run *schedule.Dist }
+
+type batch struct {
+	route, model, configKey string
+	total, run              []time.Duration
+}
+
+// maxPending bounds the durations queued per key while the bucket is
+// unreachable; older ones are dropped first.
+const maxPending = 1000
+
+// Stats mirrors the bucket and folds new durations into it.
+type Stats struct {
+	kv  jetstream.KeyValue
+	log zerolog.Logger
+	// FlushEvery is how often queued durations are written (default 1s).
+	FlushEvery time.Duration
+
+	mu   sync.RWMutex
+	dist map[string]snapshot
+
+	pmu     sync.Mutex
+	pending map[string]*batch
+}
+
+// New returns a Stats over the bucket; Run keeps it current.
+func New(kv jetstream.KeyValue, log zerolog.Logger) *Stats {
+	return &Stats{kv: kv, log: log, dist: map[string]snapshot{}, pending: map[string]*batch{}}
+}
+
+// Lookup returns the learned distributions of a route, model and
+// configuration key (nil when nothing is learned). They must not be
+// modified.
+func (s *Stats) Lookup(route, model, configKey string) (total, run *schedule.Dist) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	sn := s.dist[Key(route, model, configKey)]
+	return sn.total, sn.run
+}
+
+// Durations returns what a finished job teaches: its time from acceptance
+// to end, and from start to end when it started. Only jobs that ended on
+// their own teach anything: not expired, lost or user-canceled ones.
+func Durations(j *state.Job) (total, run time.Duration, ok bool) {
+	switch {
+	case j.State == state.Succeeded, j.State == state.Failed:
+	case j.State == state.Canceled && j.CancelRequestedAt.IsZero():
+	default:
+		return 0, 0, false
+	}
+	if j.SubmittedAt.IsZero() || j.CompletedAt.IsZero() || !j.CompletedAt.After(j.SubmittedAt) {
+		return 0, 0, false
+	}
+	total = j.CompletedAt.Sub(j.SubmittedAt)
+	if !j.StartedAt.IsZero() && j.CompletedAt.After(j.StartedAt) {
+		run = j.CompletedAt.Sub(j.StartedAt)
+	}
+	return total, run, true
+}
+
+// Observe queues what a finished job teaches; it never blocks on I/O.
+func (s *Stats) Observe(j *state.Job) {
+	total, run, ok := Durations(j)
+	if !ok {
+		return
+	}
+	k := Key(j.Route, j.Model, j.ConfigKey)
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	b := s.pending[k]
+	if b == nil {
+		b = &batch{route: j.Route, model: j.Model, configKey: j.ConfigKey}
+		s.pending[k] = b
+	}
+	b.total = appendBounded(b.total, total)
+	if run > 0 {
+		b.run = appendBounded(b.run, run)
+	}
+}
+
+func appendBounded(xs []time.Duration, x time.Duration) []time.Duration {
+	if len(xs) >= maxPending {
+		xs = xs[1:]
+	}
+	return append(xs, x)
+}
+
+// Run mirrors the bucket and flushes queued durations until ctx ends,
+// flushing once more on the way out. ready is closed once the bucket's
+// current contents are loaded.
+func (s *Stats) Run(ctx context.Context, ready chan<- struct{}) error {
+	w, err := s.kv.WatchAll(ctx)
+	if err != nil {
+		return fmt.Errorf("watch learned durations: %w", err)
+	}
+	defer func() { _ = w.Stop() }()
+	t := time.NewTicker(cmp.Or(s.FlushEvery, time.Second))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			s.Flush(fctx)
+			cancel()
+			return nil
+		case <-t.C:
+			s.Flush(ctx)
+		case e, ok := <-w.Updates():
+			if !ok {
+				return errors.New("learned durations watcher closed")
+			}
+			if e == nil {
+				if ready != nil {
+					close(ready)
+					ready = nil
+				}
+				continue
+			}
+			s.apply(e)
+		}
+	}
+}
+
+func (s *Stats) apply(e jetstream.KeyValueEntry) {
+	if e.Operation() != jetstream.KeyValuePut {
+		s.mu.Lock()
+		delete(s.dist, e.Key())
+		s.mu.Unlock()
+		return
+	}
+	var r Record
+	if err := json.Unmarshal(e.Value(), &r); err != nil {
+		s.log.Warn().Err(err).Str("key", e.Key()).Msg("ignoring unreadable learned durations")
+		return
+	}
+	s.mu.Lock()
+	s.dist[e.Key()] = snapshot{total: &r.Total, run: &r.Run}
+	s.mu.Unlock()
+}
+
+// Flush writes the queued durations; what cannot be written stays queued.
+func (s *Stats) Flush(ctx context.Context) {
+	s.pmu.Lock()
+	work := s.pending
+	s.pending = map[string]*batch{}
+	s.pmu.Unlock()
+	for k, b := range work {
+		if err := s.fold(ctx, k, b); err != nil {
+			s.log.Warn().Err(err).Str("route", b.route).Str("model", b.model).Msg("saving learned durations failed; will retry")
+			s.requeue(k, b)
+		}
+	}
+}
+
+func (s *Stats) requeue(k string, b *batch) {
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	if cur := s.pending[k]; cur != nil {
+		for _, d := range cur.total {
+			b.total = appendBounded(b.total, d)
+		}
+		for _, d := range cur.run {
+			b.run = appendBounded(b.run, d)
+		}
+	}
+	s.pending[k] = b
+}
+
+// fold adds a batch to its record with compare-and-set.
+func (s *Stats) fold(ctx context.Context, k string, b *batch) error {
+	for range 10 {
+		var r Record
+		var rev uint64
+		e, err := s.kv.Get(ctx, k)
+		switch {
+		case err == nil:
+			rev = e.Revision()
+			if uerr := json.Unmarshal(e.Value(), &r); uerr != nil {
+				r = Record{} // unreadable: start over rather than stay stuck
+			}
+		case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):
+		default:
+			return err
+		}
+		r.Route, r.Model, r.ConfigKey = b.route, b.model, b.configKey
+		for _, d := range b.total {
+			r.Total.Observe(d)
+		}
+		for _, d := range b.run {
+			r.Run.Observe(d)
+		}
+		r.UpdatedAt = time.Now().UTC()
+		data, err := json.Marshal(r)
+		if err != nil {
+			return err
+		}
+		if rev == 0 {
+			_, err = s.kv.Create(ctx, k, data)
+		} else {
+			_, err = s.kv.Update(ctx, k, data, rev)
+		}
+		switch {
+		case err == nil:
+			s.mu.Lock()
+			s.dist[k] = snapshot{total: &r.Total, run: &r.Run}
+			s.mu.Unlock()
+			return nil
+		case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyRevisionMismatch):
+			continue
+		default:
+			return err
+		}
+	}
+	return errors.New("too many concurrent writers")
+}
