@@ -1,0 +1,48 @@
+# Pollux. `make` lists the targets.
+
+GO       ?= go
+BIN      ?= bin
+FUZZTIME ?= 20s
+# The race detector on 2 cores: keep the whole suite well under 10 minutes.
+TESTFLAGS ?= -race -count=1 -timeout 9m
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## List the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: run
+run: ## Run all of Pollux on an embedded NATS server with a simulated provider and a demo workload
+	$(GO) run ./cmd/pollux dev
+
+.PHONY: test
+test: ## Run every test with the race detector
+	$(GO) test $(TESTFLAGS) ./...
+
+.PHONY: bench
+bench: ## Print the benchmark figures (schedule, simulator)
+	$(GO) test -run '^$$' -bench . -benchmem ./pkg/schedule ./pkg/events ./internal/simulate
+	$(GO) run ./cmd/pollux simulate --jobs 10000
+
+.PHONY: lint
+lint: ## gofmt, go vet, and golangci-lint when installed
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(GO) vet ./...
+	@if command -v golangci-lint >/dev/null; then golangci-lint run; else echo "golangci-lint not installed: skipped"; fi
+
+.PHONY: fuzz
+fuzz: ## Run every fuzz target for FUZZTIME each
+	@set -e; for pkg in $$($(GO) list ./...); do \
+		for f in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
+			echo "fuzz $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
+		done; \
+	done
+
+.PHONY: build
+build: ## Build the binaries into bin/
+	$(GO) build -o $(BIN)/ ./cmd/...
+
+.PHONY: tidy
+tidy: ## Tidy go.mod and go.sum
+	$(GO) mod tidy
