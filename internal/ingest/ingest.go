@@ -366,6 +366,9 @@ func (s *Service) advance(ctx context.Context, in intake, j *state.Job, log zero
 			return state.ErrNoChange
 		}
 		cur.RemoteID = st.RemoteID
+		if len(st.RefData) <= provider.MaxRefData {
+			cur.ProviderRef = st.RefData
+		}
 		cur.SubmitInDoubt = false
 		cur.Input = nil
 		cur.SubmittedAt = cmp.Or(st.CreatedAt, now)
@@ -572,7 +575,7 @@ func (s *Service) cancel(ctx context.Context, in intake) (events.Outcome, string
 func (s *Service) cancelRemote(ctx context.Context, r *route.Route, j *state.Job, log zerolog.Logger) error {
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
 	start := time.Now()
-	st, err := r.Adapter.Cancel(cctx, j.RemoteID)
+	st, err := r.Adapter.Cancel(cctx, provider.JobRef(j))
 	cancel()
 	s.observeCall(r.Name, "cancel", err, time.Since(start))
 	if err != nil {

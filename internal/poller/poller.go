@@ -210,7 +210,7 @@ func (s *Service) check(ctx context.Context, r *route.Route, msg jetstream.Msg) 
 func (s *Service) poll(ctx context.Context, r *route.Route, j *state.Job, msg jetstream.Msg, log zerolog.Logger) events.Outcome {
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
 	start := time.Now()
-	st, callErr := r.Adapter.Status(cctx, j.RemoteID)
+	st, callErr := r.Adapter.Status(cctx, provider.JobRef(j))
 	cancel()
 	elapsed := time.Since(start)
 	class := "ok"
@@ -389,7 +389,7 @@ func (s *Service) remainingJitter(d time.Duration) time.Duration {
 func (s *Service) cancelExpired(ctx context.Context, r *route.Route, j *state.Job, log zerolog.Logger) {
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
 	defer cancel()
-	if _, err := r.Adapter.Cancel(cctx, j.RemoteID); err != nil {
+	if _, err := r.Adapter.Cancel(cctx, provider.JobRef(j)); err != nil {
 		log.Warn().Err(err).Msg("canceling the expired job at the provider failed")
 	}
 }

@@ -37,8 +37,32 @@ type Status struct {
 	state.Observation
 	// RemoteID is the provider's id for the job.
 	RemoteID string
+	// RefData, set by Submit, is what the adapter needs kept with the job
+	// to reach it again (fal's status and cancel URLs, say); Pollux stores
+	// it with the job and passes it back in every Ref. At most MaxRefData
+	// bytes of JSON.
+	RefData json.RawMessage
 	// PollAfter is the provider's hint for the next poll; a floor.
 	PollAfter time.Duration
+}
+
+// MaxRefData bounds Status.RefData.
+const MaxRefData = 4 << 10
+
+// Ref identifies a job at its provider.
+type Ref struct {
+	// ID is the provider's id for the job.
+	ID string
+	// Model is the job's model identifier.
+	Model string
+	// Data is the RefData Submit returned; nil for a job submitted
+	// elsewhere and tracked, so adapters must work without it.
+	Data json.RawMessage
+}
+
+// JobRef is how a job's adapter reaches it.
+func JobRef(j *state.Job) Ref {
+	return Ref{ID: j.RemoteID, Model: j.Model, Data: j.ProviderRef}
 }
 
 // Info describes what an adapter's provider can do.
@@ -64,10 +88,10 @@ type Adapter interface {
 	// Submit creates the job and returns its first status with RemoteID.
 	Submit(ctx context.Context, req SubmitRequest) (Status, error)
 	// Status fetches the job's status.
-	Status(ctx context.Context, remoteID string) (Status, error)
+	Status(ctx context.Context, ref Ref) (Status, error)
 	// Cancel asks the provider to cancel the job and returns the status it
 	// answers with; ErrUnsupported when it cannot.
-	Cancel(ctx context.Context, remoteID string) (Status, error)
+	Cancel(ctx context.Context, ref Ref) (Status, error)
 }
 
 // Webhooks is implemented by adapters whose provider sends webhooks.

@@ -82,6 +82,9 @@ type Job struct {
 	ConfigKey string `json:"config_key,omitempty"`
 	// RemoteID is the provider's id for the job; empty until submitted.
 	RemoteID string `json:"remote_id,omitempty"`
+	// ProviderRef is what the provider's adapter keeps to reach the job
+	// again (opaque; see provider.Status.RefData).
+	ProviderRef json.RawMessage `json:"provider_ref,omitempty"`
 	// State is the normalized state.
 	State State `json:"state"`
 	// ProviderStatus is the provider's raw status value, as last seen.

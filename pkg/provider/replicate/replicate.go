@@ -165,19 +165,19 @@ func (a *Adapter) Submit(ctx context.Context, req provider.SubmitRequest) (provi
 }
 
 // Status fetches a prediction.
-func (a *Adapter) Status(ctx context.Context, remoteID string) (provider.Status, error) {
-	if err := checkID(remoteID); err != nil {
+func (a *Adapter) Status(ctx context.Context, ref provider.Ref) (provider.Status, error) {
+	if err := checkID(ref.ID); err != nil {
 		return provider.Status{}, err
 	}
-	return a.call(ctx, http.MethodGet, "/v1/predictions/"+remoteID, nil, nil)
+	return a.call(ctx, http.MethodGet, "/v1/predictions/"+ref.ID, nil, nil)
 }
 
 // Cancel cancels a prediction.
-func (a *Adapter) Cancel(ctx context.Context, remoteID string) (provider.Status, error) {
-	if err := checkID(remoteID); err != nil {
+func (a *Adapter) Cancel(ctx context.Context, ref provider.Ref) (provider.Status, error) {
+	if err := checkID(ref.ID); err != nil {
 		return provider.Status{}, err
 	}
-	return a.call(ctx, http.MethodPost, "/v1/predictions/"+remoteID+"/cancel", nil, nil)
+	return a.call(ctx, http.MethodPost, "/v1/predictions/"+ref.ID+"/cancel", nil, nil)
 }
 
 func checkID(id string) error {

@@ -170,7 +170,7 @@ func TestStatusMapsEveryState(t *testing.T) {
 		t.Run(tt.fixture, func(t *testing.T) {
 			t.Parallel()
 			f := newFake(t, func(*http.Request) (int, http.Header, []byte) { return 200, nil, fixture(t, tt.fixture) })
-			st, err := newAdapter(t, f.URL, "").Status(context.Background(), "ufawqhfynnddngldkgtslldrkq")
+			st, err := newAdapter(t, f.URL, "").Status(context.Background(), provider.Ref{ID: "ufawqhfynnddngldkgtslldrkq"})
 			require.NoError(t, err)
 			require.Equal(t, "/v1/predictions/ufawqhfynnddngldkgtslldrkq", f.last().Path)
 			require.Equal(t, tt.state, st.State)
@@ -186,7 +186,7 @@ func TestUnknownStatusIsNeverTerminal(t *testing.T) {
 	f := newFake(t, func(*http.Request) (int, http.Header, []byte) {
 		return 200, nil, []byte(`{"id":"x1","status":"pondering"}`)
 	})
-	st, err := newAdapter(t, f.URL, "").Status(context.Background(), "x1")
+	st, err := newAdapter(t, f.URL, "").Status(context.Background(), provider.Ref{ID: "x1"})
 	require.NoError(t, err)
 	require.Equal(t, state.Unknown, st.State)
 	require.Equal(t, "pondering", st.Raw)
@@ -220,7 +220,7 @@ func TestErrorClasses(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			f := newFake(t, func(*http.Request) (int, http.Header, []byte) { return tt.status, tt.header, tt.body })
-			_, err := newAdapter(t, f.URL, "").Status(context.Background(), "x1")
+			_, err := newAdapter(t, f.URL, "").Status(context.Background(), provider.Ref{ID: "x1"})
 			require.Error(t, err)
 			require.Equal(t, tt.class, provider.ClassOf(err), "%v", err)
 			require.Equal(t, tt.retryAfter, provider.RetryAfterOf(err))
@@ -243,7 +243,7 @@ func TestTimeoutIsTransient(t *testing.T) {
 	defer close(release)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	_, err := newAdapter(t, f.URL, "").Status(ctx, "x1")
+	_, err := newAdapter(t, f.URL, "").Status(ctx, provider.Ref{ID: "x1"})
 	require.Equal(t, provider.Transient, provider.ClassOf(err))
 	require.True(t, provider.IsTimeout(err))
 }
@@ -251,7 +251,7 @@ func TestTimeoutIsTransient(t *testing.T) {
 func TestStatusRefusesAPathInTheRemoteID(t *testing.T) {
 	t.Parallel()
 	f := newFake(t, func(*http.Request) (int, http.Header, []byte) { return 200, nil, fixture(t, "starting.json") })
-	_, err := newAdapter(t, f.URL, "").Status(context.Background(), "../secret")
+	_, err := newAdapter(t, f.URL, "").Status(context.Background(), provider.Ref{ID: "../secret"})
 	require.Equal(t, provider.Invalid, provider.ClassOf(err))
 	require.Empty(t, f.requests)
 }
@@ -259,7 +259,7 @@ func TestStatusRefusesAPathInTheRemoteID(t *testing.T) {
 func TestCancel(t *testing.T) {
 	t.Parallel()
 	f := newFake(t, func(*http.Request) (int, http.Header, []byte) { return 200, nil, fixture(t, "canceled.json") })
-	st, err := newAdapter(t, f.URL, "").Cancel(context.Background(), "ufawqhfynnddngldkgtslldrkq")
+	st, err := newAdapter(t, f.URL, "").Cancel(context.Background(), provider.Ref{ID: "ufawqhfynnddngldkgtslldrkq"})
 	require.NoError(t, err)
 	require.Equal(t, state.Canceled, st.State)
 	req := f.last()
