@@ -37,6 +37,9 @@ type Flags struct {
 	MetricsAddr string `name:"metrics-addr" env:"POLLUX_METRICS_ADDR" default:"${metrics_addr}" help:"Address for /metrics, /healthz and /readyz; empty to disable (default ${metrics_addr})."`
 	LogLevel    string `name:"log-level" env:"POLLUX_LOG_LEVEL" default:"info" enum:"debug,info,warn,error" help:"Log level (debug, info, warn, error)."`
 	LogFormat   string `name:"log-format" env:"POLLUX_LOG_FORMAT" default:"json" enum:"json,console" help:"Log format: json for machines, console for humans."`
+	// TimeScale compresses the schedule's model time, for tests and demos
+	// against the simulated provider; 1 in production.
+	TimeScale float64 `name:"time-scale" env:"POLLUX_TIME_SCALE" default:"1" hidden:"" help:"Compress the schedule's time (tests and demos only)."`
 }
 
 // NewLogger returns a zerolog logger writing to w.
@@ -182,7 +185,10 @@ func serve(f Flags, component string, log zerolog.Logger, run func(context.Conte
 	if url == "" {
 		url = nats.DefaultURL
 	}
-	routes, err := route.Build(cfg, route.Registry, nil, 1, log)
+	if f.TimeScale <= 0 {
+		return fmt.Errorf("time-scale: %v must be positive", f.TimeScale)
+	}
+	routes, err := route.Build(cfg, route.Registry, nil, f.TimeScale, log)
 	if err != nil {
 		return err
 	}

@@ -11,8 +11,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -83,6 +85,8 @@ type Route struct {
 	MaxDeadline time.Duration `yaml:"max_deadline"`
 	// Workers is the per-process concurrency.
 	Workers Workers `yaml:"workers"`
+	// Budgets are the fleet-wide limits on calls to the provider.
+	Budgets Budgets `yaml:"budgets"`
 	// Poll tunes the schedule.
 	Poll Poll `yaml:"poll"`
 	// NotFoundLimit is how many consecutive "unknown job" answers mark a job
@@ -100,6 +104,58 @@ type Workers struct {
 	Submit int `yaml:"submit"`
 	// Status calls in flight per poller process (default 16).
 	Status int `yaml:"status"`
+}
+
+// Budgets are a route's fleet-wide call limits: submit calls, and status
+// calls (cancels count as status calls). Unset means unlimited.
+type Budgets struct {
+	Submit Budget `yaml:"submit"`
+	Status Budget `yaml:"status"`
+}
+
+// Budget is one fleet-wide limit.
+type Budget struct {
+	// Concurrency caps the calls in flight across all processes.
+	Concurrency int `yaml:"concurrency"`
+	// Rate caps the calls per time unit across all processes: "10/s",
+	// "600/min", "3000/min", "20/s", or a number of calls per second.
+	Rate Rate `yaml:"rate"`
+	// LeaseWait is how long a call slot held by a process that died stays
+	// taken before it returns on its own (default 60s); longer calls
+	// extend their slot.
+	LeaseWait time.Duration `yaml:"lease_wait"`
+}
+
+// Rate is calls per second, written "N/s", "N/min", "N/h" or as a number.
+type Rate float64
+
+// UnmarshalYAML reads a rate.
+func (r *Rate) UnmarshalYAML(n *yaml.Node) error {
+	v, err := ParseRate(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, err)
+	}
+	*r = v
+	return nil
+}
+
+// ParseRate reads "N/s", "N/min", "N/h" or a plain number (per second).
+func ParseRate(s string) (Rate, error) {
+	num, unit, _ := strings.Cut(strings.TrimSpace(s), "/")
+	v, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
+	if err != nil || v < 0 || math.IsInf(v, 0) || math.IsNaN(v) {
+		return 0, fmt.Errorf("rate %q: want a number of calls per s, min or h, such as 600/min", s)
+	}
+	switch strings.TrimSpace(unit) {
+	case "", "s", "sec", "second":
+	case "m", "min", "minute":
+		v /= 60
+	case "h", "hour":
+		v /= 3600
+	default:
+		return 0, fmt.Errorf("rate %q: unknown unit %q (s, min or h)", s, unit)
+	}
+	return Rate(v), nil
 }
 
 // Poll tunes a route's schedule (see schedule.Policy for defaults).
@@ -201,6 +257,10 @@ func (r Route) validate() error {
 		return fmt.Errorf("deadline: %s is beyond max_deadline %s", r.Deadline, r.MaxDeadline)
 	case r.Workers.Submit < 0 || r.Workers.Status < 0:
 		return errors.New("workers: must not be negative")
+	case r.Budgets.Submit.Concurrency < 0 || r.Budgets.Status.Concurrency < 0:
+		return errors.New("budgets: concurrency must not be negative")
+	case r.Budgets.Submit.Concurrency > 10_000 || r.Budgets.Status.Concurrency > 10_000:
+		return errors.New("budgets: concurrency above 10000 is no limit; leave it unset")
 	case r.NotFoundLimit < 0:
 		return errors.New("not_found_limit: must not be negative")
 	case r.Poll.Jitter < 0 || r.Poll.Jitter >= 1:

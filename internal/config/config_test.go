@@ -101,3 +101,33 @@ func TestLoadTheShippedExample(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, c.Routes)
 }
+
+func TestBudgets(t *testing.T) {
+	t.Parallel()
+	c, err := config.Parse(strings.NewReader(`
+routes:
+  r:
+    kind: replicate
+    budgets:
+      submit: {concurrency: 2, rate: 600/min}
+      status: {rate: "20/s", lease_wait: 15s}
+`))
+	require.NoError(t, err)
+	b := c.Routes["r"].Budgets
+	require.Equal(t, 2, b.Submit.Concurrency)
+	require.InDelta(t, 10, float64(b.Submit.Rate), 1e-9)
+	require.InDelta(t, 20, float64(b.Status.Rate), 1e-9)
+	require.Equal(t, 15*time.Second, b.Status.LeaseWait)
+
+	for in, want := range map[string]float64{"5": 5, "3000/min": 50, "7200/h": 2, "0.5/s": 0.5} {
+		r, err := config.ParseRate(in)
+		require.NoError(t, err, in)
+		require.InDelta(t, want, float64(r), 1e-9, in)
+	}
+	for _, bad := range []string{"fast", "10/day", "-1/s", "NaN"} {
+		_, err := config.ParseRate(bad)
+		require.Error(t, err, bad)
+	}
+	_, err = config.Parse(strings.NewReader("routes: {r: {kind: replicate, budgets: {status: {rate: lots}}}}"))
+	require.ErrorContains(t, err, "rate")
+}

@@ -106,7 +106,7 @@ func Start(ctx context.Context, g *errgroup.Group, nc *nats.Conn, sc StackConfig
 		return nil, err
 	}
 	po, err := poller.New(poller.Config{Routes: routes, Logger: log.With().Str("component", "poller").Logger(), Metrics: m.Poller(), Learned: env.Stats.Lookup},
-		env.NS, env.Res, env.Life, env.Pauses)
+		env.JS, env.NS, env.Res, env.Life, env.Pauses)
 	if err != nil {
 		_ = hookLn.Close()
 		return nil, err

@@ -21,6 +21,7 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/pollux-dev/pollux/internal/budget"
 	"github.com/pollux-dev/pollux/internal/consume"
 	"github.com/pollux-dev/pollux/internal/lifecycle"
 	"github.com/pollux-dev/pollux/internal/route"
@@ -79,6 +80,10 @@ type Service struct {
 
 	rndMu sync.Mutex
 	rnd   *rand.Rand
+
+	// submitBudgets and statusBudgets are the routes' budgets (nil:
+	// unlimited), set up by Run; cancels use the status budget.
+	submitBudgets, statusBudgets map[string]*budget.Budget
 }
 
 // New validates the configuration and prepares the service.
@@ -103,6 +108,19 @@ func New(cfg Config, js jetstream.JetStream, ns events.Namespace, res *events.Re
 
 // Run consumes every route's intake until ctx ends.
 func (s *Service) Run(ctx context.Context) error {
+	s.submitBudgets, s.statusBudgets = map[string]*budget.Budget{}, map[string]*budget.Budget{}
+	for _, r := range s.cfg.Routes {
+		sctx, cancel := context.WithTimeout(ctx, startupTimeout)
+		sub, err := budget.Ensure(sctx, s.js, s.ns, s.res.Slots, r.Name, events.SlotSubmit, r.SubmitBudget, s.cfg.Options)
+		if err == nil {
+			s.submitBudgets[r.Name] = sub
+			s.statusBudgets[r.Name], err = budget.Ensure(sctx, s.js, s.ns, s.res.Slots, r.Name, events.SlotStatus, r.StatusBudget, s.cfg.Options)
+		}
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
 	g, ctx := errgroup.WithContext(ctx)
 	for _, r := range s.cfg.Routes {
 		sctx, cancel := context.WithTimeout(ctx, startupTimeout)
@@ -326,13 +344,19 @@ func (s *Service) advance(ctx context.Context, in intake, j *state.Job, log zero
 		log.Error().Msg("submission in doubt after an interrupted call; marked lost rather than risk a duplicate")
 		return events.Done(), "lost"
 	}
+	lease, err := s.submitBudgets[r.Name].Acquire(ctx)
+	if err != nil {
+		return events.Later(s.jitter(500 * time.Millisecond)), "retry" // the fleet's submit budget is in use
+	}
 	if d := s.holdFor(r.Name); d > 0 {
+		lease.Release()
 		return events.Later(d), "retry"
 	}
+	defer lease.Release()
 
 	// Mark the attempt before making it: a crash from here on leaves the
 	// outcome in doubt, and the next attempt must know.
-	j, err := s.life.Update(ctx, j.ID, func(cur *state.Job) error {
+	j, err = s.life.Update(ctx, j.ID, func(cur *state.Job) error {
 		if cur.RemoteID != "" || cur.State.Terminal() {
 			return state.ErrNoChange
 		}
@@ -573,10 +597,15 @@ func (s *Service) cancel(ctx context.Context, in intake) (events.Outcome, string
 // cancelRemote asks the provider to cancel and applies its answer; when the
 // answer is not final it brings the next check forward to confirm.
 func (s *Service) cancelRemote(ctx context.Context, r *route.Route, j *state.Job, log zerolog.Logger) error {
+	lease, err := s.statusBudgets[r.Name].Acquire(ctx)
+	if err != nil {
+		return err
+	}
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
 	start := time.Now()
 	st, err := r.Adapter.Cancel(cctx, provider.JobRef(j))
 	cancel()
+	lease.Release()
 	s.observeCall(r.Name, "cancel", err, time.Since(start))
 	if err != nil {
 		switch provider.ClassOf(err) {

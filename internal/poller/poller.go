@@ -28,6 +28,7 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/pollux-dev/pollux/internal/budget"
 	"github.com/pollux-dev/pollux/internal/consume"
 	"github.com/pollux-dev/pollux/internal/lifecycle"
 	"github.com/pollux-dev/pollux/internal/route"
@@ -75,6 +76,7 @@ type Config struct {
 // Service is a running poller.
 type Service struct {
 	cfg    Config
+	js     jetstream.JetStream
 	res    *events.Resources
 	life   *lifecycle.Lifecycle
 	pauses *route.Pauses
@@ -83,10 +85,13 @@ type Service struct {
 
 	rndMu sync.Mutex
 	rnd   *rand.Rand
+
+	// budgets are the routes' status budgets (nil: unlimited), set up by Run.
+	budgets map[string]*budget.Budget
 }
 
 // New validates the configuration and prepares the service.
-func New(cfg Config, ns events.Namespace, res *events.Resources, life *lifecycle.Lifecycle, pauses *route.Pauses) (*Service, error) {
+func New(cfg Config, js jetstream.JetStream, ns events.Namespace, res *events.Resources, life *lifecycle.Lifecycle, pauses *route.Pauses) (*Service, error) {
 	if len(cfg.Routes) == 0 {
 		return nil, errors.New("poller: Routes: at least one route is required")
 	}
@@ -99,13 +104,23 @@ func New(cfg Config, ns events.Namespace, res *events.Resources, life *lifecycle
 		seed = rand.Uint64()
 	}
 	return &Service{
-		cfg: cfg, res: res, life: life, pauses: pauses, ns: ns, log: cfg.Logger,
+		cfg: cfg, js: js, res: res, life: life, pauses: pauses, ns: ns, log: cfg.Logger,
 		rnd: rand.New(rand.NewPCG(seed, seed^0x2545f4914f6cdd1d)),
 	}, nil
 }
 
 // Run polls every route until ctx ends.
 func (s *Service) Run(ctx context.Context) error {
+	s.budgets = map[string]*budget.Budget{}
+	for _, r := range s.cfg.Routes {
+		sctx, cancel := context.WithTimeout(ctx, startupTimeout)
+		b, err := budget.Ensure(sctx, s.js, s.ns, s.res.Slots, r.Name, events.SlotStatus, r.StatusBudget, s.cfg.Options)
+		cancel()
+		if err != nil {
+			return err
+		}
+		s.budgets[r.Name] = b
+	}
 	g, ctx := errgroup.WithContext(ctx)
 	for _, r := range s.cfg.Routes {
 		sctx, cancel := context.WithTimeout(ctx, startupTimeout)
@@ -208,10 +223,23 @@ func (s *Service) check(ctx context.Context, r *route.Route, msg jetstream.Msg) 
 
 // poll makes one status call and applies its result.
 func (s *Service) poll(ctx context.Context, r *route.Route, j *state.Job, msg jetstream.Msg, log zerolog.Logger) events.Outcome {
+	lease, err := s.budgets[r.Name].Acquire(ctx)
+	if err != nil {
+		// The route's budget is in use across the fleet: come back soon.
+		if s.cfg.Metrics.StatusCall != nil {
+			s.cfg.Metrics.StatusCall(r.Name, "budget_busy", 0)
+		}
+		return events.Later(s.retryDelay(0) / 4)
+	}
+	if d := s.remaining(r.Name); d > 0 {
+		lease.Release() // paused while we waited for the lease
+		return events.Later(d)
+	}
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
 	start := time.Now()
 	st, callErr := r.Adapter.Status(cctx, provider.JobRef(j))
 	cancel()
+	lease.Release()
 	elapsed := time.Since(start)
 	class := "ok"
 	if callErr != nil {
@@ -249,7 +277,7 @@ func (s *Service) poll(ctx context.Context, r *route.Route, j *state.Job, msg je
 
 	now := s.cfg.Now().UTC()
 	expire := false
-	j, err := s.life.Update(ctx, j.ID, func(cur *state.Job) error {
+	j, err = s.life.Update(ctx, j.ID, func(cur *state.Job) error {
 		if cur.State.Terminal() {
 			return state.ErrNoChange
 		}
@@ -387,6 +415,12 @@ func (s *Service) remainingJitter(d time.Duration) time.Duration {
 // cancelExpired asks the provider to stop work on an expired job; best
 // effort, as the job is already final for Pollux.
 func (s *Service) cancelExpired(ctx context.Context, r *route.Route, j *state.Job, log zerolog.Logger) {
+	lease, err := s.budgets[r.Name].Acquire(ctx)
+	if err != nil {
+		log.Warn().Err(err).Msg("no budget to cancel the expired job at the provider")
+		return
+	}
+	defer lease.Release()
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
 	defer cancel()
 	if _, err := r.Adapter.Cancel(cctx, provider.JobRef(j)); err != nil {

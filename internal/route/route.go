@@ -12,6 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/pollux-dev/pollux/internal/budget"
 	"github.com/pollux-dev/pollux/internal/config"
 	"github.com/pollux-dev/pollux/pkg/provider"
 	"github.com/pollux-dev/pollux/pkg/provider/replicate"
@@ -36,6 +37,8 @@ type Route struct {
 	Deadline, MaxDeadline time.Duration
 	// SubmitWorkers and StatusWorkers are the per-process concurrency.
 	SubmitWorkers, StatusWorkers int
+	// SubmitBudget and StatusBudget are the fleet-wide call limits.
+	SubmitBudget, StatusBudget budget.Limit
 	// NotFoundLimit consecutive "unknown job" answers mark a job lost.
 	NotFoundLimit int
 	// WebhookMaxBody caps a delivery.
@@ -71,6 +74,10 @@ func (r *Route) JobWebhookURL(jobID string) string {
 	q.Set("job", jobID)
 	u.RawQuery = q.Encode()
 	return u.String()
+}
+
+func limit(b config.Budget) budget.Limit {
+	return budget.Limit{Concurrency: b.Concurrency, Rate: float64(b.Rate), LeaseWait: b.LeaseWait}
 }
 
 // Build makes the routes of a configuration, reading each route's secrets.
@@ -119,6 +126,8 @@ func New(name string, a provider.Adapter, rc config.Route, scale float64) (*Rout
 		StatusWorkers:  cmp.Or(rc.Workers.Status, DefaultStatusWorkers),
 		NotFoundLimit:  cmp.Or(rc.NotFoundLimit, DefaultNotFoundLimit),
 		WebhookMaxBody: cmp.Or(rc.WebhookMaxBody, DefaultWebhookMaxBody),
+		SubmitBudget:   limit(rc.Budgets.Submit),
+		StatusBudget:   limit(rc.Budgets.Status),
 		Policy: schedule.Policy{
 			MaxDelay: rc.Poll.MaxDelay, MinDelay: rc.Poll.MinDelay, Jitter: rc.Poll.Jitter,
 			WebhookGrace: rc.Poll.WebhookGrace, Reconcile: rc.Poll.Reconcile, ErrorBase: rc.Poll.ErrorBase,

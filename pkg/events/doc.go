@@ -13,6 +13,7 @@
 //	pollux.cancel.<route>        POLLUX_INTAKE                 Cancel
 //	pollux.checks.<route>.<job>  POLLUX_CHECKS   (work queue, one message per subject)  Check
 //	pollux.webhooks.<route>      POLLUX_WEBHOOKS (work queue, long duplicate window)    raw deliveries
+//	pollux.slots.<route>.<kind>.<i>  POLLUX_SLOTS  (work queue, one per subject)  budget leases
 //	pollux.events.<route>.<job>  POLLUX_EVENTS   (limits, max age)                      Event
 //
 // KV buckets: pollux-jobs (the job records, see package state),

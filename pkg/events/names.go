@@ -3,6 +3,7 @@ package events
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -105,8 +106,13 @@ func (n Namespace) Event(route, job string) string { return n.subject("events", 
 // Events is the filter for every event of every job.
 func (n Namespace) Events() string { return n.subject("events", ">") }
 
-// Slot is the subject of a route's budget leases of the given kind.
-func (n Namespace) Slot(route, kind string) string { return n.subject("slots", route, kind) }
+// Slot is the subject of lease i of a route's budget of the given kind.
+func (n Namespace) Slot(route, kind string, i int) string {
+	return n.subject("slots", route, kind, strconv.Itoa(i))
+}
+
+// Slots is the filter for all leases of a route's budget of a kind.
+func (n Namespace) Slots(route, kind string) string { return n.subject("slots", route, kind, "*") }
 
 // ErrSubject reports a subject that is not of the expected shape.
 var ErrSubject = errors.New("unexpected subject")

@@ -97,6 +97,20 @@ func (n Namespace) Streams(o Options) []jetstream.StreamConfig {
 			MaxMsgSize:  1 << 20,
 		},
 		{
+			// Budget leases: one message per lease, each on a subject of
+			// its own, so adding a lease twice is refused.
+			Name:                 n.SlotsStream(),
+			Description:          "Pollux budget leases: one message per call slot",
+			Subjects:             []string{n.subject("slots", "*", "*", "*")},
+			Retention:            jetstream.WorkQueuePolicy,
+			Storage:              o.storage(),
+			Replicas:             o.Replicas,
+			MaxMsgsPerSubject:    1,
+			Discard:              jetstream.DiscardNew,
+			DiscardNewPerSubject: true,
+			MaxMsgSize:           1 << 10,
+		},
+		{
 			Name:        n.EventsStream(),
 			Description: "Pollux job events, replayable by any client",
 			Subjects:    []string{n.Events()},
@@ -164,6 +178,27 @@ func (n Namespace) PollerConsumerConfig(route string, o Options) jetstream.Consu
 	}
 }
 
+// BudgetConsumer names the durable consumer of a route's budget of a kind.
+func (n Namespace) BudgetConsumer(route, kind string) string { return "budget-" + route + "-" + kind }
+
+// BudgetConsumerConfig is the durable consumer that holds a route's budget
+// of one kind (SlotSubmit or SlotStatus): at most limit leases are out at
+// once (MaxAckPending), a lease not returned within leaseWait comes back on
+// its own (AckWait: the crash lease).
+func (n Namespace) BudgetConsumerConfig(route, kind string, limit int, leaseWait time.Duration, o Options) jetstream.ConsumerConfig {
+	o = o.withDefaults()
+	return jetstream.ConsumerConfig{
+		Durable:       n.BudgetConsumer(route, kind),
+		Description:   "Pollux " + kind + " budget of route " + route,
+		FilterSubject: n.Slots(route, kind),
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       leaseWait,
+		MaxDeliver:    -1,
+		MaxAckPending: limit,
+		Replicas:      o.Replicas,
+	}
+}
+
 // WebhookConsumerConfig is the durable consumer that applies verified
 // webhook deliveries to job state.
 func (n Namespace) WebhookConsumerConfig(o Options) jetstream.ConsumerConfig {
@@ -182,8 +217,8 @@ func (n Namespace) WebhookConsumerConfig(o Options) jetstream.ConsumerConfig {
 
 // Resources are the namespace's streams and buckets, ready to use.
 type Resources struct {
-	Intake, Checks, Webhooks, Events jetstream.Stream
-	Jobs, Routes, Stats              jetstream.KeyValue
+	Intake, Checks, Webhooks, Slots, Events jetstream.Stream
+	Jobs, Routes, Stats                     jetstream.KeyValue
 }
 
 // Setup creates or updates every stream and bucket of the namespace. It is
@@ -194,7 +229,7 @@ type Resources struct {
 func (n Namespace) Setup(ctx context.Context, js jetstream.JetStream, o Options) (*Resources, error) {
 	var r Resources
 	streams := n.Streams(o)
-	dst := []*jetstream.Stream{&r.Intake, &r.Checks, &r.Webhooks, &r.Events}
+	dst := []*jetstream.Stream{&r.Intake, &r.Checks, &r.Webhooks, &r.Slots, &r.Events}
 	for i, cfg := range streams {
 		s, err := EnsureStream(ctx, js, cfg)
 		if err != nil {

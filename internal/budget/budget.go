@@ -1,0 +1,211 @@
+// Package budget enforces a route's call budgets across the whole fleet,
+// however many processes run: a cap on calls in flight and an optional rate,
+// separately for submit calls and for status (and cancel) calls, so status
+// polls never eat the submit quota.
+//
+// A budget is cap lease messages on the work-queue stream POLLUX_SLOTS,
+// lease i on subject pollux.slots.<route>.<kind>.<i> (the stream keeps at
+// most one message per subject), and a durable consumer over them. To call
+// the provider a worker fetches one lease, makes the call and returns the
+// lease with NakWithDelay(cooldown): cooldown is cap/rate, so each lease is
+// used at most rate/cap times a second and the route sees at most rate calls
+// a second. A process that dies holding a lease loses it only until the
+// lease's ack wait passes; a call that runs long extends it (InProgress).
+// The leases are a consumer of their own on purpose: nak-delayed checks stay
+// ack-pending and would fill any cap set on the checks consumer.
+//
+// The number of lease messages is the cap: JetStream redelivers a returned
+// (nak'd) message without looking at MaxAckPending, which only gates first
+// deliveries (nats-server consumer.go getNextMsg). One subject per lease makes
+// adding leases idempotent — processes starting together cannot add more
+// than cap — and the consumer's MaxAckPending = cap is a second guard.
+//
+// Changing a budget in the configuration takes effect when any one process
+// restarts: it adds the missing leases, or deletes those past the new cap
+// (by sequence; a call holding one finishes, its lease is not returned), and
+// updates MaxAckPending. Leases below the cap are kept.
+package budget
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/pollux-dev/pollux/pkg/events"
+)
+
+// Limit is one budget: calls in flight and calls per second. Zero fields
+// mean no limit of that kind.
+type Limit struct {
+	// Concurrency caps the calls in flight across the fleet.
+	Concurrency int
+	// Rate caps the calls per second across the fleet.
+	Rate float64
+	// LeaseWait is how long a lease may be held before it returns on its
+	// own when its holder died (default DefaultLeaseWait).
+	LeaseWait time.Duration
+}
+
+// IsZero reports whether the limit limits nothing.
+func (l Limit) IsZero() bool { return l.Concurrency <= 0 && l.Rate <= 0 }
+
+// leases is how many lease messages a limit needs, and cooldown how long a
+// returned lease rests before its next use.
+func (l Limit) leases() (n int, cooldown time.Duration) {
+	n = l.Concurrency
+	if n <= 0 {
+		n = max(1, int(math.Ceil(l.Rate))) // rate only: a second's worth of calls in flight at most
+	}
+	if l.Rate > 0 {
+		cooldown = time.Duration(float64(n) / l.Rate * float64(time.Second))
+	}
+	return n, cooldown
+}
+
+// Defaults.
+const (
+	// DefaultLeaseWait is how long a lease may be held before it returns on
+	// its own (the crash lease); calls longer than a third of it extend it.
+	DefaultLeaseWait = 60 * time.Second
+	// DefaultWait bounds the wait for a lease.
+	DefaultWait = 5 * time.Second
+)
+
+// ErrBusy: no lease came free within the wait.
+var ErrBusy = errors.New("budget exhausted: no call slot came free in time")
+
+// Budget is one route's budget of one kind. A nil *Budget limits nothing.
+type Budget struct {
+	route, kind string
+	cons        jetstream.Consumer
+	cooldown    time.Duration
+	leaseWait   time.Duration
+	// Wait bounds Acquire (default DefaultWait).
+	Wait time.Duration
+}
+
+// Ensure sets up the budget of a route and kind (events.SlotSubmit or
+// events.SlotStatus) and returns it; nil when the limit limits nothing.
+func Ensure(ctx context.Context, js jetstream.JetStream, ns events.Namespace, slots jetstream.Stream,
+	route, kind string, l Limit, o events.Options) (*Budget, error) {
+	if l.IsZero() {
+		return nil, nil
+	}
+	n, cooldown := l.leases()
+	leaseWait := cmp.Or(l.LeaseWait, DefaultLeaseWait)
+	cons, err := events.EnsureConsumer(ctx, slots, ns.BudgetConsumerConfig(route, kind, n, leaseWait, o))
+	if err != nil {
+		return nil, fmt.Errorf("%s budget of route %s: %w", kind, route, err)
+	}
+	if err := setLeases(ctx, js, ns, slots, route, kind, n); err != nil {
+		return nil, fmt.Errorf("%s budget of route %s: %w", kind, route, err)
+	}
+	return &Budget{route: route, kind: kind, cons: cons, cooldown: cooldown, leaseWait: leaseWait}, nil
+}
+
+// errCodeMaxMsgsPerSubject: the lease exists already.
+const errCodeMaxMsgsPerSubject = 10077
+
+// setLeases makes leases 0..n-1 exist and removes any beyond.
+func setLeases(ctx context.Context, js jetstream.JetStream, ns events.Namespace, slots jetstream.Stream, route, kind string, n int) error {
+	info, err := slots.Info(ctx, jetstream.WithSubjectFilter(ns.Slots(route, kind)))
+	if err != nil {
+		return err
+	}
+	have := info.State.Subjects
+	for i := range n {
+		subject := ns.Slot(route, kind, i)
+		if have[subject] > 0 {
+			continue
+		}
+		_, err := js.Publish(ctx, subject, nil)
+		var apiErr *jetstream.APIError
+		if err != nil && !(errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeMaxMsgsPerSubject) {
+			return fmt.Errorf("add lease %d: %w", i, err)
+		}
+	}
+	for subject := range have {
+		i, err := strconv.Atoi(subject[strings.LastIndexByte(subject, '.')+1:])
+		if err != nil || i < n {
+			continue
+		}
+		m, err := slots.GetLastMsgForSubject(ctx, subject)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("remove lease %d: %w", i, err)
+		}
+		if err := slots.DeleteMsg(ctx, m.Sequence); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+			return fmt.Errorf("remove lease %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// Lease is permission to make one call. Release it when the call is done.
+type Lease struct {
+	b     *Budget
+	msg   jetstream.Msg
+	timer *time.Timer // extends the lease while the call runs long
+}
+
+// Acquire waits up to Wait for a lease. It returns ErrBusy when none came
+// free, or ctx's error.
+func (b *Budget) Acquire(ctx context.Context) (*Lease, error) {
+	if b == nil {
+		return nil, nil
+	}
+	wait := cmp.Or(b.Wait, DefaultWait)
+	if dl, ok := ctx.Deadline(); ok {
+		wait = min(wait, time.Until(dl))
+	}
+	if wait < 10*time.Millisecond {
+		return nil, ErrBusy
+	}
+	batch, err := b.cons.Fetch(1, jetstream.FetchMaxWait(wait))
+	if err != nil {
+		return nil, fmt.Errorf("%s budget of route %s: %w", b.kind, b.route, err)
+	}
+	for msg := range batch.Messages() {
+		l := &Lease{b: b, msg: msg}
+		l.timer = time.AfterFunc(b.leaseWait/3, l.extend)
+		return l, nil
+	}
+	if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, context.DeadlineExceeded) {
+		return nil, fmt.Errorf("%s budget of route %s: %w", b.kind, b.route, err)
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	return nil, ErrBusy
+}
+
+// extend keeps the lease while the call runs longer than a third of the
+// lease wait, every third of it.
+func (l *Lease) extend() {
+	if l.msg.InProgress() == nil {
+		l.timer.Reset(l.b.leaseWait / 3)
+	}
+}
+
+// Release returns the lease, to be used again after the budget's
+// cooldown. Releasing a nil lease does nothing.
+func (l *Lease) Release() {
+	if l == nil {
+		return
+	}
+	l.timer.Stop()
+	if l.b.cooldown > 0 {
+		_ = l.msg.NakWithDelay(l.b.cooldown)
+		return
+	}
+	_ = l.msg.Nak()
+}
