@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/alecthomas/kong"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/pollux-dev/pollux/internal/app"
 	"github.com/pollux-dev/pollux/internal/poller"
@@ -26,6 +27,9 @@ func main() {
 		if err != nil {
 			return err
 		}
-		return svc.Run(ctx)
+		g, ctx := errgroup.WithContext(ctx)
+		g.Go(func() error { return env.RunCensus(ctx) })
+		g.Go(func() error { return svc.Run(ctx) })
+		return g.Wait()
 	}))
 }

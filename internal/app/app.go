@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/pollux-dev/pollux/internal/census"
 	"github.com/pollux-dev/pollux/internal/config"
 	"github.com/pollux-dev/pollux/internal/learn"
 	"github.com/pollux-dev/pollux/internal/lifecycle"
@@ -71,6 +73,28 @@ type Env struct {
 
 // Options returns the stream options of the configuration.
 func (e *Env) Options() events.Options { return e.Config.Streams.Options() }
+
+// RouteNames lists the environment's routes in order.
+func (e *Env) RouteNames() []string {
+	names := make([]string, 0, len(e.Routes))
+	for n := range e.Routes {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// RunCensus exports the fleet census (see package census) as gauges on the
+// process's metrics, refreshed every 15 s, until ctx ends.
+func (e *Env) RunCensus(ctx context.Context) error {
+	c := census.NewCollector(func(ctx context.Context) (*census.Snapshot, error) {
+		return census.Take(ctx, e.NS, e.Res, e.RouteNames())
+	}, 15*time.Second, e.Log)
+	if err := e.Metrics.Registry().Register(c); err != nil {
+		return fmt.Errorf("census metrics: %w", err)
+	}
+	return c.Run(ctx)
+}
 
 // Connect dials NATS with reconnection forever and logs connection changes.
 func Connect(url, name, creds string, log zerolog.Logger) (*nats.Conn, error) {

@@ -1,0 +1,165 @@
+// Package census samples the state of the whole fleet from JetStream alone,
+// cheaply enough to do every few seconds at any scale: per route, how many
+// jobs are tracked and how old the oldest is, the backlog of checks and of
+// intake, the budget leases out, and any pause; and the stored webhook and
+// event counts. It reads consumer infos, one message per route by direct
+// get, and the routes bucket — never the job records. The poller exports it
+// as Prometheus gauges; `pollux stats` and `pollux watch` print it.
+package census
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/pollux-dev/pollux/internal/route"
+	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/state"
+)
+
+// Route is one route's sample.
+type Route struct {
+	Route string `json:"route"`
+	// Tracked counts the jobs being tracked: each has one check message.
+	Tracked int `json:"tracked"`
+	// Backlog counts checks never delivered yet: new jobs no poller has
+	// picked up.
+	Backlog int `json:"backlog"`
+	// Oldest is the age of the oldest check, about the age of the longest
+	// tracked job.
+	Oldest state.Duration `json:"oldest_s"`
+	// Intake counts intake messages not yet handled.
+	Intake int `json:"intake"`
+	// Leases are the budget leases out, and their cap, by kind.
+	Leases map[string]Leases `json:"leases,omitempty"`
+	// Pause is the route's pause, when one is in force.
+	Pause *route.Pause `json:"pause,omitempty"`
+}
+
+// Leases are a budget's leases out (in calls or resting) and its cap.
+type Leases struct {
+	Out int `json:"out"`
+	Cap int `json:"cap"`
+}
+
+// Snapshot is the fleet at one moment.
+type Snapshot struct {
+	At     time.Time `json:"at"`
+	Routes []Route   `json:"routes"`
+	// Webhooks counts stored deliveries not yet applied.
+	Webhooks uint64 `json:"webhooks_backlog"`
+	// Events and EventBytes are what the events stream holds.
+	Events     uint64 `json:"events_stored"`
+	EventBytes uint64 `json:"events_bytes"`
+}
+
+// Take samples the fleet. With routes nil it finds the routes from the
+// pollers' consumers.
+func Take(ctx context.Context, ns events.Namespace, res *events.Resources, routes []string) (*Snapshot, error) {
+	now := time.Now()
+	if routes == nil {
+		var err error
+		if routes, err = Routes(ctx, ns, res); err != nil {
+			return nil, err
+		}
+	}
+	s := &Snapshot{At: now.UTC()}
+	for _, name := range routes {
+		r, err := takeRoute(ctx, ns, res, name, now)
+		if err != nil {
+			return nil, fmt.Errorf("route %s: %w", name, err)
+		}
+		s.Routes = append(s.Routes, r)
+	}
+	for _, st := range []struct {
+		s    jetstream.Stream
+		msgs *uint64
+		b    *uint64
+	}{{res.Webhooks, &s.Webhooks, nil}, {res.Events, &s.Events, &s.EventBytes}} {
+		info, err := st.s.Info(ctx)
+		if err != nil {
+			return nil, err
+		}
+		*st.msgs = info.State.Msgs
+		if st.b != nil {
+			*st.b = info.State.Bytes
+		}
+	}
+	return s, nil
+}
+
+// Routes lists the routes some poller has served, from the consumer names.
+func Routes(ctx context.Context, ns events.Namespace, res *events.Resources) ([]string, error) {
+	var out []string
+	names := res.Checks.ConsumerNames(ctx)
+	for name := range names.Name() {
+		if r, ok := strings.CutPrefix(name, ns.PollerConsumer("")); ok {
+			out = append(out, r)
+		}
+	}
+	if err := names.Err(); err != nil {
+		return nil, err
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+func takeRoute(ctx context.Context, ns events.Namespace, res *events.Resources, name string, now time.Time) (Route, error) {
+	r := Route{Route: name, Leases: map[string]Leases{}}
+	if ci, err := consumerInfo(ctx, res.Checks, ns.PollerConsumer(name)); err != nil {
+		return r, err
+	} else if ci != nil {
+		r.Tracked = int(ci.NumPending) + ci.NumAckPending
+		r.Backlog = int(ci.NumPending)
+	}
+	m, err := res.Checks.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(ns.Checks(name)))
+	switch {
+	case err == nil:
+		r.Oldest = state.Duration(max(now.Sub(m.Time), 0))
+	case !errors.Is(err, jetstream.ErrMsgNotFound):
+		return r, err
+	}
+	if ci, err := consumerInfo(ctx, res.Intake, ns.IngestConsumer(name)); err != nil {
+		return r, err
+	} else if ci != nil {
+		r.Intake = int(ci.NumPending) + ci.NumAckPending
+	}
+	for _, kind := range []string{events.SlotSubmit, events.SlotStatus} {
+		ci, err := consumerInfo(ctx, res.Slots, ns.BudgetConsumer(name, kind))
+		if err != nil {
+			return r, err
+		}
+		if ci != nil {
+			r.Leases[kind] = Leases{Out: ci.NumAckPending, Cap: ci.Config.MaxAckPending}
+		}
+	}
+	e, err := res.Routes.Get(ctx, name)
+	switch {
+	case err == nil:
+		var p route.Pause
+		if json.Unmarshal(e.Value(), &p) == nil && now.Before(p.Until) {
+			r.Pause = &p
+		}
+	case !errors.Is(err, jetstream.ErrKeyNotFound) && !errors.Is(err, jetstream.ErrKeyDeleted):
+		return r, err
+	}
+	return r, nil
+}
+
+// consumerInfo returns a consumer's info, nil when it does not exist.
+func consumerInfo(ctx context.Context, s jetstream.Stream, name string) (*jetstream.ConsumerInfo, error) {
+	c, err := s.Consumer(ctx, name)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return c.Info(ctx)
+}

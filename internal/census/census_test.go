@@ -1,0 +1,82 @@
+package census_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pollux-dev/pollux/internal/budget"
+	"github.com/pollux-dev/pollux/internal/census"
+	"github.com/pollux-dev/pollux/internal/lifecycle"
+	"github.com/pollux-dev/pollux/internal/natstest"
+	"github.com/pollux-dev/pollux/internal/route"
+	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/state"
+)
+
+func TestTake(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, _, js := natstest.JetStream(t)
+	ns := events.Default
+	res, err := ns.Setup(ctx, js, events.Options{})
+	require.NoError(t, err)
+	_, err = events.EnsureConsumer(ctx, res.Checks, ns.PollerConsumerConfig("r", events.Options{}))
+	require.NoError(t, err)
+	_, err = events.EnsureConsumer(ctx, res.Intake, ns.IngestConsumerConfig("r", events.Options{}))
+	require.NoError(t, err)
+	b, err := budget.Ensure(ctx, js, ns, res.Slots, "r", events.SlotStatus, budget.Limit{Concurrency: 3}, events.Options{})
+	require.NoError(t, err)
+	lease, err := b.Acquire(ctx)
+	require.NoError(t, err)
+	defer lease.Release()
+
+	life := lifecycle.New(ns, js, res, zerolog.Nop(), lifecycle.Hooks{})
+	for _, id := range []string{"a", "b", "c"} {
+		require.NoError(t, life.Arm(ctx, &state.Job{ID: id, Route: "r"}, time.Time{}))
+	}
+	_, err = js.Publish(ctx, ns.Submit("r"), []byte(`{}`))
+	require.NoError(t, err)
+	pauses := route.NewPauses(res.Routes, zerolog.Nop())
+	_, err = pauses.RateLimited(ctx, "r", time.Minute, "throttled")
+	require.NoError(t, err)
+
+	s, err := census.Take(ctx, ns, res, nil)
+	require.NoError(t, err)
+	require.Len(t, s.Routes, 1, "routes found from the pollers' consumers")
+	r := s.Routes[0]
+	require.Equal(t, "r", r.Route)
+	require.Equal(t, 3, r.Tracked)
+	require.Equal(t, 3, r.Backlog, "armed, not yet delivered")
+	require.Equal(t, 1, r.Intake)
+	require.Equal(t, census.Leases{Out: 1, Cap: 3}, r.Leases[events.SlotStatus])
+	require.NotNil(t, r.Pause)
+	require.Equal(t, route.PauseRateLimit, r.Pause.Kind)
+
+	c := census.NewCollector(func(ctx context.Context) (*census.Snapshot, error) { return census.Take(ctx, ns, res, nil) },
+		time.Hour, zerolog.Nop())
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan error)
+	go func() { done <- c.Run(cctx) }()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c)
+	require.Eventually(t, func() bool { n, _ := testutil.GatherAndCount(reg, "pollux_jobs_tracked"); return n == 1 },
+		5*time.Second, 10*time.Millisecond)
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP pollux_jobs_tracked Jobs being tracked (one check message each), by route.
+# TYPE pollux_jobs_tracked gauge
+pollux_jobs_tracked{route="r"} 3
+# HELP pollux_route_paused 1 while a route is paused, by route and kind (rate_limit, auth).
+# TYPE pollux_route_paused gauge
+pollux_route_paused{kind="auth",route="r"} 0
+pollux_route_paused{kind="rate_limit",route="r"} 1
+`), "pollux_jobs_tracked", "pollux_route_paused"))
+	cancel()
+	require.NoError(t, <-done)
+}
