@@ -35,6 +35,9 @@ type Metrics struct {
 	eventsPublished *prometheus.CounterVec
 	webhooks        *prometheus.HistogramVec
 	webhooksApplied *prometheus.CounterVec
+	reconciled      *prometheus.CounterVec
+	overrun         *prometheus.HistogramVec
+	age             *prometheus.HistogramVec
 }
 
 // New creates the metrics on a fresh registry, with the Go runtime and
@@ -100,12 +103,32 @@ func New() *Metrics {
 		Help: "Stored webhook deliveries applied to jobs, by route and whether they changed the job.",
 	}, []string{"route", "changed"})
 
-	for _, c := range []prometheus.Collector{m.submissions, m.providerCalls, m.statusCalls, m.completions,
-		m.pollsPerJob, m.detectionDelay, m.lateness, m.pauses, m.pausedSeconds, m.eventsPublished,
-		m.webhooks, m.webhooksApplied} {
+	m.reconciled = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pollux_reconciliation_catches_total",
+		Help: "Completions of jobs that expected a webhook but were found by a poll (missing webhooks), by route.",
+	}, []string{"route"})
+	m.overrun = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "pollux_deadline_overrun_seconds",
+		Help:    "How long after its deadline an expired job was expired, by route.",
+		Buckets: prometheus.ExponentialBuckets(0.05, 2, 12),
+	}, []string{"route"})
+	m.age = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "pollux_unresolved_age_seconds",
+		Help:    "Age of unfinished jobs when their checks come due (one observation per check), by route.",
+		Buckets: prometheus.ExponentialBuckets(1, 2, 18),
+	}, []string{"route"})
+
+	for _, c := range m.Collectors() {
 		f(c)
 	}
 	return m
+}
+
+// Collectors lists Pollux's own collectors (the runtime's excepted).
+func (m *Metrics) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.submissions, m.providerCalls, m.statusCalls, m.completions,
+		m.pollsPerJob, m.detectionDelay, m.lateness, m.pauses, m.pausedSeconds, m.eventsPublished,
+		m.webhooks, m.webhooksApplied, m.reconciled, m.overrun, m.age}
 }
 
 // Registry returns the registry.
@@ -120,8 +143,18 @@ func (m *Metrics) Handler() http.Handler {
 func (m *Metrics) terminal(j *state.Job) {
 	m.completions.WithLabelValues(j.Route, string(j.State), string(j.DetectedBy)).Inc()
 	m.pollsPerJob.WithLabelValues(j.Route).Observe(float64(j.Polls))
-	if !j.CompletedAt.IsZero() && !j.DetectedAt.IsZero() {
-		m.detectionDelay.WithLabelValues(j.Route, string(j.DetectedBy)).Observe(max(j.DetectedAt.Sub(j.CompletedAt).Seconds(), 0))
+	switch j.State {
+	case state.Succeeded, state.Failed, state.Canceled:
+		if !j.CompletedAt.IsZero() && !j.DetectedAt.IsZero() {
+			m.detectionDelay.WithLabelValues(j.Route, string(j.DetectedBy)).Observe(max(j.DetectedAt.Sub(j.CompletedAt).Seconds(), 0))
+		}
+		if j.WebhookExpected && j.DetectedBy == state.FromPoll {
+			m.reconciled.WithLabelValues(j.Route).Inc()
+		}
+	case state.Expired:
+		if !j.Deadline.IsZero() && !j.DetectedAt.IsZero() {
+			m.overrun.WithLabelValues(j.Route).Observe(max(j.DetectedAt.Sub(j.Deadline).Seconds(), 0))
+		}
 	}
 }
 
@@ -148,6 +181,7 @@ func (m *Metrics) Poller() poller.Metrics {
 			m.statusCalls.WithLabelValues(route, class).Observe(d.Seconds())
 		},
 		Lateness: func(route string, d time.Duration) { m.lateness.WithLabelValues(route).Observe(max(d.Seconds(), 0)) },
+		Age:      func(route string, d time.Duration) { m.age.WithLabelValues(route).Observe(max(d.Seconds(), 0)) },
 		Paused: func(route, kind string, d time.Duration) {
 			m.pauses.WithLabelValues(route, kind).Inc()
 			m.pausedSeconds.WithLabelValues(route, kind).Add(d.Seconds())

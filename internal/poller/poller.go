@@ -48,6 +48,8 @@ type Metrics struct {
 	StatusCall func(route, class string, d time.Duration)
 	// Lateness observes how late a check was delivered against its due time.
 	Lateness func(route string, d time.Duration)
+	// Age observes an unfinished job's age when its check comes due.
+	Age func(route string, d time.Duration)
 	// Paused observes a route pause started by this process.
 	Paused func(route, kind string, d time.Duration)
 }
@@ -214,6 +216,9 @@ func (s *Service) check(ctx context.Context, r *route.Route, msg jetstream.Msg) 
 	}
 	if s.cfg.Metrics.Lateness != nil && !j.NextCheckAt.IsZero() {
 		s.cfg.Metrics.Lateness(r.Name, now.Sub(j.NextCheckAt))
+	}
+	if s.cfg.Metrics.Age != nil {
+		s.cfg.Metrics.Age(r.Name, now.Sub(j.CreatedAt))
 	}
 	if d := s.remaining(r.Name); d > 0 {
 		return events.Later(d)

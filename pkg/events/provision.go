@@ -248,6 +248,29 @@ func (n Namespace) Setup(ctx context.Context, js jetstream.JetStream, o Options)
 	return &r, nil
 }
 
+// Open looks up the namespace's streams and buckets without creating or
+// changing anything: for tools that only read.
+func (n Namespace) Open(ctx context.Context, js jetstream.JetStream) (*Resources, error) {
+	var r Resources
+	dst := []*jetstream.Stream{&r.Intake, &r.Checks, &r.Webhooks, &r.Slots, &r.Events}
+	for i, cfg := range n.Streams(Options{}) {
+		s, err := js.Stream(ctx, cfg.Name)
+		if err != nil {
+			return nil, fmt.Errorf("stream %s: %w (is Pollux running with prefix %q?)", cfg.Name, err, n.prefix)
+		}
+		*dst[i] = s
+	}
+	kvs := []*jetstream.KeyValue{&r.Jobs, &r.Routes, &r.Stats}
+	for i, cfg := range n.Buckets(Options{}) {
+		kv, err := js.KeyValue(ctx, cfg.Bucket)
+		if err != nil {
+			return nil, fmt.Errorf("bucket %s: %w (is Pollux running with prefix %q?)", cfg.Bucket, err, n.prefix)
+		}
+		*kvs[i] = kv
+	}
+	return &r, nil
+}
+
 // IncompatibleError reports an existing stream, bucket or consumer whose
 // definition conflicts with what Pollux needs.
 type IncompatibleError struct {

@@ -1,0 +1,216 @@
+package e2e_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pollux-dev/pollux/pkg/events"
+)
+
+const (
+	obsToken  = "r8_obs-token-SECRET-4f2a9c"
+	obsSecret = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD"
+)
+
+// TestObservability runs the three binaries as processes and checks what
+// operators see: every /metrics endpoint passes promtool, a real Prometheus
+// scraping them agrees with the simulated provider's ground truth, and no
+// configured secret appears in any log line, even at debug level.
+func TestObservability(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs processes")
+	}
+	promtool := lookTool(t, "promtool")
+	prometheus := lookTool(t, "prometheus")
+	bin := binaries(t)
+	dir := t.TempDir()
+
+	natsPort := freePort(t)
+	natsURL := fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
+	launch(t, "nats-server", nil, filepath.Join(bin, "nats-server"),
+		"-a", "127.0.0.1", "-p", strconv.Itoa(natsPort), "-js", "-sd", filepath.Join(dir, "js"))
+
+	simAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	simCfg := filepath.Join(dir, "sim.yaml")
+	require.NoError(t, os.WriteFile(simCfg, []byte(`
+time_scale: 50
+seed: 5
+webhook_secret: `+obsSecret+`
+default: {queue_median: 2s, run_median: 20s, run_sigma: 0.3, fail_rate: 0.2}
+faults: {webhook_missing_rate: 0.3}
+`), 0o600))
+	env := []string{"OBS_TOKEN=" + obsToken, "OBS_WEBHOOK_SECRET=" + obsSecret}
+	launch(t, "sim", env, filepath.Join(bin, "pollux"), "sim-provider", "--addr", simAddr, "--config", simCfg, "--token-env", "OBS_TOKEN")
+
+	ports := map[string]int{"ingest": freePort(t), "poller": freePort(t), "webhook": freePort(t)}
+	hookAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	cfg := filepath.Join(dir, "pollux.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte(fmt.Sprintf(`
+routes:
+  sim:
+    kind: replicate
+    base_url: http://%s
+    token_env: OBS_TOKEN
+    webhook_secret_env: OBS_WEBHOOK_SECRET
+    webhook_url: http://%s/webhooks/sim
+    options: {idempotent: true}
+`, simAddr, hookAddr)), 0o600))
+	logs := map[string]*proc{}
+	for name, port := range ports {
+		penv := append(env, "POLLUX_NATS_URL="+natsURL, "POLLUX_CONFIG="+cfg, "POLLUX_TIME_SCALE=50",
+			"POLLUX_LOG_LEVEL=debug", fmt.Sprintf("POLLUX_METRICS_ADDR=127.0.0.1:%d", port), "POLLUX_WEBHOOK_ADDR="+hookAddr)
+		logs[name] = launch(t, name, penv, filepath.Join(bin, name))
+	}
+
+	promPort := freePort(t)
+	var targets []string
+	for _, port := range ports {
+		targets = append(targets, fmt.Sprintf("%q", fmt.Sprintf("127.0.0.1:%d", port)))
+	}
+	promCfg := filepath.Join(dir, "prometheus.yaml")
+	require.NoError(t, os.WriteFile(promCfg, []byte(fmt.Sprintf(`
+global: {scrape_interval: 1s}
+scrape_configs:
+  - job_name: pollux
+    static_configs: [{targets: [%s]}]
+`, strings.Join(targets, ", "))), 0o600))
+	launch(t, "prometheus", nil, prometheus, "--config.file="+promCfg, "--storage.tsdb.path="+filepath.Join(dir, "tsdb"),
+		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", promPort))
+
+	nc, err := nats.Connect(natsURL, nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1))
+	require.NoError(t, err)
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	waitFor(t, "streams", 30*time.Second, func() bool {
+		_, err := js.Stream(context.Background(), events.Default.EventsStream())
+		return err == nil
+	})
+	log := follow(t, js, events.Default)
+	const n = 60
+	for i := range n {
+		msg, _ := json.Marshal(events.Submit{V: 1, IdempotencyKey: fmt.Sprintf("obs-%d", i), Model: "a/b", Input: json.RawMessage(`{}`)})
+		_, err := js.Publish(context.Background(), events.Default.Submit("sim"), msg)
+		require.NoError(t, err)
+	}
+	waitFor(t, "every job terminal", 60*time.Second, func() bool { return len(log.terminal()) == n })
+
+	t.Run("every endpoint passes promtool check metrics", func(t *testing.T) {
+		for name, port := range ports {
+			body := get(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
+			cmd := exec.Command(promtool, "check", "metrics")
+			cmd.Stdin = strings.NewReader(body)
+			out, err := cmd.CombinedOutput()
+			require.NoError(t, err, "%s: %s", name, out)
+			require.Empty(t, strings.TrimSpace(string(out)), "%s: promtool complains", name)
+		}
+	})
+
+	t.Run("Prometheus agrees with the provider's ground truth", func(t *testing.T) {
+		st := simStats(t, "http://"+simAddr)
+		completions := 0
+		for _, p := range predictions(t, "http://"+simAddr) {
+			if p.Status == "succeeded" || p.Status == "failed" {
+				completions++
+			}
+		}
+		require.Equal(t, n, completions)
+		base := fmt.Sprintf("http://127.0.0.1:%d", promPort)
+		// Wait for a scrape after the last job finished.
+		waitFor(t, "Prometheus has every completion", 30*time.Second, func() bool {
+			v, ok := query(t, base, `sum(pollux_polls_per_completion_count)`)
+			return ok && v == n
+		})
+		polls, _ := query(t, base, `sum(pollux_polls_per_completion_sum)`)
+		require.Equal(t, float64(st.StatusCalls), polls, "polls per completion counts every status call the provider saw")
+		delays, _ := query(t, base, `sum(pollux_detection_delay_seconds_count)`)
+		require.Equal(t, float64(completions), delays, "one detection delay per completion")
+		byHook, _ := query(t, base, `sum(pollux_jobs_terminal_total{detected_by="webhook"})`)
+		require.Equal(t, float64(st.WebhooksSent-st.WebhooksDuplicated), byHook, "each delivered webhook finished its job")
+		caught, _ := query(t, base, `sum(pollux_reconciliation_catches_total)`)
+		require.Equal(t, float64(st.WebhooksMissing), caught, "each missing webhook was caught by a poll")
+	})
+
+	t.Run("no secret in any log line", func(t *testing.T) {
+		for name, p := range logs {
+			b, err := os.ReadFile(p.log)
+			require.NoError(t, err)
+			require.NotEmpty(t, b, name)
+			for _, secret := range []string{obsToken, obsSecret, strings.TrimPrefix(obsSecret, "whsec_")} {
+				require.NotContains(t, string(b), secret, "%s logged a secret", name)
+			}
+		}
+	})
+}
+
+func lookTool(t *testing.T, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		if os.Getenv("POLLUX_SKIP_PROMETHEUS") != "" {
+			t.Skipf("%s not installed and POLLUX_SKIP_PROMETHEUS set", name)
+		}
+		t.Fatalf("%s not found: install Debian's prometheus package (apt-get install prometheus), or set POLLUX_SKIP_PROMETHEUS=1", name)
+	}
+	return p
+}
+
+func get(t *testing.T, u string) string {
+	t.Helper()
+	resp, err := http.Get(u)
+	require.NoError(t, err)
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", b)
+	return string(b)
+}
+
+// query runs an instant PromQL query and returns its single value.
+func query(t *testing.T, base, q string) (float64, bool) {
+	t.Helper()
+	resp, err := http.Get(base + "/api/v1/query?query=" + url.QueryEscape(q))
+	if err != nil {
+		return 0, false
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var r struct {
+		Data struct {
+			Result []struct {
+				Value [2]any `json:"value"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	if json.NewDecoder(resp.Body).Decode(&r) != nil || len(r.Data.Result) != 1 {
+		return 0, false
+	}
+	s, _ := r.Data.Result[0].Value[1].(string)
+	v, err := strconv.ParseFloat(s, 64)
+	return v, err == nil
+}
+
+type simPrediction struct {
+	Status string `json:"status"`
+}
+
+func predictions(t *testing.T, base string) []simPrediction {
+	t.Helper()
+	var ps []simPrediction
+	require.NoError(t, json.Unmarshal([]byte(get(t, base+"/_sim/predictions")), &ps))
+	return ps
+}

@@ -1,0 +1,80 @@
+package e2e_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pollux-dev/pollux/internal/dev"
+	"github.com/pollux-dev/pollux/internal/report"
+	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/provider/sim"
+	"github.com/pollux-dev/pollux/pkg/state"
+)
+
+// TestReportAgreesWithTheJobs checks the figures of pollux stats (read from
+// JetStream and KV) and of pollux watch (kept live from events) against the
+// job records and the provider's ground truth.
+func TestReportAgreesWithTheJobs(t *testing.T) {
+	e := start(t, dev.StackConfig{Sim: sim.Config{TimeScale: scale, Seed: 3,
+		Default: sim.Model{QueueMedian: d(2 * time.Second), RunMedian: d(20 * time.Second), RunSigma: 0.3, FailRate: 0.2},
+		Faults:  sim.Faults{WebhookMissingRate: 0.3}}})
+	ctx := context.Background()
+
+	live := report.NewLive()
+	oc, err := e.js.OrderedConsumer(ctx, e.ns.EventsStream(), jetstream.OrderedConsumerConfig{})
+	require.NoError(t, err)
+	cc, err := oc.Consume(func(msg jetstream.Msg) {
+		if ev, err := events.DecodeEvent(msg.Data()); err == nil {
+			live.Apply(ev)
+		}
+	})
+	require.NoError(t, err)
+
+	const n = 40
+	for i := range n {
+		e.publish(t, e.ns.Submit(dev.RouteName), events.Submit{V: 1, IdempotencyKey: fmt.Sprintf("r-%d", i),
+			Model: "a/b", Input: json.RawMessage(`{}`)})
+	}
+	waitFor(t, "all terminal", 60*time.Second, func() bool { return len(e.log.terminal()) == n })
+	waitFor(t, "all events seen", 10*time.Second, func() bool {
+		e.log.mu.Lock()
+		defer e.log.mu.Unlock()
+		return len(e.log.all) >= n*2 // submitted + terminal at least
+	})
+	cc.Stop()
+
+	r, err := report.Build(ctx, e.ns, e.Env.Res)
+	require.NoError(t, err)
+	require.Len(t, r.Routes, 1)
+	rt := r.Routes[0]
+	byState, polls, hooks, expecting := map[string]int{}, 0, 0, 0
+	require.NoError(t, e.Env.Life.Store().Each(ctx, func(j *state.Job, err error) error {
+		require.NoError(t, err)
+		byState[string(j.State)]++
+		polls += j.Polls
+		if j.WebhookExpected && j.State != state.Lost {
+			expecting++
+			if j.DetectedBy == state.FromWebhook {
+				hooks++
+			}
+		}
+		return nil
+	}))
+	require.Equal(t, byState, rt.JobsByState)
+	require.Equal(t, n, rt.Completions)
+	require.InDelta(t, float64(polls)/n, rt.PollsPerCompletion, 0.01)
+	require.InDelta(t, float64(hooks)/float64(expecting), rt.WebhookCoverage, 0.001)
+	require.Equal(t, expecting-hooks, rt.ReconciliationCatches, "the missing webhooks were caught by polls")
+	require.Positive(t, rt.ReconciliationCatches)
+	require.Equal(t, 0, rt.Census.Tracked, "nothing left to track")
+
+	got := live.Report(nil).Routes[0]
+	require.Equal(t, rt.JobsByState, got.JobsByState, "the live view agrees")
+	require.Equal(t, rt.PollsPerCompletion, got.PollsPerCompletion)
+}
