@@ -9,6 +9,8 @@ package webhook
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -212,6 +214,10 @@ func (s *Service) serve(w http.ResponseWriter, req *http.Request, name string) i
 	if !events.ValidToken(job) {
 		return write(w, http.StatusBadRequest, reply{Error: "job: missing or invalid query parameter"})
 	}
+	seenKey := deliveryKey(name, deliveryID)
+	if _, err := s.res.Deliveries.Get(req.Context(), seenKey); err == nil {
+		return write(w, http.StatusOK, reply{OK: true, Duplicate: true})
+	}
 	msg := &nats.Msg{Subject: s.ns.Webhook(name), Data: body, Header: storedHeaders(req.Header)}
 	msg.Header.Set(HeaderJob, job)
 	msg.Header.Set(HeaderDelivery, deliveryID)
@@ -224,7 +230,20 @@ func (s *Service) serve(w http.ResponseWriter, req *http.Request, name string) i
 		w.Header().Set("Retry-After", "5")
 		return write(w, http.StatusServiceUnavailable, reply{Error: "temporarily unavailable, retry later"})
 	}
+	// Remember the delivery for the retry horizon. If this fails the
+	// delivery is stored all the same; a retry is then caught by the
+	// stream's duplicate window, and applying it twice changes nothing.
+	if _, err := s.res.Deliveries.Create(pctx, seenKey, []byte(job)); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+		log.Warn().Err(err).Msg("recording the delivery id failed")
+	}
 	return write(w, http.StatusOK, reply{OK: true, Duplicate: ack.Duplicate})
+}
+
+// deliveryKey is the deliveries bucket key of a route's delivery id (ids
+// may hold characters keys cannot).
+func deliveryKey(route, id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return route + "." + hex.EncodeToString(sum[:16])
 }
 
 // storedHeaders keeps the delivery's headers except credentials.
@@ -254,8 +273,8 @@ func (s *Service) apply(ctx context.Context, msg jetstream.Msg) events.Outcome {
 		return events.Later(30 * time.Second)
 	}
 	h := http.Header(msg.Headers())
-	id := h.Get(HeaderJob)
-	log := s.log.With().Str("route", name).Str("job_id", id).Str("delivery_id", h.Get(HeaderDelivery)).Logger()
+	id, delivery := h.Get(HeaderJob), h.Get(HeaderDelivery)
+	log := s.log.With().Str("route", name).Str("job_id", id).Str("delivery_id", delivery).Logger()
 	st, err := r.Webhooks.ParseWebhook(h, msg.Data())
 	if err != nil {
 		log.Error().Err(err).Msg("dropping an unreadable delivery")
@@ -267,7 +286,9 @@ func (s *Service) apply(ctx context.Context, msg jetstream.Msg) events.Outcome {
 		if cur.Route != name || cur.RemoteID != st.RemoteID {
 			return errMismatch
 		}
-		cur.Webhooks++
+		if !cur.Delivered(delivery) {
+			return state.ErrNoChange // applied before: a duplicate the transport let through
+		}
 		obs := st.Observation
 		obs.Source, obs.At = state.FromWebhook, now
 		changed = cur.Apply(obs) != ""

@@ -179,6 +179,9 @@ func (n Namespace) JobsBucket() string { return n.prefix + "-jobs" }
 // RoutesBucket names the KV bucket of route pauses.
 func (n Namespace) RoutesBucket() string { return n.prefix + "-routes" }
 
+// DeliveriesBucket names the KV bucket of webhook delivery ids seen.
+func (n Namespace) DeliveriesBucket() string { return n.prefix + "-deliveries" }
+
 // StatsBucket names the KV bucket of learned duration statistics.
 func (n Namespace) StatsBucket() string { return n.prefix + "-stats" }
 

@@ -140,6 +140,13 @@ func (n Namespace) Buckets(o Options) []jetstream.KeyValueConfig {
 			Bucket: n.StatsBucket(), Description: "Pollux learned duration statistics",
 			History: 1, Storage: o.storage(), Replicas: o.Replicas,
 		},
+		{
+			// Webhook delivery ids seen, for the providers' whole retry
+			// horizon: the stream's duplicate window forgets consumed
+			// messages when the server restarts.
+			Bucket: n.DeliveriesBucket(), Description: "Pollux webhook deliveries seen",
+			History: 1, TTL: o.WebhookDuplicates, Storage: o.storage(), Replicas: o.Replicas,
+		},
 	}
 }
 
@@ -218,7 +225,7 @@ func (n Namespace) WebhookConsumerConfig(o Options) jetstream.ConsumerConfig {
 // Resources are the namespace's streams and buckets, ready to use.
 type Resources struct {
 	Intake, Checks, Webhooks, Slots, Events jetstream.Stream
-	Jobs, Routes, Stats                     jetstream.KeyValue
+	Jobs, Routes, Stats, Deliveries         jetstream.KeyValue
 }
 
 // Setup creates or updates every stream and bucket of the namespace. It is
@@ -237,7 +244,7 @@ func (n Namespace) Setup(ctx context.Context, js jetstream.JetStream, o Options)
 		}
 		*dst[i] = s
 	}
-	kvs := []*jetstream.KeyValue{&r.Jobs, &r.Routes, &r.Stats}
+	kvs := []*jetstream.KeyValue{&r.Jobs, &r.Routes, &r.Stats, &r.Deliveries}
 	for i, cfg := range n.Buckets(o) {
 		kv, err := EnsureBucket(ctx, js, cfg)
 		if err != nil {
@@ -260,7 +267,7 @@ func (n Namespace) Open(ctx context.Context, js jetstream.JetStream) (*Resources
 		}
 		*dst[i] = s
 	}
-	kvs := []*jetstream.KeyValue{&r.Jobs, &r.Routes, &r.Stats}
+	kvs := []*jetstream.KeyValue{&r.Jobs, &r.Routes, &r.Stats, &r.Deliveries}
 	for i, cfg := range n.Buckets(Options{}) {
 		kv, err := js.KeyValue(ctx, cfg.Bucket)
 		if err != nil {

@@ -2,6 +2,7 @@ package state
 
 import (
 	"encoding/json"
+	"slices"
 	"time"
 )
 
@@ -146,6 +147,10 @@ type Job struct {
 	Polls int `json:"polls"`
 	// Webhooks counts webhook deliveries applied to this job.
 	Webhooks int `json:"webhooks"`
+	// Deliveries are the ids of the latest deliveries applied (at most
+	// MaxDeliveries), so a delivery that reaches the job twice is applied
+	// once.
+	Deliveries []string `json:"deliveries,omitempty"`
 	// LastPolledAt is the time of the latest status call.
 	LastPolledAt time.Time `json:"last_polled_at,omitzero"`
 	// ChangedAt is when the job last changed state or progress; the
@@ -177,6 +182,23 @@ type Job struct {
 	Outbox []OutboxEvent `json:"outbox,omitempty"`
 	// UpdatedAt is the time of the latest write.
 	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// MaxDeliveries bounds Job.Deliveries.
+const MaxDeliveries = 16
+
+// Delivered records a webhook delivery as applied and reports false when it
+// was applied before.
+func (j *Job) Delivered(id string) bool {
+	if slices.Contains(j.Deliveries, id) {
+		return false
+	}
+	j.Deliveries = append(j.Deliveries, id)
+	if len(j.Deliveries) > MaxDeliveries {
+		j.Deliveries = j.Deliveries[len(j.Deliveries)-MaxDeliveries:]
+	}
+	j.Webhooks++
+	return true
 }
 
 // Late is a terminal observation that came after the job was terminal.

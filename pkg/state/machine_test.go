@@ -1,6 +1,7 @@
 package state_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -218,4 +219,16 @@ func TestDurationJSON(t *testing.T) {
 	var back state.Duration
 	require.NoError(t, back.UnmarshalJSON(b))
 	require.Equal(t, d, back)
+}
+
+func TestDeliveredOnce(t *testing.T) {
+	t.Parallel()
+	j := &state.Job{ID: "j"}
+	require.True(t, j.Delivered("d1"))
+	require.False(t, j.Delivered("d1"))
+	for i := range state.MaxDeliveries {
+		require.True(t, j.Delivered(fmt.Sprintf("x%d", i)))
+	}
+	require.Len(t, j.Deliveries, state.MaxDeliveries, "bounded")
+	require.Equal(t, 1+state.MaxDeliveries, j.Webhooks)
 }

@@ -1,0 +1,205 @@
+package webhook_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/pollux-dev/pollux/internal/config"
+	"github.com/pollux-dev/pollux/internal/embedded"
+	"github.com/pollux-dev/pollux/internal/lifecycle"
+	"github.com/pollux-dev/pollux/internal/route"
+	"github.com/pollux-dev/pollux/internal/webhook"
+	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/provider"
+	"github.com/pollux-dev/pollux/pkg/provider/replicate"
+	"github.com/pollux-dev/pollux/pkg/state"
+)
+
+// loadResult is what a load run measured.
+type loadResult struct {
+	deliveries int
+	elapsed    time.Duration
+	p99        time.Duration
+	statuses   map[int]int
+}
+
+// loadRun sends deliveries (unique of them, the rest duplicates re-signed)
+// from senders concurrent senders that retry on 503 as providers do, with an
+// optional NATS restart once half of them were answered. It returns what it
+// measured and the store to check the jobs against.
+func loadRun(t *testing.T, unique, dups, senders int, restart bool) loadResult {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	dir := t.TempDir()
+	port := func() int {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		defer func() { _ = ln.Close() }()
+		return ln.Addr().(*net.TCPAddr).Port
+	}()
+	srv, err := embedded.Start(embedded.Config{StoreDir: dir, Port: port})
+	require.NoError(t, err)
+	var srvMu sync.Mutex
+	t.Cleanup(func() { srvMu.Lock(); srv.Shutdown(); srvMu.Unlock() })
+	nc, err := nats.Connect(srv.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	require.NoError(t, err)
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	res, err := events.Default.Setup(ctx, js, events.Options{})
+	require.NoError(t, err)
+	store := state.NewStore(res.Jobs)
+	var create errgroup.Group
+	create.SetLimit(16)
+	for i := range unique {
+		create.Go(func() error {
+			_, err := store.Create(ctx, &state.Job{ID: fmt.Sprintf("job-%d", i), Route: "rep", RemoteID: fmt.Sprintf("p%d", i), State: state.Running})
+			return err
+		})
+	}
+	require.NoError(t, create.Wait())
+	a, err := replicate.New(provider.Config{Route: "rep", Token: "t", WebhookSecret: secret})
+	require.NoError(t, err)
+	rt, err := route.New("rep", a, config.Route{WebhookURL: "http://x/webhooks/rep"}, 1)
+	require.NoError(t, err)
+	svc, err := webhook.New(webhook.Config{Routes: map[string]*route.Route{"rep": rt}, PublishTimeout: time.Second, Workers: 16},
+		js, events.Default, res, lifecycle.New(events.Default, js, res, zerolog.Nop(), lifecycle.Hooks{}))
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var g errgroup.Group
+	g.Go(func() error { return svc.Run(ctx, ln) })
+	defer func() { cancel(); _ = g.Wait() }()
+	base := "http://" + ln.Addr().String() + "/webhooks/rep?job="
+
+	// The work: every unique delivery once, dups of them again, shuffled.
+	type delivery struct{ i int }
+	work := make([]delivery, 0, unique+dups)
+	for i := range unique {
+		work = append(work, delivery{i})
+	}
+	rnd := rand.New(rand.NewPCG(9, 9))
+	for range dups {
+		work = append(work, delivery{rnd.IntN(unique)})
+	}
+	rnd.Shuffle(len(work), func(i, j int) { work[i], work[j] = work[j], work[i] })
+
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: senders}}
+	var next, answered atomic.Int64
+	var mu sync.Mutex
+	res2 := loadResult{deliveries: len(work), statuses: map[int]int{}}
+	var latencies []time.Duration
+	restarted := make(chan struct{})
+	if restart {
+		go func() {
+			defer close(restarted)
+			for answered.Load() < int64(len(work)/2) {
+				<-time.After(5 * time.Millisecond)
+			}
+			srvMu.Lock()
+			defer srvMu.Unlock()
+			srv.Shutdown()
+			srv.WaitForShutdown()
+			<-time.After(300 * time.Millisecond) // down for a moment
+			s, err := embedded.Start(embedded.Config{StoreDir: dir, Port: port})
+			if err == nil {
+				srv = s
+			}
+		}()
+	} else {
+		close(restarted)
+	}
+
+	start := time.Now()
+	var senderWG sync.WaitGroup
+	for range senders {
+		senderWG.Go(func() {
+			for {
+				k := int(next.Add(1)) - 1
+				if k >= len(work) {
+					return
+				}
+				i := work[k].i
+				body := []byte(fmt.Sprintf(`{"id":"p%d","status":"succeeded","output":["https://x/%d.mp4"]}`, i, i))
+				for attempt := 0; ; attempt++ {
+					req := signedRequest(t, base+fmt.Sprintf("job-%d", i), fmt.Sprintf("msg_%d", i), time.Now(), body)
+					t0 := time.Now()
+					resp, err := client.Do(req)
+					lat := time.Since(t0)
+					require.NoError(t, err, "no hang, no dropped connection")
+					_ = resp.Body.Close()
+					mu.Lock()
+					res2.statuses[resp.StatusCode]++
+					if resp.StatusCode == http.StatusOK {
+						latencies = append(latencies, lat)
+					}
+					mu.Unlock()
+					if resp.StatusCode == http.StatusOK {
+						break
+					}
+					require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "only 2xx or 503")
+					<-time.After(time.Duration(50*(attempt+1)) * time.Millisecond) // a provider's retry
+				}
+				answered.Add(1)
+			}
+		})
+	}
+	senderWG.Wait()
+	res2.elapsed = time.Since(start)
+	<-restarted
+	slices.Sort(latencies)
+	res2.p99 = latencies[len(latencies)*99/100]
+
+	// Every unique delivery is applied, exactly once.
+	if !assert.Eventually(t, func() bool {
+		info, err := res.Webhooks.Info(ctx)
+		return err == nil && info.State.Msgs == 0
+	}, 2*time.Minute, 50*time.Millisecond, "every stored delivery applied") {
+		info, _ := res.Webhooks.Info(ctx)
+		c, _ := res.Webhooks.Consumer(ctx, events.Default.WebhookConsumer())
+		ci, _ := c.Info(ctx)
+		t.Fatalf("stream %+v; consumer pending %d ack-pending %d waiting %d redelivered %d", info.State, ci.NumPending, ci.NumAckPending, ci.NumWaiting, ci.NumRedelivered)
+	}
+	n := 0
+	require.NoError(t, store.Each(ctx, func(j *state.Job, err error) error {
+		require.NoError(t, err)
+		require.Equal(t, state.Succeeded, j.State, j.ID)
+		require.Equal(t, 1, j.Webhooks, "job %s: its delivery applied exactly once", j.ID)
+		n++
+		return nil
+	}))
+	require.Equal(t, unique, n)
+	return res2
+}
+
+// TestWebhookLoad is issue 5's load run: 10,000 signed deliveries from 50
+// concurrent senders, 10% of them duplicates, NATS restarted once midway.
+func TestWebhookLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("load run")
+	}
+	const unique, dups = 9000, 1000
+	r := loadRun(t, unique, dups, 50, true)
+	for code := range r.statuses {
+		require.Contains(t, []int{http.StatusOK, http.StatusServiceUnavailable}, code)
+	}
+	require.Positive(t, r.statuses[http.StatusServiceUnavailable], "the restart was felt, and answered 503")
+	t.Logf("%d deliveries in %s: %.0f/s, p99 to 2xx %s, statuses %v",
+		r.deliveries, r.elapsed.Round(time.Millisecond), float64(r.deliveries)/r.elapsed.Seconds(), r.p99, r.statuses)
+}
