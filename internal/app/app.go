@@ -96,8 +96,46 @@ func (e *Env) RunCensus(ctx context.Context) error {
 	return c.Run(ctx)
 }
 
+// Auth turns the configuration's NATS authentication and TLS into
+// connection options, reading the secrets it names.
+func Auth(c config.NATS) ([]nats.Option, error) {
+	var opts []nats.Option
+	switch {
+	case c.CredsFile != "":
+		opts = append(opts, nats.UserCredentials(c.CredsFile))
+	case c.NKeyFile != "":
+		o, err := nats.NkeyOptionFromSeed(c.NKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("nats.nkey_file: %w", err)
+		}
+		opts = append(opts, o)
+	case c.User != "":
+		pw, err := c.Password()
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, nats.UserInfo(c.User, pw))
+	case c.TokenEnv != "" || c.TokenFile != "":
+		tok, err := c.Token()
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, nats.Token(tok))
+	}
+	if c.TLS.CAFile != "" {
+		opts = append(opts, nats.RootCAs(c.TLS.CAFile))
+	}
+	if c.TLS.CertFile != "" {
+		opts = append(opts, nats.ClientCert(c.TLS.CertFile, c.TLS.KeyFile))
+	}
+	if c.TLS.Enabled() {
+		opts = append(opts, nats.Secure())
+	}
+	return opts, nil
+}
+
 // Connect dials NATS with reconnection forever and logs connection changes.
-func Connect(url, name, creds string, log zerolog.Logger) (*nats.Conn, error) {
+func Connect(url, name string, auth []nats.Option, log zerolog.Logger) (*nats.Conn, error) {
 	opts := []nats.Option{
 		nats.Name(name),
 		nats.MaxReconnects(-1),
@@ -112,9 +150,7 @@ func Connect(url, name, creds string, log zerolog.Logger) (*nats.Conn, error) {
 			log.Info().Str("server", nc.ConnectedUrlRedacted()).Msg("reconnected to NATS")
 		}),
 	}
-	if creds != "" {
-		opts = append(opts, nats.UserCredentials(creds))
-	}
+	opts = append(opts, auth...)
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("connect to NATS at %s: %w", redact(url), err)
@@ -216,7 +252,11 @@ func serve(f Flags, component string, log zerolog.Logger, run func(context.Conte
 	if err != nil {
 		return err
 	}
-	nc, err := Connect(url, "pollux-"+component, cfg.NATS.CredsFile, log)
+	auth, err := Auth(cfg.NATS)
+	if err != nil {
+		return err
+	}
+	nc, err := Connect(url, "pollux-"+component, auth, log)
 	if err != nil {
 		return err
 	}

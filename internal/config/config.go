@@ -35,12 +35,66 @@ type Config struct {
 	Routes map[string]Route `yaml:"routes"`
 }
 
-// NATS is the connection to the NATS server.
+// NATS is the connection to the NATS server. Use at most one way of
+// authenticating: a credentials file, an NKey seed file, a user and
+// password, or a token. Secrets are read from the environment variables
+// or files named here.
 type NATS struct {
 	// URL of the server(s), comma-separated (default nats://127.0.0.1:4222).
 	URL string `yaml:"url"`
-	// CredsFile is a NATS credentials file.
+	// CredsFile is a NATS credentials file (JWT and NKey seed).
 	CredsFile string `yaml:"creds_file"`
+	// NKeyFile is an NKey seed file.
+	NKeyFile string `yaml:"nkey_file"`
+	// User, with its password from PasswordEnv or PasswordFile.
+	User         string `yaml:"user"`
+	PasswordEnv  string `yaml:"password_env"`
+	PasswordFile string `yaml:"password_file"`
+	// TokenEnv / TokenFile name where the server's auth token is.
+	TokenEnv  string `yaml:"token_env"`
+	TokenFile string `yaml:"token_file"`
+	// TLS secures the connection.
+	TLS TLS `yaml:"tls"`
+}
+
+// TLS configures a TLS connection to NATS.
+type TLS struct {
+	// CAFile verifies the server (default: the system's roots).
+	CAFile string `yaml:"ca_file"`
+	// CertFile and KeyFile authenticate the client (mutual TLS).
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+}
+
+// Enabled reports whether any TLS setting is given.
+func (t TLS) Enabled() bool { return t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" }
+
+// Password returns the NATS user's password.
+func (n NATS) Password() (string, error) { return secret("nats password", n.PasswordEnv, n.PasswordFile) }
+
+// Token returns the NATS auth token.
+func (n NATS) Token() (string, error) { return secret("nats token", n.TokenEnv, n.TokenFile) }
+
+func (n NATS) validate() error {
+	ways := 0
+	for _, set := range []bool{n.CredsFile != "", n.NKeyFile != "", n.User != "", n.TokenEnv != "" || n.TokenFile != ""} {
+		if set {
+			ways++
+		}
+	}
+	switch {
+	case ways > 1:
+		return errors.New("give one of creds_file, nkey_file, user (with a password) or token_env/token_file")
+	case n.PasswordEnv != "" && n.PasswordFile != "":
+		return errors.New("password_env: give password_env or password_file, not both")
+	case n.TokenEnv != "" && n.TokenFile != "":
+		return errors.New("token_env: give token_env or token_file, not both")
+	case (n.PasswordEnv != "" || n.PasswordFile != "") && n.User == "":
+		return errors.New("user: required with a password")
+	case (n.TLS.CertFile == "") != (n.TLS.KeyFile == ""):
+		return errors.New("tls: give cert_file and key_file together")
+	}
+	return nil
 }
 
 // Streams sizes the JetStream resources (see events.Options for defaults).
@@ -215,6 +269,9 @@ func Parse(r io.Reader) (*Config, error) {
 func (c *Config) Validate() error {
 	if _, err := events.NewNamespace(c.Prefix); err != nil {
 		return fmt.Errorf("prefix: %w", err)
+	}
+	if err := c.NATS.validate(); err != nil {
+		return fmt.Errorf("nats.%w", err)
 	}
 	if c.Streams.Replicas != 0 && (c.Streams.Replicas < 1 || c.Streams.Replicas > 5) {
 		return fmt.Errorf("streams.replicas: %d is not between 1 and 5", c.Streams.Replicas)

@@ -131,3 +131,29 @@ routes:
 	_, err = config.Parse(strings.NewReader("routes: {r: {kind: replicate, budgets: {status: {rate: lots}}}}"))
 	require.ErrorContains(t, err, "rate")
 }
+
+func TestNATSAuth(t *testing.T) {
+	t.Parallel()
+	ok := []string{
+		"nats: {creds_file: /etc/pollux.creds}",
+		"nats: {nkey_file: /etc/pollux.nk}",
+		"nats: {user: pollux, password_env: PW}",
+		"nats: {token_file: /run/secrets/nats}",
+		"nats: {tls: {ca_file: ca.pem, cert_file: c.pem, key_file: k.pem}, user: u, password_file: pw}",
+	}
+	for _, y := range ok {
+		_, err := config.Parse(strings.NewReader(y + "\nroutes: {r: {kind: replicate}}"))
+		require.NoError(t, err, y)
+	}
+	bad := map[string]string{
+		"nats: {creds_file: a, user: b}":           "give one of",
+		"nats: {password_env: PW}":                 "user: required",
+		"nats: {tls: {cert_file: c.pem}}":          "cert_file and key_file",
+		"nats: {token_env: A, token_file: B}":      "token_env",
+		"nats: {user: u, password: inline-secret}": "password",
+	}
+	for y, want := range bad {
+		_, err := config.Parse(strings.NewReader(y + "\nroutes: {r: {kind: replicate}}"))
+		require.ErrorContains(t, err, want, y)
+	}
+}

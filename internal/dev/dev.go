@@ -128,7 +128,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 		return nil, err
 	}
 	defer stopNATS()
-	nc, err := app.Connect(url, "pollux-dev", "", log)
+	nc, err := app.Connect(url, "pollux-dev", nil, log)
 	if err != nil {
 		return nil, err
 	}
