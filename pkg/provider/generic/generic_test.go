@@ -1,0 +1,476 @@
+package generic_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pollux-dev/pollux/pkg/provider"
+	"github.com/pollux-dev/pollux/pkg/provider/generic"
+	"github.com/pollux-dev/pollux/pkg/state"
+)
+
+// baseOptions is a small API: POST /jobs → {"job": {"id"}}, GET /jobs/{id}
+// → {"state", "pct", "err", "out": [...], "times"}.
+func baseOptions() map[string]any {
+	return map[string]any{
+		"base_url": "https://api.example.com",
+		"submit":   map[string]any{"path": "/jobs", "model_field": "model", "id_path": "job.id"},
+		"status": map[string]any{
+			"path": "/jobs/{id}", "state_path": "state", "progress_path": "pct", "progress_scale": 100,
+			"reason_paths": []string{"err.code", "err.msg"}, "result_path": "out[*].url",
+			"created_at_path": "times.created", "started_at_path": "times.started", "completed_at_path": "times.done",
+		},
+		"states": map[string]string{
+			"waiting": "queued", "busy": "running", "ok": "succeeded", "bad": "failed",
+			"stopped": "canceled", "gone": "expired", "lost": "not_found", "paused": "unknown",
+		},
+	}
+}
+
+func newGeneric(t *testing.T, f *fake, opts map[string]any, token string) *generic.Adapter {
+	t.Helper()
+	raw, err := json.Marshal(opts)
+	require.NoError(t, err)
+	a, err := generic.NewAdapter(provider.Config{Route: "g", Kind: generic.Kind, BaseURL: f.URL, Token: token, Options: raw})
+	require.NoError(t, err)
+	return a
+}
+
+func body(s string) reply { return reply{status: 200, body: []byte(s)} }
+
+func TestStatusMapsEveryConfiguredState(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		answer string
+		state  state.State
+		class  *provider.Class
+		check  func(*testing.T, provider.Status)
+	}{
+		{`{"state":"waiting","times":{"created":"2026-11-29T10:00:00Z"}}`, state.Queued, nil, func(t *testing.T, st provider.Status) {
+			require.Equal(t, time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC), st.CreatedAt)
+		}},
+		{`{"state":"busy","pct":42,"times":{"started":"2026-11-29T10:00:05Z","done":"2026-11-29T10:09:00Z"}}`, state.Running, nil, func(t *testing.T, st provider.Status) {
+			require.InDelta(t, 0.42, *st.Progress, 1e-9)
+			require.Equal(t, time.Date(2026, 11, 29, 10, 0, 5, 0, time.UTC), st.StartedAt)
+			require.True(t, st.CompletedAt.IsZero(), "completion is read for terminal jobs only")
+		}},
+		{`{"state":"busy","pct":250}`, state.Running, nil, func(t *testing.T, st provider.Status) { require.InDelta(t, 1.0, *st.Progress, 1e-9) }},
+		{`{"state":"busy","pct":"42"}`, state.Running, nil, func(t *testing.T, st provider.Status) { require.Nil(t, st.Progress) }},
+		{`{"state":"ok","out":[{"url":"https://cdn.example/a.mp4"},{"url":"ftp://x"},{"url":5},{"url":"https://cdn.example/b.mp4"}]}`, state.Succeeded, nil, func(t *testing.T, st provider.Status) {
+			require.Equal(t, []string{"https://cdn.example/a.mp4", "https://cdn.example/b.mp4"}, st.Outputs)
+		}},
+		{`{"state":"ok"}`, state.Succeeded, nil, func(t *testing.T, st provider.Status) { require.Empty(t, st.Outputs) }},
+		{`{"state":"bad","err":{"code":"E42","msg":"the model refused"}}`, state.Failed, nil, func(t *testing.T, st provider.Status) {
+			require.Equal(t, "E42: the model refused", st.Reason)
+		}},
+		{`{"state":"bad"}`, state.Failed, nil, func(t *testing.T, st provider.Status) { require.Equal(t, `the provider reported "bad"`, st.Reason) }},
+		{`{"state":"stopped"}`, state.Canceled, nil, nil},
+		{`{"state":"gone"}`, state.Expired, nil, nil},
+		{`{"state":"paused"}`, state.Unknown, nil, nil},
+		{`{"state":"never-heard-of"}`, state.Unknown, nil, nil},
+		{`{"state":"OK"}`, state.Unknown, nil, nil}, // values are matched exactly
+		{`{"state":{"nested":1}}`, state.Unknown, nil, nil},
+		{`{}`, state.Unknown, nil, nil},
+		{`{"state":"lost"}`, "", ptr(provider.NotFound), nil},
+	}
+	for _, tt := range tests {
+		f := newFake(t, map[string]reply{"GET /jobs/j-1": body(tt.answer)})
+		st, err := newGeneric(t, f, baseOptions(), "tok").Status(context.Background(), provider.Ref{ID: "j-1"})
+		if tt.class != nil {
+			require.Equal(t, *tt.class, provider.ClassOf(err), tt.answer)
+			continue
+		}
+		require.NoError(t, err, tt.answer)
+		require.Equal(t, tt.state, st.State, tt.answer)
+		require.Equal(t, "j-1", st.RemoteID)
+		if tt.check != nil {
+			tt.check(t, st)
+		}
+	}
+}
+
+func TestSubmitBody(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, map[string]reply{"*": body(`{"job":{"id":"j-1"}}`)})
+	opts := baseOptions()
+	a := newGeneric(t, f, opts, "tok")
+	st, err := a.Submit(context.Background(), provider.SubmitRequest{Model: "m-1", Input: json.RawMessage(`{"prompt":"p"}`)})
+	require.NoError(t, err)
+	require.Equal(t, "j-1", st.RemoteID)
+	require.Equal(t, state.Queued, st.State)
+	require.JSONEq(t, `{"model":"m-1","prompt":"p"}`, string(f.last().Body))
+	require.Equal(t, "Bearer tok", f.last().Header.Get("Authorization"))
+
+	_, err = a.Submit(context.Background(), provider.SubmitRequest{Model: "m-1", Input: json.RawMessage(`{"model":"m-2"}`)})
+	require.Equal(t, provider.Invalid, provider.ClassOf(err), "the input may not name another model")
+	_, err = a.Submit(context.Background(), provider.SubmitRequest{Model: "m-1", Input: json.RawMessage(`{"model":"m-1"}`)})
+	require.NoError(t, err, "the same model is fine")
+
+	opts["submit"] = map[string]any{"path": "/v2/{endpoint}/{model}", "input_field": "input", "model_field": "version", "id_path": "job.id"}
+	opts["default_endpoint"] = "predict"
+	a = newGeneric(t, f, opts, "tok")
+	_, err = a.Submit(context.Background(), provider.SubmitRequest{Model: "m-1", Input: json.RawMessage(`{"prompt":"p","version":"x"}`)})
+	require.NoError(t, err)
+	require.Equal(t, "/v2/predict/m-1", f.last().Path)
+	require.JSONEq(t, `{"input":{"prompt":"p","version":"x"},"version":"m-1"}`, string(f.last().Body), "the model sits beside the input")
+	_, err = a.Submit(context.Background(), provider.SubmitRequest{Model: "other:m-1"})
+	require.NoError(t, err)
+	require.Equal(t, "/v2/other/m-1", f.last().Path)
+}
+
+func TestSubmitRefusesWithoutACall(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, nil)
+	a := newGeneric(t, f, baseOptions(), "tok")
+	for _, tt := range []struct{ model, input string }{
+		{"", `{}`}, {"../etc", `{}`}, {"a/b", `{}`}, {"m?x=1", `{}`}, {"m-1", `[]`}, {"m-1", `"s"`}, {"m-1", `{`},
+	} {
+		_, err := a.Submit(context.Background(), provider.SubmitRequest{Model: tt.model, Input: json.RawMessage(tt.input)})
+		require.Equal(t, provider.Invalid, provider.ClassOf(err), "%+v", tt)
+	}
+	require.Empty(t, f.all())
+}
+
+func TestSubmitWithoutAnIDIsNotASuccess(t *testing.T) {
+	t.Parallel()
+	for _, answer := range []string{`{}`, `{"job":{"id":""}}`, `{"job":{"id":"../x"}}`, `{"job":{"id":{"x":1}}}`, `not json`} {
+		f := newFake(t, map[string]reply{"*": body(answer)})
+		_, err := newGeneric(t, f, baseOptions(), "tok").Submit(context.Background(), provider.SubmitRequest{Model: "m-1"})
+		require.Equal(t, provider.Transient, provider.ClassOf(err), answer)
+	}
+	f := newFake(t, map[string]reply{"*": body(`{"job":{"id":12345}}`)})
+	st, err := newGeneric(t, f, baseOptions(), "tok").Submit(context.Background(), provider.SubmitRequest{Model: "m-1"})
+	require.NoError(t, err)
+	require.Equal(t, "12345", st.RemoteID, "a numeric id is kept as written")
+}
+
+func TestPlaceholdersAreEscapedAndChecked(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, map[string]reply{"*": body(`{"state":"busy"}`)})
+	opts := baseOptions()
+	opts["status"].(map[string]any)["path"] = "/q/{model}?task_id={id}"
+	a := newGeneric(t, f, opts, "tok")
+	_, err := a.Status(context.Background(), provider.Ref{ID: "a:b.c-1", Model: "m.1"})
+	require.NoError(t, err)
+	require.Equal(t, "/q/m.1", f.last().Path)
+	require.Equal(t, "task_id=a%3Ab.c-1", f.last().RawQuery)
+	n := len(f.all())
+	for _, id := range []string{"", "../x", "a/b", "a?b=1", "a&b=1", "a#b", "a b", ".hidden"} {
+		_, err := a.Status(context.Background(), provider.Ref{ID: id, Model: "m.1"})
+		require.Equal(t, provider.Invalid, provider.ClassOf(err), id)
+	}
+	require.Len(t, f.all(), n, "no call for a bad id")
+}
+
+func TestHTTP404(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, map[string]reply{"*": {status: 404, body: []byte(`{"message":"no such job"}`)}})
+	_, err := newGeneric(t, f, baseOptions(), "tok").Status(context.Background(), provider.Ref{ID: "j-1"})
+	require.Equal(t, provider.NotFound, provider.ClassOf(err), "default: reconcile")
+
+	opts := baseOptions()
+	opts["http_404_is"] = "expired"
+	st, err := newGeneric(t, f, opts, "tok").Status(context.Background(), provider.Ref{ID: "j-1"})
+	require.NoError(t, err)
+	require.Equal(t, state.Expired, st.State)
+}
+
+func TestCacheBusterAndHeaders(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, map[string]reply{"*": body(`{"state":"busy"}`)})
+	opts := baseOptions()
+	opts["status"].(map[string]any)["cache_buster"] = "t"
+	opts["headers"] = map[string]string{"X-Client": "pollux"}
+	opts["auth"] = map[string]any{"header": "X-API-Key", "format": "{token}"}
+	a := newGeneric(t, f, opts, "tok")
+	at := time.Unix(1796032800, 5)
+	a.SetNow(func() time.Time { return at })
+	_, err := a.Status(context.Background(), provider.Ref{ID: "j-1"})
+	require.NoError(t, err)
+	req := f.last()
+	require.Equal(t, "t=1796032800000000005", req.RawQuery)
+	require.Equal(t, "pollux", req.Header.Get("X-Client"))
+	require.Equal(t, "tok", req.Header.Get("X-API-Key"))
+	require.Empty(t, req.Header.Get("Authorization"))
+}
+
+func TestTimeFormatsAndExpiry(t *testing.T) {
+	t.Parallel()
+	created := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	done := created.Add(5 * time.Minute)
+	tests := []struct {
+		format, created, done string
+	}{
+		{"", `"2026-11-29T10:00:00Z"`, `"2026-11-29T12:05:00+02:00"`},
+		{"unix", `1795946400`, `"1795946700"`},
+		{"unix_ms", `1795946400000`, `1795946700000`},
+		{"2006-01-02 15:04:05.000", `"2026-11-29 10:00:00.000"`, `"2026-11-29 10:05:00.000"`},
+	}
+	for _, tt := range tests {
+		opts := baseOptions()
+		opts["status"].(map[string]any)["time_format"] = tt.format
+		opts["outputs_ttl"] = "24h"
+		f := newFake(t, map[string]reply{"*": body(`{"state":"ok","out":[{"url":"https://cdn.example/a.mp4"}],"times":{"created":` + tt.created + `,"done":` + tt.done + `}}`)})
+		st, err := newGeneric(t, f, opts, "tok").Status(context.Background(), provider.Ref{ID: "j-1"})
+		require.NoError(t, err, tt.format)
+		require.Equal(t, created, st.CreatedAt, tt.format)
+		require.Equal(t, done, st.CompletedAt, tt.format)
+		require.Equal(t, done.Add(24*time.Hour), st.OutputsExpireAt, tt.format)
+	}
+
+	// Without a completion time, from creation; without either, from now.
+	opts := baseOptions()
+	opts["outputs_ttl"] = "1h"
+	f := newFake(t, map[string]reply{"*": body(`{"state":"ok","out":[{"url":"https://cdn.example/a.mp4"}],"times":{"created":"2026-11-29T10:00:00Z","done":"yesterday"}}`)})
+	st, err := newGeneric(t, f, opts, "tok").Status(context.Background(), provider.Ref{ID: "j-1"})
+	require.NoError(t, err)
+	require.True(t, st.CompletedAt.IsZero(), "an unreadable time is left out")
+	require.Equal(t, created.Add(time.Hour), st.OutputsExpireAt)
+	f.set("*", body(`{"state":"ok","out":[{"url":"https://cdn.example/a.mp4"}],"times":{"created":0}}`))
+	a := newGeneric(t, f, opts, "tok")
+	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	a.SetNow(func() time.Time { return now })
+	st, err = a.Status(context.Background(), provider.Ref{ID: "j-1"})
+	require.NoError(t, err)
+	require.True(t, st.CreatedAt.IsZero(), "an implausible time is left out")
+	require.Equal(t, now.Add(time.Hour), st.OutputsExpireAt)
+}
+
+func TestBodyErrors(t *testing.T) {
+	t.Parallel()
+	opts := baseOptions()
+	opts["errors"] = map[string]any{
+		"code_path": "status_code", "message_path": "status_msg",
+		"classes": map[string]string{"7": "failed", "9": "not_found"},
+	}
+	tests := []struct {
+		answer string
+		class  provider.Class
+		failed bool
+	}{
+		{`{"status_code":7,"status_msg":"refused","state":"busy"}`, provider.Invalid, true},
+		{`{"status_code":9,"status_msg":"no such job"}`, provider.NotFound, false},
+		{`{"status_code":3,"status_msg":"hiccup"}`, provider.Transient, false}, // unmapped: the default
+		{`{"status_code":"7","status_msg":"as text"}`, provider.Invalid, true},
+	}
+	for _, tt := range tests {
+		f := newFake(t, map[string]reply{"*": body(tt.answer)})
+		a := newGeneric(t, f, opts, "tok")
+		st, err := a.Status(context.Background(), provider.Ref{ID: "j-1"})
+		if tt.failed {
+			require.NoError(t, err, tt.answer)
+			require.Equal(t, state.Failed, st.State, tt.answer)
+		} else {
+			require.Equal(t, tt.class, provider.ClassOf(err), tt.answer)
+		}
+		_, err = a.Submit(context.Background(), provider.SubmitRequest{Model: "m-1"})
+		require.Equal(t, tt.class, provider.ClassOf(err), "at submit: %s", tt.answer)
+	}
+	f := newFake(t, map[string]reply{"*": body(`{"status_code":0,"state":"busy"}`)})
+	st, err := newGeneric(t, f, opts, "tok").Status(context.Background(), provider.Ref{ID: "j-1"})
+	require.NoError(t, err)
+	require.Equal(t, state.Running, st.State, "0 is the default success code")
+}
+
+func TestCancel(t *testing.T) {
+	t.Parallel()
+	opts := baseOptions()
+	f := newFake(t, map[string]reply{"GET /jobs/j-1": body(`{"state":"busy"}`), "POST /jobs/j-1/cancel": {status: 202}})
+	_, err := newGeneric(t, f, opts, "tok").Cancel(context.Background(), provider.Ref{ID: "j-1"})
+	require.ErrorIs(t, err, provider.ErrUnsupported, "no cancel configured")
+
+	opts["cancel"] = map[string]any{"path": "/jobs/{id}/cancel"}
+	a := newGeneric(t, f, opts, "tok")
+	require.True(t, a.Info().Cancel)
+	st, err := a.Cancel(context.Background(), provider.Ref{ID: "j-1"})
+	require.NoError(t, err)
+	require.Equal(t, state.Unknown, st.State, "an answer that says nothing final: polling tells")
+	require.Equal(t, "/jobs/j-1/cancel", f.last().Path)
+
+	f.set("GET /jobs/j-1", body(`{"state":"ok"}`))
+	st, err = a.Cancel(context.Background(), provider.Ref{ID: "j-1"})
+	require.NoError(t, err)
+	require.Equal(t, state.Succeeded, st.State)
+	require.Equal(t, http.MethodGet, f.last().Method, "a finished job is left alone")
+
+	f.set("GET /jobs/j-1", body(`{"state":"busy"}`))
+	f.set("POST /jobs/j-1/cancel", reply{status: 409, body: []byte(`{"message":"already running"}`)})
+	_, err = a.Cancel(context.Background(), provider.Ref{ID: "j-1"})
+	require.Equal(t, provider.Transient, provider.ClassOf(err))
+}
+
+func TestErrorClasses(t *testing.T) {
+	t.Parallel()
+	big := make([]byte, 9<<20)
+	tests := []struct {
+		name       string
+		rep        reply
+		class      provider.Class
+		retryAfter time.Duration
+	}{
+		{"429", reply{429, http.Header{"Retry-After": {"9"}}, []byte(`{"message":"slow down"}`)}, provider.RateLimited, 9 * time.Second},
+		{"401", reply{401, nil, nil}, provider.Auth, 0},
+		{"403", reply{403, nil, nil}, provider.Auth, 0},
+		{"400", reply{400, nil, []byte(`{"message":"bad"}`)}, provider.Invalid, 0},
+		{"500", reply{500, nil, nil}, provider.Transient, 0},
+		{"503 + Retry-After", reply{503, http.Header{"Retry-After": {"2"}}, nil}, provider.RateLimited, 2 * time.Second},
+		{"malformed", body(`{"state":`), provider.Transient, 0},
+		{"oversized", reply{200, nil, big}, provider.Transient, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFake(t, map[string]reply{"*": tt.rep})
+			_, err := newGeneric(t, f, baseOptions(), "secret-token").Status(context.Background(), provider.Ref{ID: "j-1"})
+			require.Equal(t, tt.class, provider.ClassOf(err), "%v", err)
+			require.Equal(t, tt.retryAfter, provider.RetryAfterOf(err))
+			require.NotContains(t, err.Error(), "secret-token")
+		})
+	}
+}
+
+func TestTimeoutIsTransient(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(srv.Close)
+	defer close(release)
+	raw, err := json.Marshal(baseOptions())
+	require.NoError(t, err)
+	a, err := generic.NewAdapter(provider.Config{Route: "g", BaseURL: srv.URL, Token: "tok", Options: raw})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err = a.Status(ctx, provider.Ref{ID: "j-1"})
+	require.Equal(t, provider.Transient, provider.ClassOf(err))
+	require.True(t, provider.IsTimeout(err))
+}
+
+func TestNewRejectsBadOptions(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		change func(map[string]any)
+		want   string
+	}{
+		{"unknown field", func(o map[string]any) { o["bogus"] = 1 }, "bogus"},
+		{"unknown nested field", func(o map[string]any) { o["status"].(map[string]any)["stat_path"] = "x" }, "stat_path"},
+		{"no base url", func(o map[string]any) { delete(o, "base_url") }, "options.base_url"},
+		{"base url with a query", func(o map[string]any) { o["base_url"] = "https://x.example/?a=1" }, "options.base_url"},
+		{"no submit path", func(o map[string]any) { o["submit"].(map[string]any)["path"] = "" }, "options.submit.path"},
+		{"submit path without /", func(o map[string]any) { o["submit"].(map[string]any)["path"] = "jobs" }, "options.submit.path"},
+		{"{id} at submit", func(o map[string]any) { o["submit"].(map[string]any)["path"] = "/jobs/{id}" }, "{id} is not available"},
+		{"unclosed placeholder", func(o map[string]any) { o["status"].(map[string]any)["path"] = "/jobs/{id" }, "options.status.path"},
+		{"bad method", func(o map[string]any) { o["status"].(map[string]any)["method"] = "FETCH" }, "options.status.method"},
+		{"no id path", func(o map[string]any) { o["submit"].(map[string]any)["id_path"] = "" }, "options.submit.id_path"},
+		{"bad id path", func(o map[string]any) { o["submit"].(map[string]any)["id_path"] = "a..b" }, "options.submit.id_path"},
+		{"bad result path", func(o map[string]any) { o["status"].(map[string]any)["result_path"] = "out[x]" }, "options.status.result_path"},
+		{"no states", func(o map[string]any) { delete(o, "states") }, "options.states"},
+		{"bad state", func(o map[string]any) { o["states"] = map[string]string{"x": "done"} }, "options.states.x"},
+		{"bad 404", func(o map[string]any) { o["http_404_is"] = "failed" }, "options.http_404_is"},
+		{"bad duration", func(o map[string]any) { o["poll_floor"] = 15 }, "duration"},
+		{"negative duration", func(o map[string]any) { o["outputs_ttl"] = "-1h" }, "negative"},
+		{"auth format without token", func(o map[string]any) { o["auth"] = map[string]any{"format": "Bearer"} }, "options.auth.format"},
+		{"bad header", func(o map[string]any) { o["headers"] = map[string]string{"Bad Header": "x"} }, "options.headers"},
+		{"header with a newline", func(o map[string]any) { o["headers"] = map[string]string{"X-A": "a\r\nX-B: b"} }, "options.headers"},
+		{"bad error class", func(o map[string]any) {
+			o["errors"] = map[string]any{"code_path": "c", "classes": map[string]string{"1": "boom"}}
+		}, "options.errors.classes.1"},
+		{"follow-up without a result", func(o map[string]any) { o["follow_up"] = map[string]any{"path": "/f/{id}"} }, "options.follow_up.result_path"},
+		{"follow-up param shadows id", func(o map[string]any) {
+			o["follow_up"] = map[string]any{"path": "/f/{id}", "params": map[string]string{"id": "x"}, "result_path": "u"}
+		}, "options.follow_up.params"},
+		{"follow-up unknown placeholder", func(o map[string]any) {
+			o["follow_up"] = map[string]any{"path": "/f/{file}", "result_path": "u"}
+		}, "{file} is not available"},
+		{"cancel state", func(o map[string]any) { o["cancel"] = map[string]any{"path": "/c/{id}", "state": "failed"} }, "options.cancel.state"},
+		{"short jwt", func(o map[string]any) { o["auth"] = map[string]any{"jwt": map[string]any{"ttl": "10s"}} }, "options.auth.jwt.ttl"},
+	}
+	for _, tt := range tests {
+		opts := baseOptions()
+		tt.change(opts)
+		raw, err := json.Marshal(opts)
+		require.NoError(t, err)
+		_, err = generic.New(provider.Config{Route: "g", Token: "tok", Options: raw})
+		require.ErrorContains(t, err, tt.want, tt.name)
+	}
+	raw, err := json.Marshal(baseOptions())
+	require.NoError(t, err)
+	_, err = generic.New(provider.Config{Route: "g", Options: raw})
+	require.ErrorContains(t, err, "token")
+	_, err = generic.New(provider.Config{Route: "g", Token: "tok"})
+	require.ErrorContains(t, err, "options")
+	_, err = generic.New(provider.Config{Route: "g", Token: "tok", WebhookSecret: "s", Options: raw})
+	require.ErrorContains(t, err, "webhook")
+	opts := baseOptions()
+	opts["auth"] = map[string]any{"jwt": map[string]any{}}
+	raw, err = json.Marshal(opts)
+	require.NoError(t, err)
+	_, err = generic.New(provider.Config{Route: "g", Token: "no-colon", Options: raw})
+	require.ErrorContains(t, err, "<access key>:<secret key>")
+	a, err := generic.New(provider.Config{Route: "g", Token: "ak:sk", Options: raw})
+	require.NoError(t, err)
+	require.Equal(t, generic.Kind, a.Info().Kind)
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// FuzzStatus feeds arbitrary answers to every example's status mapping:
+// it never panics, and a terminal state comes only from a raw value the
+// example maps to one, or from an error code meaning failed.
+func FuzzStatus(f *testing.F) {
+	names := []string{"luma", "kling", "minimax", "seedance", "wan"}
+	type ex struct {
+		a      *generic.Adapter
+		states map[string]string
+	}
+	var exs []ex
+	for _, name := range names {
+		opts := loadExample(f, name)
+		a, err := generic.NewAdapter(provider.Config{Route: name, Token: "ak:sk", Options: opts})
+		if err != nil {
+			f.Fatal(err)
+		}
+		var o struct {
+			States map[string]string `json:"states"`
+		}
+		if err := json.Unmarshal(opts, &o); err != nil {
+			f.Fatal(err)
+		}
+		exs = append(exs, ex{a, o.States})
+	}
+	for _, file := range []string{"luma/completed.json", "kling/succeed.json", "minimax/success.json", "minimax/sensitive_output.json",
+		"seedance/failed.json", "wan/unknown.json", "wan/succeeded.json"} {
+		f.Add(fixture(f, file))
+	}
+	terminal := map[string]bool{"succeeded": true, "failed": true, "canceled": true, "expired": true}
+	f.Fuzz(func(t *testing.T, answer []byte) {
+		for _, e := range exs {
+			st, err := e.a.ParseStatus(answer, "job-1")
+			if err != nil {
+				continue
+			}
+			require.Equal(t, "job-1", st.RemoteID)
+			if st.State.Terminal() {
+				fromCode := st.State == state.Failed && strings.Contains(st.Reason, "(code ")
+				require.True(t, terminal[e.states[st.Raw]] || fromCode, "terminal %s from raw %q", st.State, st.Raw)
+			}
+			if st.Progress != nil {
+				require.True(t, *st.Progress >= 0 && *st.Progress <= 1)
+			}
+			require.LessOrEqual(t, len(st.Outputs), 100)
+		}
+	})
+}
