@@ -15,7 +15,11 @@ import (
 	"github.com/pollux-dev/pollux/internal/budget"
 	"github.com/pollux-dev/pollux/internal/config"
 	"github.com/pollux-dev/pollux/pkg/provider"
+	"github.com/pollux-dev/pollux/pkg/provider/fal"
+	"github.com/pollux-dev/pollux/pkg/provider/generic"
 	"github.com/pollux-dev/pollux/pkg/provider/replicate"
+	"github.com/pollux-dev/pollux/pkg/provider/runway"
+	"github.com/pollux-dev/pollux/pkg/provider/veo"
 	"github.com/pollux-dev/pollux/pkg/schedule"
 )
 
@@ -58,6 +62,10 @@ const (
 // Registry is the set of adapter kinds Pollux ships.
 var Registry = provider.Registry{
 	replicate.Kind: replicate.New,
+	fal.Kind:       fal.New,
+	runway.Kind:    runway.New,
+	veo.Kind:       veo.New,
+	generic.Kind:   generic.New,
 }
 
 // JobWebhookURL returns the callback URL for one job on a route: the route's

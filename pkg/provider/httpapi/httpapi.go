@@ -34,14 +34,20 @@ const (
 // NewHTTPClient returns an HTTP client for one provider account: a
 // transport of its own that keeps enough idle connections for a poller's
 // concurrency (Go's default keeps two per host, so concurrent calls would
-// open and drop connections), and DefaultTimeout on every call.
+// open and drop connections), DefaultTimeout on every call, and no
+// redirects followed: where Pollux sends its credentials is Pollux's
+// choice, not a response's.
 func NewHTTPClient() *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConns = 256
 	t.MaxIdleConnsPerHost = 128
 	t.IdleConnTimeout = 90 * time.Second
 	t.ResponseHeaderTimeout = DefaultTimeout
-	return &http.Client{Transport: t, Timeout: DefaultTimeout}
+	return &http.Client{
+		Transport:     t,
+		Timeout:       DefaultTimeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
 }
 
 var defaultClient = sync.OnceValue(NewHTTPClient)
@@ -61,21 +67,48 @@ type Client struct {
 	Now func() time.Time
 }
 
-// Response is a successful call's status, headers and raw body.
+// Response is an answered call's status, headers and (bounded) body.
 type Response struct {
 	Status int
 	Header http.Header
 	Body   []byte
 }
 
+// OK reports a 2xx answer.
+func (r *Response) OK() bool { return r.Status >= 200 && r.Status < 300 }
+
 // Do sends a request (body is JSON-encoded unless nil or already []byte)
 // and returns the 2xx response, or a *provider.Error classifying the failure.
 func (c *Client) Do(ctx context.Context, method, path string, body any, header http.Header) (*Response, error) {
+	r, err := c.Exchange(ctx, method, path, body, header)
+	if err != nil {
+		return nil, err
+	}
+	if r.OK() {
+		return r, nil
+	}
+	return nil, Classify(r.Status, r.Header, r.Body, c.now())
+}
+
+func (c *Client) now() time.Time {
+	if c.Now != nil {
+		return c.Now()
+	}
+	return time.Now()
+}
+
+// Exchange sends a request like Do and returns the answer whatever its
+// HTTP status, for adapters that read providers' error answers themselves.
+// Only failures to get an answer (transport errors, timeouts, a body over
+// MaxBody) are errors, classified transient.
+func (c *Client) Exchange(ctx context.Context, method, path string, body any, header http.Header) (*Response, error) {
 	var rd io.Reader
 	switch b := body.(type) {
 	case nil:
 	case []byte:
-		rd = bytes.NewReader(b)
+		if b != nil {
+			rd = bytes.NewReader(b)
+		}
 	default:
 		enc, err := json.Marshal(b)
 		if err != nil {
@@ -127,14 +160,7 @@ func (c *Client) Do(ctx context.Context, method, path string, body any, header h
 		return nil, &provider.Error{Class: provider.Transient, HTTPStatus: resp.StatusCode,
 			Message: fmt.Sprintf("response larger than %d bytes", limit)}
 	}
-	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
-		return &Response{Status: resp.StatusCode, Header: resp.Header, Body: data}, nil
-	}
-	now := time.Now
-	if c.Now != nil {
-		now = c.Now
-	}
-	return nil, Classify(resp.StatusCode, resp.Header, data, now())
+	return &Response{Status: resp.StatusCode, Header: resp.Header, Body: data}, nil
 }
 
 // Classify maps a non-2xx response to a *provider.Error.

@@ -101,3 +101,42 @@ func TestDoKeepsConnectionsAcrossConcurrentCalls(t *testing.T) {
 	// open about width new ones per wave.
 	require.LessOrEqual(t, conns.Load(), int32(width+8), "connections are reused across waves")
 }
+
+func TestExchangeReturnsEveryAnswerAndNeverFollowsRedirects(t *testing.T) {
+	t.Parallel()
+	var stolen atomic.Bool
+	evil := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "" {
+			stolen.Store(true)
+		}
+	}))
+	defer evil.Close()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/teapot":
+			w.Header().Set("X-Why", "short and stout")
+			w.WriteHeader(http.StatusTeapot)
+			_, _ = w.Write([]byte(`{"detail":"I'm a teapot"}`))
+		case "/moved":
+			http.Redirect(w, r, evil.URL+"/steal", http.StatusFound)
+		}
+	}))
+	defer srv.Close()
+	c := httpapi.Client{BaseURL: srv.URL, HTTP: httpapi.NewHTTPClient(),
+		Authorize: func(r *http.Request) { r.Header.Set("Authorization", "Bearer secret") }}
+
+	x, err := c.Exchange(context.Background(), http.MethodGet, "/teapot", nil, nil)
+	require.NoError(t, err)
+	require.False(t, x.OK())
+	require.Equal(t, http.StatusTeapot, x.Status)
+	require.Equal(t, "short and stout", x.Header.Get("X-Why"))
+	require.JSONEq(t, `{"detail":"I'm a teapot"}`, string(x.Body))
+	_, err = c.Do(context.Background(), http.MethodGet, "/teapot", nil, nil)
+	require.Equal(t, provider.Invalid, provider.ClassOf(err))
+	require.ErrorContains(t, err, "I'm a teapot")
+
+	x, err = c.Exchange(context.Background(), http.MethodGet, "/moved", nil, nil)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusFound, x.Status, "the redirect is an answer, not followed")
+	require.False(t, stolen.Load())
+}

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -329,8 +331,8 @@ func collectURLs(raw json.RawMessage, out []string) []string {
 				walk(e)
 			}
 		case map[string]any:
-			for _, e := range x {
-				walk(e)
+			for _, k := range slices.Sorted(maps.Keys(x)) { // the same order from a poll and a webhook
+				walk(x[k])
 			}
 		}
 	}
