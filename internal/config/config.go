@@ -70,7 +70,9 @@ type TLS struct {
 func (t TLS) Enabled() bool { return t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" }
 
 // Password returns the NATS user's password.
-func (n NATS) Password() (string, error) { return secret("nats password", n.PasswordEnv, n.PasswordFile) }
+func (n NATS) Password() (string, error) {
+	return secret("nats password", n.PasswordEnv, n.PasswordFile)
+}
 
 // Token returns the NATS auth token.
 func (n NATS) Token() (string, error) { return secret("nats token", n.TokenEnv, n.TokenFile) }
