@@ -132,6 +132,12 @@ type Route struct {
 	// secret is (optional: some adapters fetch it).
 	WebhookSecretEnv  string `yaml:"webhook_secret_env"`
 	WebhookSecretFile string `yaml:"webhook_secret_file"`
+	// CallbackSecretEnv / CallbackSecretFile name a secret (any string of
+	// 16 bytes or more) that signs the per-job token Pollux puts in the
+	// callback URLs of providers whose callbacks are unsigned; without it
+	// their callbacks are accepted without a token.
+	CallbackSecretEnv  string `yaml:"callback_secret_env"`
+	CallbackSecretFile string `yaml:"callback_secret_file"`
 	// WebhookURL is the public URL of this route's webhook endpoint
 	// (cmd/webhook's /webhooks/<route>); without it no webhook is asked for.
 	WebhookURL string `yaml:"webhook_url"`
@@ -310,6 +316,8 @@ func (r Route) validate() error {
 		return errors.New("token_env: give token_env or token_file, not both")
 	case r.WebhookSecretEnv != "" && r.WebhookSecretFile != "":
 		return errors.New("webhook_secret_env: give webhook_secret_env or webhook_secret_file, not both")
+	case r.CallbackSecretEnv != "" && r.CallbackSecretFile != "":
+		return errors.New("callback_secret_env: give callback_secret_env or callback_secret_file, not both")
 	case r.Deadline < 0, r.MaxDeadline < 0:
 		return errors.New("deadline: must not be negative")
 	case r.MaxDeadline != 0 && r.Deadline > r.MaxDeadline:
@@ -339,6 +347,11 @@ func (r Route) validate() error {
 // Token returns the route's API token from its environment variable or file.
 func (r Route) Token() (string, error) {
 	return secret("token", r.TokenEnv, r.TokenFile)
+}
+
+// CallbackSecret returns the route's callback secret, "" when none is set.
+func (r Route) CallbackSecret() (string, error) {
+	return secret("callback secret", r.CallbackSecretEnv, r.CallbackSecretFile)
 }
 
 // WebhookSecret returns the route's webhook secret, "" when none is set.

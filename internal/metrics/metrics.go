@@ -36,6 +36,7 @@ type Metrics struct {
 	webhooks        *prometheus.HistogramVec
 	webhooksApplied *prometheus.CounterVec
 	reconciled      *prometheus.CounterVec
+	callbackHints   *prometheus.CounterVec
 	overrun         *prometheus.HistogramVec
 	age             *prometheus.HistogramVec
 }
@@ -107,6 +108,10 @@ func New() *Metrics {
 		Name: "pollux_reconciliation_catches_total",
 		Help: "Completions of jobs that expected a webhook but were found by a poll (missing webhooks), by route.",
 	}, []string{"route"})
+	m.callbackHints = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pollux_callback_hints_total",
+		Help: "Unsigned provider callbacks that brought a job's status check forward, by route.",
+	}, []string{"route"})
 	m.overrun = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "pollux_deadline_overrun_seconds",
 		Help:    "How long after its deadline an expired job was expired, by route.",
@@ -128,7 +133,7 @@ func New() *Metrics {
 func (m *Metrics) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.submissions, m.providerCalls, m.statusCalls, m.completions,
 		m.pollsPerJob, m.detectionDelay, m.lateness, m.pauses, m.pausedSeconds, m.eventsPublished,
-		m.webhooks, m.webhooksApplied, m.reconciled, m.overrun, m.age}
+		m.webhooks, m.webhooksApplied, m.reconciled, m.callbackHints, m.overrun, m.age}
 }
 
 // Registry returns the registry.
@@ -198,5 +203,6 @@ func (m *Metrics) Webhook() webhook.Metrics {
 		Applied: func(route string, changed bool) {
 			m.webhooksApplied.WithLabelValues(route, strconv.FormatBool(changed)).Inc()
 		},
+		Hinted: func(route string) { m.callbackHints.WithLabelValues(route).Inc() },
 	}
 }

@@ -5,6 +5,9 @@ package route
 
 import (
 	"cmp"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -32,6 +35,12 @@ type Route struct {
 	// Webhooks verifies and decodes deliveries; nil when the provider
 	// sends none.
 	Webhooks provider.Webhooks
+	// Callbacks reads unsigned callbacks, taken as hints; nil when the
+	// provider sends none (or signs them: see Webhooks).
+	Callbacks provider.Callbacks
+	// CallbackSecret keys the per-job token of callback URLs; nil for no
+	// token.
+	CallbackSecret []byte
 	// WebhookURL is the public URL of the route's webhook endpoint, "" for
 	// no webhooks.
 	WebhookURL string
@@ -69,7 +78,8 @@ var Registry = provider.Registry{
 }
 
 // JobWebhookURL returns the callback URL for one job on a route: the route's
-// webhook URL with the job id as the "job" query parameter.
+// webhook URL with the job id as the "job" query parameter, and, for
+// unsigned callbacks with a secret, the job's token as "token".
 func (r *Route) JobWebhookURL(jobID string) string {
 	if r.WebhookURL == "" {
 		return ""
@@ -80,8 +90,27 @@ func (r *Route) JobWebhookURL(jobID string) string {
 	}
 	q := u.Query()
 	q.Set("job", jobID)
+	if r.Callbacks != nil && len(r.CallbackSecret) > 0 {
+		q.Set("token", r.CallbackToken(jobID))
+	}
 	u.RawQuery = q.Encode()
 	return u.String()
+}
+
+// CallbackToken is the unguessable token of a job's callback URL.
+func (r *Route) CallbackToken(jobID string) string {
+	m := hmac.New(sha256.New, r.CallbackSecret)
+	m.Write([]byte(r.Name + "\x00" + jobID))
+	return hex.EncodeToString(m.Sum(nil)[:16])
+}
+
+// ValidCallbackToken reports whether token is the job's (always true when
+// the route has no callback secret).
+func (r *Route) ValidCallbackToken(jobID, token string) bool {
+	if len(r.CallbackSecret) == 0 {
+		return true
+	}
+	return hmac.Equal([]byte(token), []byte(r.CallbackToken(jobID)))
 }
 
 func limit(b config.Budget) budget.Limit {
@@ -117,6 +146,14 @@ func Build(c *config.Config, reg provider.Registry, hc *http.Client, scale float
 		if err != nil {
 			return nil, err
 		}
+		cs, err := rc.CallbackSecret()
+		if err != nil {
+			return nil, fmt.Errorf("route %s: %w", name, err)
+		}
+		if cs != "" && len(cs) < 16 {
+			return nil, fmt.Errorf("route %s: callback secret: at least 16 bytes", name)
+		}
+		r.CallbackSecret = []byte(cs)
 		out[name] = r
 	}
 	return out, nil
@@ -145,9 +182,14 @@ func New(name string, a provider.Adapter, rc config.Route, scale float64) (*Rout
 	if floor := a.Info().PollFloor; floor > 0 {
 		r.Policy.MinDelay = max(r.Policy.MinDelay, time.Duration(float64(floor)*r.Policy.Scale))
 	}
-	if wh, ok := a.(provider.Webhooks); ok && a.Info().Webhooks {
+	wh, signed := a.(provider.Webhooks)
+	cb, unsigned := a.(provider.Callbacks)
+	switch {
+	case signed && a.Info().Webhooks:
 		r.Webhooks = wh
-	} else if rc.WebhookURL != "" {
+	case unsigned && a.Info().Callbacks && rc.WebhookURL != "":
+		r.Callbacks = cb
+	case rc.WebhookURL != "":
 		return nil, fmt.Errorf("route %s: webhook_url is set, but %s sends no webhooks", name, a.Info().Kind)
 	}
 	return r, nil

@@ -41,6 +41,10 @@ const (
 	HeaderJob        = "Pollux-Job"
 	HeaderDelivery   = "Pollux-Delivery-Id"
 	HeaderReceivedAt = "Pollux-Received-At"
+	// HeaderCallback marks an unsigned callback, and HeaderRemoteID names
+	// the remote job it is about.
+	HeaderCallback = "Pollux-Callback"
+	HeaderRemoteID = "Pollux-Remote-Id"
 )
 
 // Metrics observe the service; nil fields are ignored. They must not block.
@@ -50,6 +54,9 @@ type Metrics struct {
 	// Applied observes a stored delivery applied to a job, by route and
 	// whether it changed the job.
 	Applied func(route string, changed bool)
+	// Hinted observes an unsigned callback that brought a job's check
+	// forward, by route.
+	Hinted func(route string)
 }
 
 // Config configures the service. Zero values mean the defaults on each field.
@@ -182,7 +189,7 @@ func (s *Service) serve(w http.ResponseWriter, req *http.Request, name string) i
 		return write(w, http.StatusMethodNotAllowed, reply{Error: "POST only"})
 	}
 	r, ok := s.cfg.Routes[name]
-	if !ok || r.Webhooks == nil {
+	if !ok || (r.Webhooks == nil && r.Callbacks == nil) {
 		return write(w, http.StatusNotFound, reply{Error: "no webhook route here"})
 	}
 	if enc := req.Header.Get("Content-Encoding"); enc != "" && !strings.EqualFold(enc, "identity") {
@@ -197,6 +204,10 @@ func (s *Service) serve(w http.ResponseWriter, req *http.Request, name string) i
 		return write(w, http.StatusBadRequest, reply{Error: "reading the body failed"})
 	}
 	log := s.log.With().Str("route", name).Logger()
+	job := req.URL.Query().Get("job")
+	if r.Callbacks != nil {
+		return s.callback(w, req, r, job, body, log)
+	}
 	deliveryID, err := r.Webhooks.VerifyWebhook(req.Context(), req.Header, body)
 	switch {
 	case errors.Is(err, provider.ErrSignature):
@@ -210,10 +221,36 @@ func (s *Service) serve(w http.ResponseWriter, req *http.Request, name string) i
 		w.Header().Set("Retry-After", "5")
 		return write(w, http.StatusServiceUnavailable, reply{Error: "verification unavailable, retry later"})
 	}
-	job := req.URL.Query().Get("job")
 	if !events.ValidToken(job) {
 		return write(w, http.StatusBadRequest, reply{Error: "job: missing or invalid query parameter"})
 	}
+	return s.store(w, req, name, job, deliveryID, body, nil, log)
+}
+
+// callback takes an unsigned callback: the job's token (when the route
+// has a callback secret) stands in for a signature, and the delivery is
+// stored as a hint, identified by its content.
+func (s *Service) callback(w http.ResponseWriter, req *http.Request, r *route.Route, job string, body []byte, log zerolog.Logger) int {
+	if !events.ValidToken(job) {
+		return write(w, http.StatusBadRequest, reply{Error: "job: missing or invalid query parameter"})
+	}
+	if !r.ValidCallbackToken(job, req.URL.Query().Get("token")) {
+		log.Warn().Str("job_id", job).Msg("callback refused: bad token")
+		return write(w, http.StatusUnauthorized, reply{Error: "token: invalid for this job"})
+	}
+	remoteID, err := r.Callbacks.CallbackRemoteID(body)
+	if err != nil {
+		log.Warn().Err(err).Msg("callback refused: malformed")
+		return write(w, http.StatusBadRequest, reply{Error: "malformed callback"})
+	}
+	sum := sha256.Sum256(body)
+	extra := nats.Header{HeaderCallback: {"1"}, HeaderRemoteID: {remoteID}}
+	return s.store(w, req, r.Name, job, "cb-"+hex.EncodeToString(sum[:16]), body, extra, log)
+}
+
+// store publishes a verified delivery with its delivery id as Nats-Msg-Id,
+// answers 2xx after the PubAck, and remembers the id for the retry horizon.
+func (s *Service) store(w http.ResponseWriter, req *http.Request, name, job, deliveryID string, body []byte, extra nats.Header, log zerolog.Logger) int {
 	seenKey := deliveryKey(name, deliveryID)
 	if _, err := s.res.Deliveries.Get(req.Context(), seenKey); err == nil {
 		return write(w, http.StatusOK, reply{OK: true, Duplicate: true})
@@ -222,6 +259,9 @@ func (s *Service) serve(w http.ResponseWriter, req *http.Request, name string) i
 	msg.Header.Set(HeaderJob, job)
 	msg.Header.Set(HeaderDelivery, deliveryID)
 	msg.Header.Set(HeaderReceivedAt, s.cfg.Now().UTC().Format(time.RFC3339Nano))
+	for k, v := range extra {
+		msg.Header[k] = v
+	}
 	pctx, cancel := context.WithTimeout(req.Context(), s.cfg.PublishTimeout)
 	defer cancel()
 	ack, err := s.js.PublishMsg(pctx, msg, jetstream.WithMsgID(name+":"+deliveryID))
@@ -246,12 +286,13 @@ func deliveryKey(route, id string) string {
 	return route + "." + hex.EncodeToString(sum[:16])
 }
 
-// storedHeaders keeps the delivery's headers except credentials.
+// storedHeaders keeps the delivery's headers except credentials and any
+// that pose as Pollux's own.
 func storedHeaders(h http.Header) nats.Header {
 	out := nats.Header{}
 	for k, v := range h {
-		switch http.CanonicalHeaderKey(k) {
-		case "Authorization", "Cookie", "Proxy-Authorization":
+		switch ck := http.CanonicalHeaderKey(k); {
+		case ck == "Authorization", ck == "Cookie", ck == "Proxy-Authorization", strings.HasPrefix(ck, "Pollux-"):
 			continue
 		}
 		out[k] = v
@@ -267,7 +308,7 @@ func (s *Service) apply(ctx context.Context, msg jetstream.Msg) events.Outcome {
 		return events.Stop()
 	}
 	r, ok := s.cfg.Routes[name]
-	if !ok || r.Webhooks == nil {
+	if !ok || (r.Webhooks == nil && r.Callbacks == nil) {
 		// Another process serves this route; leave it for that process.
 		s.log.Warn().Str("route", name).Msg("delivery for a route this process does not serve; redelivering later")
 		return events.Later(30 * time.Second)
@@ -275,6 +316,13 @@ func (s *Service) apply(ctx context.Context, msg jetstream.Msg) events.Outcome {
 	h := http.Header(msg.Headers())
 	id, delivery := h.Get(HeaderJob), h.Get(HeaderDelivery)
 	log := s.log.With().Str("route", name).Str("job_id", id).Str("delivery_id", delivery).Logger()
+	if h.Get(HeaderCallback) != "" {
+		return s.hint(ctx, name, id, h.Get(HeaderRemoteID), log)
+	}
+	if r.Webhooks == nil {
+		log.Error().Msg("dropping a signed delivery on a route that takes only callbacks")
+		return events.Stop()
+	}
 	st, err := r.Webhooks.ParseWebhook(h, msg.Data())
 	if err != nil {
 		log.Error().Err(err).Msg("dropping an unreadable delivery")
@@ -321,3 +369,43 @@ func (s *Service) apply(ctx context.Context, msg jetstream.Msg) events.Outcome {
 }
 
 var errMismatch = errors.New("delivery does not match the job")
+
+// hint answers an unsigned callback: it changes nothing itself, but brings
+// the job's next status check forward to now, so whatever the callback
+// claims is confirmed by the provider before the job moves.
+func (s *Service) hint(ctx context.Context, name, id, remoteID string, log zerolog.Logger) events.Outcome {
+	now := s.cfg.Now().UTC()
+	j, err := s.life.Update(ctx, id, func(cur *state.Job) error {
+		switch {
+		case cur.Route != name || cur.RemoteID != remoteID:
+			return errMismatch
+		case cur.State.Terminal() || !cur.NextCheckAt.After(now):
+			return state.ErrNoChange
+		}
+		cur.NextCheckAt = now
+		return nil
+	})
+	switch {
+	case errors.Is(err, state.ErrNotFound):
+		log.Warn().Msg("callback for an unknown job; dropped")
+		return events.Stop()
+	case errors.Is(err, errMismatch):
+		log.Warn().Str("remote_id", remoteID).Msg("callback does not match the job's route or remote id; dropped")
+		return events.Stop()
+	case err != nil:
+		log.Warn().Err(err).Msg("applying a callback failed; retrying")
+		return events.Later(2 * time.Second)
+	}
+	if j.State.Terminal() {
+		return events.Done()
+	}
+	if err := s.life.Rearm(ctx, j, now); err != nil {
+		log.Warn().Err(err).Msg("bringing the check forward failed; retrying")
+		return events.Later(2 * time.Second)
+	}
+	if s.cfg.Metrics.Hinted != nil {
+		s.cfg.Metrics.Hinted(name)
+	}
+	log.Debug().Msg("callback: checking the job now")
+	return events.Done()
+}

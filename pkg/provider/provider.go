@@ -71,8 +71,12 @@ type Info struct {
 	Kind string
 	// Cancel is true when the provider can cancel jobs.
 	Cancel bool
-	// Webhooks is true when the provider notifies completion by webhook.
+	// Webhooks is true when the provider notifies completion by signed
+	// webhook (see Webhooks).
 	Webhooks bool
+	// Callbacks is true when the provider can notify a job's changes by an
+	// unsigned callback (see Callbacks).
+	Callbacks bool
 	// Idempotent is true when submitting the same idempotency key twice
 	// returns the same remote job: only then may a submission whose outcome
 	// is in doubt be retried.
@@ -103,6 +107,17 @@ type Webhooks interface {
 	VerifyWebhook(ctx context.Context, h http.Header, body []byte) (deliveryID string, err error)
 	// ParseWebhook decodes a verified delivery into a status.
 	ParseWebhook(h http.Header, body []byte) (Status, error)
+}
+
+// Callbacks is implemented by adapters whose provider notifies a job's
+// changes by an unsigned callback to a URL given at submit (Luma, Kling,
+// MiniMax, Seedance). Anyone can send one, so Pollux takes it only as a
+// hint that the job may have changed, and asks the provider with a status
+// call before anything changes.
+type Callbacks interface {
+	// CallbackRemoteID reads which remote job a callback is about; an
+	// error wrapping ErrMalformed when it cannot tell.
+	CallbackRemoteID(body []byte) (string, error)
 }
 
 // Errors of webhook verification and of unsupported operations.

@@ -30,7 +30,10 @@ func TestLumaExample(t *testing.T) {
 	const id = "d1968551-6113-4b46-b567-09210c2e79b0"
 	f := newFake(t, map[string]reply{"POST /dream-machine/v1/generations/video": {status: 201, body: fixture(t, "luma/queued.json")}})
 	a := exampleAdapter(t, "luma", f, "luma-test-key")
-	require.Equal(t, provider.Info{Kind: "generic"}, a.Info(), "no cancel, no webhooks, no floor")
+	require.Equal(t, provider.Info{Kind: "generic", Callbacks: true}, a.Info(), "no cancel, unsigned callbacks, no floor")
+	id2, err := a.CallbackRemoteID(fixture(t, "luma/completed.json"))
+	require.NoError(t, err)
+	require.Equal(t, id, id2, "a callback carries the Generation")
 
 	st, err := a.Submit(context.Background(), provider.SubmitRequest{Model: "ray-2", Input: json.RawMessage(`{"prompt":"a red kite over the sea","aspect_ratio":"16:9"}`)})
 	require.NoError(t, err)

@@ -81,7 +81,24 @@ func (a *Adapter) authorize(r *http.Request) {
 // Info describes the configured provider: cancel when a cancel call is
 // configured, no webhooks, no idempotency key, the configured poll floor.
 func (a *Adapter) Info() provider.Info {
-	return provider.Info{Kind: Kind, Cancel: a.cfg.cancel != nil, PollFloor: a.cfg.pollFloor}
+	return provider.Info{Kind: Kind, Cancel: a.cfg.cancel != nil, Callbacks: a.cfg.callback != nil, PollFloor: a.cfg.pollFloor}
+}
+
+// CallbackRemoteID reads which job an (unsigned) callback is about.
+func (a *Adapter) CallbackRemoteID(body []byte) (string, error) {
+	if a.cfg.callback == nil {
+		return "", fmt.Errorf("%w: this route takes no callbacks", provider.ErrMalformed)
+	}
+	doc, err := decode(body)
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", provider.ErrMalformed, err)
+	}
+	v, _ := a.cfg.callback.idPath.First(doc)
+	id, _ := scalar(v)
+	if !plainRe.MatchString(id) {
+		return "", fmt.Errorf("%w: no usable job id at %s", provider.ErrMalformed, a.cfg.callback.idPath)
+	}
+	return id, nil
 }
 
 // vars are the placeholder values of a job: its model, split into
@@ -101,7 +118,7 @@ func (a *Adapter) Submit(ctx context.Context, req provider.SubmitRequest) (provi
 	if err != nil {
 		return provider.Status{}, &provider.Error{Class: provider.Invalid, Message: "model " + strconv.Quote(clip(req.Model, 200)) + ": " + err.Error()}
 	}
-	body, err := a.body(req.Input, vals["model"])
+	body, err := a.body(req.Input, vals["model"], req.WebhookURL)
 	if err != nil {
 		return provider.Status{}, err
 	}
@@ -127,8 +144,9 @@ func (a *Adapter) Submit(ctx context.Context, req provider.SubmitRequest) (provi
 	return st, nil
 }
 
-// body builds the submit body from the job's input object.
-func (a *Adapter) body(input json.RawMessage, model string) ([]byte, error) {
+// body builds the submit body from the job's input object, with the
+// callback URL when the provider is to call one.
+func (a *Adapter) body(input json.RawMessage, model, callbackURL string) ([]byte, error) {
 	fields := map[string]json.RawMessage{}
 	if len(bytes.TrimSpace(input)) > 0 {
 		if err := json.Unmarshal(input, &fields); err != nil || fields == nil {
@@ -138,6 +156,10 @@ func (a *Adapter) body(input json.RawMessage, model string) ([]byte, error) {
 	if a.cfg.inputField != "" {
 		in, _ := json.Marshal(fields) // decoded JSON: cannot fail
 		fields = map[string]json.RawMessage{a.cfg.inputField: in}
+	}
+	if cb := a.cfg.callback; cb != nil && callbackURL != "" {
+		u, _ := json.Marshal(callbackURL) // a string: cannot fail
+		fields[cb.urlField] = u
 	}
 	if f := a.cfg.modelField; f != "" {
 		if !plainRe.MatchString(model) {

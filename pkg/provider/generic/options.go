@@ -57,10 +57,24 @@ type Options struct {
 	// OutputsTTL is how long outputs stay available after the job
 	// completed (default 0, unknown: no expiry is recorded).
 	OutputsTTL Duration `json:"outputs_ttl,omitzero"`
+	// Callback, when set, asks the provider to call the route's webhook URL
+	// when a job changes (default none). Callbacks are unsigned: Pollux
+	// takes each as a hint and confirms it with a status call.
+	Callback *CallbackCall `json:"callback,omitempty"`
 	// HTTP404 is what a 404 from a status call means: "not_found" (the
 	// default; Pollux reconciles) or "expired" (the provider drops finished
 	// jobs, so a job it no longer knows is gone).
 	HTTP404 string `json:"http_404_is,omitempty"`
+}
+
+// CallbackCall says how the provider is given a callback URL and how a
+// callback names its job.
+type CallbackCall struct {
+	// URLField is the submit body's field that gets the callback URL (for
+	// example "callback_url"). Required.
+	URLField string `json:"url_field"`
+	// IDPath is the JSON path of the job's id in a callback body. Required.
+	IDPath string `json:"id_path"`
 }
 
 // Auth is how the token is sent.
@@ -246,10 +260,16 @@ type config struct {
 	states     map[string]outcome
 	followUp   *followUpSpec
 	cancel     *cancelSpec
+	callback   *callbackSpec
 	errors     *errorSpec
 	pollFloor  time.Duration
 	outputsTTL time.Duration
 	expire404  bool
+}
+
+type callbackSpec struct {
+	urlField string
+	idPath   Path
 }
 
 type followUpSpec struct {
@@ -342,6 +362,16 @@ func compile(o Options, baseOverride string) (*config, error) {
 		if c.errors, err = compileErrors(*o.Errors); err != nil {
 			return nil, err
 		}
+	}
+	if cb := o.Callback; cb != nil {
+		if cb.URLField == "" {
+			return nil, errors.New("options.callback.url_field: required")
+		}
+		p, err := ParsePath(cb.IDPath)
+		if err != nil {
+			return nil, fmt.Errorf("options.callback.id_path: %w", err)
+		}
+		c.callback = &callbackSpec{urlField: cb.URLField, idPath: p}
 	}
 	switch o.HTTP404 {
 	case "", "not_found":

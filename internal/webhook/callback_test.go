@@ -1,0 +1,127 @@
+package webhook_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pollux-dev/pollux/internal/config"
+	"github.com/pollux-dev/pollux/internal/lifecycle"
+	"github.com/pollux-dev/pollux/internal/natstest"
+	"github.com/pollux-dev/pollux/internal/route"
+	"github.com/pollux-dev/pollux/internal/webhook"
+	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/provider"
+	"github.com/pollux-dev/pollux/pkg/provider/generic"
+	"github.com/pollux-dev/pollux/pkg/state"
+)
+
+// lumaLike is a generic route whose provider sends unsigned callbacks.
+const lumaLike = `{
+  "base_url": "https://provider.invalid/v1",
+  "submit": {"path": "/generations", "model_field": "model", "id_path": "id"},
+  "status": {"path": "/generations/{id}", "state_path": "state"},
+  "states": {"queued": "queued", "dreaming": "running", "completed": "succeeded", "failed": "failed"},
+  "callback": {"url_field": "callback_url", "id_path": "id"}
+}`
+
+// Unsigned callbacks are hints: with a good token a callback claiming the
+// job completed changes no state and brings the job's status check forward
+// to now; a bad token is refused.
+func TestUnsignedCallbacksAreHints(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := natstest.Server(t)
+	_, js := natstest.Connect(t, srv)
+	res, err := events.Default.Setup(ctx, js, events.Options{})
+	require.NoError(t, err)
+	a, err := generic.New(provider.Config{Route: "luma", Kind: generic.Kind, Token: "t", Options: json.RawMessage(lumaLike)})
+	require.NoError(t, err)
+	rt, err := route.New("luma", a, config.Route{WebhookURL: "https://hooks.example/webhooks/luma"}, 1)
+	require.NoError(t, err)
+	require.NotNil(t, rt.Callbacks)
+	rt.CallbackSecret = []byte("0123456789abcdef-callback-secret")
+	u := rt.JobWebhookURL("job-1")
+	require.Contains(t, u, "token=")
+
+	life := lifecycle.New(events.Default, js, res, zerolog.Nop(), lifecycle.Hooks{})
+	later := time.Now().Add(time.Hour).UTC()
+	j := &state.Job{ID: "job-1", Route: "luma", RemoteID: "gen-9", State: state.Running, NextCheckAt: later}
+	require.NoError(t, life.Create(ctx, j))
+	require.NoError(t, life.Arm(ctx, j, later))
+
+	svc, err := webhook.New(webhook.Config{Routes: map[string]*route.Route{"luma": rt}}, js, events.Default, res, life)
+	require.NoError(t, err)
+	hs := httptest.NewServer(svc.Handler())
+	defer hs.Close()
+	post := func(query string, body string) int {
+		resp, err := http.Post(hs.URL+"/webhooks/luma?"+query, "application/json", bytes.NewReader([]byte(body)))
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}
+	claim := `{"id":"gen-9","state":"completed","assets":{"video":"https://x/v.mp4"}}`
+	require.Equal(t, http.StatusUnauthorized, post("job=job-1&token=forged", claim))
+	require.Equal(t, http.StatusUnauthorized, post("job=job-1", claim), "the token is required when the route has a secret")
+	require.Equal(t, http.StatusBadRequest, post("job=job-1&token="+rt.CallbackToken("job-1"), `{"state":"completed"}`), "no id")
+	require.Equal(t, http.StatusOK, post("job=job-1&token="+rt.CallbackToken("job-1"), claim))
+
+	// Apply the stored hint as the service's consumer would.
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error)
+	ln := listenLocal(t)
+	go func() { done <- svc.Run(cctx, ln) }()
+	require.Eventually(t, func() bool {
+		cur, _, err := life.Store().Get(ctx, "job-1")
+		return err == nil && !cur.NextCheckAt.After(time.Now())
+	}, 10*time.Second, 20*time.Millisecond, "the check is brought forward")
+	cur, _, err := life.Store().Get(ctx, "job-1")
+	require.NoError(t, err)
+	require.Equal(t, state.Running, cur.State, "a callback alone never moves a job")
+	require.Eventually(t, func() bool {
+		m, err := res.Checks.GetLastMsgForSubject(ctx, events.Default.Check("luma", "job-1"))
+		if err != nil {
+			return false
+		}
+		chk, err := events.DecodeCheck(m.Data)
+		return err == nil && !chk.NotBefore.After(time.Now())
+	}, 10*time.Second, 20*time.Millisecond, "the check message is due now")
+	cancel()
+	require.NoError(t, <-done)
+}
+
+func listenLocal(t *testing.T) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	return ln
+}
+
+// The generic adapter passes the job's callback URL in the submit body.
+func TestGenericSubmitGivesTheCallbackURL(t *testing.T) {
+	t.Parallel()
+	var got map[string]any
+	fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		require.NoError(t, json.NewDecoder(r.Body).Decode(&got))
+		_, _ = w.Write([]byte(`{"id":"gen-1","state":"queued"}`))
+	}))
+	defer fake.Close()
+	opts := bytes.Replace([]byte(lumaLike), []byte("https://provider.invalid/v1"), []byte(fake.URL), 1)
+	a, err := generic.New(provider.Config{Route: "luma", Kind: generic.Kind, Token: "t", Options: opts})
+	require.NoError(t, err)
+	st, err := a.Submit(context.Background(), provider.SubmitRequest{Model: "ray-2", Input: json.RawMessage(`{"prompt":"p"}`),
+		WebhookURL: "https://hooks.example/webhooks/luma?job=j&token=t0k"})
+	require.NoError(t, err)
+	require.Equal(t, "gen-1", st.RemoteID)
+	require.Equal(t, "https://hooks.example/webhooks/luma?job=j&token=t0k", got["callback_url"])
+	require.Equal(t, "ray-2", got["model"])
+}
