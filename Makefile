@@ -5,6 +5,8 @@ BIN      ?= bin
 FUZZTIME ?= 20s
 # The race detector on 2 cores: keep the whole suite well under 10 minutes.
 TESTFLAGS ?= -race -count=1 -timeout 9m
+# The nats CLI the shell example (examples/cli) runs.
+NATSCLI  ?= v0.5.0
 
 .DEFAULT_GOAL := help
 
@@ -16,9 +18,22 @@ help: ## List the targets
 run: ## Run all of Pollux on an embedded NATS server with a simulated provider and a demo workload
 	$(GO) run ./cmd/pollux dev
 
+.PHONY: serve
+serve: ## Run Pollux on an embedded NATS server for your own clients, until Ctrl-C
+	$(GO) run ./cmd/pollux serve
+
 .PHONY: test
-test: ## Run every test with the race detector
+test: tools ## Run every test with the race detector, the client examples included
 	$(GO) test $(TESTFLAGS) ./...
+
+.PHONY: tools
+tools: ## Install what the client examples need: the nats CLI into bin/, npm packages into examples/node
+	@$(BIN)/nats --version 2>/dev/null | grep -qx '$(NATSCLI)' || { \
+		echo "installing the nats CLI $(NATSCLI) into $(BIN)/"; \
+		GOBIN=$(CURDIR)/$(BIN) $(GO) install github.com/nats-io/natscli/nats@$(NATSCLI); }
+	@test examples/node/node_modules/.package-lock.json -nt examples/node/package-lock.json || { \
+		echo "installing examples/node's packages (npm ci)"; \
+		cd examples/node && npm ci --no-audit --no-fund; }
 
 .PHONY: bench
 bench: ## Print the benchmark figures (schedule, simulator)

@@ -1,21 +1,29 @@
 // Command ingest consumes Pollux's intake subjects: it submits jobs to
 // providers exactly once, starts tracking jobs submitted elsewhere, cancels
-// jobs, and rejects bad requests with an event naming the problem.
+// jobs, and rejects bad requests with an event naming the problem. With
+// --http-addr it also serves the HTTP front door (internal/frontdoor).
 package main
 
 import (
 	"context"
+	"fmt"
+	"maps"
+	"net"
 	"os"
+	"slices"
 
 	"github.com/alecthomas/kong"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/pollux-dev/pollux/internal/app"
+	"github.com/pollux-dev/pollux/internal/frontdoor"
 	"github.com/pollux-dev/pollux/internal/ingest"
 )
 
 func main() {
 	var cli struct {
 		app.Flags `embed:""`
+		HTTPAddr  string `name:"http-addr" env:"POLLUX_HTTP_ADDR" help:"Serve the HTTP front door (POST /v1/jobs, ...) on this address; empty (the default) to disable. It has no authentication: keep it on a private network."`
 	}
 	kong.Parse(&cli, kong.Name("ingest"), kong.Description("Pollux ingest: submits, tracks and cancels jobs."),
 		kong.Vars{"metrics_addr": ":9101"})
@@ -26,6 +34,19 @@ func main() {
 		if err != nil {
 			return err
 		}
-		return svc.Run(ctx)
+		g, ctx := errgroup.WithContext(ctx)
+		if cli.HTTPAddr != "" {
+			fd, err := frontdoor.New(frontdoor.Config{Routes: slices.Sorted(maps.Keys(env.Routes)), Logger: env.Log}, env.JS, env.NS, env.Res)
+			if err != nil {
+				return err
+			}
+			ln, err := net.Listen("tcp", cli.HTTPAddr)
+			if err != nil {
+				return fmt.Errorf("front door listener: %w", err)
+			}
+			g.Go(func() error { return fd.Run(ctx, ln) })
+		}
+		g.Go(func() error { return svc.Run(ctx) })
+		return g.Wait()
 	}))
 }

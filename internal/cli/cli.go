@@ -1,5 +1,6 @@
 // Package cli holds the commands of the pollux tool: dev (everything in one
-// process on an embedded NATS server), sim-provider, submit and get.
+// process on an embedded NATS server, with a demo workload), serve (the
+// same, for your own clients), sim-provider, submit and get.
 package cli
 
 import (
@@ -8,9 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -28,6 +32,7 @@ type CLI struct {
 	LogFormat string `name:"log-format" env:"POLLUX_LOG_FORMAT" default:"console" enum:"json,console" help:"Log format."`
 
 	Dev         DevCmd         `cmd:"" help:"Run all of Pollux in one process on an embedded NATS server with a simulated provider and a demo workload."`
+	Serve       ServeCmd       `cmd:"" help:"Run all of Pollux in one process on an embedded NATS server with a simulated provider, for your clients, until interrupted."`
 	SimProvider SimProviderCmd `cmd:"" name:"sim-provider" help:"Run the simulated provider (Replicate's wire format) on its own."`
 	Simulate    SimulateCmd    `cmd:"" help:"Compare Pollux's polling policy with static pollers and the optimum on a virtual clock."`
 	Submit      SubmitCmd      `cmd:"" help:"Submit a job over NATS and optionally wait for it to finish."`
@@ -82,6 +87,33 @@ func (c *DevCmd) Run(g *Globals) error {
 		}
 	}
 	return err
+}
+
+// ServeCmd is `pollux serve`.
+type ServeCmd struct {
+	NATSURL   string  `name:"nats-url" env:"POLLUX_NATS_URL" help:"Use this NATS server instead of the embedded one."`
+	DataDir   string  `name:"data-dir" env:"POLLUX_DATA_DIR" help:"Keep the embedded server's JetStream files here (default: a temporary directory, removed at exit)."`
+	HTTPAddr  string  `name:"http-addr" env:"POLLUX_HTTP_ADDR" default:"127.0.0.1:8081" help:"Address of the HTTP front door."`
+	TimeScale float64 `name:"time-scale" env:"POLLUX_DEV_TIME_SCALE" default:"20" help:"Time compression: 20 makes a 60 s generation take 3 s."`
+	NoWebhook bool    `name:"no-webhooks" env:"POLLUX_DEV_NO_WEBHOOKS" help:"Run poll-only."`
+}
+
+// Run serves until SIGINT or SIGTERM. It prints the NATS and front door
+// URLs as shell assignments on stdout, and how to use them on stderr.
+func (c *ServeCmd) Run(g *Globals) error {
+	ctx, stop := signalContext()
+	defer stop()
+	return dev.Serve(ctx, dev.ServeConfig{
+		NATSURL: c.NATSURL, DataDir: c.DataDir, TimeScale: c.TimeScale, HTTPAddr: c.HTTPAddr,
+		NoWebhooks: c.NoWebhook, Logger: g.Log,
+	}, func(natsURL string, s *dev.Stack) {
+		fmt.Fprintf(g.Stdout, "NATS_URL=%s\nPOLLUX_HTTP_URL=%s\n", natsURL, s.HTTPURL)
+		fmt.Fprintf(g.Stderr, "Pollux is running: route %q on the simulated provider (models %s), time compressed %g×. Ctrl-C stops it.\n"+
+			"  NATS        %s\n  front door  %s\n"+
+			"Try the examples (docs/contract.md): NATS_URL=%s POLLUX_HTTP_URL=%s examples/cli/run.sh\n",
+			dev.RouteName, strings.Join(slices.Sorted(maps.Keys(dev.DefaultModels())), ", "), c.TimeScale,
+			natsURL, s.HTTPURL, natsURL, s.HTTPURL)
+	})
 }
 
 // SimProviderCmd is `pollux sim-provider`.

@@ -1,8 +1,10 @@
 package dev
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 
 	"github.com/pollux-dev/pollux/internal/app"
 	"github.com/pollux-dev/pollux/internal/config"
+	"github.com/pollux-dev/pollux/internal/frontdoor"
 	"github.com/pollux-dev/pollux/internal/ingest"
 	"github.com/pollux-dev/pollux/internal/metrics"
 	"github.com/pollux-dev/pollux/internal/poller"
@@ -32,13 +35,16 @@ type StackConfig struct {
 	Route config.Route
 	// NoWebhooks runs the route poll-only.
 	NoWebhooks bool
+	// HTTPAddr is where the HTTP front door listens (default
+	// 127.0.0.1:0, a free loopback port).
+	HTTPAddr string
 	// Logger receives every component's logs (default: none).
 	Logger zerolog.Logger
 }
 
-// Stack is the simulated provider and all three services in one process on
-// one NATS connection: what `pollux dev` runs, and what the end-to-end tests
-// drive.
+// Stack is the simulated provider, all three services and the HTTP front
+// door in one process on one NATS connection: what `pollux dev` and `pollux
+// serve` run, and what the end-to-end tests drive.
 type Stack struct {
 	Env     *app.Env
 	Sim     *sim.Server
@@ -46,6 +52,8 @@ type Stack struct {
 	Metrics *metrics.Metrics
 	// SimToken is the simulated account's API token.
 	SimToken string
+	// HTTPURL is the front door's base URL.
+	HTTPURL string
 }
 
 // Start starts the simulated provider and the services on nc; they run
@@ -117,8 +125,79 @@ func Start(ctx context.Context, g *errgroup.Group, nc *nats.Conn, sc StackConfig
 		_ = hookLn.Close()
 		return nil, err
 	}
+	fd, err := frontdoor.New(frontdoor.Config{Routes: []string{RouteName}, Logger: log.With().Str("component", "frontdoor").Logger()},
+		env.JS, env.NS, env.Res)
+	if err != nil {
+		_ = hookLn.Close()
+		return nil, err
+	}
+	httpLn, err := net.Listen("tcp", cmp.Or(sc.HTTPAddr, "127.0.0.1:0"))
+	if err != nil {
+		_ = hookLn.Close()
+		return nil, fmt.Errorf("front door listener: %w", err)
+	}
 	g.Go(func() error { return in.Run(ctx) })
 	g.Go(func() error { return po.Run(ctx) })
 	g.Go(func() error { return wh.Run(ctx, hookLn) })
-	return &Stack{Env: env, Sim: simSrv, SimURL: simURL, Metrics: m, SimToken: token}, nil
+	g.Go(func() error { return fd.Run(ctx, httpLn) })
+	return &Stack{Env: env, Sim: simSrv, SimURL: simURL, Metrics: m, SimToken: token, HTTPURL: "http://" + httpLn.Addr().String()}, nil
+}
+
+// ServeConfig configures Serve. Zero values mean the defaults on each field.
+type ServeConfig struct {
+	// NATSURL uses an external NATS server; "" runs an embedded one.
+	NATSURL string
+	// DataDir holds the embedded server's JetStream files; "" uses a
+	// temporary directory removed at the end.
+	DataDir string
+	// TimeScale compresses the simulated provider's time (default 20).
+	TimeScale float64
+	// HTTPAddr is where the front door listens (default 127.0.0.1:8081).
+	HTTPAddr string
+	// NoWebhooks runs the route poll-only.
+	NoWebhooks bool
+	// Logger receives the services' logs (default: none).
+	Logger zerolog.Logger
+}
+
+// Serve runs the stack with the demo's models and faults and no workload
+// until ctx ends, for clients to use: started is called with the NATS URL
+// once everything runs.
+func Serve(ctx context.Context, cfg ServeConfig, started func(natsURL string, s *Stack)) error {
+	cfg.TimeScale = cmp.Or(cfg.TimeScale, 20)
+	if cfg.TimeScale < 1 || cfg.TimeScale > 10_000 {
+		return fmt.Errorf("time scale: %v is not between 1 and 10000", cfg.TimeScale)
+	}
+	url, stopNATS, err := startNATS(Config{NATSURL: cfg.NATSURL, DataDir: cfg.DataDir})
+	if err != nil {
+		return err
+	}
+	defer stopNATS()
+	nc, err := app.Connect(url, "pollux-serve", nil, cfg.Logger)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	g, gctx := errgroup.WithContext(runCtx)
+	models, faults := DefaultModels(), DefaultFaults()
+	stack, err := Start(gctx, g, nc, StackConfig{
+		Sim:        sim.Config{Models: models, Default: models["pollux-demo/standard"], TimeScale: cfg.TimeScale, Faults: faults},
+		Route:      config.Route{Workers: config.Workers{Submit: 8, Status: 32}},
+		NoWebhooks: cfg.NoWebhooks,
+		HTTPAddr:   cmp.Or(cfg.HTTPAddr, "127.0.0.1:8081"),
+		Logger:     cfg.Logger,
+	})
+	if err != nil {
+		cancel()
+		_ = g.Wait()
+		return err
+	}
+	started(url, stack)
+	if err := g.Wait(); err != nil && ctx.Err() == nil {
+		return err
+	}
+	return nil
 }

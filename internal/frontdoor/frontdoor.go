@@ -1,0 +1,167 @@
+package frontdoor
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/state"
+)
+
+// Config configures the front door. Zero values mean the defaults on each
+// field.
+type Config struct {
+	// Routes are the routes submissions may name (required).
+	Routes []string
+	// RequestTimeout bounds the NATS calls of one request (default 10s).
+	RequestTimeout time.Duration
+	// MaxStreams caps the event streams open at once; one more is answered
+	// 429 (default 1024).
+	MaxStreams int
+	// MaxStreamDuration ends an event stream that has run this long; the
+	// client resumes with Last-Event-ID (default 30m).
+	MaxStreamDuration time.Duration
+	// KeepAlive is how often an idle event stream sends a comment line, so
+	// proxies keep it open (default 15s).
+	KeepAlive time.Duration
+	// ReadHeaderTimeout, ReadTimeout, WriteTimeout and IdleTimeout bound
+	// each connection (defaults 5s, 15s, 15s, 60s). WriteTimeout applies to
+	// each event of a stream, not to the stream as a whole.
+	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+	// MaxHeaderBytes caps request headers (default 16 KiB).
+	MaxHeaderBytes int
+	// Logger receives the front door's log lines (default: none).
+	Logger zerolog.Logger
+}
+
+// Server is the HTTP front door.
+type Server struct {
+	cfg    Config
+	js     jetstream.JetStream
+	ns     events.Namespace
+	store  *state.Store
+	stream jetstream.Stream
+	slots  chan struct{}
+	log    zerolog.Logger
+}
+
+// New validates the configuration and prepares the front door. It publishes
+// with js under ns, reads job records from res.Jobs and events from
+// res.Events.
+func New(cfg Config, js jetstream.JetStream, ns events.Namespace, res *events.Resources) (*Server, error) {
+	if len(cfg.Routes) == 0 {
+		return nil, errors.New("frontdoor: Routes: at least one route is required")
+	}
+	for _, r := range cfg.Routes {
+		if !events.ValidToken(r) {
+			return nil, fmt.Errorf("frontdoor: Routes: %q is not a valid route name", r)
+		}
+	}
+	cfg.Routes = slices.Clone(cfg.Routes)
+	cfg.RequestTimeout = cmp.Or(cfg.RequestTimeout, 10*time.Second)
+	cfg.MaxStreams = cmp.Or(cfg.MaxStreams, 1024)
+	cfg.MaxStreamDuration = cmp.Or(cfg.MaxStreamDuration, 30*time.Minute)
+	cfg.KeepAlive = cmp.Or(cfg.KeepAlive, 15*time.Second)
+	cfg.ReadHeaderTimeout = cmp.Or(cfg.ReadHeaderTimeout, 5*time.Second)
+	cfg.ReadTimeout = cmp.Or(cfg.ReadTimeout, 15*time.Second)
+	cfg.WriteTimeout = cmp.Or(cfg.WriteTimeout, 15*time.Second)
+	cfg.IdleTimeout = cmp.Or(cfg.IdleTimeout, 60*time.Second)
+	cfg.MaxHeaderBytes = cmp.Or(cfg.MaxHeaderBytes, 16<<10)
+	if cfg.MaxStreams < 0 || cfg.RequestTimeout < 0 || cfg.MaxStreamDuration < 0 || cfg.KeepAlive < 0 {
+		return nil, errors.New("frontdoor: MaxStreams, RequestTimeout, MaxStreamDuration and KeepAlive must not be negative")
+	}
+	return &Server{
+		cfg: cfg, js: js, ns: ns, store: state.NewStore(res.Jobs), stream: res.Events,
+		slots: make(chan struct{}, cfg.MaxStreams), log: cfg.Logger,
+	}, nil
+}
+
+// Handler returns the front door's HTTP handler. Event streams it serves end
+// when their request's context ends.
+func (s *Server) Handler() http.Handler {
+	return s.handler(context.Background())
+}
+
+// handler returns the HTTP handler; event streams also end when closing
+// ends, so a shutdown does not wait for them.
+func (s *Server) handler(closing context.Context) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/v1/jobs", only(http.MethodPost, s.submit))
+	mux.Handle("/v1/jobs/{id}", only(http.MethodGet, s.get))
+	mux.Handle("/v1/jobs/{id}/cancel", only(http.MethodPost, s.cancel))
+	mux.Handle("/v1/jobs/{id}/events", only(http.MethodGet, func(w http.ResponseWriter, r *http.Request) *apiError {
+		return s.events(closing, w, r)
+	}))
+	mux.Handle("/", only("", func(_ http.ResponseWriter, r *http.Request) *apiError {
+		return fail(http.StatusNotFound, CodeNotFound, "", "no endpoint at "+r.URL.Path+"; see api/openapi.yaml")
+	}))
+	return mux
+}
+
+// only adapts a handler that returns its error response, and answers 405
+// to any method but method ("" allows all).
+func only(method string, h func(http.ResponseWriter, *http.Request) *apiError) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if method != "" && r.Method != method {
+			w.Header().Set("Allow", method)
+			fail(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "", r.URL.Path+" takes "+method+" only").write(w)
+			return
+		}
+		if e := h(w, r); e != nil {
+			e.write(w)
+		}
+	})
+}
+
+// Run serves the front door on ln until ctx ends, then ends the event
+// streams and shuts the server down, waiting at most 10s for requests in
+// flight.
+func (s *Server) Run(ctx context.Context, ln net.Listener) error {
+	closing, endStreams := context.WithCancel(context.WithoutCancel(ctx))
+	defer endStreams()
+	srv := &http.Server{
+		Handler:           s.handler(closing),
+		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
+		ReadTimeout:       s.cfg.ReadTimeout,
+		WriteTimeout:      s.cfg.WriteTimeout,
+		IdleTimeout:       s.cfg.IdleTimeout,
+		MaxHeaderBytes:    s.cfg.MaxHeaderBytes,
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("front door: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		endStreams()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		return srv.Shutdown(sctx)
+	})
+	s.log.Info().Str("addr", ln.Addr().String()).Strs("routes", s.cfg.Routes).Msg("front door running")
+	return g.Wait()
+}
+
+// knownRoute reports whether name is a configured route.
+func (s *Server) knownRoute(name string) bool {
+	return slices.Contains(s.cfg.Routes, name)
+}
+
+// unavailable logs a NATS failure and returns the 503 that reports it.
+func (s *Server) unavailable(err error, what string) *apiError {
+	s.log.Warn().Err(err).Msg(what + " failed")
+	return fail(http.StatusServiceUnavailable, CodeUnavailable, "", what+" failed; retry later")
+}

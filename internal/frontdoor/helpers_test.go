@@ -1,0 +1,246 @@
+package frontdoor_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pollux-dev/pollux/internal/frontdoor"
+	"github.com/pollux-dev/pollux/internal/natstest"
+	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/state"
+)
+
+const route = "sim"
+
+// door is one test's front door on an embedded NATS server.
+type door struct {
+	url   string
+	nats  *server.Server
+	js    jetstream.JetStream
+	ns    events.Namespace
+	res   *events.Resources
+	store *state.Store
+	stop  context.CancelFunc
+	done  chan error
+}
+
+// setup runs a front door for routes "sim" and "other" until the test ends.
+func setup(t *testing.T, cfg frontdoor.Config) *door {
+	t.Helper()
+	srv, _, js := natstest.JetStream(t)
+	ns := events.Default
+	res, err := ns.Setup(context.Background(), js, events.Options{})
+	require.NoError(t, err)
+	cfg.Routes = []string{route, "other"}
+	fd, err := frontdoor.New(cfg, js, ns, res)
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	d := &door{url: "http://" + ln.Addr().String(), nats: srv, js: js, ns: ns, res: res, store: state.NewStore(res.Jobs), stop: cancel, done: make(chan error, 1)}
+	go func() { d.done <- fd.Run(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-d.done)
+	})
+	return d
+}
+
+// reply is a decoded JSON response.
+type reply struct {
+	status int
+	header http.Header
+	body   map[string]any
+	raw    []byte
+}
+
+// code returns an error reply's code and field.
+func (r reply) code() (code, field string) {
+	e, _ := r.body["error"].(map[string]any)
+	code, _ = e["code"].(string)
+	field, _ = e["field"].(string)
+	return code, field
+}
+
+func (d *door) do(t *testing.T, method, path, body string, header map[string]string) reply {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(context.Background(), method, d.url+path, rd)
+	require.NoError(t, err)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer func() { _ = resp.Body.Close() }()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	r := reply{status: resp.StatusCode, header: resp.Header, raw: raw}
+	if len(raw) > 0 {
+		require.Equal(t, "application/json", resp.Header.Get("Content-Type"), "body %s", raw)
+		require.NoError(t, json.Unmarshal(raw, &r.body), "body %s", raw)
+	}
+	return r
+}
+
+// requireError checks an error reply's status, code and field, and that it
+// has a message.
+func requireError(t *testing.T, r reply, status int, code frontdoor.Code, field string) {
+	t.Helper()
+	require.Equal(t, status, r.status, "body %s", r.raw)
+	c, f := r.code()
+	require.Equal(t, string(code), c, "body %s", r.raw)
+	require.Equal(t, field, f, "body %s", r.raw)
+	e := r.body["error"].(map[string]any)
+	require.NotEmpty(t, e["message"])
+}
+
+// lastIntake returns the latest message on an intake subject.
+func (d *door) lastIntake(t *testing.T, subject string) []byte {
+	t.Helper()
+	m, err := d.res.Intake.GetLastMsgForSubject(context.Background(), subject)
+	require.NoError(t, err)
+	return m.Data
+}
+
+// createJob stores a job record as ingest would.
+func (d *door) createJob(t *testing.T, id string, st state.State) *state.Job {
+	t.Helper()
+	j := &state.Job{ID: id, Route: route, Model: "m", State: st, Input: json.RawMessage(`{"secret":"input"}`),
+		CreatedAt: time.Now().UTC(), Outbox: []state.OutboxEvent{{Seq: 9, Type: "queued", State: state.Queued, At: time.Now()}}}
+	_, err := d.store.Create(context.Background(), j)
+	require.NoError(t, err)
+	return j
+}
+
+// publish publishes an event of the job and returns its stream sequence.
+func (d *door) publish(t *testing.T, j *state.Job, typ string, seq uint64, st state.State) uint64 {
+	t.Helper()
+	cp := *j
+	cp.State = st
+	ev := events.NewEvent(&cp, state.OutboxEvent{Seq: seq, Type: typ, State: st, At: time.Now()})
+	if typ == events.EventRejected {
+		ev = &events.Event{V: events.Version, Type: typ, Time: time.Now().UTC(), Route: j.Route, JobID: j.ID,
+			Rejection: &events.Rejection{Kind: events.KindSubmit, Subject: d.ns.Submit(j.Route), Error: "deadline: in the past", Field: "deadline"}}
+	}
+	b, err := ev.Encode()
+	require.NoError(t, err)
+	ack, err := d.js.Publish(context.Background(), d.ns.Event(j.Route, j.ID), b)
+	require.NoError(t, err)
+	return ack.Sequence
+}
+
+// sse is one message of an event stream: an event or a comment.
+type sse struct {
+	id, event, data, comment string
+}
+
+// stream is an open event stream.
+type stream struct {
+	resp *http.Response
+	msgs chan sse
+}
+
+// open starts an event stream and reads it in the background; msgs is
+// closed when the server ends the stream.
+func (d *door) open(t *testing.T, path string, header map[string]string) *stream {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, d.url+path, nil)
+	require.NoError(t, err)
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	s := &stream{resp: resp, msgs: make(chan sse, 100)}
+	done := make(chan struct{})
+	t.Cleanup(func() {
+		cancel()
+		_ = resp.Body.Close()
+		<-done
+	})
+	go func() {
+		defer close(done)
+		defer close(s.msgs)
+		sc := bufio.NewScanner(resp.Body)
+		var cur sse
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case line == "":
+				if cur != (sse{}) {
+					s.msgs <- cur
+				}
+				cur = sse{}
+			case strings.HasPrefix(line, ": "):
+				cur.comment = strings.TrimPrefix(line, ": ")
+			case strings.HasPrefix(line, "id: "):
+				cur.id = strings.TrimPrefix(line, "id: ")
+			case strings.HasPrefix(line, "event: "):
+				cur.event = strings.TrimPrefix(line, "event: ")
+			case strings.HasPrefix(line, "data: "):
+				cur.data += strings.TrimPrefix(line, "data: ")
+			}
+		}
+	}()
+	return s
+}
+
+// next returns the stream's next event, skipping comments; ok is false
+// when the stream has ended.
+func (s *stream) next(t *testing.T) (ev sse, ok bool) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case m, ok := <-s.msgs:
+			if !ok || m.comment == "" {
+				return m, ok
+			}
+		case <-timeout:
+			t.Fatal("no event within 10s")
+		}
+	}
+}
+
+// requireEnd checks that the server ends the stream with no more events.
+func (s *stream) requireEnd(t *testing.T) {
+	t.Helper()
+	ev, ok := s.next(t)
+	require.False(t, ok, "the stream goes on with %+v", ev)
+}
+
+// decode parses an event's data.
+func decode(t *testing.T, m sse) *events.Event {
+	t.Helper()
+	ev, err := events.DecodeEvent([]byte(m.data))
+	require.NoError(t, err)
+	require.Equal(t, ev.Type, m.event)
+	return ev
+}
+
+func compact(t *testing.T, s string) string {
+	t.Helper()
+	var b bytes.Buffer
+	require.NoError(t, json.Compact(&b, []byte(s)))
+	return b.String()
+}
