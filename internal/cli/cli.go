@@ -36,6 +36,8 @@ type CLI struct {
 	SimProvider SimProviderCmd `cmd:"" name:"sim-provider" help:"Run the simulated provider (Replicate's wire format) on its own."`
 	Simulate    SimulateCmd    `cmd:"" help:"Compare Pollux's polling policy with static pollers and the optimum on a virtual clock."`
 	Submit      SubmitCmd      `cmd:"" help:"Submit a job over NATS and optionally wait for it to finish."`
+	Stats       StatsCmd       `cmd:"" help:"Print the fleet's figures from JetStream and KV alone."`
+	Watch       WatchCmd       `cmd:"" help:"Watch the fleet live, refreshed in place, until Ctrl-C."`
 	Get         GetCmd         `cmd:"" help:"Show one job's record and event history."`
 }
 
