@@ -284,6 +284,10 @@ func (s *Server) answer(w http.ResponseWriter, id string, now time.Time, cancel 
 				s.schedule(now, p.id, eventCompleted)
 			}
 		}
+		if !cancel && s.regress() {
+			// Show the prediction as it was halfway through its life.
+			return p.wire(p.createdAt.Add(now.Sub(p.createdAt) / 2)), true
+		}
 		return p.wire(now), true
 	}()
 	if !ok {

@@ -30,6 +30,7 @@ const (
 	DefaultRetryAfter      = time.Second            // Faults.RetryAfter
 	DefaultRetryAfterGrace = 200 * time.Millisecond // Faults.RetryAfterGrace
 	DefaultWebhookLateBy   = 5 * time.Second        // Faults.WebhookLateBy
+	DefaultHangFor         = 30 * time.Second       // Faults.HangFor
 	DefaultWebhookTimeout  = 5 * time.Second        // timeout of the default Config.HTTPClient
 )
 
@@ -168,6 +169,25 @@ type Faults struct {
 	// NotIdempotent makes a repeated Idempotency-Key create a new
 	// prediction. Default false: the existing prediction is returned.
 	NotIdempotent bool `json:"not_idempotent" yaml:"not_idempotent"`
+
+	// The faults below answer status calls (GET a prediction) only.
+
+	// HangRate is the probability that a status call hangs for HangFor
+	// (or until the client gives up) and is then answered 503. Default 0.
+	HangRate float64 `json:"hang_rate" yaml:"hang_rate"`
+	// HangFor is how long a hanging call hangs. Default DefaultHangFor.
+	HangFor Duration `json:"hang_for" yaml:"hang_for"`
+	// MalformedRate is the probability that a status call is answered 200
+	// with a truncated JSON body. Default 0.
+	MalformedRate float64 `json:"malformed_rate" yaml:"malformed_rate"`
+	// FlapNotFoundRate is the probability that a status call for a live
+	// prediction is answered 404 (a provider's inconsistent read). Default
+	// 0.
+	FlapNotFoundRate float64 `json:"flap_not_found_rate" yaml:"flap_not_found_rate"`
+	// RegressRate is the probability that a status call shows the
+	// prediction as it was earlier (processing after succeeded, starting
+	// after processing). Default 0.
+	RegressRate float64 `json:"regress_rate" yaml:"regress_rate"`
 }
 
 // Config configures a Server. The zero value is a valid configuration.
@@ -226,6 +246,7 @@ func (c Config) withDefaults() Config {
 	c.Faults.RetryAfter = cmp.Or(c.Faults.RetryAfter, Duration(DefaultRetryAfter))
 	c.Faults.RetryAfterGrace = cmp.Or(c.Faults.RetryAfterGrace, Duration(DefaultRetryAfterGrace))
 	c.Faults.WebhookLateBy = cmp.Or(c.Faults.WebhookLateBy, Duration(DefaultWebhookLateBy))
+	c.Faults.HangFor = cmp.Or(c.Faults.HangFor, Duration(DefaultHangFor))
 	c.BaseURL = strings.TrimRight(c.BaseURL, "/")
 	if c.Now == nil {
 		c.Now = time.Now
@@ -271,6 +292,10 @@ func (c Config) validate() error {
 		{"faults.webhook_missing_rate", f.WebhookMissingRate},
 		{"faults.webhook_duplicate_rate", f.WebhookDuplicateRate},
 		{"faults.webhook_late_rate", f.WebhookLateRate},
+		{"faults.hang_rate", f.HangRate},
+		{"faults.malformed_rate", f.MalformedRate},
+		{"faults.flap_not_found_rate", f.FlapNotFoundRate},
+		{"faults.regress_rate", f.RegressRate},
 	} {
 		if err := checkRate(r.name, r.v); err != nil {
 			return err

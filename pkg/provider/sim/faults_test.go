@@ -1,8 +1,12 @@
 package sim_test
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -222,4 +226,69 @@ func TestPeakConcurrency(t *testing.T) {
 	require.Equal(t, statuses, st.PeakConcurrentStatus)
 	require.Equal(t, creates, st.PeakConcurrentCreates)
 	require.Equal(t, statuses, st.StatusCalls)
+}
+
+// TestStatusCallFaults checks the provider-chaos faults of status calls:
+// hangs answered 503 once the client gives up, truncated JSON, a live
+// prediction answered 404, and a status shown from earlier in its life.
+func TestStatusCallFaults(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name  string
+		f     sim.Faults
+		check func(t *testing.T, code int, body []byte, st sim.Stats)
+	}{
+		{"hang", sim.Faults{HangRate: 1, HangFor: sim.Duration(50 * time.Millisecond)}, func(t *testing.T, code int, _ []byte, st sim.Stats) {
+			require.Equal(t, http.StatusServiceUnavailable, code)
+			require.Equal(t, 1, st.Hangs)
+		}},
+		{"malformed", sim.Faults{MalformedRate: 1}, func(t *testing.T, code int, body []byte, st sim.Stats) {
+			require.Equal(t, http.StatusOK, code)
+			require.False(t, json.Valid(body))
+			require.Equal(t, 1, st.Malformed)
+		}},
+		{"flap", sim.Faults{FlapNotFoundRate: 1}, func(t *testing.T, code int, _ []byte, st sim.Stats) {
+			require.Equal(t, http.StatusNotFound, code)
+			require.Equal(t, 1, st.FlapNotFound)
+			require.Zero(t, st.Lost, "the prediction is not lost")
+		}},
+		{"regress", sim.Faults{RegressRate: 1}, func(t *testing.T, code int, body []byte, st sim.Stats) {
+			require.Equal(t, http.StatusOK, code)
+			var p struct{ Status string }
+			require.NoError(t, json.Unmarshal(body, &p))
+			require.Equal(t, "starting", p.Status, "shown as it was halfway: before it started")
+			require.Equal(t, 1, st.Regressed)
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			// A prediction that has just started: halfway through its
+			// life so far, it was still starting.
+			s, err := sim.New(sim.Config{Seed: 1, Default: sim.Model{QueueMedian: sim.Duration(time.Second), RunMedian: sim.Duration(time.Hour)}})
+			require.NoError(t, err)
+			srv := httptest.NewServer(s.Handler())
+			defer srv.Close()
+			resp, err := http.Post(srv.URL+"/v1/models/a/b/predictions", "application/json", strings.NewReader(`{"input":{}}`))
+			require.NoError(t, err)
+			var created struct{ ID string }
+			require.NoError(t, json.NewDecoder(resp.Body).Decode(&created))
+			_ = resp.Body.Close()
+			require.Eventually(t, func() bool {
+				for _, p := range s.Predictions() {
+					if p.StartedAt != nil && !p.StartedAt.After(time.Now()) {
+						return true
+					}
+				}
+				return false
+			}, 10*time.Second, 20*time.Millisecond)
+
+			sim.SetFaults(s, tc.f)
+			resp, err = http.Get(srv.URL + "/v1/predictions/" + created.ID)
+			require.NoError(t, err)
+			body, _ := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			tc.check(t, resp.StatusCode, body, s.Stats())
+		})
+	}
 }

@@ -152,6 +152,14 @@ func (s *Server) v1(kind callKind, h func(http.ResponseWriter, *http.Request, ti
 		}
 		now := s.now()
 		if f := s.admit(kind, r.PathValue("id"), now); f != nil {
+			if f.hang > 0 {
+				t := time.NewTimer(f.hang)
+				select {
+				case <-r.Context().Done():
+				case <-t.C:
+				}
+				t.Stop()
+			}
 			f.write(w)
 			return
 		}
@@ -195,10 +203,18 @@ func (s *Server) authorized(r *http.Request) bool {
 // fault is an injected answer.
 type fault struct {
 	code       int
-	retryAfter int // seconds, for 429
+	retryAfter int           // seconds, for 429
+	hang       time.Duration // hang this long first (then 503)
+	malformed  bool          // 200 with a truncated body
 }
 
 func (f *fault) write(w http.ResponseWriter) {
+	if f.malformed {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write([]byte(`{"id": "trunc`))
+		return
+	}
 	switch f.code {
 	case http.StatusTooManyRequests:
 		w.Header().Set("Retry-After", strconv.Itoa(f.retryAfter))
@@ -212,6 +228,8 @@ func (f *fault) write(w http.ResponseWriter) {
 		_, _ = w.Write([]byte("<html><body><h1>502 Bad Gateway</h1></body></html>\n"))
 	case http.StatusServiceUnavailable:
 		writeJSON(w, f.code, map[string]string{"detail": "Service Unavailable"})
+	case http.StatusNotFound:
+		writeNotFound(w)
 	default:
 		writeJSON(w, f.code, map[string]string{"detail": "Internal Server Error"})
 	}
@@ -250,7 +268,34 @@ func (s *Server) admit(kind callKind, id string, now time.Time) *fault {
 		codes := [...]int{http.StatusInternalServerError, http.StatusBadGateway, http.StatusServiceUnavailable}
 		return &fault{code: codes[s.faultRNG.IntN(len(codes))]}
 	}
+	if kind != kindStatus {
+		return nil
+	}
+	switch {
+	case f.HangRate > 0 && s.faultRNG.Float64() < f.HangRate:
+		s.c.hangs++
+		return &fault{code: http.StatusServiceUnavailable, hang: time.Duration(f.HangFor)}
+	case f.MalformedRate > 0 && s.faultRNG.Float64() < f.MalformedRate:
+		s.c.malformed++
+		return &fault{malformed: true}
+	case f.FlapNotFoundRate > 0 && s.faultRNG.Float64() < f.FlapNotFoundRate:
+		if p := s.preds[id]; p != nil && !p.lostBy(now) {
+			s.c.flaps++
+			s.c.notFound++
+			return &fault{code: http.StatusNotFound}
+		}
+	}
 	return nil
+}
+
+// regress decides whether a status call shows an earlier moment.
+func (s *Server) regress() bool {
+	f := s.cfg.Faults
+	if f.RegressRate > 0 && s.faultRNG.Float64() < f.RegressRate {
+		s.c.regressed++
+		return true
+	}
+	return false
 }
 
 // ceilSeconds rounds d up to whole seconds, at least 1.
@@ -288,6 +333,10 @@ func (s *Server) Stats() Stats {
 		WebhooksDuplicated:    c.webhooksDuplicated,
 		WebhooksMissing:       c.webhooksMissing,
 		WebhooksLate:          c.webhooksLate,
+		Hangs:                 c.hangs,
+		Malformed:             c.malformed,
+		FlapNotFound:          c.flaps,
+		Regressed:             c.regressed,
 		PredictionsByStatus:   make(map[string]int),
 	}
 	for _, p := range s.order {

@@ -62,6 +62,12 @@ type Stats struct {
 	PredictionsByStatus map[string]int `json:"predictions_by_status"`
 	// Lost counts predictions that have vanished.
 	Lost int `json:"lost"`
+	// Hangs, Malformed, FlapNotFound and Regressed count the status-call
+	// faults answered (see Faults).
+	Hangs        int `json:"hangs"`
+	Malformed    int `json:"malformed"`
+	FlapNotFound int `json:"flap_not_found"`
+	Regressed    int `json:"regressed"`
 }
 
 // counters are the resettable parts of Stats, guarded by Server.mu.
@@ -77,4 +83,5 @@ type counters struct {
 	webhooksSent, webhookAttempts       int
 	webhooksFailed, webhooksDuplicated  int
 	webhooksMissing, webhooksLate       int
+	hangs, malformed, flaps, regressed  int
 }
