@@ -38,6 +38,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/pollux-dev/pollux/internal/consume"
 	"github.com/pollux-dev/pollux/pkg/events"
 )
 
@@ -152,9 +153,9 @@ func setLeases(ctx context.Context, js jetstream.JetStream, ns events.Namespace,
 
 // Lease is permission to make one call. Release it when the call is done.
 type Lease struct {
-	b     *Budget
-	msg   jetstream.Msg
-	timer *time.Timer // extends the lease while the call runs long
+	b    *Budget
+	msg  jetstream.Msg
+	keep func() // stops extending the lease
 }
 
 // Acquire waits up to Wait for a lease. It returns ErrBusy when none came
@@ -175,9 +176,8 @@ func (b *Budget) Acquire(ctx context.Context) (*Lease, error) {
 		return nil, fmt.Errorf("%s budget of route %s: %w", b.kind, b.route, err)
 	}
 	for msg := range batch.Messages() {
-		l := &Lease{b: b, msg: msg}
-		l.timer = time.AfterFunc(b.leaseWait/3, l.extend)
-		return l, nil
+		// A long call extends its lease.
+		return &Lease{b: b, msg: msg, keep: consume.KeepAlive(msg, b.leaseWait/3)}, nil
 	}
 	if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, context.DeadlineExceeded) {
 		return nil, fmt.Errorf("%s budget of route %s: %w", b.kind, b.route, err)
@@ -188,21 +188,13 @@ func (b *Budget) Acquire(ctx context.Context) (*Lease, error) {
 	return nil, ErrBusy
 }
 
-// extend keeps the lease while the call runs longer than a third of the
-// lease wait, every third of it.
-func (l *Lease) extend() {
-	if l.msg.InProgress() == nil {
-		l.timer.Reset(l.b.leaseWait / 3)
-	}
-}
-
 // Release returns the lease, to be used again after the budget's
 // cooldown. Releasing a nil lease does nothing.
 func (l *Lease) Release() {
 	if l == nil {
 		return
 	}
-	l.timer.Stop()
+	l.keep()
 	if l.b.cooldown > 0 {
 		_ = l.msg.NakWithDelay(l.b.cooldown)
 		return

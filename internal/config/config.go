@@ -108,6 +108,8 @@ type Streams struct {
 	EventsMaxBytes    int64         `yaml:"events_max_bytes"`
 	WebhookDuplicates time.Duration `yaml:"webhook_duplicates"`
 	JobsTTL           time.Duration `yaml:"jobs_ttl"`
+	IntakeAckWait     time.Duration `yaml:"intake_ack_wait"`
+	CheckAckWait      time.Duration `yaml:"check_ack_wait"`
 }
 
 // Options converts to the contract's stream options.
@@ -116,6 +118,7 @@ func (s Streams) Options() events.Options {
 		Replicas: s.Replicas, MemoryStorage: s.MemoryStorage, IntakeMaxBytes: s.IntakeMaxBytes,
 		EventsMaxAge: s.EventsMaxAge, EventsMaxBytes: s.EventsMaxBytes,
 		WebhookDuplicates: s.WebhookDuplicates, JobsTTL: s.JobsTTL,
+		IntakeAckWait: s.IntakeAckWait, CheckAckWait: s.CheckAckWait,
 	}
 }
 
@@ -154,6 +157,9 @@ type Route struct {
 	// NotFoundLimit is how many consecutive "unknown job" answers mark a job
 	// lost (default 3).
 	NotFoundLimit int `yaml:"not_found_limit"`
+	// CallTimeout bounds each call to the provider (default 20s for status
+	// and cancel calls, 30s for submits).
+	CallTimeout time.Duration `yaml:"call_timeout"`
 	// WebhookMaxBody caps a webhook delivery (default 1 MiB).
 	WebhookMaxBody int64 `yaml:"webhook_max_body"`
 	// Options are the adapter's own settings.
@@ -330,6 +336,8 @@ func (r Route) validate() error {
 		return errors.New("budgets: concurrency above 10000 is no limit; leave it unset")
 	case r.NotFoundLimit < 0:
 		return errors.New("not_found_limit: must not be negative")
+	case r.CallTimeout < 0:
+		return errors.New("call_timeout: must not be negative")
 	case r.Poll.Jitter < 0 || r.Poll.Jitter >= 1:
 		return fmt.Errorf("poll.jitter: %v is not in [0, 1)", r.Poll.Jitter)
 	case r.Poll.MaxDelay < 0 || r.Poll.MinDelay < 0 || r.Poll.Reconcile < 0 || r.Poll.WebhookGrace < 0 || r.Poll.PollCost < 0 || r.Poll.MinSamples < 0:

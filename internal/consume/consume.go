@@ -3,6 +3,9 @@
 // client's buffer, each handler's Outcome is settled on its message, fetching
 // holds off while the caller says so (a paused route), and on shutdown the
 // buffered messages are handled and the handlers in flight waited for.
+// While a handler runs longer than a third of the consumer's ack wait, its
+// message is kept (InProgress), so the ack wait only has to outlast a dead
+// process, never a slow call.
 package consume
 
 import (
@@ -10,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -46,6 +50,7 @@ func Run(ctx context.Context, c jetstream.Consumer, o Options, h Handler) error 
 		c: c, h: h, o: o,
 		workers: cmp.Or(o.Workers, 8),
 		drain:   cmp.Or(o.Drain, 15*time.Second),
+		keep:    cmp.Or(c.CachedInfo().Config.AckWait, 30*time.Second) / 3,
 	}
 	r.work, r.cancelWork = context.WithCancel(context.WithoutCancel(ctx))
 	defer r.cancelWork()
@@ -59,6 +64,7 @@ type runner struct {
 	o          Options
 	workers    int
 	drain      time.Duration
+	keep       time.Duration // InProgress interval
 	slots      chan struct{}
 	wg         sync.WaitGroup
 	work       context.Context
@@ -120,7 +126,9 @@ func (r *runner) dispatch(msg jetstream.Msg) {
 		defer r.wg.Done()
 		defer func() { <-r.slots }()
 		start := time.Now()
+		keep := KeepAlive(msg, r.keep)
 		out := r.h(r.work, msg)
+		keep()
 		if err := out.Settle(msg); err != nil && !errors.Is(err, jetstream.ErrMsgAlreadyAckd) {
 			r.o.Logger.Warn().Err(err).Str("subject", msg.Subject()).Stringer("outcome", out).Msg("settle failed")
 		}
@@ -166,6 +174,37 @@ func (r *runner) pause(ctx context.Context, backoff time.Duration, err error, wh
 	r.o.Logger.Warn().Err(err).Dur("retry_in", backoff).Msg(what)
 	sleep(ctx, backoff)
 	return backoff
+}
+
+// KeepAlive tells the server every interval that msg is still being worked
+// on (InProgress), so its ack wait does not pass, until the returned stop
+// is called. It costs a timer, no goroutine, until the first interval.
+func KeepAlive(msg jetstream.Msg, every time.Duration) (stop func()) {
+	k := &keeper{msg: msg, every: every}
+	k.arm()
+	return k.stop
+}
+
+type keeper struct {
+	msg     jetstream.Msg
+	every   time.Duration
+	stopped atomic.Bool
+	t       atomic.Pointer[time.Timer]
+}
+
+func (k *keeper) arm() { k.t.Store(time.AfterFunc(k.every, k.fire)) }
+
+func (k *keeper) fire() {
+	if !k.stopped.Load() && k.msg.InProgress() == nil {
+		k.arm()
+	}
+}
+
+func (k *keeper) stop() {
+	k.stopped.Store(true)
+	if t := k.t.Load(); t != nil {
+		t.Stop()
+	}
 }
 
 func sleep(ctx context.Context, d time.Duration) {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/pollux-dev/pollux/internal/budget"
 	"github.com/pollux-dev/pollux/internal/consume"
+	"github.com/pollux-dev/pollux/internal/faultpoint"
 	"github.com/pollux-dev/pollux/internal/lifecycle"
 	"github.com/pollux-dev/pollux/internal/route"
 	"github.com/pollux-dev/pollux/pkg/events"
@@ -372,7 +373,7 @@ func (s *Service) advance(ctx context.Context, in intake, j *state.Job, log zero
 		return s.advance(ctx, in, j, log)
 	}
 
-	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
+	cctx, cancel := context.WithTimeout(ctx, cmp.Or(r.CallTimeout, s.cfg.CallTimeout))
 	start := time.Now()
 	st, err := r.Adapter.Submit(cctx, provider.SubmitRequest{
 		JobID: j.ID, Model: j.Model, Input: j.Input, IdempotencyKey: j.IdempotencyKey,
@@ -383,6 +384,7 @@ func (s *Service) advance(ctx context.Context, in intake, j *state.Job, log zero
 	if err != nil {
 		return s.submitFailed(ctx, in, j, err, log)
 	}
+	faultpoint.Hit("after-submit") // the provider has the job; the record does not know yet
 
 	now := s.cfg.Now().UTC()
 	j, err = s.life.Update(ctx, j.ID, func(cur *state.Job) error {
@@ -601,7 +603,7 @@ func (s *Service) cancelRemote(ctx context.Context, r *route.Route, j *state.Job
 	if err != nil {
 		return err
 	}
-	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
+	cctx, cancel := context.WithTimeout(ctx, cmp.Or(r.CallTimeout, s.cfg.CallTimeout))
 	start := time.Now()
 	st, err := r.Adapter.Cancel(cctx, provider.JobRef(j))
 	cancel()

@@ -240,7 +240,7 @@ func (s *Service) poll(ctx context.Context, r *route.Route, j *state.Job, msg je
 		lease.Release() // paused while we waited for the lease
 		return events.Later(d)
 	}
-	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
+	cctx, cancel := context.WithTimeout(ctx, cmp.Or(r.CallTimeout, s.cfg.CallTimeout))
 	start := time.Now()
 	st, callErr := r.Adapter.Status(cctx, provider.JobRef(j))
 	cancel()
@@ -426,7 +426,7 @@ func (s *Service) cancelExpired(ctx context.Context, r *route.Route, j *state.Jo
 		return
 	}
 	defer lease.Release()
-	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
+	cctx, cancel := context.WithTimeout(ctx, cmp.Or(r.CallTimeout, s.cfg.CallTimeout))
 	defer cancel()
 	if _, err := r.Adapter.Cancel(cctx, provider.JobRef(j)); err != nil {
 		log.Warn().Err(err).Msg("canceling the expired job at the provider failed")

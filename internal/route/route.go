@@ -54,6 +54,8 @@ type Route struct {
 	SubmitBudget, StatusBudget budget.Limit
 	// NotFoundLimit consecutive "unknown job" answers mark a job lost.
 	NotFoundLimit int
+	// CallTimeout bounds one provider call (0: the service's default).
+	CallTimeout time.Duration
 	// WebhookMaxBody caps a delivery.
 	WebhookMaxBody int64
 }
@@ -170,6 +172,7 @@ func New(name string, a provider.Adapter, rc config.Route, scale float64) (*Rout
 		SubmitWorkers:  cmp.Or(rc.Workers.Submit, DefaultSubmitWorkers),
 		StatusWorkers:  cmp.Or(rc.Workers.Status, DefaultStatusWorkers),
 		NotFoundLimit:  cmp.Or(rc.NotFoundLimit, DefaultNotFoundLimit),
+		CallTimeout:    rc.CallTimeout,
 		WebhookMaxBody: cmp.Or(rc.WebhookMaxBody, DefaultWebhookMaxBody),
 		SubmitBudget:   limit(rc.Budgets.Submit),
 		StatusBudget:   limit(rc.Budgets.Status),

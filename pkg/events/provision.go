@@ -36,6 +36,12 @@ type Options struct {
 	// how long an idempotency key deduplicates after the job ends (default
 	// 7 days).
 	JobsTTL time.Duration
+	// IntakeAckWait is how long an intake message taken by a process that
+	// died waits before another process takes it (default 60s); a live
+	// process keeps the messages it works on.
+	IntakeAckWait time.Duration
+	// CheckAckWait is the same for check messages (default 30s).
+	CheckAckWait time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -45,6 +51,8 @@ func (o Options) withDefaults() Options {
 	o.EventsMaxBytes = cmp.Or(o.EventsMaxBytes, 10<<30)
 	o.WebhookDuplicates = cmp.Or(o.WebhookDuplicates, 72*time.Hour)
 	o.JobsTTL = cmp.Or(o.JobsTTL, 7*24*time.Hour)
+	o.IntakeAckWait = cmp.Or(o.IntakeAckWait, time.Minute)
+	o.CheckAckWait = cmp.Or(o.CheckAckWait, 30*time.Second)
 	return o
 }
 
@@ -158,7 +166,7 @@ func (n Namespace) IngestConsumerConfig(route string, o Options) jetstream.Consu
 		Description:    "Pollux ingest for route " + route,
 		FilterSubjects: []string{n.Submit(route), n.Track(route), n.Cancel(route)},
 		AckPolicy:      jetstream.AckExplicitPolicy,
-		AckWait:        time.Minute,
+		AckWait:        o.IntakeAckWait,
 		MaxDeliver:     -1,
 		MaxAckPending:  1024,
 		Replicas:       o.Replicas,
@@ -178,7 +186,7 @@ func (n Namespace) PollerConsumerConfig(route string, o Options) jetstream.Consu
 		Description:   "Pollux poller for route " + route,
 		FilterSubject: n.Checks(route),
 		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       30 * time.Second,
+		AckWait:       o.CheckAckWait,
 		MaxDeliver:    -1,
 		MaxAckPending: -1,
 		Replicas:      o.Replicas,

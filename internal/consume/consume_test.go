@@ -1,0 +1,114 @@
+package consume_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pollux-dev/pollux/internal/consume"
+	"github.com/pollux-dev/pollux/internal/natstest"
+	"github.com/pollux-dev/pollux/pkg/events"
+)
+
+func setup(t *testing.T, ackWait time.Duration) (jetstream.JetStream, jetstream.Consumer) {
+	t.Helper()
+	_, _, js := natstest.JetStream(t)
+	ctx := context.Background()
+	s, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "W", Subjects: []string{"w.>"}, Retention: jetstream.WorkQueuePolicy})
+	require.NoError(t, err)
+	c, err := s.CreateConsumer(ctx, jetstream.ConsumerConfig{Durable: "c", AckPolicy: jetstream.AckExplicitPolicy, AckWait: ackWait, MaxDeliver: -1})
+	require.NoError(t, err)
+	return js, c
+}
+
+// A handler slower than the ack wait keeps its message: no other worker
+// (or process) gets it meanwhile.
+func TestSlowHandlersKeepTheirMessages(t *testing.T) {
+	t.Parallel()
+	js, c := setup(t, time.Second)
+	_, err := js.Publish(context.Background(), "w.1", []byte("x"))
+	require.NoError(t, err)
+	var deliveries atomic.Int32
+	done := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for range 2 { // two "processes"
+		wg.Go(func() {
+			_ = consume.Run(ctx, c, consume.Options{Workers: 2}, func(context.Context, jetstream.Msg) events.Outcome {
+				if deliveries.Add(1) == 1 {
+					<-time.After(2500 * time.Millisecond) // a slow provider call
+					close(done)
+				}
+				return events.Done()
+			})
+		})
+	}
+	<-done
+	cancel()
+	wg.Wait()
+	require.Equal(t, int32(1), deliveries.Load(), "delivered once, although the call outlasted the ack wait")
+}
+
+// Outcomes are settled: Later comes back after its delay, Stop and Done
+// never again; holding off stops taking messages.
+func TestOutcomesAndHold(t *testing.T) {
+	t.Parallel()
+	js, c := setup(t, 5*time.Second)
+	for _, s := range []string{"w.done", "w.stop", "w.later"} {
+		_, err := js.Publish(context.Background(), s, nil)
+		require.NoError(t, err)
+	}
+	var mu sync.Mutex
+	seen := map[string]int{}
+	var held atomic.Bool
+	held.Store(true)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errc := make(chan error)
+	go func() {
+		errc <- consume.Run(ctx, c, consume.Options{Workers: 4, Hold: func() time.Duration {
+			if held.Load() {
+				return 20 * time.Millisecond
+			}
+			return 0
+		}}, func(_ context.Context, m jetstream.Msg) events.Outcome {
+			mu.Lock()
+			defer mu.Unlock()
+			seen[m.Subject()]++
+			switch m.Subject() {
+			case "w.stop":
+				return events.Stop()
+			case "w.later":
+				return events.Later(100 * time.Millisecond)
+			}
+			return events.Done()
+		})
+	}()
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, v := range seen {
+			n += v
+		}
+		return n
+	}
+	require.Never(t, func() bool { return count() > 0 }, 200*time.Millisecond, 20*time.Millisecond, "held: nothing taken")
+	held.Store(false)
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return seen["w.later"] >= 3
+	}, 5*time.Second, 10*time.Millisecond, "a Later message keeps coming back")
+	mu.Lock()
+	require.Equal(t, 1, seen["w.done"])
+	require.Equal(t, 1, seen["w.stop"])
+	mu.Unlock()
+	cancel()
+	require.NoError(t, <-errc)
+}
