@@ -12,8 +12,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -96,27 +96,41 @@ func Take(ctx context.Context, ns events.Namespace, res *events.Resources, route
 
 // Routes lists the routes some poller has served, from the consumer names.
 func Routes(ctx context.Context, ns events.Namespace, res *events.Resources) ([]string, error) {
-	var out []string
-	names := res.Checks.ConsumerNames(ctx)
-	for name := range names.Name() {
-		if r, ok := strings.CutPrefix(name, ns.PollerConsumer("")); ok {
-			out = append(out, r)
-		}
-	}
-	if err := names.Err(); err != nil {
+	pollers, err := pollerConsumers(ctx, ns, res)
+	if err != nil {
 		return nil, err
 	}
-	slices.Sort(out)
-	return out, nil
+	return slices.Sorted(maps.Keys(pollers)), nil
+}
+
+// pollerConsumers lists the poller consumers (one per partition) of each
+// route.
+func pollerConsumers(ctx context.Context, ns events.Namespace, res *events.Resources) (map[string][]string, error) {
+	out := map[string][]string{}
+	names := res.Checks.ConsumerNames(ctx)
+	for name := range names.Name() {
+		if r, _, _, ok := ns.ParsePollerConsumer(name); ok {
+			out[r] = append(out[r], name)
+		}
+	}
+	return out, names.Err()
 }
 
 func takeRoute(ctx context.Context, ns events.Namespace, res *events.Resources, name string, now time.Time) (Route, error) {
 	r := Route{Route: name, Leases: map[string]Leases{}}
-	if ci, err := consumerInfo(ctx, res.Checks, ns.PollerConsumer(name)); err != nil {
+	pollers, err := pollerConsumers(ctx, ns, res)
+	if err != nil {
 		return r, err
-	} else if ci != nil {
-		r.Tracked = int(ci.NumPending) + ci.NumAckPending
-		r.Backlog = int(ci.NumPending)
+	}
+	for _, c := range pollers[name] {
+		ci, err := consumerInfo(ctx, res.Checks, c)
+		if err != nil {
+			return r, err
+		}
+		if ci != nil {
+			r.Tracked += int(ci.NumPending) + ci.NumAckPending
+			r.Backlog += int(ci.NumPending)
+		}
 	}
 	m, err := res.Checks.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(ns.Checks(name)))
 	switch {

@@ -27,7 +27,7 @@ func TestTake(t *testing.T) {
 	ns := events.Default
 	res, err := ns.Setup(ctx, js, events.Options{})
 	require.NoError(t, err)
-	_, err = events.EnsureConsumer(ctx, res.Checks, ns.PollerConsumerConfig("r", events.Options{}))
+	_, err = events.EnsureConsumer(ctx, res.Checks, ns.PollerConsumerConfig("r", 0, 1, events.Options{}))
 	require.NoError(t, err)
 	_, err = events.EnsureConsumer(ctx, res.Intake, ns.IngestConsumerConfig("r", events.Options{}))
 	require.NoError(t, err)

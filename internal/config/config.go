@@ -157,6 +157,12 @@ type Route struct {
 	// NotFoundLimit is how many consecutive "unknown job" answers mark a job
 	// lost (default 3).
 	NotFoundLimit int `yaml:"not_found_limit"`
+	// Partitions splits the route's check messages over this many durable
+	// consumers (1 to 64, default 1). The server's redelivery scan costs
+	// O(waiting checks) per consumer, so plan a partition per ~100k
+	// tracked jobs. Changing it needs no migration: the last poller to
+	// start with a new value repartitions, and the others follow.
+	Partitions int `yaml:"partitions"`
 	// CallTimeout bounds each call to the provider (default 20s for status
 	// and cancel calls, 30s for submits).
 	CallTimeout time.Duration `yaml:"call_timeout"`
@@ -336,6 +342,8 @@ func (r Route) validate() error {
 		return errors.New("budgets: concurrency above 10000 is no limit; leave it unset")
 	case r.NotFoundLimit < 0:
 		return errors.New("not_found_limit: must not be negative")
+	case r.Partitions < 0 || r.Partitions > events.CheckSlots:
+		return fmt.Errorf("partitions: %d is not between 1 and %d", r.Partitions, events.CheckSlots)
 	case r.CallTimeout < 0:
 		return errors.New("call_timeout: must not be negative")
 	case r.Poll.Jitter < 0 || r.Poll.Jitter >= 1:

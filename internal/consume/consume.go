@@ -12,6 +12,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,9 +43,18 @@ type Options struct {
 	Logger zerolog.Logger
 }
 
-// Run consumes until ctx ends. Handlers run with a context that outlives
-// ctx by up to Drain, so work under way at shutdown (a provider call, a
-// state write) can finish.
+// pullExpiry is how long a pull request waits at the server; the server
+// sends a heartbeat every half of it.
+const pullExpiry = 10 * time.Second
+
+// ErrConsumerGone is returned by Run when its consumer was deleted while in
+// use (by an operator, or by a process repartitioning the checks).
+var ErrConsumerGone = errors.New("the consumer was deleted")
+
+// Run consumes until ctx ends, or until the consumer is deleted
+// (ErrConsumerGone). Handlers run with a context that outlives ctx by up to
+// Drain, so work under way at shutdown (a provider call, a state write) can
+// finish.
 func Run(ctx context.Context, c jetstream.Consumer, o Options, h Handler) error {
 	r := &runner{
 		c: c, h: h, o: o,
@@ -56,6 +66,22 @@ func Run(ctx context.Context, c jetstream.Consumer, o Options, h Handler) error 
 	defer r.cancelWork()
 	r.slots = make(chan struct{}, r.workers)
 	return r.run(ctx)
+}
+
+// Recreate runs Run on c and, whenever the consumer is deleted while in
+// use, creates it again with ensure and goes on.
+func Recreate(ctx context.Context, c jetstream.Consumer, ensure func(context.Context) (jetstream.Consumer, error), o Options, h Handler) error {
+	for {
+		err := Run(ctx, c, o, h)
+		if ctx.Err() != nil || !errors.Is(err, ErrConsumerGone) {
+			return err
+		}
+		o.Logger.Warn().Err(err).Msg("the consumer was deleted while in use; creating it again")
+		sleep(ctx, time.Second)
+		if c, err = ensure(ctx); err != nil {
+			return err
+		}
+	}
 }
 
 type runner struct {
@@ -83,9 +109,16 @@ func (r *runner) run(ctx context.Context) error {
 	for ctx.Err() == nil {
 		if it == nil {
 			var err error
-			it, err = r.c.Messages(jetstream.PullMaxMessages(r.workers))
+			// Missing heartbeats are reported (within 2×5s) so that a
+			// consumer deleted while no pull request waited on it is
+			// noticed, not waited on forever.
+			it, err = r.c.Messages(jetstream.PullMaxMessages(r.workers), jetstream.PullExpiry(pullExpiry),
+				jetstream.WithMessagesErrOnMissingHeartbeat(true))
 			if err != nil {
 				it = nil
+				if r.gone(ctx) {
+					return fmt.Errorf("%s: %w", r.c.CachedInfo().Name, ErrConsumerGone)
+				}
 				backoff = r.pause(ctx, backoff, err, "starting the consumer failed")
 				continue
 			}
@@ -107,8 +140,11 @@ func (r *runner) run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				it = nil // the consumer went away or the connection closed: start over
+			if r.gone(ctx) {
+				return fmt.Errorf("%s: %w", r.c.CachedInfo().Name, ErrConsumerGone)
+			}
+			if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				it = nil // the connection closed: start over
 			}
 			backoff = r.pause(ctx, backoff, err, "taking the next message failed")
 			continue
@@ -117,6 +153,15 @@ func (r *runner) run(ctx context.Context) error {
 		r.dispatch(msg)
 	}
 	return nil
+}
+
+// gone asks the server whether the consumer still exists; when the server
+// cannot be asked, the consumer is presumed to exist.
+func (r *runner) gone(ctx context.Context) bool {
+	ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, err := r.c.Info(ictx)
+	return errors.Is(err, jetstream.ErrConsumerNotFound)
 }
 
 // dispatch handles msg in its own goroutine, holding a slot.

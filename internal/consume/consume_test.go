@@ -112,3 +112,67 @@ func TestOutcomesAndHold(t *testing.T) {
 	cancel()
 	require.NoError(t, <-errc)
 }
+
+// A consumer deleted while in use ends Run with ErrConsumerGone (so the
+// caller can re-create or re-discover it) instead of retrying forever.
+func TestDeletedConsumerEndsRun(t *testing.T) {
+	t.Parallel()
+	js, c := setup(t, 5*time.Second)
+	ctx := context.Background()
+	_, err := js.Publish(ctx, "w.1", []byte("x"))
+	require.NoError(t, err)
+	handled := make(chan struct{}, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- consume.Run(ctx, c, consume.Options{Workers: 2}, func(context.Context, jetstream.Msg) events.Outcome {
+			handled <- struct{}{}
+			return events.Done()
+		})
+	}()
+	<-handled
+	s, err := js.Stream(ctx, "W")
+	require.NoError(t, err)
+	require.NoError(t, s.DeleteConsumer(ctx, "c"))
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, consume.ErrConsumerGone)
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not notice its consumer was deleted")
+	}
+}
+
+// Recreate creates a deleted consumer again and goes on consuming.
+func TestRecreateAfterDelete(t *testing.T) {
+	t.Parallel()
+	js, c := setup(t, 5*time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	s, err := js.Stream(ctx, "W")
+	require.NoError(t, err)
+	handled := make(chan string, 4)
+	done := make(chan error, 1)
+	go func() {
+		done <- consume.Recreate(ctx, c, func(ctx context.Context) (jetstream.Consumer, error) {
+			return s.CreateOrUpdateConsumer(ctx, c.CachedInfo().Config)
+		}, consume.Options{Workers: 2}, func(_ context.Context, msg jetstream.Msg) events.Outcome {
+			handled <- msg.Subject()
+			return events.Done()
+		})
+	}()
+	_, err = js.Publish(ctx, "w.1", []byte("x"))
+	require.NoError(t, err)
+	require.Equal(t, "w.1", <-handled)
+	require.NoError(t, s.DeleteConsumer(ctx, "c"))
+	_, err = js.Publish(ctx, "w.2", []byte("x"))
+	require.NoError(t, err)
+	// w.1 may come again: its ack can reach the server after the delete.
+	timeout := time.After(30 * time.Second)
+	for got := ""; got != "w.2"; {
+		select {
+		case got = <-handled:
+		case <-timeout:
+			t.Fatal("the deleted consumer was not created again")
+		}
+	}
+	cancel()
+	require.NoError(t, <-done)
+}

@@ -293,6 +293,12 @@ func TestTrack(t *testing.T) {
 
 	e.publish(t, e.ns.Track(dev.RouteName), events.Track{V: 1, ID: "tracked-1", RemoteID: p.ID, Model: "a/b"})
 	e.publish(t, e.ns.Track(dev.RouteName), events.Track{V: 1, ID: "tracked-1", RemoteID: p.ID, Model: "a/b"}) // duplicate
+	// Intake is handled concurrently: the conflicting request goes once the
+	// job exists, or it could be the one that creates it.
+	waitFor(t, "the job tracked", 10*time.Second, func() bool {
+		_, _, err := e.Env.Life.Store().Get(context.Background(), "tracked-1")
+		return err == nil
+	})
 	e.publish(t, e.ns.Track(dev.RouteName), events.Track{V: 1, ID: "tracked-1", RemoteID: "someone-else", Model: "a/b"})
 	waitFor(t, "terminal", 30*time.Second, func() bool { return len(e.log.terminal()["tracked-1"]) == 1 })
 	j, _, err := e.Env.Life.Store().Get(context.Background(), "tracked-1")

@@ -124,14 +124,17 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	g, ctx := errgroup.WithContext(ctx)
 	for _, r := range s.cfg.Routes {
-		sctx, cancel := context.WithTimeout(ctx, startupTimeout)
-		c, err := events.EnsureConsumer(sctx, s.res.Intake, s.ns.IngestConsumerConfig(r.Name, s.cfg.Options))
-		cancel()
+		ensure := func(ctx context.Context) (jetstream.Consumer, error) {
+			sctx, cancel := context.WithTimeout(ctx, startupTimeout)
+			defer cancel()
+			return events.EnsureConsumer(sctx, s.res.Intake, s.ns.IngestConsumerConfig(r.Name, s.cfg.Options))
+		}
+		c, err := ensure(ctx)
 		if err != nil {
 			return err
 		}
 		g.Go(func() error {
-			return consume.Run(ctx, c, consume.Options{
+			return consume.Recreate(ctx, c, ensure, consume.Options{
 				Workers: r.SubmitWorkers,
 				Hold:    func() time.Duration { return s.holdFor(r.Name) },
 				Logger:  s.log.With().Str("route", r.Name).Logger(),

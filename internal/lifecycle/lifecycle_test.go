@@ -130,7 +130,7 @@ func TestDisarmKeepsOtherChecks(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	l, _, res := setup(t)
-	c, err := events.EnsureConsumer(ctx, res.Checks, events.Default.PollerConsumerConfig("r", events.Options{}))
+	c, err := events.EnsureConsumer(ctx, res.Checks, events.Default.PollerConsumerConfig("r", 0, 1, events.Options{}))
 	require.NoError(t, err)
 
 	const n = 300

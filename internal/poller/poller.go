@@ -29,7 +29,6 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/pollux-dev/pollux/internal/budget"
-	"github.com/pollux-dev/pollux/internal/consume"
 	"github.com/pollux-dev/pollux/internal/lifecycle"
 	"github.com/pollux-dev/pollux/internal/route"
 	"github.com/pollux-dev/pollux/pkg/events"
@@ -126,20 +125,12 @@ func (s *Service) Run(ctx context.Context) error {
 	g, ctx := errgroup.WithContext(ctx)
 	for _, r := range s.cfg.Routes {
 		sctx, cancel := context.WithTimeout(ctx, startupTimeout)
-		c, err := events.EnsureConsumer(sctx, s.res.Checks, s.ns.PollerConsumerConfig(r.Name, s.cfg.Options))
+		cs, err := s.repartition(sctx, r)
 		cancel()
 		if err != nil {
 			return err
 		}
-		g.Go(func() error {
-			return consume.Run(ctx, c, consume.Options{
-				Workers: r.StatusWorkers,
-				Hold:    func() time.Duration { return s.remaining(r.Name) },
-				Logger:  s.log.With().Str("route", r.Name).Logger(),
-			}, func(ctx context.Context, msg jetstream.Msg) events.Outcome {
-				return s.check(ctx, r, msg)
-			})
-		})
+		g.Go(func() error { return s.runRoute(ctx, r, cs) })
 	}
 	s.log.Info().Int("routes", len(s.cfg.Routes)).Msg("poller running")
 	return g.Wait()

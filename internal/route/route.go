@@ -54,6 +54,8 @@ type Route struct {
 	SubmitBudget, StatusBudget budget.Limit
 	// NotFoundLimit consecutive "unknown job" answers mark a job lost.
 	NotFoundLimit int
+	// Partitions is how many consumers share the route's checks.
+	Partitions int
 	// CallTimeout bounds one provider call (0: the service's default).
 	CallTimeout time.Duration
 	// WebhookMaxBody caps a delivery.
@@ -172,6 +174,7 @@ func New(name string, a provider.Adapter, rc config.Route, scale float64) (*Rout
 		SubmitWorkers:  cmp.Or(rc.Workers.Submit, DefaultSubmitWorkers),
 		StatusWorkers:  cmp.Or(rc.Workers.Status, DefaultStatusWorkers),
 		NotFoundLimit:  cmp.Or(rc.NotFoundLimit, DefaultNotFoundLimit),
+		Partitions:     max(rc.Partitions, 1),
 		CallTimeout:    rc.CallTimeout,
 		WebhookMaxBody: cmp.Or(rc.WebhookMaxBody, DefaultWebhookMaxBody),
 		SubmitBudget:   limit(rc.Budgets.Submit),

@@ -113,9 +113,12 @@ func New(cfg Config, js jetstream.JetStream, ns events.Namespace, res *events.Re
 // Run serves HTTP on ln and applies deliveries until ctx ends; at shutdown
 // it stops taking deliveries first, then finishes applying.
 func (s *Service) Run(ctx context.Context, ln net.Listener) error {
-	sctx, cancel := context.WithTimeout(ctx, startupTimeout)
-	c, err := events.EnsureConsumer(sctx, s.res.Webhooks, s.ns.WebhookConsumerConfig(s.cfg.Options))
-	cancel()
+	ensure := func(ctx context.Context) (jetstream.Consumer, error) {
+		sctx, cancel := context.WithTimeout(ctx, startupTimeout)
+		defer cancel()
+		return events.EnsureConsumer(sctx, s.res.Webhooks, s.ns.WebhookConsumerConfig(s.cfg.Options))
+	}
+	c, err := ensure(ctx)
 	if err != nil {
 		return err
 	}
@@ -141,7 +144,7 @@ func (s *Service) Run(ctx context.Context, ln net.Listener) error {
 		return srv.Shutdown(sctx)
 	})
 	g.Go(func() error {
-		return consume.Run(gctx, c, consume.Options{Workers: s.cfg.Workers, Logger: s.log}, s.apply)
+		return consume.Recreate(gctx, c, ensure, consume.Options{Workers: s.cfg.Workers, Logger: s.log}, s.apply)
 	})
 	s.log.Info().Str("addr", ln.Addr().String()).Msg("webhook receiver running")
 	return g.Wait()

@@ -91,11 +91,43 @@ func (n Namespace) Cancel(route string) string { return n.subject(KindCancel, ro
 // Intake returns the intake subject of the given kind for route.
 func (n Namespace) Intake(kind, route string) string { return n.subject(kind, route) }
 
+// CheckSlots is how many hash slots a route's check messages are spread
+// over; a job's slot is the third token of its check subject. Partitions
+// group slots (partition p of N takes the slots s with s mod N = p), so a
+// route has 1 to CheckSlots partitions, and changing their number changes
+// which consumer delivers a check, never its subject.
+const CheckSlots = 64
+
+// CheckSlot is job's slot: FNV-1a of the id, modulo CheckSlots.
+func CheckSlot(job string) int {
+	h := uint32(2166136261)
+	for i := 0; i < len(job); i++ {
+		h ^= uint32(job[i])
+		h *= 16777619
+	}
+	return int(h % CheckSlots)
+}
+
 // Check is the subject of a job's check message (its poll timer).
-func (n Namespace) Check(route, job string) string { return n.subject("checks", route, job) }
+func (n Namespace) Check(route, job string) string {
+	return n.subject("checks", route, strconv.Itoa(CheckSlot(job)), job)
+}
 
 // Checks is the filter for all of route's check messages.
-func (n Namespace) Checks(route string) string { return n.subject("checks", route, "*") }
+func (n Namespace) Checks(route string) string { return n.subject("checks", route, "*", "*") }
+
+// PartitionChecks returns the filters of partition p of a route whose
+// checks are split into parts partitions (1 to CheckSlots).
+func (n Namespace) PartitionChecks(route string, p, parts int) []string {
+	if parts <= 1 {
+		return []string{n.Checks(route)}
+	}
+	var out []string
+	for s := p; s < CheckSlots; s += parts {
+		out = append(out, n.subject("checks", route, strconv.Itoa(s), "*"))
+	}
+	return out
+}
 
 // Webhook is the subject verified webhook deliveries for route go to.
 func (n Namespace) Webhook(route string) string { return n.subject("webhooks", route) }
@@ -132,15 +164,20 @@ func (n Namespace) ParseIntake(subject string) (kind, route string, err error) {
 	return kind, route, nil
 }
 
-// ParseCheck splits a check subject into its route and job id.
+// ParseCheck splits a check subject into its route and job id; the slot
+// token must be the job's.
 func (n Namespace) ParseCheck(subject string) (route, job string, err error) {
 	rest, ok := strings.CutPrefix(subject, n.prefix+".checks.")
 	if !ok {
 		return "", "", fmt.Errorf("%w %q: not a check subject", ErrSubject, subject)
 	}
-	route, job, ok = strings.Cut(rest, ".")
-	if !ok || !ValidToken(route) || !ValidToken(job) {
+	parts := strings.Split(rest, ".")
+	if len(parts) != 3 || !ValidToken(parts[0]) || !ValidToken(parts[2]) {
 		return "", "", fmt.Errorf("%w %q: not a check subject", ErrSubject, subject)
+	}
+	route, slot, job := parts[0], parts[1], parts[2]
+	if slot != strconv.Itoa(CheckSlot(job)) {
+		return "", "", fmt.Errorf("%w %q: slot %s is not job %s's", ErrSubject, subject, slot, job)
 	}
 	return route, job, nil
 }
@@ -188,8 +225,42 @@ func (n Namespace) StatsBucket() string { return n.prefix + "-stats" }
 // IngestConsumer names the durable consumer of route's intake.
 func (n Namespace) IngestConsumer(route string) string { return "ingest-" + route }
 
-// PollerConsumer names the durable consumer of route's check messages.
+// PollerConsumer names the durable consumer of route's check messages
+// when they are not partitioned.
 func (n Namespace) PollerConsumer(route string) string { return "poller-" + route }
+
+// PartitionConsumer names the durable consumer of partition p of parts of
+// route's check messages: PollerConsumer(route) when parts is 1, else
+// poller-<route>~<p>of<parts> ("~" cannot occur in a route name).
+func (n Namespace) PartitionConsumer(route string, p, parts int) string {
+	if parts <= 1 {
+		return n.PollerConsumer(route)
+	}
+	return fmt.Sprintf("poller-%s~%dof%d", route, p, parts)
+}
+
+// ParsePollerConsumer reads a consumer name made by PartitionConsumer.
+func (n Namespace) ParsePollerConsumer(name string) (route string, p, parts int, ok bool) {
+	rest, ok := strings.CutPrefix(name, "poller-")
+	if !ok {
+		return "", 0, 0, false
+	}
+	route, part, partitioned := strings.Cut(rest, "~")
+	if !ValidToken(route) {
+		return "", 0, 0, false
+	}
+	if !partitioned {
+		return route, 0, 1, true
+	}
+	ps, ns, ok := strings.Cut(part, "of")
+	p, err1 := strconv.Atoi(ps)
+	parts, err2 := strconv.Atoi(ns)
+	if !ok || err1 != nil || err2 != nil || parts < 2 || parts > CheckSlots || p < 0 || p >= parts ||
+		ps != strconv.Itoa(p) || ns != strconv.Itoa(parts) {
+		return "", 0, 0, false
+	}
+	return route, p, parts, true
+}
 
 // WebhookConsumer names the durable consumer that applies webhook deliveries.
 func (n Namespace) WebhookConsumer() string { return "webhook-apply" }

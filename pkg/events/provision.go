@@ -82,7 +82,7 @@ func (n Namespace) Streams(o Options) []jetstream.StreamConfig {
 			// One check message per job: the stream refuses a second one.
 			Name:                 n.ChecksStream(),
 			Description:          "Pollux check messages: one poll timer per tracked job",
-			Subjects:             []string{n.subject("checks", "*", "*")},
+			Subjects:             []string{n.subject("checks", "*", "*", "*")},
 			Retention:            jetstream.WorkQueuePolicy,
 			Storage:              o.storage(),
 			Replicas:             o.Replicas,
@@ -173,24 +173,30 @@ func (n Namespace) IngestConsumerConfig(route string, o Options) jetstream.Consu
 	}
 }
 
-// PollerConsumerConfig is the durable consumer of one route's check
-// messages. A check waiting for its next poll is nak-delayed and stays
-// ack-pending at the server, so MaxAckPending is unlimited (any cap would
-// cap the number of tracked jobs) and MaxDeliver is unlimited (a finite value
-// silently parks a long-tracked job forever). No BackOff: it would add to
-// every NakWithDelay.
-func (n Namespace) PollerConsumerConfig(route string, o Options) jetstream.ConsumerConfig {
+// PollerConsumerConfig is the durable consumer of partition p of parts of
+// one route's check messages (0 of 1: all of them). A check waiting for its
+// next poll is nak-delayed and stays ack-pending at the server, so
+// MaxAckPending is unlimited (any cap would cap the number of tracked jobs)
+// and MaxDeliver is unlimited (a finite value silently parks a long-tracked
+// job forever). No BackOff: it would add to every NakWithDelay.
+func (n Namespace) PollerConsumerConfig(route string, p, parts int, o Options) jetstream.ConsumerConfig {
 	o = o.withDefaults()
-	return jetstream.ConsumerConfig{
-		Durable:       n.PollerConsumer(route),
+	c := jetstream.ConsumerConfig{
+		Durable:       n.PartitionConsumer(route, p, parts),
 		Description:   "Pollux poller for route " + route,
-		FilterSubject: n.Checks(route),
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       o.CheckAckWait,
 		MaxDeliver:    -1,
 		MaxAckPending: -1,
 		Replicas:      o.Replicas,
 	}
+	if f := n.PartitionChecks(route, p, parts); len(f) == 1 {
+		c.FilterSubject = f[0]
+	} else {
+		c.FilterSubjects = f
+		c.Description += fmt.Sprintf(", partition %d of %d", p, parts)
+	}
+	return c
 }
 
 // BudgetConsumer names the durable consumer of a route's budget of a kind.
@@ -241,7 +247,39 @@ type Resources struct {
 // that exists with a definition Pollux cannot work with (other subjects, a
 // different retention, ...) is reported as an *IncompatibleError and left
 // alone; differences Pollux can reconcile (limits, replicas) are updated.
+//
+// A cluster still forming (no peers for the replicas yet, no meta leader)
+// is waited out, retrying every 250ms until ctx ends.
 func (n Namespace) Setup(ctx context.Context, js jetstream.JetStream, o Options) (*Resources, error) {
+	for {
+		r, err := n.setup(ctx, js, o)
+		if err == nil || !forming(err) {
+			return r, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w (the cluster did not become ready: %w)", err, ctx.Err())
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// forming reports an error a JetStream cluster answers while it forms:
+// not enough peers known for the replicas (10005), the system temporarily
+// unavailable (10008) or no leader yet (10009, 503).
+func forming(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		switch apiErr.ErrorCode {
+		case 10005, 10008, 10009:
+			return true
+		}
+		return apiErr.Code == 503
+	}
+	return false
+}
+
+func (n Namespace) setup(ctx context.Context, js jetstream.JetStream, o Options) (*Resources, error) {
 	var r Resources
 	streams := n.Streams(o)
 	dst := []*jetstream.Stream{&r.Intake, &r.Checks, &r.Webhooks, &r.Slots, &r.Events}

@@ -51,7 +51,7 @@ func TestSetupReportsIncompatibleStream(t *testing.T) {
 	ctx := context.Background()
 	_, _, js := natstest.JetStream(t)
 	_, err := js.CreateStream(ctx, jetstream.StreamConfig{
-		Name: "POLLUX_CHECKS", Subjects: []string{"pollux.checks.*.*"}, Retention: jetstream.LimitsPolicy,
+		Name: "POLLUX_CHECKS", Subjects: []string{"pollux.checks.*.*.*"}, Retention: jetstream.LimitsPolicy,
 	})
 	require.NoError(t, err)
 
@@ -76,7 +76,7 @@ func TestEnsureConsumer(t *testing.T) {
 	r, err := n.Setup(ctx, js, events.Options{})
 	require.NoError(t, err)
 
-	want := n.PollerConsumerConfig("rep", events.Options{})
+	want := n.PollerConsumerConfig("rep", 0, 1, events.Options{})
 	c, err := events.EnsureConsumer(ctx, r.Checks, want)
 	require.NoError(t, err)
 	cfg := c.CachedInfo().Config
@@ -127,7 +127,7 @@ func TestOutcomeSettle(t *testing.T) {
 	n := events.Default
 	r, err := n.Setup(ctx, js, events.Options{})
 	require.NoError(t, err)
-	c, err := events.EnsureConsumer(ctx, r.Checks, n.PollerConsumerConfig("rep", events.Options{}))
+	c, err := events.EnsureConsumer(ctx, r.Checks, n.PollerConsumerConfig("rep", 0, 1, events.Options{}))
 	require.NoError(t, err)
 
 	for _, j := range []string{"a", "b", "c"} {
