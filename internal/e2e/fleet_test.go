@@ -124,6 +124,7 @@ faults: {rate_limit_rate: 0.01, retry_after: 1s, server_error_rate: 0.02}
 
 	cfg := filepath.Join(dir, "pollux.yaml")
 	require.NoError(t, os.WriteFile(cfg, []byte(fmt.Sprintf(`
+streams: {check_ack_wait: 5s}
 routes:
   sim:
     kind: replicate

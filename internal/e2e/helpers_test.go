@@ -28,11 +28,17 @@ type env struct {
 	log *eventLog
 }
 
-// start runs the stack until the test ends.
+// start runs the stack on a fresh embedded server until the test ends.
 func start(t *testing.T, sc dev.StackConfig) *env {
 	t.Helper()
 	srv := natstest.Server(t)
 	nc, js := natstest.Connect(t, srv)
+	return startWith(t, nc, js, sc)
+}
+
+// startWith runs the stack on a connection until the test ends.
+func startWith(t *testing.T, nc *nats.Conn, js jetstream.JetStream, sc dev.StackConfig) *env {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	g, gctx := errgroup.WithContext(ctx)
 	t.Cleanup(func() {

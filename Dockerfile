@@ -1,0 +1,37 @@
+# syntax=docker/dockerfile:1
+#
+# One image with Pollux's four binaries: ingest, poller, webhook and pollux.
+# The command names the binary:
+#
+#   docker build -t pollux .
+#   docker run --rm pollux ingest --help
+#   docker run --rm pollux pollux sim-provider --addr 0.0.0.0:8090
+#
+# deploy/compose/compose.yaml and deploy/k8s/ run it.
+
+# ---- build: static binaries (no cgo), without paths of the build machine.
+FROM golang:1.26 AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN --mount=type=cache,target=/go/pkg/mod go mod download
+COPY . .
+RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
+    CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/ \
+        ./cmd/ingest ./cmd/poller ./cmd/webhook ./cmd/pollux
+
+# ---- runtime: Debian slim rather than distroless, for one reason: curl, so
+# that `docker compose` health checks can GET /healthz (Kubernetes probes
+# need nothing in the image). ca-certificates verifies the providers' TLS.
+FROM debian:trixie-slim
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends ca-certificates curl \
+    && rm -rf /var/lib/apt/lists/* \
+    && groupadd --system --gid 65532 pollux \
+    && useradd --system --uid 65532 --gid 65532 --no-create-home --home-dir /nonexistent \
+        --shell /usr/sbin/nologin pollux
+COPY --from=build /out/ingest /out/poller /out/webhook /out/pollux /usr/local/bin/
+# Never root: the binaries need no privilege (their ports are above 1024).
+USER 65532:65532
+# webhook receiver; metrics, /healthz and /readyz of ingest, poller, webhook.
+EXPOSE 8080 9101 9102 9103
+CMD ["pollux", "--help"]

@@ -1,0 +1,175 @@
+package e2e_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pollux-dev/pollux/internal/config"
+	"github.com/pollux-dev/pollux/internal/dev"
+	"github.com/pollux-dev/pollux/internal/embedded"
+	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/provider/sim"
+	"github.com/pollux-dev/pollux/pkg/state"
+)
+
+// The fault suite. make test runs each scenario in a short form; make
+// chaos sets POLLUX_CHAOS=long for the long one.
+func long() bool { return os.Getenv("POLLUX_CHAOS") == "long" }
+
+func size(short, long_ int) int {
+	if long() {
+		return long_
+	}
+	return short
+}
+
+// reportFaults prints a scenario's line of the fault suite's report.
+func reportFaults(t *testing.T, scenario string, o outcome) {
+	t.Helper()
+	t.Logf("FAULTS %-28s %s", scenario, o)
+}
+
+// submitN publishes n submissions with keys prefix-i, model(i) choosing
+// each one's model and timeout; it returns the job ids.
+func submitN(t *testing.T, e *env, prefix string, n int, model func(i int) (string, float64)) []string {
+	t.Helper()
+	ids := make([]string, n)
+	for i := range n {
+		key := fmt.Sprintf("%s-%05d", prefix, i)
+		m, timeout := model(i)
+		e.publish(t, e.ns.Submit(dev.RouteName), events.Submit{V: 1, IdempotencyKey: key, Model: m,
+			Input: json.RawMessage(`{}`), TimeoutS: timeout})
+		ids[i] = events.KeyID(dev.RouteName, key)
+	}
+	return ids
+}
+
+// TestChaosProvider runs jobs against a provider that times out, answers
+// 5xx in bursts and malformed JSON, says "unknown job" for live jobs, shows
+// statuses going backwards, loses jobs and never finishes some: backoff and
+// reconciliation must carry every job to its true end, and a deadline must
+// end the jobs that never finish.
+func TestChaosProvider(t *testing.T) {
+	e := start(t, dev.StackConfig{
+		Sim: sim.Config{TimeScale: scale, Seed: 21,
+			Models: map[string]sim.Model{
+				"chaos/fast":  {QueueMedian: d(2 * time.Second), QueueSigma: 0.5, RunMedian: d(20 * time.Second), RunSigma: 0.4, FailRate: 0.1},
+				"chaos/slow":  {QueueMedian: d(5 * time.Second), RunMedian: d(70 * time.Second), RunSigma: 0.4},
+				"chaos/stuck": {QueueMedian: d(2 * time.Second), NeverFinish: 1},
+			},
+			Faults: sim.Faults{
+				RateLimitRate: 0.005, RetryAfter: d(time.Second), ServerErrorRate: 0.05, LostRate: 0.02,
+				HangRate: 0.02, HangFor: d(2 * time.Second), MalformedRate: 0.03, FlapNotFoundRate: 0.03, RegressRate: 0.05,
+				WebhookMissingRate: 0.3,
+			}},
+		Route: config.Route{Workers: config.Workers{Status: 16}, CallTimeout: 300 * time.Millisecond, NotFoundLimit: 6},
+	})
+	n := size(300, 3000)
+	want := map[string]state.State{}
+	ids := submitN(t, e, "pc", n, func(i int) (string, float64) {
+		switch {
+		case i%40 == 7:
+			return "chaos/stuck", 4
+		case i%3 == 0:
+			return "chaos/slow", 0
+		}
+		return "chaos/fast", 0
+	})
+	for i, id := range ids {
+		if i%40 == 7 {
+			want[id] = state.Expired
+		}
+	}
+	waitFor(t, "every job terminal", time.Duration(size(120, 600))*time.Second, func() bool { return len(e.log.terminal()) >= n })
+	st := e.Sim.Stats()
+	require.Positive(t, st.Hangs)
+	require.Positive(t, st.Malformed)
+	require.Positive(t, st.FlapNotFound)
+	require.Positive(t, st.Regressed)
+	o := verify(t, e, ids, want, e.Sim.Predictions(), st)
+	require.Equal(t, len(want), o.states[state.Expired], "exactly the jobs that never finish expired")
+	reportFaults(t, "provider chaos", o)
+}
+
+// restartable is an embedded server that can be stopped and started again
+// on the same port and files.
+type restartable struct {
+	dir  string
+	port int
+	mu   sync.Mutex
+	srv  *server.Server
+}
+
+func newRestartable(t *testing.T) *restartable {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	r := &restartable{dir: t.TempDir(), port: ln.Addr().(*net.TCPAddr).Port}
+	require.NoError(t, ln.Close())
+	r.srv, err = embedded.Start(embedded.Config{StoreDir: r.dir, Port: r.port})
+	require.NoError(t, err)
+	t.Cleanup(func() { r.mu.Lock(); r.srv.Shutdown(); r.srv.WaitForShutdown(); r.mu.Unlock() })
+	return r
+}
+
+func (r *restartable) url() string { return fmt.Sprintf("nats://127.0.0.1:%d", r.port) }
+
+// restart stops the server, waits, and starts it again; it returns how
+// long it was down.
+func (r *restartable) restart(t *testing.T, down time.Duration) time.Duration {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	start := time.Now()
+	r.srv.Shutdown()
+	r.srv.WaitForShutdown()
+	<-time.After(down)
+	s, err := embedded.Start(embedded.Config{StoreDir: r.dir, Port: r.port})
+	require.NoError(t, err)
+	r.srv = s
+	return time.Since(start)
+}
+
+// TestChaosNATSRestart restarts the NATS server (file storage) while jobs
+// are tracked: every one resumes and finishes, polled on schedule.
+func TestChaosNATSRestart(t *testing.T) {
+	ns := newRestartable(t)
+	nc, err := nats.Connect(ns.url(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	e := startWith(t, nc, js, dev.StackConfig{
+		Sim: sim.Config{TimeScale: 10, Seed: 22,
+			Default: sim.Model{QueueMedian: d(10 * time.Second), QueueSigma: 0.3, RunMedian: d(80 * time.Second), RunSigma: 0.3}},
+		Route:      config.Route{Workers: config.Workers{Submit: 8, Status: 32}},
+		NoWebhooks: true, // the checks alone must bring every job home
+	})
+	n := size(1000, 10000)
+	ids := submitN(t, e, "nr", n, func(int) (string, float64) { return "restart/model", 0 })
+	waitFor(t, "all submitted and tracked", 3*time.Minute, func() bool {
+		info, err := e.Env.Res.Checks.Info(context.Background())
+		return err == nil && int(info.State.Msgs)+len(e.log.terminal()) >= n
+	})
+	tracked, _ := e.Env.Res.Checks.Info(context.Background())
+	down := ns.restart(t, time.Second)
+	t.Logf("restarted NATS with %d jobs tracked (down %s)", tracked.State.Msgs, down.Round(time.Millisecond))
+	waitFor(t, "every job terminal", time.Duration(size(180, 900))*time.Second, func() bool { return len(e.log.terminal()) >= n })
+	o := verify(t, e, ids, nil, e.Sim.Predictions(), e.Sim.Stats())
+	o.faults = 1
+	// On schedule: a job is found done within its polling interval of
+	// when it finished, plus the restart; no more.
+	require.Less(t, o.worstDelay, 30*time.Second, "polls resumed on schedule")
+	reportFaults(t, fmt.Sprintf("NATS restart (%d tracked)", tracked.State.Msgs), o)
+}
