@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -54,28 +55,47 @@ func (l *Lifecycle) Namespace() events.Namespace { return l.ns }
 // Create stores a new job and publishes the events it recorded. It returns
 // state.ErrExists when the id is taken.
 func (l *Lifecycle) Create(ctx context.Context, j *state.Job) error {
-	if _, err := l.store.Create(ctx, j); err != nil {
+	rev, err := l.store.Create(ctx, j)
+	if err != nil {
 		return err
 	}
-	return l.Flush(ctx, j)
+	return l.flush(ctx, j, rev)
 }
 
 // Update applies fn to the job's latest record with compare-and-set (fn may
 // run more than once, on fresh copies) and then publishes the events fn
 // recorded, along with any earlier ones still in the outbox.
 func (l *Lifecycle) Update(ctx context.Context, id string, fn func(*state.Job) error) (*state.Job, error) {
+	return l.update(ctx, id, nil, 0, fn)
+}
+
+// UpdateFrom is Update starting from a record the caller read at revision
+// rev (see state.Store.MutateFrom): one read fewer when nobody wrote the
+// job since. j must not be used afterwards.
+func (l *Lifecycle) UpdateFrom(ctx context.Context, j *state.Job, rev uint64, fn func(*state.Job) error) (*state.Job, error) {
+	return l.update(ctx, j.ID, j, rev, fn)
+}
+
+func (l *Lifecycle) update(ctx context.Context, id string, from *state.Job, rev uint64, fn func(*state.Job) error) (*state.Job, error) {
 	var was state.State
-	j, _, err := l.store.Mutate(ctx, id, func(cur *state.Job) error {
+	track := func(cur *state.Job) error {
 		was = cur.State
 		return fn(cur)
-	})
+	}
+	var j *state.Job
+	var err error
+	if from != nil {
+		j, rev, err = l.store.MutateFrom(ctx, from, rev, track)
+	} else {
+		j, rev, err = l.store.Mutate(ctx, id, track)
+	}
 	if err != nil {
 		return nil, err
 	}
 	if !was.Terminal() && j.State.Terminal() && l.hooks.Terminal != nil {
 		l.hooks.Terminal(j)
 	}
-	if err := l.Flush(ctx, j); err != nil {
+	if err := l.flush(ctx, j, rev); err != nil {
 		return j, err
 	}
 	return j, nil
@@ -85,7 +105,11 @@ func (l *Lifecycle) Update(ctx context.Context, id string, fn func(*state.Job) e
 // entries from the record. Republishing an event is harmless: its message id
 // makes the stream drop the duplicate, and its per-job seq lets readers
 // drop one the stream no longer remembers.
-func (l *Lifecycle) Flush(ctx context.Context, j *state.Job) error {
+func (l *Lifecycle) Flush(ctx context.Context, j *state.Job) error { return l.flush(ctx, j, 0) }
+
+// flush is Flush knowing the revision j was read or written at (0: not
+// known), so that clearing the outbox usually needs no read.
+func (l *Lifecycle) flush(ctx context.Context, j *state.Job, rev uint64) error {
 	if len(j.Outbox) == 0 {
 		return nil
 	}
@@ -106,12 +130,21 @@ func (l *Lifecycle) Flush(ctx context.Context, j *state.Job) error {
 		}
 		l.log.Debug().Str("job_id", j.ID).Str("route", j.Route).Str("event", p.Type).Uint64("seq", p.Seq).Msg("event published")
 	}
-	_, _, err := l.store.Mutate(ctx, j.ID, func(cur *state.Job) error {
+	clear := func(cur *state.Job) error {
 		if !cur.Published(last) {
 			return state.ErrNoChange
 		}
 		return nil
-	})
+	}
+	var err error
+	if rev > 0 {
+		// A copy: the caller keeps j, and it must not see a failed write.
+		cp := *j
+		cp.Outbox = slices.Clone(j.Outbox)
+		_, _, err = l.store.MutateFrom(ctx, &cp, rev, clear)
+	} else {
+		_, _, err = l.store.Mutate(ctx, j.ID, clear)
+	}
 	if err != nil {
 		return fmt.Errorf("clear outbox of job %s: %w", j.ID, err)
 	}

@@ -178,7 +178,7 @@ func (s *Service) check(ctx context.Context, r *route.Route, msg jetstream.Msg) 
 		return events.Later(wait)
 	}
 
-	j, _, err := s.life.Store().Get(ctx, id)
+	j, rev, err := s.life.Store().Get(ctx, id)
 	switch {
 	case errors.Is(err, state.ErrNotFound):
 		log.Warn().Msg("check for a job that does not exist; dropped")
@@ -214,11 +214,12 @@ func (s *Service) check(ctx context.Context, r *route.Route, msg jetstream.Msg) 
 	if d := s.remaining(r.Name); d > 0 {
 		return events.Later(d)
 	}
-	return s.poll(ctx, r, j, msg, log)
+	return s.poll(ctx, r, j, rev, msg, log)
 }
 
-// poll makes one status call and applies its result.
-func (s *Service) poll(ctx context.Context, r *route.Route, j *state.Job, msg jetstream.Msg, log zerolog.Logger) events.Outcome {
+// poll makes one status call and applies its result to the job, read at
+// revision rev.
+func (s *Service) poll(ctx context.Context, r *route.Route, j *state.Job, rev uint64, msg jetstream.Msg, log zerolog.Logger) events.Outcome {
 	lease, err := s.budgets[r.Name].Acquire(ctx)
 	if err != nil {
 		// The route's budget is in use across the fleet: come back soon.
@@ -273,7 +274,7 @@ func (s *Service) poll(ctx context.Context, r *route.Route, j *state.Job, msg je
 
 	now := s.cfg.Now().UTC()
 	expire := false
-	j, err = s.life.Update(ctx, j.ID, func(cur *state.Job) error {
+	j, err = s.life.UpdateFrom(ctx, j, rev, func(cur *state.Job) error {
 		if cur.State.Terminal() {
 			return state.ErrNoChange
 		}

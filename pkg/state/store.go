@@ -88,14 +88,27 @@ func (s *Store) Update(ctx context.Context, j *Job, rev uint64) (uint64, error) 
 // fn returns ErrNoChange nothing is written and Mutate returns the job as
 // read. Any other error from fn is returned as is.
 func (s *Store) Mutate(ctx context.Context, id string, fn func(*Job) error) (*Job, uint64, error) {
+	return s.mutate(ctx, id, nil, 0, fn)
+}
+
+// MutateFrom is Mutate starting from a record the caller read at revision
+// rev, which saves the first read: fn runs on j itself first (j must not be
+// used afterwards), and on a fresh copy after a conflict.
+func (s *Store) MutateFrom(ctx context.Context, j *Job, rev uint64, fn func(*Job) error) (*Job, uint64, error) {
+	return s.mutate(ctx, j.ID, j, rev, fn)
+}
+
+func (s *Store) mutate(ctx context.Context, id string, j *Job, rev uint64, fn func(*Job) error) (*Job, uint64, error) {
 	retries := s.MaxRetries
 	if retries <= 0 {
 		retries = DefaultMaxRetries
 	}
 	for range retries {
-		j, rev, err := s.Get(ctx, id)
-		if err != nil {
-			return nil, 0, err
+		if j == nil || rev == 0 {
+			var err error
+			if j, rev, err = s.Get(ctx, id); err != nil {
+				return nil, 0, err
+			}
 		}
 		switch err := fn(j); {
 		case errors.Is(err, ErrNoChange):
@@ -105,6 +118,7 @@ func (s *Store) Mutate(ctx context.Context, id string, fn func(*Job) error) (*Jo
 		}
 		nrev, err := s.Update(ctx, j, rev)
 		if errors.Is(err, ErrConflict) {
+			j = nil
 			continue
 		}
 		if err != nil {
