@@ -32,8 +32,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -82,6 +84,18 @@ const (
 // ErrBusy: no lease came free within the wait.
 var ErrBusy = errors.New("budget exhausted: no call slot came free in time")
 
+// Reuse of a lease within a process (budgets without a rate only): a
+// released lease stays with the process for up to reuseIdle, and the
+// process's next Acquire takes it without asking the server, up to
+// reuseMax calls in a row; then it goes back to the fleet. A busy process
+// thus asks the server for a lease once per reuseMax calls instead of
+// twice per call, while a lease is never idle in one process for longer
+// than reuseIdle. The cap is unchanged: a reused lease is still one lease.
+const (
+	reuseMax  = 16
+	reuseIdle = 10 * time.Millisecond
+)
+
 // Budget is one route's budget of one kind. A nil *Budget limits nothing.
 type Budget struct {
 	route, kind string
@@ -90,6 +104,9 @@ type Budget struct {
 	leaseWait   time.Duration
 	// Wait bounds Acquire (default DefaultWait).
 	Wait time.Duration
+
+	mu   sync.Mutex
+	idle []*Lease // released leases kept for reuse, newest last
 }
 
 // Ensure sets up the budget of a route and kind (events.SlotSubmit or
@@ -156,6 +173,10 @@ type Lease struct {
 	b    *Budget
 	msg  jetstream.Msg
 	keep func() // stops extending the lease
+	uses int
+	// expire returns the lease to the fleet once it has been idle for
+	// reuseIdle.
+	expire *time.Timer
 }
 
 // Acquire waits up to Wait for a lease. It returns ErrBusy when none came
@@ -163,6 +184,9 @@ type Lease struct {
 func (b *Budget) Acquire(ctx context.Context) (*Lease, error) {
 	if b == nil {
 		return nil, nil
+	}
+	if l := b.reuse(); l != nil {
+		return l, nil
 	}
 	wait := cmp.Or(b.Wait, DefaultWait)
 	if dl, ok := ctx.Deadline(); ok {
@@ -188,16 +212,78 @@ func (b *Budget) Acquire(ctx context.Context) (*Lease, error) {
 	return nil, ErrBusy
 }
 
+// reuse takes an idle lease of this process, if there is one.
+func (b *Budget) reuse() *Lease {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := len(b.idle)
+	if n == 0 {
+		return nil
+	}
+	l := b.idle[n-1]
+	b.idle = b.idle[:n-1]
+	l.expire.Stop() // if it fired already, giveBack finds the lease taken
+	return l
+}
+
 // Release returns the lease, to be used again after the budget's
 // cooldown. Releasing a nil lease does nothing.
 func (l *Lease) Release() {
 	if l == nil {
 		return
 	}
+	b := l.b
+	l.uses++
+	if b.cooldown == 0 && l.uses < reuseMax {
+		b.mu.Lock()
+		b.idle = append(b.idle, l)
+		if l.expire == nil {
+			l.expire = time.AfterFunc(reuseIdle, func() { b.giveBack(l) })
+		} else {
+			l.expire.Reset(reuseIdle)
+		}
+		b.mu.Unlock()
+		return
+	}
+	l.toFleet()
+}
+
+// giveBack returns an idle lease to the fleet, unless it was taken again.
+func (b *Budget) giveBack(l *Lease) {
+	b.mu.Lock()
+	i := slices.Index(b.idle, l)
+	if i < 0 {
+		b.mu.Unlock()
+		return
+	}
+	b.idle = slices.Delete(b.idle, i, i+1)
+	b.mu.Unlock()
+	l.toFleet()
+}
+
+// toFleet stops extending the lease and returns it to the server.
+func (l *Lease) toFleet() {
 	l.keep()
 	if l.b.cooldown > 0 {
 		_ = l.msg.NakWithDelay(l.b.cooldown)
 		return
 	}
 	_ = l.msg.Nak()
+}
+
+// Close returns the process's idle leases to the fleet at once (at
+// shutdown, so that they do not wait out their lease wait). Leases still in
+// use are returned by their Release.
+func (b *Budget) Close() {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	idle := b.idle
+	b.idle = nil
+	b.mu.Unlock()
+	for _, l := range idle {
+		l.expire.Stop()
+		l.toFleet()
+	}
 }

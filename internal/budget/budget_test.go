@@ -148,3 +148,36 @@ func TestReconfigure(t *testing.T) {
 	require.ErrorIs(t, err, budget.ErrBusy, "the lower cap holds although five leases exist")
 	l.Release()
 }
+
+// A busy process reuses its released leases instead of asking the server
+// for each call, and an idle one gives them back to the fleet at once.
+func TestLeaseReuse(t *testing.T) {
+	t.Parallel()
+	js, res := setup(t)
+	busy := ensure(t, js, res, budget.Limit{Concurrency: 1})
+	other := ensure(t, js, res, budget.Limit{Concurrency: 1})
+	other.Wait = time.Second
+	ctx := context.Background()
+	for range 32 {
+		l, err := busy.Acquire(ctx)
+		require.NoError(t, err)
+		l.Release()
+	}
+	c, err := res.Slots.Consumer(ctx, events.Default.BudgetConsumer("r", events.SlotStatus))
+	require.NoError(t, err)
+	info, err := c.Info(ctx)
+	require.NoError(t, err)
+	require.LessOrEqual(t, info.Delivered.Consumer, uint64(4), "32 calls, a lease fetched at most once per 16 (and when it went idle)")
+
+	// The lease is idle in busy: within moments another process gets it.
+	l, err := other.Acquire(ctx)
+	require.NoError(t, err, "an idle lease returns to the fleet")
+	busy.Wait = 200 * time.Millisecond
+	_, err = busy.Acquire(ctx)
+	require.ErrorIs(t, err, budget.ErrBusy, "the one lease is out")
+	l.Release()
+	other.Close()
+	l, err = busy.Acquire(ctx)
+	require.NoError(t, err, "Close returned the idle lease")
+	l.Release()
+}

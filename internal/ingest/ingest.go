@@ -145,7 +145,13 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	g.Go(func() error { return s.sweep(ctx) })
 	s.log.Info().Int("routes", len(s.cfg.Routes)).Msg("ingest running")
-	return g.Wait()
+	err := g.Wait()
+	for _, bs := range []map[string]*budget.Budget{s.submitBudgets, s.statusBudgets} {
+		for _, b := range bs {
+			b.Close() // leases kept for reuse go back to the fleet now
+		}
+	}
+	return err
 }
 
 func (s *Service) holdFor(route string) time.Duration {

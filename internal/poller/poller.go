@@ -133,7 +133,11 @@ func (s *Service) Run(ctx context.Context) error {
 		g.Go(func() error { return s.runRoute(ctx, r, cs) })
 	}
 	s.log.Info().Int("routes", len(s.cfg.Routes)).Msg("poller running")
-	return g.Wait()
+	err := g.Wait()
+	for _, b := range s.budgets {
+		b.Close() // leases kept for reuse go back to the fleet now
+	}
+	return err
 }
 
 func (s *Service) remaining(route string) time.Duration {
