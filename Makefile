@@ -36,9 +36,11 @@ tools: ## Install what the client examples need: the nats CLI into bin/, npm pac
 		cd examples/node && npm ci --no-audit --no-fund; }
 
 .PHONY: bench
-bench: ## Print the benchmark figures (schedule, simulator)
-	$(GO) test -run '^$$' -bench . -benchmem ./pkg/schedule ./pkg/events ./internal/simulate
-	$(GO) run ./cmd/pollux simulate --jobs 10000
+bench: ## Measure the fleet against JetStream's own limits (one table; BENCHFLAGS="--only cycles --json" etc.), then the schedule against the optimum
+	$(GO) build -o $(BIN)/nats-server github.com/nats-io/nats-server/v2
+	$(GO) build -o $(BIN)/ ./cmd/poller ./cmd/pollux
+	$(BIN)/pollux bench --bin $(BIN) $(BENCHFLAGS)
+	$(BIN)/pollux simulate --jobs 10000
 
 .PHONY: lint
 lint: ## gofmt, go vet, and golangci-lint when installed

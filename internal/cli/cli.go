@@ -39,6 +39,7 @@ type CLI struct {
 	Stats       StatsCmd       `cmd:"" help:"Print the fleet's figures from JetStream and KV alone."`
 	Watch       WatchCmd       `cmd:"" help:"Watch the fleet live, refreshed in place, until Ctrl-C."`
 	Get         GetCmd         `cmd:"" help:"Show one job's record and event history."`
+	Bench       BenchCmd       `cmd:"" help:"Measure the fleet against JetStream's own limits and print one table (make bench)."`
 }
 
 // Globals are what subcommands get from the top level.

@@ -1,0 +1,135 @@
+package bench
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Sections of the bench, in the order they run.
+var Sections = []string{"micro", "cycles", "fleet", "ingest", "webhook", "capacity", "timers", "cluster"}
+
+// Config configures a run. Zero values mean the defaults on each field.
+type Config struct {
+	// Bin is the directory holding the nats-server and poller binaries
+	// (make bench builds them into bin/).
+	Bin string
+	// Window is how long each rate is measured (default 10s).
+	Window time.Duration
+	// Jobs is how many jobs the rate measurements keep busy (default
+	// 5000): enough that the demand exceeds what is measured.
+	Jobs int
+	// Sizes are the tracked-job counts of the capacity section (default
+	// 100k and 300k).
+	Sizes []int
+	// Processes are the poller process counts of the fleet section
+	// (default 1, 2 and 4).
+	Processes []int
+	// Partitions is the partition count of the partitioned capacity run
+	// (default 4).
+	Partitions int
+	// Only runs these sections (default: all of Sections).
+	Only []string
+	// Progress receives a line per step (default: none).
+	Progress io.Writer
+}
+
+func (c Config) withDefaults() Config {
+	c.Window = cmp.Or(c.Window, 10*time.Second)
+	c.Jobs = cmp.Or(c.Jobs, 5000)
+	if len(c.Sizes) == 0 {
+		c.Sizes = []int{100_000, 300_000}
+	}
+	if len(c.Processes) == 0 {
+		c.Processes = []int{1, 2, 4}
+	}
+	c.Partitions = cmp.Or(c.Partitions, 4)
+	if len(c.Only) == 0 {
+		c.Only = Sections
+	}
+	if c.Progress == nil {
+		c.Progress = io.Discard
+	}
+	return c
+}
+
+// runner holds one run's state.
+type runner struct {
+	cfg    Config
+	dir    string
+	report *Report
+}
+
+// Run measures the selected sections and returns the report.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	cfg = cfg.withDefaults()
+	for _, s := range cfg.Only {
+		if !slices.Contains(Sections, s) {
+			return nil, fmt.Errorf("bench: unknown section %q (sections: %v)", s, Sections)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(cfg.Bin, "nats-server")); err != nil {
+		return nil, fmt.Errorf("bench: %w (build it with `make bench`, or pass --bin)", err)
+	}
+	dir, err := os.MkdirTemp("", "pollux-bench-")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	r := &runner{cfg: cfg, dir: dir, report: &Report{
+		Started: time.Now(),
+		Machine: fmt.Sprintf("%s/%s, %d CPUs, %s", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version()),
+	}}
+	steps := map[string]func(context.Context) error{
+		"micro": r.micro, "cycles": r.cycles, "fleet": r.fleet, "ingest": r.ingest, "webhook": r.webhook,
+		"capacity": r.capacity, "timers": r.timers, "cluster": r.cluster,
+	}
+	for _, s := range Sections {
+		if !slices.Contains(cfg.Only, s) {
+			continue
+		}
+		r.progress("== %s", s)
+		if err := steps[s](ctx); err != nil {
+			return r.report, fmt.Errorf("bench %s: %w", s, err)
+		}
+	}
+	r.report.Duration = time.Since(r.report.Started).Round(time.Second).String()
+	return r.report, nil
+}
+
+func (r *runner) progress(format string, args ...any) {
+	fmt.Fprintf(r.cfg.Progress, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+}
+
+// withServer runs fn against a fresh nats-server (a three-node cluster
+// when cluster is true), stopped afterwards.
+func (r *runner) withServer(ctx context.Context, cluster bool, fn func(s *server, nc *nats.Conn, js jetstream.JetStream) error) error {
+	dir, err := os.MkdirTemp(r.dir, "nats-")
+	if err != nil {
+		return err
+	}
+	s, err := startServer(ctx, filepath.Join(r.cfg.Bin, "nats-server"), dir, cluster)
+	if err != nil {
+		return err
+	}
+	defer s.stop()
+	nc, err := nats.Connect(s.url, nats.MaxReconnects(-1))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(2*seedWindow))
+	if err != nil {
+		return err
+	}
+	return fn(s, nc, js)
+}

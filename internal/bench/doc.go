@@ -1,0 +1,27 @@
+// Package bench is `pollux bench` (and `make bench`): it measures the fleet
+// against the limit of the engine underneath, and prints one table. Every
+// rate is measured next to the raw JetStream figure for the same work, on
+// the same nats-server process, in the same run:
+//
+//   - micro: one schedule decision, one event encode and decode, one job
+//     record decode (testing.Benchmark: ns and allocations per op);
+//   - cycles: check cycles per second through the real poller against an
+//     instant in-process provider, vs the raw fetch + NakWithDelay cycle;
+//     and what a (never binding) status budget adds to a poll;
+//   - fleet: status calls per second through 1, 2 and 4 poller processes
+//     against the simulated provider over HTTP, with and without a budget;
+//   - ingest: submissions per second through ingest vs raw KV Create;
+//   - webhook: signed deliveries per second and p99 time to a 2xx;
+//   - capacity: 100k and 300k tracked jobs (and the largest again,
+//     partitioned), polls spread at 2000/s: server and poller memory per
+//     job, server CPU, poll lateness p50/p99;
+//   - timers: nak-delayed messages vs message schedules (Nats-Schedule) as
+//     the timer, at the same sizes: memory, CPU waiting and firing,
+//     lateness;
+//   - cluster: the cycle measurement on a three-node cluster, R3.
+//
+// Jobs are written straight into the jobs bucket and the checks stream for
+// the measurements that are not about ingest (seed), as ingest would
+// leave them. The NATS servers and poller processes are children of the
+// bench; their memory and CPU come from /proc (Linux).
+package bench

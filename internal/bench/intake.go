@@ -1,0 +1,228 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/pollux-dev/pollux/internal/config"
+	"github.com/pollux-dev/pollux/internal/ingest"
+	"github.com/pollux-dev/pollux/internal/webhook"
+	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/provider"
+	"github.com/pollux-dev/pollux/pkg/provider/replicate"
+	"github.com/pollux-dev/pollux/pkg/signature"
+)
+
+// submitWorkers is the ingest concurrency of the submission measurement,
+// and the raw KV Create reference's.
+const submitWorkers = 64
+
+// ingest measures submissions per second through ingest (deduplicating
+// create, submit to an instant provider, state write, event, armed check)
+// against the raw KV Create rate at the same concurrency.
+func (r *runner) ingest(ctx context.Context) error {
+	return r.withServer(ctx, false, func(_ *server, nc *nats.Conn, js jetstream.JetStream) error {
+		r.progress("raw KV Create, %d concurrent creators", submitWorkers)
+		raw, err := rawCreates(ctx, js, 1, submitWorkers, r.cfg.Window)
+		if err != nil {
+			return err
+		}
+		r.progress("  %.0f/s", raw)
+		rg, err := openRig(ctx, nc, config.Streams{}, config.Route{Workers: config.Workers{Submit: submitWorkers}}, instant{})
+		if err != nil {
+			return err
+		}
+		defer func() { _ = rg.close() }()
+		n := 4 * r.cfg.Jobs
+		r.progress("publishing %d submissions", n)
+		w := &pubWindow{js: rg.env.JS}
+		for i := range n {
+			b, err := json.Marshal(events.Submit{V: events.Version, IdempotencyKey: fmt.Sprintf("bench-%07d", i), Model: "bench/model", Input: json.RawMessage(`{}`)})
+			if err != nil {
+				return err
+			}
+			if err := w.publish(ctx, rg.env.NS.Submit(benchRoute), b); err != nil {
+				return err
+			}
+		}
+		if err := w.flush(ctx); err != nil {
+			return err
+		}
+		var done, bad atomic.Int64
+		m := rg.env.Metrics.Ingest()
+		observe := m.Submission
+		m.Submission = func(route, kind, outcome string) {
+			observe(route, kind, outcome)
+			if outcome == "submitted" {
+				done.Add(1)
+			} else {
+				bad.Add(1)
+			}
+		}
+		svc, err := ingest.New(ingest.Config{Routes: rg.env.Routes, Options: rg.env.Options(), Metrics: m},
+			rg.env.JS, rg.env.NS, rg.env.Res, rg.env.Life, rg.env.Pauses)
+		if err != nil {
+			return err
+		}
+		rg.g.Go(func() error { return svc.Run(rg.ctx) })
+		r.progress("ingest with %d submit workers, instant provider", submitWorkers)
+		rate, err := between(ctx, done.Load, int64(n/10), int64(n*9/10), 5*time.Minute)
+		if err != nil {
+			return err
+		}
+		if b := bad.Load(); b > 0 {
+			return fmt.Errorf("%d submissions were not submitted", b)
+		}
+		r.progress("  %.0f/s", rate)
+		r.report.add(Row{Group: "ingest", Name: "submissions/s through ingest (dedupe + create + submit + arm)", Value: rate, Unit: "/s",
+			Reference: raw, Note: fmt.Sprintf("%d workers, instant provider; reference: raw KV Create at the same concurrency", submitWorkers)})
+		return nil
+	})
+}
+
+// between returns how fast count went from lo to hi, per second.
+func between(ctx context.Context, count func() int64, lo, hi int64, limit time.Duration) (float64, error) {
+	deadline := time.Now().Add(limit)
+	var t0 time.Time
+	for {
+		c := count()
+		if t0.IsZero() && c >= lo {
+			t0 = time.Now()
+		}
+		if c >= hi {
+			return float64(hi-lo) / time.Since(t0).Seconds(), nil
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("only %d of %d done within %s", c, hi, limit)
+		}
+		if err := sleep(ctx, 5*time.Millisecond); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// webhookSecret signs the bench's webhook deliveries.
+const webhookSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+// webhookSenders is how many deliveries are sent at once.
+const webhookSenders = 50
+
+// webhook measures signed webhook deliveries per second through the
+// receiver (verified, stored in JetStream, answered) and the p99 time to a
+// 2xx, from 50 concurrent senders that retry a 503 as providers do.
+func (r *runner) webhook(ctx context.Context) error {
+	return r.withServer(ctx, false, func(_ *server, nc *nats.Conn, _ jetstream.JetStream) error {
+		a, err := replicate.New(provider.Config{Route: benchRoute, Token: simToken, WebhookSecret: webhookSecret})
+		if err != nil {
+			return err
+		}
+		rg, err := openRig(ctx, nc, config.Streams{}, config.Route{WebhookURL: "http://127.0.0.1/webhooks/" + benchRoute}, a)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = rg.close() }()
+		n := r.cfg.Jobs
+		if err := rg.seed(ctx, n, time.Hour, remoteID, nil); err != nil {
+			return err
+		}
+		svc, err := webhook.New(webhook.Config{Routes: rg.env.Routes, Options: rg.env.Options(), Metrics: rg.env.Metrics.Webhook()},
+			rg.env.JS, rg.env.NS, rg.env.Res, rg.env.Life)
+		if err != nil {
+			return err
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		rg.g.Go(func() error { return svc.Run(rg.ctx, ln) })
+		key, err := signature.ParseSecret(webhookSecret)
+		if err != nil {
+			return err
+		}
+		url := "http://" + ln.Addr().String() + "/webhooks/" + benchRoute
+		client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: webhookSenders}}
+		r.progress("%d signed deliveries from %d senders", n, webhookSenders)
+		var next atomic.Int64
+		var mu sync.Mutex
+		var latencies []time.Duration
+		var firstErr error
+		start := time.Now()
+		var wg sync.WaitGroup
+		for range webhookSenders {
+			wg.Go(func() {
+				for {
+					i := int(next.Add(1)) - 1
+					if i >= n || ctx.Err() != nil {
+						return
+					}
+					lat, err := deliver(ctx, client, key, url, i)
+					mu.Lock()
+					if err != nil && firstErr == nil {
+						firstErr = err
+					}
+					latencies = append(latencies, lat)
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		elapsed := time.Since(start)
+		if firstErr != nil {
+			return firstErr
+		}
+		slices.Sort(latencies)
+		rate := float64(n) / elapsed.Seconds()
+		p99 := latencies[len(latencies)*99/100]
+		r.progress("  %.0f/s, p99 %s", rate, p99)
+		r.report.add(Row{Group: "webhook", Name: "webhook deliveries/s (verified, stored, 2xx)", Value: rate, Unit: "/s",
+			Note: fmt.Sprintf("%d senders, each delivery a job's completion", webhookSenders)})
+		r.report.add(Row{Group: "webhook", Name: "p99 time to 2xx", Value: float64(p99.Microseconds()) / 1000, Unit: "ms"})
+		return nil
+	})
+}
+
+// deliver sends job i's completion until it is answered 2xx and returns the
+// time from the first attempt.
+func deliver(ctx context.Context, client *http.Client, key []byte, url string, i int) (time.Duration, error) {
+	body := fmt.Appendf(nil, `{"id":"%s","status":"succeeded","output":["https://example.com/%d.mp4"]}`, remoteID(i), i)
+	id := "msg_" + strconv.Itoa(i)
+	start := time.Now()
+	for attempt := 0; ; attempt++ {
+		ts := time.Now()
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"?job="+jobID(i), bytes.NewReader(body))
+		if err != nil {
+			return 0, err
+		}
+		req.Header.Set("webhook-id", id)
+		req.Header.Set("webhook-timestamp", strconv.FormatInt(ts.Unix(), 10))
+		req.Header.Set("webhook-signature", signature.Sign(key, id, ts, body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		_ = resp.Body.Close()
+		switch {
+		case resp.StatusCode/100 == 2:
+			return time.Since(start), nil
+		case resp.StatusCode == http.StatusServiceUnavailable && attempt < 10:
+			if err := sleep(ctx, time.Duration(50*(attempt+1))*time.Millisecond); err != nil {
+				return 0, err
+			}
+		default:
+			return 0, fmt.Errorf("delivery %d answered %d", i, resp.StatusCode)
+		}
+	}
+}
