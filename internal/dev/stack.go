@@ -35,6 +35,8 @@ type StackConfig struct {
 	Route config.Route
 	// NoWebhooks runs the route poll-only.
 	NoWebhooks bool
+	// Streams sizes the streams and buckets (replicas on a cluster).
+	Streams config.Streams
 	// HTTPAddr is where the HTTP front door listens (default
 	// 127.0.0.1:0, a free loopback port).
 	HTTPAddr string
@@ -102,24 +104,24 @@ func Start(ctx context.Context, g *errgroup.Group, nc *nats.Conn, sc StackConfig
 	}
 	routes := map[string]*route.Route{RouteName: r}
 	m := metrics.New()
-	env, err := app.Open(ctx, g, &config.Config{Routes: map[string]config.Route{RouteName: rc}}, nc, routes, m, log)
+	env, err := app.Open(ctx, g, &config.Config{Streams: sc.Streams, Routes: map[string]config.Route{RouteName: rc}}, nc, routes, m, log)
 	if err != nil {
 		_ = hookLn.Close()
 		return nil, err
 	}
-	in, err := ingest.New(ingest.Config{Routes: routes, Logger: log.With().Str("component", "ingest").Logger(),
+	in, err := ingest.New(ingest.Config{Routes: routes, Options: env.Options(), Logger: log.With().Str("component", "ingest").Logger(),
 		Metrics: m.Ingest(), Learned: env.Stats.Lookup, SweepInterval: time.Second}, env.JS, env.NS, env.Res, env.Life, env.Pauses)
 	if err != nil {
 		_ = hookLn.Close()
 		return nil, err
 	}
-	po, err := poller.New(poller.Config{Routes: routes, Logger: log.With().Str("component", "poller").Logger(), Metrics: m.Poller(), Learned: env.Stats.Lookup},
+	po, err := poller.New(poller.Config{Routes: routes, Options: env.Options(), Logger: log.With().Str("component", "poller").Logger(), Metrics: m.Poller(), Learned: env.Stats.Lookup},
 		env.JS, env.NS, env.Res, env.Life, env.Pauses)
 	if err != nil {
 		_ = hookLn.Close()
 		return nil, err
 	}
-	wh, err := webhook.New(webhook.Config{Routes: routes, Logger: log.With().Str("component", "webhook").Logger(), Metrics: m.Webhook()},
+	wh, err := webhook.New(webhook.Config{Routes: routes, Options: env.Options(), Logger: log.With().Str("component", "webhook").Logger(), Metrics: m.Webhook()},
 		env.JS, env.NS, env.Res, env.Life)
 	if err != nil {
 		_ = hookLn.Close()

@@ -107,6 +107,12 @@ func (l *Lifecycle) update(ctx context.Context, id string, from *state.Job, rev 
 // drop one the stream no longer remembers.
 func (l *Lifecycle) Flush(ctx context.Context, j *state.Job) error { return l.flush(ctx, j, 0) }
 
+// FlushAt is Flush of a record read at revision rev: the outbox is cleared
+// from that revision, without reading the job again.
+func (l *Lifecycle) FlushAt(ctx context.Context, j *state.Job, rev uint64) error {
+	return l.flush(ctx, j, rev)
+}
+
 // flush is Flush knowing the revision j was read or written at (0: not
 // known), so that clearing the outbox usually needs no read.
 func (l *Lifecycle) flush(ctx context.Context, j *state.Job, rev uint64) error {

@@ -193,7 +193,7 @@ func (s *Service) check(ctx context.Context, r *route.Route, msg jetstream.Msg) 
 	}
 	log = log.With().Str("remote_id", j.RemoteID).Logger()
 	if len(j.Outbox) > 0 {
-		if err := s.life.Flush(ctx, j); err != nil {
+		if err := s.life.FlushAt(ctx, j, rev); err != nil {
 			log.Warn().Err(err).Msg("publishing pending events failed; retrying")
 			return events.Later(s.retryDelay(md.NumDelivered))
 		}

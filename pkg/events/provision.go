@@ -248,11 +248,18 @@ type Resources struct {
 // different retention, ...) is reported as an *IncompatibleError and left
 // alone; differences Pollux can reconcile (limits, replicas) are updated.
 //
-// A cluster still forming (no peers for the replicas yet, no meta leader)
-// is waited out, retrying every 250ms until ctx ends.
+// A cluster still forming (no peers for the replicas yet, no meta leader,
+// no answer) is waited out, retrying every 250ms until ctx ends.
 func (n Namespace) Setup(ctx context.Context, js jetstream.JetStream, o Options) (*Resources, error) {
 	for {
-		r, err := n.setup(ctx, js, o)
+		// A request made while the cluster elects its meta leader may get
+		// no answer at all: each attempt has its own deadline.
+		actx, cancel := context.WithTimeout(ctx, setupAttempt)
+		r, err := n.setup(actx, js, o)
+		cancel()
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			err = fmt.Errorf("%w: %w", err, errNoAnswer)
+		}
 		if err == nil || !forming(err) {
 			return r, err
 		}
@@ -264,10 +271,19 @@ func (n Namespace) Setup(ctx context.Context, js jetstream.JetStream, o Options)
 	}
 }
 
+// setupAttempt bounds one attempt of Setup.
+const setupAttempt = 10 * time.Second
+
+// errNoAnswer marks an attempt that got no answer in time.
+var errNoAnswer = errors.New("no answer from JetStream")
+
 // forming reports an error a JetStream cluster answers while it forms:
 // not enough peers known for the replicas (10005), the system temporarily
 // unavailable (10008) or no leader yet (10009, 503).
 func forming(err error) bool {
+	if errors.Is(err, errNoAnswer) {
+		return true
+	}
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) {
 		switch apiErr.ErrorCode {

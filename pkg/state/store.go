@@ -103,10 +103,16 @@ func (s *Store) mutate(ctx context.Context, id string, j *Job, rev uint64, fn fu
 	if retries <= 0 {
 		retries = DefaultMaxRetries
 	}
+	// floor is the oldest revision a read may return: after a conflict on
+	// revision r the job is newer than r, and a read of r or older came
+	// from a replica that has not caught up (reads are served by any
+	// replica of a clustered bucket). Deciding on it could skip a needed
+	// write (ErrNoChange) or lose the race again.
+	var floor uint64
 	for range retries {
 		if j == nil || rev == 0 {
 			var err error
-			if j, rev, err = s.Get(ctx, id); err != nil {
+			if j, rev, err = s.getFresh(ctx, id, floor); err != nil {
 				return nil, 0, err
 			}
 		}
@@ -118,6 +124,7 @@ func (s *Store) mutate(ctx context.Context, id string, j *Job, rev uint64, fn fu
 		}
 		nrev, err := s.Update(ctx, j, rev)
 		if errors.Is(err, ErrConflict) {
+			floor = max(floor, rev+1)
 			j = nil
 			continue
 		}
@@ -128,6 +135,26 @@ func (s *Store) mutate(ctx context.Context, id string, j *Job, rev uint64, fn fu
 	}
 	return nil, 0, fmt.Errorf("update job %s: %d conflicting writes in a row: %w", id, retries, ErrConflict)
 }
+
+// getFresh reads the job, reading again (for up to staleFor) while a
+// replica answers with a revision older than floor.
+func (s *Store) getFresh(ctx context.Context, id string, floor uint64) (*Job, uint64, error) {
+	deadline := time.Now().Add(staleFor)
+	for {
+		j, rev, err := s.Get(ctx, id)
+		if err != nil || rev >= floor || time.Now().After(deadline) {
+			return j, rev, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, 0, ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// staleFor bounds how long getFresh waits for a replica to catch up.
+const staleFor = 2 * time.Second
 
 // Each calls fn for every job in the bucket, in no particular order, and
 // stops at the first error fn returns. Records that do not decode are

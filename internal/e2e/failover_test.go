@@ -1,0 +1,98 @@
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pollux-dev/pollux/internal/config"
+	"github.com/pollux-dev/pollux/internal/dev"
+	"github.com/pollux-dev/pollux/internal/natstest"
+	"github.com/pollux-dev/pollux/pkg/provider/sim"
+)
+
+// TestChaosClusterFailover runs Pollux on a three-node cluster with every
+// stream, bucket and consumer replicated three times, and under load stops
+// the leader of each stream and bucket in turn (then starts it again, so
+// the cluster is whole before the next). Nothing may be lost; the pause
+// until each stream has a new leader is measured.
+func TestChaosClusterFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster run")
+	}
+	c := natstest.NewCluster(t)
+	nc, err := nats.Connect(c.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	e := startWith(t, nc, js, dev.StackConfig{
+		Sim: sim.Config{TimeScale: scale, Seed: 41, Default: sim.Model{
+			QueueMedian: d(2 * time.Second), QueueSigma: 0.4, RunMedian: d(200 * time.Second), RunSigma: 0.4, FailRate: 0.05}},
+		Route:   config.Route{Workers: config.Workers{Submit: 8, Status: 16}},
+		Streams: config.Streams{Replicas: 3, IntakeAckWait: 10 * time.Second, CheckAckWait: 10 * time.Second},
+	})
+	n := size(200, 2000)
+	ids := submitN(t, e, "fo", n, func(int) (string, float64) { return "failover/model", 0 })
+	waitFor(t, "jobs under way", time.Minute, func() bool { return len(e.log.terminal()) >= n/10 })
+
+	ns := e.Env.NS
+	streams := []string{ns.IntakeStream(), ns.ChecksStream(), ns.WebhooksStream(), ns.SlotsStream(), ns.EventsStream(),
+		"KV_" + ns.JobsBucket(), "KV_" + ns.RoutesBucket(), "KV_" + ns.DeliveriesBucket(), "KV_" + ns.StatsBucket()}
+	leader := func(stream string) string {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		s, err := js.Stream(ctx, stream)
+		if err != nil {
+			return ""
+		}
+		info, err := s.Info(ctx)
+		if err != nil || info.Cluster == nil {
+			return ""
+		}
+		return info.Cluster.Leader
+	}
+	var worstPause time.Duration
+	for _, stream := range streams {
+		var old string
+		waitFor(t, stream+" has a leader", 30*time.Second, func() bool { old = leader(stream); return old != "" })
+		stopped := time.Now()
+		c.Stop(old)
+		waitFor(t, stream+" elects a new leader", 30*time.Second, func() bool {
+			l := leader(stream)
+			return l != "" && l != old
+		})
+		pause := time.Since(stopped)
+		worstPause = max(worstPause, pause)
+		t.Logf("%s: leader %s stopped, new leader after %s", stream, old, pause.Round(time.Millisecond))
+		c.Start(old)
+		waitFor(t, "all three nodes back for "+stream, 30*time.Second, func() bool {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			s, err := js.Stream(ctx, stream)
+			if err != nil {
+				return false
+			}
+			info, err := s.Info(ctx)
+			if err != nil || info.Cluster == nil || len(info.Cluster.Replicas) != 2 {
+				return false
+			}
+			for _, r := range info.Cluster.Replicas {
+				if !r.Current {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	waitFor(t, "every job terminal", time.Duration(size(180, 900))*time.Second, func() bool { return len(e.log.terminal()) >= n })
+	o := verify(t, e, ids, nil, e.Sim.Predictions(), e.Sim.Stats())
+	o.faults = len(streams)
+	t.Logf("worst pause until a new leader: %s", worstPause.Round(time.Millisecond))
+	reportFaults(t, fmt.Sprintf("cluster failover (%d leaders)", len(streams)), o)
+}

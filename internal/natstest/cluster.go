@@ -1,0 +1,111 @@
+package natstest
+
+import (
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pollux-dev/pollux/internal/embedded"
+)
+
+// Node is one server of a Cluster.
+type Node struct {
+	Name              string
+	dir               string
+	port, clusterPort int
+	s                 *server.Server
+}
+
+// Cluster is three embedded JetStream servers clustered on loopback, each
+// with its own files and fixed ports, so a node can be stopped and started
+// again as the same peer.
+type Cluster struct {
+	t      testing.TB
+	mu     sync.Mutex
+	Nodes  []*Node
+	routes []string
+}
+
+// NewCluster starts a three-node cluster, shut down when the test ends.
+func NewCluster(t testing.TB) *Cluster {
+	t.Helper()
+	c := &Cluster{t: t}
+	for i := range 3 {
+		n := &Node{Name: fmt.Sprintf("n%d", i+1), dir: t.TempDir(), port: freePort(t), clusterPort: freePort(t)}
+		c.Nodes = append(c.Nodes, n)
+		c.routes = append(c.routes, fmt.Sprintf("nats://127.0.0.1:%d", n.clusterPort))
+	}
+	for _, n := range c.Nodes {
+		c.Start(n.Name)
+	}
+	t.Cleanup(func() {
+		for _, n := range c.Nodes {
+			c.Stop(n.Name)
+		}
+	})
+	return c
+}
+
+// URL lists every node's client URL, for a client that fails over.
+func (c *Cluster) URL() string {
+	var urls []string
+	for _, n := range c.Nodes {
+		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", n.port))
+	}
+	return strings.Join(urls, ",")
+}
+
+func (c *Cluster) node(name string) *Node {
+	for _, n := range c.Nodes {
+		if n.Name == name {
+			return n
+		}
+	}
+	c.t.Fatalf("no node %q", name)
+	return nil
+}
+
+// Start starts the named node (again) on its ports and files.
+func (c *Cluster) Start(name string) {
+	c.t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.node(name)
+	if n.s != nil {
+		return
+	}
+	s, err := embedded.Start(embedded.Config{
+		StoreDir: n.dir, Port: n.port, ServerName: n.Name,
+		Cluster: server.ClusterOpts{Name: "pollux-test", Host: "127.0.0.1", Port: n.clusterPort},
+		Routes:  c.routes,
+	})
+	require.NoError(c.t, err)
+	n.s = s
+}
+
+// Stop shuts the named node down (a clean shutdown, as a rolling restart
+// or a lost machine looks to its peers).
+func (c *Cluster) Stop(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.node(name)
+	if n.s == nil {
+		return
+	}
+	n.s.Shutdown()
+	n.s.WaitForShutdown()
+	n.s = nil
+}
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer func() { _ = ln.Close() }()
+	return ln.Addr().(*net.TCPAddr).Port
+}
