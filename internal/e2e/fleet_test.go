@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,21 +24,47 @@ import (
 	"github.com/pollux-dev/pollux/pkg/provider/sim"
 )
 
-// binaries builds the fleet's binaries and a nats-server once per run.
+// binaries builds the fleet's binaries and a nats-server once per package
+// run, into a directory TestMain removes.
 func binaries(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
-	for _, pkg := range []string{"./cmd/ingest", "./cmd/poller", "./cmd/webhook", "./cmd/pollux", "github.com/nats-io/nats-server/v2"} {
-		out := filepath.Join(dir, filepath.Base(pkg))
-		if pkg == "github.com/nats-io/nats-server/v2" {
-			out = filepath.Join(dir, "nats-server")
+	build.once.Do(func() {
+		dir, err := os.MkdirTemp("", "pollux-e2e-bin-")
+		if err != nil {
+			build.err = err
+			return
 		}
-		cmd := exec.Command("go", "build", "-o", out, pkg)
-		cmd.Dir = "../.."
-		b, err := cmd.CombinedOutput()
-		require.NoError(t, err, "go build %s: %s", pkg, b)
+		build.dir = dir
+		for _, pkg := range []string{"./cmd/ingest", "./cmd/poller", "./cmd/webhook", "./cmd/pollux", "github.com/nats-io/nats-server/v2"} {
+			out := filepath.Join(dir, filepath.Base(pkg))
+			if pkg == "github.com/nats-io/nats-server/v2" {
+				out = filepath.Join(dir, "nats-server")
+			}
+			cmd := exec.Command("go", "build", "-o", out, pkg)
+			cmd.Dir = "../.."
+			if b, err := cmd.CombinedOutput(); err != nil {
+				build.err = fmt.Errorf("go build %s: %w: %s", pkg, err, b)
+				return
+			}
+		}
+	})
+	require.NoError(t, build.err)
+	return build.dir
+}
+
+// build is the one build of the binaries the process tests share.
+var build struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if build.dir != "" {
+		_ = os.RemoveAll(build.dir)
 	}
-	return dir
+	os.Exit(code)
 }
 
 func freePort(t *testing.T) int {
@@ -105,22 +132,16 @@ func TestFleetOfProcesses(t *testing.T) {
 	bin := binaries(t)
 	dir := t.TempDir()
 
-	natsPort := freePort(t)
-	natsURL := fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
-	launch(t, "nats-server", nil, filepath.Join(bin, "nats-server"),
-		"-a", "127.0.0.1", "-p", fmt.Sprint(natsPort), "-js", "-sd", filepath.Join(dir, "js"))
+	natsURL, js := natsProcess(t, bin, dir)
 
-	simAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	simCfg := filepath.Join(dir, "sim.yaml")
-	require.NoError(t, os.WriteFile(simCfg, []byte(`
+	env := []string{"SIM_TOKEN=fleet-token"}
+	_, simAddr := simProcess(t, bin, dir, "sim", `
 time_scale: 50
 seed: 11
 latency: 15ms
 default: {queue_median: 3s, queue_sigma: 0.5, run_median: 40s, run_sigma: 0.4, fail_rate: 0.1}
 faults: {rate_limit_rate: 0.01, retry_after: 1s, server_error_rate: 0.02}
-`), 0o600))
-	env := []string{"SIM_TOKEN=fleet-token"}
-	launch(t, "sim", env, filepath.Join(bin, "pollux"), "sim-provider", "--addr", simAddr, "--config", simCfg, "--token-env", "SIM_TOKEN")
+`, env, "SIM_TOKEN")
 
 	cfg := filepath.Join(dir, "pollux.yaml")
 	require.NoError(t, os.WriteFile(cfg, []byte(fmt.Sprintf(`
@@ -138,23 +159,12 @@ routes:
 `, simAddr)), 0o600))
 	svcEnv := append(env, "POLLUX_NATS_URL="+natsURL, "POLLUX_CONFIG="+cfg, "POLLUX_METRICS_ADDR=", "POLLUX_TIME_SCALE=50")
 
-	nc, err := nats.Connect(natsURL, nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1))
-	require.NoError(t, err)
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
-	waitFor(t, "nats-server", 20*time.Second, func() bool { return nc.IsConnected() })
-
 	launch(t, "ingest", svcEnv, filepath.Join(bin, "ingest"))
 	var pollers []*proc
 	for i := range 4 {
 		pollers = append(pollers, launch(t, fmt.Sprintf("poller-%d", i), svcEnv, filepath.Join(bin, "poller")))
 	}
-	waitFor(t, "streams created", 30*time.Second, func() bool {
-		_, err := js.Stream(context.Background(), events.Default.EventsStream())
-		return err == nil
-	})
-	log := follow(t, js, events.Default)
+	log := followFleet(t, js)
 
 	const n = 500
 	ids := map[string]bool{}
@@ -203,4 +213,44 @@ func simStats(t *testing.T, base string) sim.Stats {
 	var st sim.Stats
 	require.NoError(t, json.Unmarshal(buf.Bytes(), &st), buf.String())
 	return st
+}
+
+// natsProcess starts a nats-server process with JetStream files under dir
+// and connects to it; it returns the server's URL and the connection's
+// JetStream.
+func natsProcess(t *testing.T, bin, dir string) (string, jetstream.JetStream) {
+	t.Helper()
+	port := freePort(t)
+	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
+	launch(t, "nats-server", nil, filepath.Join(bin, "nats-server"),
+		"-a", "127.0.0.1", "-p", fmt.Sprint(port), "-js", "-sd", filepath.Join(dir, "js"))
+	nc, err := nats.Connect(url, nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	waitFor(t, "nats-server", 20*time.Second, func() bool { return nc.IsConnected() })
+	return url, js
+}
+
+// simProcess starts `pollux sim-provider` named name with the YAML config
+// conf; the token is read from tokenEnv, which env must set. It returns the
+// process and its host:port.
+func simProcess(t *testing.T, bin, dir, name, conf string, env []string, tokenEnv string) (*proc, string) {
+	t.Helper()
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	path := filepath.Join(dir, name+".yaml")
+	require.NoError(t, os.WriteFile(path, []byte(conf), 0o600))
+	return launch(t, name, env, filepath.Join(bin, "pollux"), "sim-provider", "--addr", addr, "--config", path, "--token-env", tokenEnv), addr
+}
+
+// followFleet waits until the fleet has created its streams and follows
+// the events.
+func followFleet(t *testing.T, js jetstream.JetStream) *eventLog {
+	t.Helper()
+	waitFor(t, "streams created", 30*time.Second, func() bool {
+		_, err := js.Stream(context.Background(), events.Default.EventsStream())
+		return err == nil
+	})
+	return follow(t, js, events.Default)
 }

@@ -7,14 +7,11 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pollux-dev/pollux/internal/budget"
@@ -77,22 +74,16 @@ func (s *supervisor) kill() {
 func killRun(t *testing.T, idempotent bool) {
 	bin := binaries(t)
 	dir := t.TempDir()
-	natsPort := freePort(t)
-	natsURL := fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
-	launch(t, "nats-server", nil, filepath.Join(bin, "nats-server"),
-		"-a", "127.0.0.1", "-p", strconv.Itoa(natsPort), "-js", "-sd", filepath.Join(dir, "js"))
+	natsURL, js := natsProcess(t, bin, dir)
 
-	simAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	simCfg := filepath.Join(dir, "sim.yaml")
-	require.NoError(t, os.WriteFile(simCfg, []byte(fmt.Sprintf(`
+	tokenEnv := []string{"SIM_TOKEN=kill-token"}
+	_, simAddr := simProcess(t, bin, dir, "sim", fmt.Sprintf(`
 time_scale: 50
 seed: 31
 latency: 5ms
 default: {queue_median: 3s, queue_sigma: 0.5, run_median: 40s, run_sigma: 0.4, fail_rate: 0.1}
 faults: {server_error_rate: 0.02, webhook_missing_rate: 0.2, not_idempotent: %v}
-`, !idempotent)), 0o600))
-	tokenEnv := []string{"SIM_TOKEN=kill-token"}
-	launch(t, "sim", tokenEnv, filepath.Join(bin, "pollux"), "sim-provider", "--addr", simAddr, "--config", simCfg, "--token-env", "SIM_TOKEN")
+`, !idempotent), tokenEnv, "SIM_TOKEN")
 
 	hookAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	cfg := filepath.Join(dir, "pollux.yaml")
@@ -113,13 +104,6 @@ routes:
 	svcEnv := append(tokenEnv, "POLLUX_NATS_URL="+natsURL, "POLLUX_CONFIG="+cfg, "POLLUX_METRICS_ADDR=",
 		"POLLUX_TIME_SCALE=50", "POLLUX_WEBHOOK_ADDR="+hookAddr)
 
-	nc, err := nats.Connect(natsURL, nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1))
-	require.NoError(t, err)
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
-	waitFor(t, "nats-server", 20*time.Second, func() bool { return nc.IsConnected() })
-
 	// Ingest also crashes right after the provider accepted a job, before
 	// the record knows its remote id: the window only idempotency (or
 	// reconciliation) makes safe.
@@ -137,11 +121,7 @@ routes:
 		name, e := s.name, s.env
 		sups = append(sups, supervise(t, name, func() *proc { return launch(t, fmt.Sprintf("%s-%d", name, n.Add(1)), e, bin) }))
 	}
-	waitFor(t, "streams created", 30*time.Second, func() bool {
-		_, err := js.Stream(context.Background(), events.Default.EventsStream())
-		return err == nil
-	})
-	log := follow(t, js, events.Default)
+	log := followFleet(t, js)
 
 	jobs := size(100, 2000)
 	ids := make([]string, jobs)
@@ -180,7 +160,7 @@ routes:
 	st := simStats(t, "http://"+simAddr)
 	var truth []sim.Prediction
 	require.NoError(t, json.Unmarshal([]byte(get(t, "http://"+simAddr+"/_sim/predictions")), &truth))
-	e := &env{nc: nc, js: js, ns: events.Default, log: log}
+	e := &env{js: js, ns: events.Default, log: log}
 	o := verifyProcesses(t, e, ids, truth, st)
 	o.faults = kills + st.ServerErrors + st.WebhooksMissing
 	restarts := 0

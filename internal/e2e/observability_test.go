@@ -15,8 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pollux-dev/pollux/pkg/events"
@@ -40,22 +38,16 @@ func TestObservability(t *testing.T) {
 	bin := binaries(t)
 	dir := t.TempDir()
 
-	natsPort := freePort(t)
-	natsURL := fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
-	launch(t, "nats-server", nil, filepath.Join(bin, "nats-server"),
-		"-a", "127.0.0.1", "-p", strconv.Itoa(natsPort), "-js", "-sd", filepath.Join(dir, "js"))
+	natsURL, js := natsProcess(t, bin, dir)
 
-	simAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	simCfg := filepath.Join(dir, "sim.yaml")
-	require.NoError(t, os.WriteFile(simCfg, []byte(`
+	env := []string{"OBS_TOKEN=" + obsToken, "OBS_WEBHOOK_SECRET=" + obsSecret}
+	_, simAddr := simProcess(t, bin, dir, "sim", `
 time_scale: 50
 seed: 5
 webhook_secret: `+obsSecret+`
 default: {queue_median: 2s, run_median: 20s, run_sigma: 0.3, fail_rate: 0.2}
 faults: {webhook_missing_rate: 0.3}
-`), 0o600))
-	env := []string{"OBS_TOKEN=" + obsToken, "OBS_WEBHOOK_SECRET=" + obsSecret}
-	launch(t, "sim", env, filepath.Join(bin, "pollux"), "sim-provider", "--addr", simAddr, "--config", simCfg, "--token-env", "OBS_TOKEN")
+`, env, "OBS_TOKEN")
 
 	ports := map[string]int{"ingest": freePort(t), "poller": freePort(t), "webhook": freePort(t)}
 	hookAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
@@ -92,16 +84,7 @@ scrape_configs:
 	launch(t, "prometheus", nil, prometheus, "--config.file="+promCfg, "--storage.tsdb.path="+filepath.Join(dir, "tsdb"),
 		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", promPort))
 
-	nc, err := nats.Connect(natsURL, nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1))
-	require.NoError(t, err)
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
-	waitFor(t, "streams", 30*time.Second, func() bool {
-		_, err := js.Stream(context.Background(), events.Default.EventsStream())
-		return err == nil
-	})
-	log := follow(t, js, events.Default)
+	log := followFleet(t, js)
 	const n = 60
 	for i := range n {
 		msg, _ := json.Marshal(events.Submit{V: 1, IdempotencyKey: fmt.Sprintf("obs-%d", i), Model: "a/b", Input: json.RawMessage(`{}`)})
