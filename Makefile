@@ -42,6 +42,10 @@ bench: ## Measure the fleet against JetStream's own limits (one table; BENCHFLAG
 	$(BIN)/pollux bench --bin $(BIN) $(BENCHFLAGS)
 	$(BIN)/pollux simulate --jobs 10000
 
+.PHONY: chaos
+chaos: ## The fault suites ten times bigger (POLLUX_CHAOS=long): tens of minutes
+	POLLUX_CHAOS=long $(GO) test -race -count=1 -timeout 90m -run 'Chaos' -v ./internal/e2e
+
 .PHONY: lint
 lint: ## gofmt, go vet, and golangci-lint when installed
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
