@@ -86,6 +86,9 @@ type Service struct {
 
 	rndMu sync.Mutex
 	rnd   *rand.Rand
+	// failingSince is when this process's current run of its own failures
+	// (NATS, KV) began; zero while they succeed. Guarded by rndMu.
+	failingSince time.Time
 
 	// budgets are the routes' status budgets (nil: unlimited), set up by Run.
 	budgets map[string]*budget.Budget
@@ -152,12 +155,50 @@ func (s *Service) next(p schedule.Policy, j schedule.Job) time.Duration {
 	return p.Next(j, s.rnd)
 }
 
-// retryDelay spaces out retries of our own failures (NATS, KV).
-func (s *Service) retryDelay(attempt uint64) time.Duration {
+// retryDelay spaces out retries of our own failures (NATS, KV). A check is
+// delivered once per poll, so its delivery count says nothing about how
+// long a failure has lasted (a job on its tenth poll would wait half a
+// minute after a one-second blip); the process's run of failures does:
+// each retry waits about as long as the run has lasted, from 250 ms up to
+// 30 s, so a short outage costs a short delay and a long one few retries.
+func (s *Service) retryDelay() time.Duration {
 	s.rndMu.Lock()
 	defer s.rndMu.Unlock()
-	d := min(time.Duration(1<<min(attempt, 5))*time.Second, 30*time.Second)
+	now := s.cfg.Now()
+	if s.failingSince.IsZero() {
+		s.failingSince = now
+	}
+	d := min(max(now.Sub(s.failingSince), retryMin), retryMax)
 	return time.Duration(float64(d) * (0.8 + 0.4*s.rnd.Float64()))
+}
+
+// The bounds of retryDelay.
+const (
+	retryMin = 250 * time.Millisecond
+	retryMax = 30 * time.Second
+)
+
+// jittered is d ± 20%.
+func (s *Service) jittered(d time.Duration) time.Duration {
+	s.rndMu.Lock()
+	defer s.rndMu.Unlock()
+	return time.Duration(float64(d) * (0.8 + 0.4*s.rnd.Float64()))
+}
+
+const (
+	// unsubmittedWait is how long a check of a job not yet submitted
+	// waits before it looks again.
+	unsubmittedWait = 5 * time.Second
+	// budgetBusyWait is how long a check waits when the route's status
+	// budget has no lease free across the fleet.
+	budgetBusyWait = 250 * time.Millisecond
+)
+
+// succeeded ends a run of failures.
+func (s *Service) succeeded() {
+	s.rndMu.Lock()
+	s.failingSince = time.Time{}
+	s.rndMu.Unlock()
 }
 
 // check handles one delivery of a job's check message.
@@ -189,13 +230,14 @@ func (s *Service) check(ctx context.Context, r *route.Route, msg jetstream.Msg) 
 		return events.Stop()
 	case err != nil:
 		log.Warn().Err(err).Msg("reading the job failed; retrying")
-		return events.Later(s.retryDelay(md.NumDelivered))
+		return events.Later(s.retryDelay())
 	}
+	s.succeeded()
 	log = log.With().Str("remote_id", j.RemoteID).Logger()
 	if len(j.Outbox) > 0 {
 		if err := s.life.FlushAt(ctx, j, rev); err != nil {
 			log.Warn().Err(err).Msg("publishing pending events failed; retrying")
-			return events.Later(s.retryDelay(md.NumDelivered))
+			return events.Later(s.retryDelay())
 		}
 	}
 	if j.State.Terminal() {
@@ -204,7 +246,7 @@ func (s *Service) check(ctx context.Context, r *route.Route, msg jetstream.Msg) 
 	if j.RemoteID == "" {
 		// Not submitted yet (ingest arms only after submitting, so this is
 		// a hand-made message): look again later.
-		return events.Later(s.retryDelay(md.NumDelivered))
+		return events.Later(s.jittered(unsubmittedWait))
 	}
 	if wait := j.NextCheckAt.Sub(now); wait > 10*time.Millisecond {
 		return events.Later(wait)
@@ -218,19 +260,19 @@ func (s *Service) check(ctx context.Context, r *route.Route, msg jetstream.Msg) 
 	if d := s.remaining(r.Name); d > 0 {
 		return events.Later(d)
 	}
-	return s.poll(ctx, r, j, rev, msg, log)
+	return s.poll(ctx, r, j, rev, log)
 }
 
 // poll makes one status call and applies its result to the job, read at
 // revision rev.
-func (s *Service) poll(ctx context.Context, r *route.Route, j *state.Job, rev uint64, msg jetstream.Msg, log zerolog.Logger) events.Outcome {
+func (s *Service) poll(ctx context.Context, r *route.Route, j *state.Job, rev uint64, log zerolog.Logger) events.Outcome {
 	lease, err := s.budgets[r.Name].Acquire(ctx)
 	if err != nil {
 		// The route's budget is in use across the fleet: come back soon.
 		if s.cfg.Metrics.StatusCall != nil {
 			s.cfg.Metrics.StatusCall(r.Name, "budget_busy", 0)
 		}
-		return events.Later(s.retryDelay(0) / 4)
+		return events.Later(s.jittered(budgetBusyWait))
 	}
 	if d := s.remaining(r.Name); d > 0 {
 		lease.Release() // paused while we waited for the lease
@@ -306,13 +348,9 @@ func (s *Service) poll(ctx context.Context, r *route.Route, j *state.Job, rev ui
 	})
 	if err != nil {
 		log.Warn().Err(err).Msg("recording the poll failed; retrying")
-		md, _ := msg.Metadata()
-		var n uint64
-		if md != nil {
-			n = md.NumDelivered
-		}
-		return events.Later(s.retryDelay(n))
+		return events.Later(s.retryDelay())
 	}
+	s.succeeded()
 	if j.State.Terminal() {
 		log.Info().Str("state", string(j.State)).Int("polls", j.Polls).Str("detected_by", string(j.DetectedBy)).Msg("job finished")
 		if expire && r.Adapter.Info().Cancel {

@@ -1,0 +1,32 @@
+package poller
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestRetryDelayFollowsTheOutage: the wait after our own failure grows with
+// how long failures have lasted in this process, not with how often the
+// check was delivered, and starts small again after a success.
+func TestRetryDelayFollowsTheOutage(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	s := &Service{cfg: Config{Now: func() time.Time { return now }}, rnd: rand.New(rand.NewPCG(1, 2))}
+	within := func(d, want time.Duration) {
+		t.Helper()
+		require.GreaterOrEqual(t, d, time.Duration(float64(want)*0.8))
+		require.LessOrEqual(t, d, time.Duration(float64(want)*1.2))
+	}
+
+	within(s.retryDelay(), retryMin) // the first failure of a run
+	now = now.Add(4 * time.Second)
+	within(s.retryDelay(), 4*time.Second) // four seconds into it
+	now = now.Add(10 * time.Minute)
+	within(s.retryDelay(), retryMax) // capped
+
+	s.succeeded()
+	now = now.Add(time.Hour)
+	within(s.retryDelay(), retryMin) // a new run starts small
+}
