@@ -9,7 +9,10 @@
 //     instant in-process provider, vs the raw fetch + NakWithDelay cycle;
 //     and what a (never binding) status budget adds to a poll;
 //   - fleet: status calls per second through 1, 2 and 4 poller processes
-//     against the simulated provider over HTTP, with and without a budget;
+//     against the simulated provider over HTTP; and what a never-binding
+//     status budget adds to a poll's cost (poller and nats-server CPU per
+//     call), one process with the budget off and on in three alternating
+//     rounds, the median ratio reported;
 //   - ingest: submissions per second through ingest vs raw KV Create;
 //   - webhook: signed deliveries per second and p99 time to a 2xx;
 //   - capacity: 100k and 300k tracked jobs (and the largest again,
