@@ -22,6 +22,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -87,8 +88,8 @@ type Service struct {
 	rndMu sync.Mutex
 	rnd   *rand.Rand
 	// failingSince is when this process's current run of its own failures
-	// (NATS, KV) began; zero while they succeed. Guarded by rndMu.
-	failingSince time.Time
+	// (NATS, KV) began, in Unix nanoseconds; 0 while they succeed.
+	failingSince atomic.Int64
 
 	// budgets are the routes' status budgets (nil: unlimited), set up by Run.
 	budgets map[string]*budget.Budget
@@ -162,14 +163,10 @@ func (s *Service) next(p schedule.Policy, j schedule.Job) time.Duration {
 // each retry waits about as long as the run has lasted, from 250 ms up to
 // 30 s, so a short outage costs a short delay and a long one few retries.
 func (s *Service) retryDelay() time.Duration {
-	s.rndMu.Lock()
-	defer s.rndMu.Unlock()
-	now := s.cfg.Now()
-	if s.failingSince.IsZero() {
-		s.failingSince = now
-	}
-	d := min(max(now.Sub(s.failingSince), retryMin), retryMax)
-	return time.Duration(float64(d) * (0.8 + 0.4*s.rnd.Float64()))
+	now := s.cfg.Now().UnixNano()
+	s.failingSince.CompareAndSwap(0, now)
+	d := time.Duration(now - s.failingSince.Load())
+	return s.jittered(min(max(d, retryMin), retryMax))
 }
 
 // The bounds of retryDelay.
@@ -194,11 +191,12 @@ const (
 	budgetBusyWait = 250 * time.Millisecond
 )
 
-// succeeded ends a run of failures.
+// succeeded ends a run of failures. It is on the hot path: a load, and a
+// store only when a run ends.
 func (s *Service) succeeded() {
-	s.rndMu.Lock()
-	s.failingSince = time.Time{}
-	s.rndMu.Unlock()
+	if s.failingSince.Load() != 0 {
+		s.failingSince.Store(0)
+	}
 }
 
 // check handles one delivery of a job's check message.
