@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/pollux-dev/pollux/internal/app"
+	"github.com/pollux-dev/pollux/internal/report"
 	"github.com/pollux-dev/pollux/pkg/provider/sim"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
@@ -67,7 +67,7 @@ func summarize(ctx context.Context, env *app.Env, w *workload, srv *sim.Server, 
 	s := &Summary{
 		JobsSubmitted: int(w.accepted.Load()), SubmissionsPublished: int(w.published.Load()),
 		DuplicatesPublished: int(w.duplicates.Load()), JobsByState: map[string]int{},
-		TimeScale: cfg.TimeScale, DurationS: round(elapsed.Seconds(), 1), Sim: st,
+		TimeScale: cfg.TimeScale, DurationS: report.Round(elapsed.Seconds(), 1), Sim: st,
 	}
 	var delays []float64
 	polls, finished, completions, byWebhook := 0, 0, 0, 0
@@ -96,14 +96,14 @@ func summarize(ctx context.Context, env *app.Env, w *workload, srv *sim.Server, 
 		return nil, fmt.Errorf("summarize: %w", err)
 	}
 	if finished > 0 {
-		s.PollsPerCompletion = round(float64(polls)/float64(finished), 2)
+		s.PollsPerCompletion = report.Round(float64(polls)/float64(finished), 2)
 	}
 	if completions > 0 {
-		s.WebhookCoverage = round(float64(byWebhook)/float64(completions), 3)
+		s.WebhookCoverage = report.Round(float64(byWebhook)/float64(completions), 3)
 	}
-	s.DetectionDelayP50S = round(percentile(delays, 0.50), 3)
-	s.DetectionDelayP95S = round(percentile(delays, 0.95), 3)
-	s.DetectionDelayMeanS = round(mean(delays), 3)
+	s.DetectionDelayP50S = report.Round(report.Percentile(delays, 0.50), 3)
+	s.DetectionDelayP95S = report.Round(report.Percentile(delays, 0.95), 3)
+	s.DetectionDelayMeanS = report.Round(mean(delays), 3)
 	s.Fixed = compareFixed(srv.Predictions(), w.run, s, cfg)
 	return s, nil
 }
@@ -143,8 +143,8 @@ func compareFixed(preds []sim.Prediction, run string, s *Summary, cfg Config) *F
 	polls, _ := fixed(lo)
 	sdk, _ := fixed(0.5 / cfg.TimeScale)
 	return &FixedComparison{
-		IntervalS: round(lo, 3), PollsPerJob: round(polls, 2), Gain: round(polls/s.PollsPerCompletion, 2),
-		SDKPollsPerJob: round(sdk, 1), Webhooks: s.WebhookCoverage > 0,
+		IntervalS: report.Round(lo, 3), PollsPerJob: report.Round(polls, 2), Gain: report.Round(polls/s.PollsPerCompletion, 2),
+		SDKPollsPerJob: report.Round(sdk, 1), Webhooks: s.WebhookCoverage > 0,
 	}
 }
 
@@ -157,22 +157,6 @@ func mean(xs []float64) float64 {
 		sum += x
 	}
 	return sum / float64(len(xs))
-}
-
-// percentile returns the q-quantile (nearest rank) of xs.
-func percentile(xs []float64, q float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	i := int(math.Ceil(q*float64(len(s)))) - 1
-	return s[min(max(i, 0), len(s)-1)]
-}
-
-func round(x float64, digits int) float64 {
-	p := math.Pow(10, float64(digits))
-	return math.Round(x*p) / p
 }
 
 // Print writes the summary as a table.

@@ -147,13 +147,13 @@ func (rt *Route) addFinished(j *state.Job) {
 
 func (rt *Route) finish() {
 	if rt.finished > 0 {
-		rt.PollsPerCompletion = round(float64(rt.polls)/float64(rt.finished), 2)
+		rt.PollsPerCompletion = Round(float64(rt.polls)/float64(rt.finished), 2)
 	}
 	if rt.expecting > 0 {
-		rt.WebhookCoverage = round(float64(rt.byHook)/float64(rt.expecting), 3)
+		rt.WebhookCoverage = Round(float64(rt.byHook)/float64(rt.expecting), 3)
 	}
-	rt.DetectionDelayP50S = round(Percentile(rt.delays, 0.5), 3)
-	rt.DetectionDelayP95S = round(Percentile(rt.delays, 0.95), 3)
+	rt.DetectionDelayP50S = Round(Percentile(rt.delays, 0.5), 3)
+	rt.DetectionDelayP95S = Round(Percentile(rt.delays, 0.95), 3)
 }
 
 func addLearned(ctx context.Context, res *events.Resources, get func(string) *Route) error {
@@ -172,8 +172,8 @@ func addLearned(ctx context.Context, res *events.Resources, get func(string) *Ro
 		}
 		rt := get(rec.Route)
 		rt.Learned = append(rt.Learned, Model{
-			Model: rec.Model, ConfigKey: rec.ConfigKey, Samples: round(rec.Total.Weight(), 1),
-			MedianS: round(rec.Total.Quantile(0.5).Seconds(), 1), P90S: round(rec.Total.Quantile(0.9).Seconds(), 1),
+			Model: rec.Model, ConfigKey: rec.ConfigKey, Samples: Round(rec.Total.Weight(), 1),
+			MedianS: Round(rec.Total.Quantile(0.5).Seconds(), 1), P90S: Round(rec.Total.Quantile(0.9).Seconds(), 1),
 		})
 	}
 	_ = keys.Stop() // the lister ends itself once every key is listed
@@ -191,7 +191,8 @@ func Percentile(xs []float64, q float64) float64 {
 	return s[min(max(i, 0), len(s)-1)]
 }
 
-func round(x float64, digits int) float64 {
+// Round rounds x to digits decimals, as the figures are printed.
+func Round(x float64, digits int) float64 {
 	p := math.Pow(10, float64(digits))
 	return math.Round(x*p) / p
 }
