@@ -197,7 +197,7 @@ func (a *Adapter) result(ctx context.Context, st provider.Status, responseURL st
 	switch {
 	case x.OK():
 		st.State = state.Succeeded
-		st.Outputs = collectURLs(x.Body)
+		st.Outputs = provider.AppendOutputURLs(nil, x.Body)
 		return st, nil
 	case userTimeout(x):
 		return expired(st), nil

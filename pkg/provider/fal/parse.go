@@ -3,7 +3,6 @@ package fal
 import (
 	"encoding/json"
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/pollux-dev/pollux/pkg/provider"
@@ -178,44 +177,4 @@ func clip(s string, n int) string {
 		return s[:n] + "…"
 	}
 	return s
-}
-
-// maxOutputs bounds the URLs taken from one result.
-const maxOutputs = 100
-
-// collectURLs gathers the http(s) URLs in a JSON value, in a stable order
-// (object keys sorted), at most maxOutputs.
-func collectURLs(raw []byte) []string {
-	var v any
-	if len(raw) == 0 || json.Unmarshal(raw, &v) != nil {
-		return nil
-	}
-	var out []string
-	var walk func(any)
-	walk = func(v any) {
-		if len(out) >= maxOutputs {
-			return
-		}
-		switch x := v.(type) {
-		case string:
-			if strings.HasPrefix(x, "https://") || strings.HasPrefix(x, "http://") {
-				out = append(out, x)
-			}
-		case []any:
-			for _, e := range x {
-				walk(e)
-			}
-		case map[string]any:
-			keys := make([]string, 0, len(x))
-			for k := range x {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
-			for _, k := range keys {
-				walk(x[k])
-			}
-		}
-	}
-	walk(v)
-	return out
 }

@@ -81,7 +81,7 @@ func parseDelivery(body []byte) (provider.Status, error) {
 			return st, nil
 		}
 		st.State = state.Succeeded
-		st.Outputs = collectURLs(d.Payload)
+		st.Outputs = provider.AppendOutputURLs(nil, d.Payload)
 	case "ERROR":
 		st.State = state.Failed
 		st.Reason = text(d.Error)

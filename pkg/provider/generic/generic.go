@@ -460,16 +460,13 @@ func first(p Path, doc any) any {
 	return v
 }
 
-// maxOutputs bounds the URLs taken from one answer.
-const maxOutputs = 100
-
 // urls keeps the http(s) URLs among values that are strings or lists of
 // strings.
 func urls(values []any) []string {
 	var out []string
 	add := func(v any) {
 		s, ok := v.(string)
-		if ok && len(out) < maxOutputs && (strings.HasPrefix(s, "https://") || strings.HasPrefix(s, "http://")) {
+		if ok && len(out) < provider.MaxOutputs && provider.IsOutputURL(s) {
 			if _, err := url.Parse(s); err == nil {
 				out = append(out, s)
 			}

@@ -5,11 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"math"
 	"net/http"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -238,7 +236,7 @@ func parse(b []byte) (provider.Status, error) {
 	case state.Running:
 		st.Progress = Progress(p.Logs)
 	case state.Succeeded:
-		st.Outputs = collectURLs(p.Output, nil)
+		st.Outputs = provider.AppendOutputURLs(nil, p.Output)
 		if len(st.Outputs) > 0 && !st.CompletedAt.IsZero() && !p.DataRemoved {
 			st.OutputsExpireAt = st.CompletedAt.Add(OutputRetention)
 		}
@@ -308,36 +306,6 @@ func clip(s string) string {
 		return s[:1024] + "…"
 	}
 	return s
-}
-
-// collectURLs gathers the http(s) URLs in an output value, at most 100.
-func collectURLs(raw json.RawMessage, out []string) []string {
-	var v any
-	if len(raw) == 0 || json.Unmarshal(raw, &v) != nil {
-		return out
-	}
-	var walk func(any)
-	walk = func(v any) {
-		if len(out) >= 100 {
-			return
-		}
-		switch x := v.(type) {
-		case string:
-			if strings.HasPrefix(x, "https://") || strings.HasPrefix(x, "http://") {
-				out = append(out, x)
-			}
-		case []any:
-			for _, e := range x {
-				walk(e)
-			}
-		case map[string]any:
-			for _, k := range slices.Sorted(maps.Keys(x)) { // the same order from a poll and a webhook
-				walk(x[k])
-			}
-		}
-	}
-	walk(v)
-	return out
 }
 
 // VerifyWebhook checks a delivery's Standard Webhooks signature and returns

@@ -263,9 +263,6 @@ func mapStatus(s string) state.State {
 	return state.Unknown
 }
 
-// maxOutputs bounds the URLs taken from one task.
-const maxOutputs = 100
-
 // urls returns the http(s) strings of an output list.
 func urls(raw json.RawMessage) []string {
 	var list []any
@@ -275,7 +272,7 @@ func urls(raw json.RawMessage) []string {
 	var out []string
 	for _, v := range list {
 		s, ok := v.(string)
-		if ok && (strings.HasPrefix(s, "https://") || strings.HasPrefix(s, "http://")) && len(out) < maxOutputs {
+		if ok && provider.IsOutputURL(s) && len(out) < provider.MaxOutputs {
 			out = append(out, s)
 		}
 	}

@@ -41,9 +41,6 @@ type videoResponse struct {
 // rpcCancelled is google.rpc.Code CANCELLED.
 const rpcCancelled = 1
 
-// maxOutputs bounds the URLs taken from one operation.
-const maxOutputs = 100
-
 // parseOperation decodes an operation read at now into a normalized status.
 func parseOperation(b []byte, now time.Time) (provider.Status, error) {
 	var op operation
@@ -70,7 +67,7 @@ func parseOperation(b []byte, now time.Time) (provider.Status, error) {
 		r := op.Response.GenerateVideoResponse
 		for _, s := range r.GeneratedSamples {
 			u := s.Video.URI
-			if (strings.HasPrefix(u, "https://") || strings.HasPrefix(u, "http://")) && len(st.Outputs) < maxOutputs {
+			if provider.IsOutputURL(u) && len(st.Outputs) < provider.MaxOutputs {
 				st.Outputs = append(st.Outputs, u)
 			}
 		}
