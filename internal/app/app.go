@@ -24,6 +24,7 @@ import (
 
 	"github.com/pollux-dev/pollux/internal/census"
 	"github.com/pollux-dev/pollux/internal/config"
+	"github.com/pollux-dev/pollux/internal/httpserve"
 	"github.com/pollux-dev/pollux/internal/learn"
 	"github.com/pollux-dev/pollux/internal/lifecycle"
 	"github.com/pollux-dev/pollux/internal/metrics"
@@ -322,16 +323,5 @@ func Observability(m *metrics.Metrics, nc *nats.Conn) http.Handler {
 func ServeHTTP(ctx context.Context, ln net.Listener, h http.Handler) error {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
 		WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-		<-errc
-		return nil
-	}
+	return httpserve.Run(ctx, ln, srv, 5*time.Second, nil)
 }

@@ -12,8 +12,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
-	"golang.org/x/sync/errgroup"
 
+	"github.com/pollux-dev/pollux/internal/httpserve"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
@@ -137,22 +137,11 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		IdleTimeout:       s.cfg.IdleTimeout,
 		MaxHeaderBytes:    s.cfg.MaxHeaderBytes,
 	}
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			return fmt.Errorf("front door: %w", err)
-		}
-		return nil
-	})
-	g.Go(func() error {
-		<-gctx.Done()
-		endStreams()
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		return srv.Shutdown(sctx)
-	})
 	s.log.Info().Str("addr", ln.Addr().String()).Strs("routes", s.cfg.Routes).Msg("front door running")
-	return g.Wait()
+	if err := httpserve.Run(ctx, ln, srv, 10*time.Second, endStreams); err != nil {
+		return fmt.Errorf("front door: %w", err)
+	}
+	return nil
 }
 
 // knownRoute reports whether name is a configured route.

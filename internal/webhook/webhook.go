@@ -26,6 +26,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/pollux-dev/pollux/internal/consume"
+	"github.com/pollux-dev/pollux/internal/httpserve"
 	"github.com/pollux-dev/pollux/internal/lifecycle"
 	"github.com/pollux-dev/pollux/internal/route"
 	"github.com/pollux-dev/pollux/pkg/events"
@@ -132,16 +133,10 @@ func (s *Service) Run(ctx context.Context, ln net.Listener) error {
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := httpserve.Run(gctx, ln, srv, 10*time.Second, nil); err != nil {
 			return fmt.Errorf("webhook server: %w", err)
 		}
 		return nil
-	})
-	g.Go(func() error {
-		<-gctx.Done()
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		return srv.Shutdown(sctx)
 	})
 	g.Go(func() error {
 		return consume.Recreate(gctx, c, ensure, consume.Options{Workers: s.cfg.Workers, Logger: s.log}, s.apply)
