@@ -65,6 +65,14 @@ func Run(ctx context.Context, c jetstream.Consumer, o Options, h Handler) error 
 	r.work, r.cancelWork = context.WithCancel(context.WithoutCancel(ctx))
 	defer r.cancelWork()
 	r.slots = make(chan struct{}, r.workers)
+	r.jobs = make(chan jetstream.Msg)
+	r.held = make([]held, r.workers)
+	for w := range r.workers {
+		r.wg.Add(1)
+		go r.worker(&r.held[w])
+	}
+	stopKeeping := r.keepAll()
+	defer stopKeeping()
 	return r.run(ctx)
 }
 
@@ -91,8 +99,10 @@ type runner struct {
 	workers    int
 	drain      time.Duration
 	keep       time.Duration // InProgress interval
-	slots      chan struct{}
-	wg         sync.WaitGroup
+	slots      chan struct{} // one per message fetched and not yet handled
+	jobs       chan jetstream.Msg
+	held       []held         // what each worker handles
+	wg         sync.WaitGroup // the workers
 	work       context.Context
 	cancelWork context.CancelFunc
 }
@@ -103,6 +113,7 @@ func (r *runner) run(ctx context.Context) error {
 		if it != nil {
 			r.finish(it)
 		}
+		close(r.jobs)
 		r.wait()
 	}()
 	backoff := time.Duration(0)
@@ -164,23 +175,76 @@ func (r *runner) gone(ctx context.Context) bool {
 	return errors.Is(err, jetstream.ErrConsumerNotFound)
 }
 
-// dispatch handles msg in its own goroutine, holding a slot.
-func (r *runner) dispatch(msg jetstream.Msg) {
-	r.wg.Add(1)
-	go func() {
-		defer r.wg.Done()
-		defer func() { <-r.slots }()
+// dispatch hands msg to an idle worker. The caller holds a slot for it,
+// so at most Workers-1 workers are busy and one is free to take it.
+func (r *runner) dispatch(msg jetstream.Msg) { r.jobs <- msg }
+
+// worker handles messages until the runner stops. Workers live as long as
+// the runner: a goroutine per message would grow a fresh stack for every
+// check (stack copying was a tenth of the poller's CPU).
+func (r *runner) worker(h *held) {
+	defer r.wg.Done()
+	for msg := range r.jobs {
 		start := time.Now()
-		keep := KeepAlive(msg, r.keep)
+		h.set(msg, start)
 		out := r.h(r.work, msg)
-		keep()
+		h.set(nil, time.Time{})
 		if err := out.Settle(msg); err != nil && !errors.Is(err, jetstream.ErrMsgAlreadyAckd) {
 			r.o.Logger.Warn().Err(err).Str("subject", msg.Subject()).Stringer("outcome", out).Msg("settle failed")
 		}
 		if r.o.Settled != nil {
 			r.o.Settled(out, time.Since(start))
 		}
+		<-r.slots
+	}
+}
+
+// held is the message a worker is handling, and since when.
+type held struct {
+	mu    sync.Mutex
+	msg   jetstream.Msg
+	since time.Time
+	kept  time.Time // the latest InProgress sent for msg
+}
+
+func (h *held) set(msg jetstream.Msg, since time.Time) {
+	h.mu.Lock()
+	h.msg, h.since, h.kept = msg, since, since
+	h.mu.Unlock()
+}
+
+// keepAll sends InProgress for each message handled for longer than half
+// the keep interval, every half interval: one ticker for the runner instead
+// of a timer per message. A message is kept within one interval of its
+// start and then at least every interval, well inside the ack wait (three
+// intervals).
+func (r *runner) keepAll() (stop func()) {
+	half := r.keep / 2
+	t := time.NewTicker(half)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case now := <-t.C:
+				for i := range r.held {
+					r.held[i].keepIfDue(now, half)
+				}
+			}
+		}
 	}()
+	return func() { t.Stop(); close(done) }
+}
+
+func (h *held) keepIfDue(now time.Time, every time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.msg != nil && now.Sub(h.kept) >= every {
+		if h.msg.InProgress() == nil {
+			h.kept = now
+		}
+	}
 }
 
 // finish stops pulling and handles what is already in the client's buffer,
