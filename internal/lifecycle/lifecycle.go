@@ -158,21 +158,51 @@ func (l *Lifecycle) flush(ctx context.Context, j *state.Job, rev uint64) error {
 	return nil
 }
 
-// errCodeMaxMsgsPerSubject is JetStream's refusal of a second message on a
-// subject limited to one (the job is already armed).
-const errCodeMaxMsgsPerSubject = 10077
+// JetStream's refusals of a check publish whose expectation failed: a
+// message other than the expected one is on the subject (or none is), or
+// (a checks stream from before poll contexts, which discards new messages
+// per subject) the job is already armed.
+const (
+	errCodeWrongLastSequence = 10071
+	errCodeMaxMsgsPerSubject = 10077
+)
 
-// Arm publishes the job's check message, to be delivered no earlier than
-// notBefore. A job has at most one; arming an armed job changes nothing.
+// ErrCheckMoved is returned by Replace when the check is no longer the one
+// the caller held: another process replaced or removed it.
+var ErrCheckMoved = errors.New("the check message was replaced or removed meanwhile")
+
+// Arm publishes the job's check message, carrying its poll context and to
+// be delivered no earlier than notBefore. A job has at most one; arming an
+// armed job changes nothing.
 func (l *Lifecycle) Arm(ctx context.Context, j *state.Job, notBefore time.Time) error {
-	b, err := encodeCheck(j.ID, notBefore)
+	err := l.publishCheck(ctx, j, notBefore, 0)
+	if errors.Is(err, ErrCheckMoved) {
+		return nil // armed already
+	}
+	return err
+}
+
+// Replace puts a check carrying j's current poll context, due at
+// notBefore, in place of the check message at stream sequence seq, in one
+// atomic step: the stream keeps one message per job subject, so the
+// publish drops the old one, and it is refused (ErrCheckMoved) unless the
+// old one is still the subject's latest. Nothing can leave a job without a
+// check in between.
+func (l *Lifecycle) Replace(ctx context.Context, j *state.Job, seq uint64, notBefore time.Time) error {
+	return l.publishCheck(ctx, j, notBefore, seq)
+}
+
+// publishCheck publishes j's check expecting the subject's latest message
+// to be at sequence last (0: no message).
+func (l *Lifecycle) publishCheck(ctx context.Context, j *state.Job, notBefore time.Time, last uint64) error {
+	b, err := EncodeCheck(j, notBefore)
 	if err != nil {
 		return err
 	}
-	_, err = l.js.Publish(ctx, l.ns.Check(j.Route, j.ID), b)
+	_, err = l.js.Publish(ctx, l.ns.Check(j.Route, j.ID), b, jetstream.WithExpectLastSequencePerSubject(last))
 	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeMaxMsgsPerSubject {
-		return nil
+	if errors.As(err, &apiErr) && (apiErr.ErrorCode == errCodeWrongLastSequence || apiErr.ErrorCode == errCodeMaxMsgsPerSubject) {
+		return ErrCheckMoved
 	}
 	if err != nil {
 		return fmt.Errorf("arm check of job %s: %w", j.ID, err)
@@ -180,13 +210,30 @@ func (l *Lifecycle) Arm(ctx context.Context, j *state.Job, notBefore time.Time) 
 	return nil
 }
 
+// rearmTries bounds Rearm's attempts while other processes replace the
+// same check.
+const rearmTries = 5
+
 // Rearm replaces the job's check message with one due at notBefore (sooner
-// than the one waiting, typically).
+// than the one waiting, typically), carrying the job's poll context; it
+// arms the job if it has no check.
 func (l *Lifecycle) Rearm(ctx context.Context, j *state.Job, notBefore time.Time) error {
-	if err := l.Disarm(ctx, j.Route, j.ID); err != nil {
-		return err
+	for range rearmTries {
+		var last uint64
+		m, err := l.checks.GetLastMsgForSubject(ctx, l.ns.Check(j.Route, j.ID))
+		switch {
+		case errors.Is(err, jetstream.ErrMsgNotFound):
+		case err != nil:
+			return fmt.Errorf("rearm check of job %s: %w", j.ID, err)
+		default:
+			last = m.Sequence
+		}
+		err = l.publishCheck(ctx, j, notBefore, last)
+		if !errors.Is(err, ErrCheckMoved) {
+			return err
+		}
 	}
-	return l.Arm(ctx, j, notBefore)
+	return fmt.Errorf("rearm check of job %s: %w %d times", j.ID, ErrCheckMoved, rearmTries)
 }
 
 // Disarm removes the job's check message, so polling stops at once.
@@ -212,12 +259,24 @@ func (l *Lifecycle) Disarm(ctx context.Context, route, id string) error {
 	return nil
 }
 
-func encodeCheck(id string, notBefore time.Time) ([]byte, error) {
-	c := events.Check{V: events.Version, JobID: id}
-	if !notBefore.IsZero() {
-		c.NotBefore = notBefore.UTC()
+// maxCheckBytes keeps a check message within the checks stream's limit
+// (events.MaxCheckBytes) with room for its headers.
+const maxCheckBytes = events.MaxCheckBytes - 512
+
+// EncodeCheck encodes job j's check message due at notBefore. A poll
+// context too big for a check (a provider reference of kilobytes) is left
+// out: the poller then reads the job record at every delivery.
+func EncodeCheck(j *state.Job, notBefore time.Time) ([]byte, error) {
+	c := events.NewCheck(j, notBefore)
+	b, err := json.Marshal(c)
+	if err == nil && len(b) > maxCheckBytes {
+		c.Job = nil
+		b, err = json.Marshal(c)
 	}
-	return json.Marshal(c)
+	if err != nil {
+		return nil, fmt.Errorf("encode check of job %s: %w", j.ID, err)
+	}
+	return b, nil
 }
 
 // Reject publishes a rejected event for an intake message on the job's

@@ -21,8 +21,10 @@ import (
 // consumer is deleted under it adopts the set the server has then
 // (follow). Replacing consumers loses no check: the messages stay in the
 // work-queue stream, and the new consumers deliver each waiting check
-// once at once, which finds the job's next check still ahead and goes
-// back to sleep.
+// once at once, which (long past its not-before) waits a random part of
+// one poll interval, so the route's polls are spread, not bunched. The
+// quiet polls a check made under the old consumer are not counted in the
+// job's polls (they were counted by that consumer's deliveries).
 
 // errOverlap is JetStream's refusal of a consumer whose filter overlaps
 // another's on a work-queue stream.

@@ -1,18 +1,30 @@
 // Package poller is cmd/poller's service: it consumes the check messages of
-// every configured route (one durable consumer per route; any number of
-// processes share them), polls the provider when a job's check comes due,
-// applies what it learns with compare-and-set, and sends the check back with
-// NakWithDelay set to the next delay pkg/schedule computes — or ends it
-// (Term) once the job is terminal.
+// every configured route (one durable consumer per route and partition;
+// any number of processes share them), polls the provider when a job's
+// check comes due, and sends the check back with NakWithDelay set to the
+// next delay pkg/schedule computes — or ends it (Term) once the job is
+// terminal.
 //
-// A check delivery goes: read the job (gone or terminal → Term); too early
-// (a not-before or a moved next check) → back to sleep; route paused → sleep
-// to the pause end; otherwise one status call. Rate limits pause the whole
-// route, authentication failures pause it with a growing backoff (jobs are
-// not failed), transient errors back off exponentially, and an "unknown job"
-// answer is reconciled: after NotFoundLimit consecutive answers the job is
-// lost — never resubmitted. At the deadline the last status call is made
-// and a job still unfinished expires (and is canceled at the provider).
+// A check carries the job's poll context (events.Check): what a poll needs
+// from the record, as of the job's latest change. Its first delivery only
+// arms it (it waits out NotBefore); every later delivery is one status
+// call. A quiet poll — the provider says what the context says — touches no
+// KV at all: the polls since the context was written are the check's
+// delivery count, so the schedule's counters need no write. A poll that
+// learns something (a new state, progress, an error, the deadline) writes
+// the record with compare-and-set, publishes its events, and replaces the
+// check with one carrying the new context in one atomic publish. Every
+// verifyEvery quiet polls the record is read, in case the job ended
+// without its check being removed. A check without a context (armed by
+// hand) reads the record at every delivery until its first poll replaces
+// it.
+//
+// Rate limits pause the whole route, authentication failures pause it with
+// a growing backoff (jobs are not failed), transient errors back off
+// exponentially, and an "unknown job" answer is reconciled: after
+// NotFoundLimit consecutive answers the job is lost — never resubmitted. At
+// the deadline the last status call is made and a job still unfinished
+// expires (and is canceled at the provider).
 package poller
 
 import (
@@ -90,6 +102,9 @@ type Service struct {
 	// failingSince is when this process's current run of its own failures
 	// (NATS, KV) began, in Unix nanoseconds; 0 while they succeed.
 	failingSince atomic.Int64
+
+	// dues are the due times of the checks this process sent back.
+	dues dues
 
 	// budgets are the routes' status budgets (nil: unlimited), set up by Run.
 	budgets map[string]*budget.Budget
@@ -217,10 +232,100 @@ func (s *Service) check(ctx context.Context, r *route.Route, msg jetstream.Msg) 
 		log.Error().Err(err).Msg("dropping an unreadable check message")
 		return events.Stop()
 	}
+	if chk.Job != nil {
+		return s.checkContext(ctx, r, chk, md, log, now)
+	}
+	return s.checkRecord(ctx, r, id, chk, md.Sequence.Stream, log, now)
+}
+
+// checkContext handles a delivery of a check carrying the job's poll
+// context (see events.Check): no KV read. The first delivery of a check
+// only arms it; each later one is a poll, all of them quiet (a poll that
+// learns something replaces the check), so the delivery count says how
+// many polls the job has had since its context was written.
+func (s *Service) checkContext(ctx context.Context, r *route.Route, chk *events.Check, md *jetstream.MsgMetadata, log zerolog.Logger, now time.Time) events.Outcome {
+	seq := md.Sequence.Stream
+	if md.NumDelivered <= 1 {
+		wait := chk.NotBefore.Sub(now)
+		if -wait > r.Policy.Longest() {
+			// Delivered for the first time long after it was due: a new
+			// consumer (the route was repartitioned) hands over every
+			// waiting check at once. Spread them over one poll interval
+			// instead of polling every job now.
+			wait = s.spread(r.Policy.Longest())
+		}
+		wait = max(wait, 0)
+		s.dues.put(seq, time.Time{}, now.Add(wait))
+		return events.Later(wait)
+	}
+	j := *chk.Job
+	j.Route = r.Name
+	quiet := int(md.NumDelivered - 2) // polls made on this check so far
+	j.Polls += quiet
+	j.Unchanged += quiet
+	last, known := s.dues.take(seq)
+	switch {
+	case known:
+		if s.cfg.Metrics.Lateness != nil {
+			s.cfg.Metrics.Lateness(r.Name, now.Sub(last.due))
+		}
+		if quiet > 0 {
+			j.LastPolledAt = last.polled
+		}
+	case quiet == 0:
+		if s.cfg.Metrics.Lateness != nil && !chk.NotBefore.IsZero() {
+			s.cfg.Metrics.Lateness(r.Name, now.Sub(chk.NotBefore))
+		}
+	default:
+		// Polled by another process: the previous poll was about one
+		// interval ago.
+		j.LastPolledAt = now.Add(-s.typicalDelay(r, &j, now))
+	}
+	if s.cfg.Metrics.Age != nil {
+		s.cfg.Metrics.Age(r.Name, now.Sub(j.CreatedAt))
+	}
+	if quiet > 0 && quiet%verifyEvery == 0 {
+		if out, stop := s.verify(ctx, j.ID, log); stop {
+			return out
+		}
+	}
+	held := heldCheck{seq: seq, context: true}
+	if d := s.remaining(r.Name); d > 0 {
+		return s.postpone(ctx, &j, held, d, log)
+	}
+	return s.poll(ctx, r, &j, held, log)
+}
+
+// verifyEvery is how many quiet polls a check makes between two reads of
+// the job record (see verify).
+const verifyEvery = 16
+
+// verify reads the job record and says whether the check must end: the job
+// became terminal without its check being removed (the provider reports
+// a state other than Pollux's, or removing the check raced with replacing
+// it), or the record is gone. A safety net: every such write also removes
+// the check, and otherwise the provider's next answer would stop it.
+func (s *Service) verify(ctx context.Context, id string, log zerolog.Logger) (events.Outcome, bool) {
+	j, _, err := s.life.Store().Get(ctx, id)
+	switch {
+	case errors.Is(err, state.ErrNotFound):
+		log.Warn().Msg("check for a job that does not exist; dropped")
+		return events.Stop(), true
+	case err != nil:
+		return events.Outcome{}, false // the poll goes on; the next verify reads again
+	case j.State.Terminal():
+		return events.Stop(), true
+	}
+	return events.Outcome{}, false
+}
+
+// checkRecord handles a delivery of a check without a poll context (armed
+// by hand or by an older Pollux): it reads the job record every time, and
+// its first poll replaces it with a check that carries the context.
+func (s *Service) checkRecord(ctx context.Context, r *route.Route, id string, chk *events.Check, seq uint64, log zerolog.Logger, now time.Time) events.Outcome {
 	if wait := chk.NotBefore.Sub(now); wait > 0 {
 		return events.Later(wait)
 	}
-
 	j, rev, err := s.life.Store().Get(ctx, id)
 	switch {
 	case errors.Is(err, state.ErrNotFound):
@@ -258,23 +363,47 @@ func (s *Service) check(ctx context.Context, r *route.Route, msg jetstream.Msg) 
 	if d := s.remaining(r.Name); d > 0 {
 		return events.Later(d)
 	}
-	return s.poll(ctx, r, j, rev, log)
+	return s.poll(ctx, r, j, heldCheck{seq: seq, rev: rev}, log)
 }
 
-// poll makes one status call and applies its result to the job, read at
-// revision rev.
-func (s *Service) poll(ctx context.Context, r *route.Route, j *state.Job, rev uint64, log zerolog.Logger) events.Outcome {
+// heldCheck is the check message a poll holds: its stream sequence, and
+// where the job came from (the check's poll context, or the record read at
+// revision rev).
+type heldCheck struct {
+	seq     uint64
+	context bool
+	rev     uint64
+}
+
+// postpone sends a check back for d without polling. A check with a poll
+// context is replaced by one carrying the polls counted so far, since its
+// delivery count would count this delivery as a poll.
+func (s *Service) postpone(ctx context.Context, j *state.Job, h heldCheck, d time.Duration, log zerolog.Logger) events.Outcome {
+	if !h.context {
+		return events.Later(d)
+	}
+	switch err := s.life.Replace(ctx, j, h.seq, s.cfg.Now().Add(d)); {
+	case err == nil, errors.Is(err, lifecycle.ErrCheckMoved):
+		return events.Stop()
+	default:
+		log.Warn().Err(err).Msg("postponing the check failed; it will count one poll too many")
+		return events.Later(d)
+	}
+}
+
+// poll makes one status call and applies its result to the job.
+func (s *Service) poll(ctx context.Context, r *route.Route, j *state.Job, h heldCheck, log zerolog.Logger) events.Outcome {
 	lease, err := s.budgets[r.Name].Acquire(ctx)
 	if err != nil {
 		// The route's budget is in use across the fleet: come back soon.
 		if s.cfg.Metrics.StatusCall != nil {
 			s.cfg.Metrics.StatusCall(r.Name, "budget_busy", 0)
 		}
-		return events.Later(s.jittered(budgetBusyWait))
+		return s.postpone(ctx, j, h, s.jittered(budgetBusyWait), log)
 	}
 	if d := s.remaining(r.Name); d > 0 {
 		lease.Release() // paused while we waited for the lease
-		return events.Later(d)
+		return s.postpone(ctx, j, h, d, log)
 	}
 	cctx, cancel := context.WithTimeout(ctx, cmp.Or(r.CallTimeout, s.cfg.CallTimeout))
 	start := time.Now()
@@ -289,74 +418,165 @@ func (s *Service) poll(ctx context.Context, r *route.Route, j *state.Job, rev ui
 	if s.cfg.Metrics.StatusCall != nil {
 		s.cfg.Metrics.StatusCall(r.Name, class, elapsed)
 	}
-
-	var pauseFor time.Duration
-	var pauseKind string
-	if callErr != nil {
-		switch provider.ClassOf(callErr) {
-		case provider.RateLimited:
-			pauseFor, pauseKind = cmp.Or(provider.RetryAfterOf(callErr), 5*time.Second), route.PauseRateLimit
-			if _, err := s.pauses.RateLimited(ctx, r.Name, pauseFor, provider.MessageOf(callErr)); err != nil {
-				log.Warn().Err(err).Msg("recording the route pause failed")
-			}
-			log.Warn().Dur("pause", pauseFor).Msg("rate limited; route paused")
-		case provider.Auth:
-			ps, err := s.pauses.AuthFailed(ctx, r.Name, provider.MessageOf(callErr))
-			if err != nil {
-				log.Warn().Err(err).Msg("recording the route pause failed")
-			}
-			pauseFor, pauseKind = time.Until(ps.Until), route.PauseAuth
-			log.Error().Time("paused_until", ps.Until).Str("reason", provider.MessageOf(callErr)).
-				Msg("AUTHENTICATION FAILED: check the route's token; route paused, jobs kept")
-		}
-		if pauseFor > 0 && s.cfg.Metrics.Paused != nil {
-			s.cfg.Metrics.Paused(r.Name, pauseKind, pauseFor)
-		}
-	} else if err := s.pauses.Recovered(ctx, r.Name); err != nil {
-		log.Warn().Err(err).Msg("clearing the route's auth strikes failed")
-	}
+	pauseFor := s.pauseAfter(ctx, r, callErr, log)
 
 	now := s.cfg.Now().UTC()
-	expire := false
-	j, err = s.life.UpdateFrom(ctx, j, rev, func(cur *state.Job) error {
+	res := pollResult{st: st, err: callErr, pauseFor: pauseFor, now: now}
+	if h.context {
+		// Most polls learn nothing: nothing to write, the check goes back.
+		cp := *j
+		if s.fold(r, &cp, res) {
+			s.dues.put(h.seq, now, cp.NextCheckAt)
+			return events.Later(cp.NextCheckAt.Sub(s.cfg.Now()))
+		}
+	}
+	expired := false
+	update := func(cur *state.Job) error {
 		if cur.State.Terminal() {
 			return state.ErrNoChange
 		}
-		prev := cur.LastPolledAt
-		cur.Polls++
-		cur.LastPolledAt = now
-		changed := s.apply(r, cur, st, callErr, now, prev)
-		if changed {
-			cur.Unchanged = 0
-		} else if callErr == nil {
-			cur.Unchanged++
+		if h.context {
+			// The record's counters stop at the context's last write; the
+			// polls since are counted by the check's deliveries.
+			cur.Polls = max(cur.Polls, j.Polls)
+			cur.Unchanged = max(cur.Unchanged, j.Unchanged)
+			cur.LastPolledAt = latest(cur.LastPolledAt, j.LastPolledAt)
 		}
-		if !cur.State.Terminal() && !cur.Deadline.IsZero() && !now.Before(cur.Deadline) {
-			reason := "deadline " + cur.Deadline.Format(time.RFC3339) + " passed"
-			if cur.ProviderStatus != "" {
-				reason += "; the provider last said " + cur.ProviderStatus
-			}
-			cur.Apply(state.Observation{State: state.Expired, Reason: reason, Source: state.FromPollux, At: now})
-			expire = true
-		}
-		if !cur.State.Terminal() {
-			cur.NextCheckAt = now.Add(s.delay(r, cur, st, callErr, pauseFor, now))
-		}
+		s.fold(r, cur, res)
+		expired = cur.State == state.Expired
 		return nil
-	})
-	if err != nil {
+	}
+	if h.context {
+		j, err = s.life.Update(ctx, j.ID, update)
+	} else {
+		j, err = s.life.UpdateFrom(ctx, j, h.rev, update)
+	}
+	switch {
+	case errors.Is(err, state.ErrNotFound):
+		log.Warn().Msg("the job's record is gone; its check is dropped")
+		return events.Stop()
+	case err != nil:
 		log.Warn().Err(err).Msg("recording the poll failed; retrying")
 		return events.Later(s.retryDelay())
 	}
 	s.succeeded()
 	if j.State.Terminal() {
 		log.Info().Str("state", string(j.State)).Int("polls", j.Polls).Str("detected_by", string(j.DetectedBy)).Msg("job finished")
-		if expire && r.Adapter.Info().Cancel {
+		if expired && r.Adapter.Info().Cancel {
 			s.cancelExpired(ctx, r, j, log)
 		}
 		return events.Stop()
 	}
-	return events.Later(j.NextCheckAt.Sub(s.cfg.Now()))
+	// The check goes on with the new context.
+	switch err := s.life.Replace(ctx, j, h.seq, j.NextCheckAt); {
+	case err == nil, errors.Is(err, lifecycle.ErrCheckMoved):
+		return events.Stop()
+	default:
+		// The old check stays; its next delivery finds its context stale
+		// and writes again.
+		log.Warn().Err(err).Msg("replacing the check failed; keeping the old one")
+		return events.Later(j.NextCheckAt.Sub(s.cfg.Now()))
+	}
+}
+
+// pollResult is what one status call returned, and when.
+type pollResult struct {
+	st       provider.Status
+	err      error
+	pauseFor time.Duration // the route pause the call caused
+	now      time.Time
+}
+
+// pauseAfter pauses the route after a rate limit or an authentication
+// failure, and returns the pause (0: none).
+func (s *Service) pauseAfter(ctx context.Context, r *route.Route, callErr error, log zerolog.Logger) time.Duration {
+	if callErr == nil {
+		if err := s.pauses.Recovered(ctx, r.Name); err != nil {
+			log.Warn().Err(err).Msg("clearing the route's auth strikes failed")
+		}
+		return 0
+	}
+	var pauseFor time.Duration
+	var pauseKind string
+	switch provider.ClassOf(callErr) {
+	case provider.RateLimited:
+		pauseFor, pauseKind = cmp.Or(provider.RetryAfterOf(callErr), 5*time.Second), route.PauseRateLimit
+		if _, err := s.pauses.RateLimited(ctx, r.Name, pauseFor, provider.MessageOf(callErr)); err != nil {
+			log.Warn().Err(err).Msg("recording the route pause failed")
+		}
+		log.Warn().Dur("pause", pauseFor).Msg("rate limited; route paused")
+	case provider.Auth:
+		ps, err := s.pauses.AuthFailed(ctx, r.Name, provider.MessageOf(callErr))
+		if err != nil {
+			log.Warn().Err(err).Msg("recording the route pause failed")
+		}
+		pauseFor, pauseKind = time.Until(ps.Until), route.PauseAuth
+		log.Error().Time("paused_until", ps.Until).Str("reason", provider.MessageOf(callErr)).
+			Msg("AUTHENTICATION FAILED: check the route's token; route paused, jobs kept")
+	}
+	if pauseFor > 0 && s.cfg.Metrics.Paused != nil {
+		s.cfg.Metrics.Paused(r.Name, pauseKind, pauseFor)
+	}
+	return pauseFor
+}
+
+// fold applies a poll's result to job j: counters, state, deadline and
+// next check time. It reports whether the poll was quiet: a successful
+// call that changed nothing but the counters, so nothing needs writing.
+func (s *Service) fold(r *route.Route, j *state.Job, res pollResult) (quiet bool) {
+	before := *j
+	now := res.now
+	prev := j.LastPolledAt
+	j.Polls++
+	j.LastPolledAt = now
+	changed := s.apply(r, j, res.st, res.err, now, prev)
+	if changed {
+		j.Unchanged = 0
+	} else if res.err == nil {
+		j.Unchanged++
+	}
+	if !j.State.Terminal() && !j.Deadline.IsZero() && !now.Before(j.Deadline) {
+		reason := "deadline " + j.Deadline.Format(time.RFC3339) + " passed"
+		if j.ProviderStatus != "" {
+			reason += "; the provider last said " + j.ProviderStatus
+		}
+		j.Apply(state.Observation{State: state.Expired, Reason: reason, Source: state.FromPollux, At: now})
+	}
+	if !j.State.Terminal() {
+		j.NextCheckAt = now.Add(s.delay(r, j, res.st, res.err, res.pauseFor, now))
+	}
+	return res.err == nil && !changed && j.State == before.State && before.Errors == 0 && before.NotFound == 0 &&
+		j.ProviderStatus == before.ProviderStatus && j.StartedAt.Equal(before.StartedAt) &&
+		j.SubmittedAt.Equal(before.SubmittedAt) && len(j.Outbox) == len(before.Outbox)
+}
+
+// typicalDelay is the interval, without jitter, that the previous poll of
+// job j (whose counters it left as they are) put before this one: the best
+// guess at when another process polled it last.
+func (s *Service) typicalDelay(r *route.Route, j *state.Job, now time.Time) time.Duration {
+	sj := Schedulable(j, now)
+	if s.cfg.Learned != nil {
+		sj.Learned, sj.LearnedRun = s.cfg.Learned(j.Route, j.Model, j.ConfigKey)
+	}
+	return r.Policy.Next(sj, noJitter)
+}
+
+// noJitter is a random source whose every draw is the middle of its range,
+// so the schedule's jitter factor is 1.
+var noJitter = rand.New(middle{})
+
+type middle struct{}
+
+func (middle) Uint64() uint64 { return 1 << 63 }
+
+// spread is a uniformly random wait in [0, d).
+func (s *Service) spread(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	s.rndMu.Lock()
+	defer s.rndMu.Unlock()
+	return time.Duration(s.rnd.Int64N(int64(d)))
 }
 
 // apply folds a status call's result into the job and reports whether the

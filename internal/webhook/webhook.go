@@ -357,7 +357,10 @@ func (s *Service) apply(ctx context.Context, msg jetstream.Msg) events.Outcome {
 	if j.State.Terminal() {
 		// Idempotent, so a retried delivery stops polling too.
 		if err := s.life.Disarm(ctx, j.Route, j.ID); err != nil {
-			log.Warn().Err(err).Msg("stopping the job's polling failed; its next check will stop it")
+			// A quiet poll reads no record, so the check must go: the
+			// delivery is retried (it is applied once; the retry disarms).
+			log.Warn().Err(err).Msg("stopping the job's polling failed; retrying")
+			return events.Later(2 * time.Second)
 		}
 	}
 	if changed && j.State.Terminal() {
@@ -377,9 +380,12 @@ func (s *Service) hint(ctx context.Context, name, id, remoteID string, log zerol
 		switch {
 		case cur.Route != name || cur.RemoteID != remoteID:
 			return errMismatch
-		case cur.State.Terminal() || !cur.NextCheckAt.After(now):
+		case cur.State.Terminal():
 			return state.ErrNoChange
 		}
+		// The record's next check time dates from the job's last change
+		// (quiet polls do not write it), so it cannot say whether a check
+		// is already due: the check is always replaced.
 		cur.NextCheckAt = now
 		return nil
 	})

@@ -171,11 +171,11 @@ func (n Namespace) ParseCheck(subject string) (route, job string, err error) {
 	if !ok {
 		return "", "", fmt.Errorf("%w %q: not a check subject", ErrSubject, subject)
 	}
-	parts := strings.Split(rest, ".")
-	if len(parts) != 3 || !ValidToken(parts[0]) || !ValidToken(parts[2]) {
+	route, rest, ok1 := strings.Cut(rest, ".")
+	slot, job, ok2 := strings.Cut(rest, ".")
+	if !ok1 || !ok2 || !ValidToken(route) || !ValidToken(job) {
 		return "", "", fmt.Errorf("%w %q: not a check subject", ErrSubject, subject)
 	}
-	route, slot, job := parts[0], parts[1], parts[2]
 	if slot != strconv.Itoa(CheckSlot(job)) {
 		return "", "", fmt.Errorf("%w %q: slot %s is not job %s's", ErrSubject, subject, slot, job)
 	}

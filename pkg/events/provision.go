@@ -79,17 +79,20 @@ func (n Namespace) Streams(o Options) []jetstream.StreamConfig {
 			MaxMsgSize:  1 << 20,
 		},
 		{
-			// One check message per job: the stream refuses a second one.
-			Name:                 n.ChecksStream(),
-			Description:          "Pollux check messages: one poll timer per tracked job",
-			Subjects:             []string{n.subject("checks", "*", "*", "*")},
-			Retention:            jetstream.WorkQueuePolicy,
-			Storage:              o.storage(),
-			Replicas:             o.Replicas,
-			MaxMsgsPerSubject:    1,
-			Discard:              jetstream.DiscardNew,
-			DiscardNewPerSubject: true,
-			MaxMsgSize:           4 << 10,
+			// One check message per job. Publishers say which message they
+			// expect on the subject (none to arm, the one they hold to
+			// replace it), so a replacement drops the old message in the
+			// same step; a full stream refuses new checks rather than
+			// dropping waiting ones.
+			Name:              n.ChecksStream(),
+			Description:       "Pollux check messages: one poll timer per tracked job",
+			Subjects:          []string{n.subject("checks", "*", "*", "*")},
+			Retention:         jetstream.WorkQueuePolicy,
+			Storage:           o.storage(),
+			Replicas:          o.Replicas,
+			MaxMsgsPerSubject: 1,
+			Discard:           jetstream.DiscardNew,
+			MaxMsgSize:        MaxCheckBytes,
 		},
 		{
 			Name:        n.WebhooksStream(),
@@ -411,13 +414,12 @@ func streamConflicts(have, want jetstream.StreamConfig) []string {
 	if have.Discard != want.Discard {
 		add("discard policy", have.Discard, want.Discard)
 	}
-	if have.DiscardNewPerSubject != want.DiscardNewPerSubject {
-		add("discard new per subject", have.DiscardNewPerSubject, want.DiscardNewPerSubject)
-	}
 	return p
 }
 
-// reconcileStream returns have with want's limits and replicas, and whether
+// reconcileStream returns have with want's limits, replicas and per-subject
+// discard policy (checks streams from before poll contexts refused a
+// second message per subject instead of replacing the first), and whether
 // anything changed.
 func reconcileStream(have, want jetstream.StreamConfig) (jetstream.StreamConfig, bool) {
 	upd := have
@@ -426,12 +428,14 @@ func reconcileStream(have, want jetstream.StreamConfig) (jetstream.StreamConfig,
 	upd.MaxMsgSize = cmp.Or(want.MaxMsgSize, -1)
 	upd.Replicas = want.Replicas
 	upd.Description = want.Description
+	upd.DiscardNewPerSubject = want.DiscardNewPerSubject
 	if want.Duplicates > 0 {
 		upd.Duplicates = want.Duplicates
 	}
 	changed := upd.MaxAge != have.MaxAge || upd.MaxBytes != have.MaxBytes ||
 		upd.MaxMsgSize != have.MaxMsgSize || upd.Replicas != have.Replicas ||
-		upd.Duplicates != have.Duplicates || upd.Description != have.Description
+		upd.Duplicates != have.Duplicates || upd.Description != have.Description ||
+		upd.DiscardNewPerSubject != have.DiscardNewPerSubject
 	return upd, changed
 }
 

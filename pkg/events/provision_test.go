@@ -108,16 +108,49 @@ func TestChecksStreamHoldsOneMessagePerJob(t *testing.T) {
 	n := events.Default
 	r, err := n.Setup(ctx, js, events.Options{})
 	require.NoError(t, err)
+	none := jetstream.WithExpectLastSequencePerSubject(0)
 
-	_, err = js.Publish(ctx, n.Check("rep", "j1"), []byte(`{"v":1,"job_id":"j1"}`))
+	first, err := js.Publish(ctx, n.Check("rep", "j1"), []byte(`{"v":1,"job_id":"j1"}`), none)
+	require.NoError(t, err)
+	_, err = js.Publish(ctx, n.Check("rep", "j1"), []byte(`{"v":1,"job_id":"j1"}`), none)
+	require.Error(t, err, "arming an armed job is refused")
+	_, err = js.Publish(ctx, n.Check("rep", "j1"), []byte(`{"v":1,"job_id":"j1"}`), jetstream.WithExpectLastSequencePerSubject(first.Sequence+100))
+	require.Error(t, err, "replacing a check the publisher does not hold is refused")
+	second, err := js.Publish(ctx, n.Check("rep", "j1"), []byte(`{"v":1,"job_id":"j1","not_before":"2030-01-01T00:00:00Z"}`),
+		jetstream.WithExpectLastSequencePerSubject(first.Sequence))
+	require.NoError(t, err, "the holder replaces its check")
+	_, err = js.Publish(ctx, n.Check("rep", "j2"), []byte(`{"v":1,"job_id":"j2"}`), none)
+	require.NoError(t, err)
+
+	info, err := r.Checks.Info(ctx)
+	require.NoError(t, err)
+	require.Equal(t, uint64(2), info.State.Msgs, "the replacement dropped the old check in the same step")
+	m, err := r.Checks.GetLastMsgForSubject(ctx, n.Check("rep", "j1"))
+	require.NoError(t, err)
+	require.Equal(t, second.Sequence, m.Sequence)
+}
+
+// A checks stream made before poll contexts (which refused a second message
+// per subject) is updated in place, keeping its checks.
+func TestSetupUpgradesTheChecksStream(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, _, js := natstest.JetStream(t)
+	n := events.Default
+	old := n.Streams(events.Options{})[1]
+	require.Equal(t, n.ChecksStream(), old.Name)
+	old.DiscardNewPerSubject = true
+	_, err := js.CreateStream(ctx, old)
 	require.NoError(t, err)
 	_, err = js.Publish(ctx, n.Check("rep", "j1"), []byte(`{"v":1,"job_id":"j1"}`))
-	require.Error(t, err, "the stream refuses a second check for the same job")
-	_, err = js.Publish(ctx, n.Check("rep", "j2"), []byte(`{"v":1,"job_id":"j2"}`))
+	require.NoError(t, err)
+
+	r, err := n.Setup(ctx, js, events.Options{})
 	require.NoError(t, err)
 	info, err := r.Checks.Info(ctx)
 	require.NoError(t, err)
-	require.Equal(t, uint64(2), info.State.Msgs)
+	require.False(t, info.Config.DiscardNewPerSubject)
+	require.Equal(t, uint64(1), info.State.Msgs)
 }
 
 func TestOutcomeSettle(t *testing.T) {

@@ -178,6 +178,14 @@ func (p Policy) Next(j Job, rnd *rand.Rand) time.Duration {
 	return d
 }
 
+// Longest is the longest interval the policy puts between two polls of a
+// job (the reconciliation interval of a job expecting a webhook, else
+// MaxDelay), in real time. Provider hints and route pauses may wait longer.
+func (p Policy) Longest() time.Duration {
+	p = p.WithDefaults()
+	return p.real(max(p.MaxDelay, p.Reconcile))
+}
+
 // real converts a policy duration (model time) to real time.
 func (p Policy) real(d time.Duration) time.Duration {
 	return time.Duration(float64(d) / p.Scale)

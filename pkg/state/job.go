@@ -143,7 +143,10 @@ type Job struct {
 	// CancelRequestedAt is when a cancel was requested.
 	CancelRequestedAt time.Time `json:"cancel_requested_at,omitzero"`
 
-	// Polls counts status calls made for this job.
+	// Polls counts status calls made for this job. While a job is
+	// unchanged its polls write nothing (package poller): the count is
+	// brought up to date at each change and is exact once the job is
+	// terminal.
 	Polls int `json:"polls"`
 	// Webhooks counts webhook deliveries applied to this job.
 	Webhooks int `json:"webhooks"`
@@ -151,15 +154,18 @@ type Job struct {
 	// MaxDeliveries), so a delivery that reaches the job twice is applied
 	// once.
 	Deliveries []string `json:"deliveries,omitempty"`
-	// LastPolledAt is the time of the latest status call.
+	// LastPolledAt is the time of the latest status call that changed
+	// something (see Polls).
 	LastPolledAt time.Time `json:"last_polled_at,omitzero"`
 	// ChangedAt is when the job last changed state or progress; the
 	// schedule backs off with the time since.
 	ChangedAt time.Time `json:"changed_at,omitzero"`
-	// NextCheckAt is when the next status check is due.
+	// NextCheckAt is when the status check after the latest change was due
+	// (see Polls).
 	NextCheckAt time.Time `json:"next_check_at,omitzero"`
-	// Unchanged counts the polls since the job last changed; the schedule
-	// backs off with it.
+	// Unchanged counts the polls since the job last changed, as of the last
+	// write; the schedule backs off with it (the poller counts the polls
+	// since from its check's deliveries).
 	Unchanged int `json:"unchanged,omitempty"`
 	// Errors counts consecutive failed status calls.
 	Errors int `json:"errors,omitempty"`
