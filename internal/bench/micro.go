@@ -16,8 +16,9 @@ import (
 
 // micro measures the per-decision costs with the standard benchmark
 // harness: one schedule decision (cold start, and with learned
-// durations), one event encoded and decoded, and one job record decoded
-// (what every poll reads).
+// durations), one event encoded and decoded, one check decoded (what
+// every poll reads) and one job record decoded (what a poll that learns
+// something reads).
 func (r *runner) micro(context.Context) error {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	rnd := rand.New(rand.NewPCG(1, 2))
@@ -39,6 +40,12 @@ func (r *runner) micro(context.Context) error {
 		return err
 	}
 	rec, err := json.Marshal(j)
+	if err != nil {
+		return err
+	}
+	running := *j
+	running.State, running.Outputs = state.Running, nil
+	chk, err := json.Marshal(events.NewCheck(&running, t0.Add(time.Minute)))
 	if err != nil {
 		return err
 	}
@@ -66,6 +73,13 @@ func (r *runner) micro(context.Context) error {
 		{"event decode", func(b *testing.B) {
 			for b.Loop() {
 				if _, err := events.DecodeEvent(evBytes); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}},
+		{"check decode (with poll context)", func(b *testing.B) {
+			for b.Loop() {
+				if _, err := events.DecodeCheck(chk); err != nil {
 					b.Fatal(err)
 				}
 			}
