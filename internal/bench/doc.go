@@ -3,11 +3,13 @@
 // rate is measured next to the raw JetStream figure for the same work, on
 // the same nats-server process, in the same run:
 //
-//   - micro: one schedule decision, one event encode and decode, one job
-//     record decode (testing.Benchmark: ns and allocations per op);
+//   - micro: one schedule decision, one event encode and decode, one check
+//     and one job record decode (testing.Benchmark: ns and allocations per
+//     op);
 //   - cycles: check cycles per second through the real poller against an
-//     instant in-process provider, vs the raw fetch + NakWithDelay cycle;
-//     and what a (never binding) status budget adds to a poll;
+//     instant in-process provider (every poll quiet: no KV), vs the raw
+//     fetch + NakWithDelay cycle, the median of three alternating rounds;
+//     and vs a raw cycle that also reads and writes a record in KV;
 //   - fleet: status calls per second through 1, 2 and 4 poller processes
 //     against the simulated provider over HTTP; and what a never-binding
 //     status budget adds to a poll's cost (poller and nats-server CPU per
