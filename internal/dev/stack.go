@@ -121,7 +121,7 @@ func Start(ctx context.Context, g *errgroup.Group, nc *nats.Conn, sc StackConfig
 		_ = hookLn.Close()
 		return nil, err
 	}
-	wh, err := webhook.New(webhook.Config{Routes: routes, Options: env.Options(), Logger: log.With().Str("component", "webhook").Logger(), Metrics: m.Webhook()},
+	wh, err := webhook.New(webhook.Config{Routes: routes, Options: env.Options(), Logger: log.With().Str("component", "webhook").Logger(), Metrics: m.Webhook(), Learned: env.Stats.Lookup},
 		env.JS, env.NS, env.Res, env.Life)
 	if err != nil {
 		_ = hookLn.Close()

@@ -25,6 +25,7 @@ import (
 	"github.com/pollux-dev/pollux/internal/consume"
 	"github.com/pollux-dev/pollux/internal/faultpoint"
 	"github.com/pollux-dev/pollux/internal/lifecycle"
+	"github.com/pollux-dev/pollux/internal/poller"
 	"github.com/pollux-dev/pollux/internal/route"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/provider"
@@ -636,12 +637,16 @@ func (s *Service) cancelRemote(ctx context.Context, r *route.Route, j *state.Job
 		return err
 	}
 	now := s.cfg.Now().UTC()
+	// The check is removed or replaced next: its quiet polls go into the
+	// record first.
+	polls, unchanged, _ := poller.CountPolls(ctx, s.life, r, s.cfg.Learned, j.ID, now)
 	j, err = s.life.Update(ctx, j.ID, func(cur *state.Job) error {
 		obs := st.Observation
 		obs.Source, obs.At = state.FromCancel, now
 		if cur.Apply(obs) == "" {
 			return state.ErrNoChange
 		}
+		cur.Polls, cur.Unchanged = max(cur.Polls, polls), max(cur.Unchanged, unchanged)
 		return nil
 	})
 	if err != nil {

@@ -236,6 +236,23 @@ func (l *Lifecycle) Rearm(ctx context.Context, j *state.Job, notBefore time.Time
 	return fmt.Errorf("rearm check of job %s: %w %d times", j.ID, ErrCheckMoved, rearmTries)
 }
 
+// CurrentCheck returns the job's check message and when it was published,
+// or nil when the job has none.
+func (l *Lifecycle) CurrentCheck(ctx context.Context, route, id string) (*events.Check, time.Time, error) {
+	m, err := l.checks.GetLastMsgForSubject(ctx, l.ns.Check(route, id))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, time.Time{}, nil
+	}
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("read check of job %s: %w", id, err)
+	}
+	chk, err := events.DecodeCheck(m.Data)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("read check of job %s: %w", id, err)
+	}
+	return chk, m.Time, nil
+}
+
 // Disarm removes the job's check message, so polling stops at once.
 //
 // It deletes the message by its sequence number. A purge by subject would

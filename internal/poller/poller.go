@@ -78,9 +78,8 @@ type Config struct {
 	Logger zerolog.Logger
 	// Metrics observe the service.
 	Metrics Metrics
-	// Learned returns the learned durations of a route, model and
-	// configuration key (see package learn); nil means none are learned.
-	Learned func(route, model, configKey string) (total, run *schedule.Dist)
+	// Learned returns the learned durations (nil: none are learned).
+	Learned Learned
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Seed seeds the jitter (default: random).
@@ -298,7 +297,7 @@ func (s *Service) checkContext(ctx context.Context, r *route.Route, chk *events.
 
 // verifyEvery is how many quiet polls a check makes between two reads of
 // the job record (see verify).
-const verifyEvery = 16
+const verifyEvery = 32
 
 // verify reads the job record and says whether the check must end: the job
 // became terminal without its check being removed (the provider reports
@@ -554,11 +553,7 @@ func (s *Service) fold(r *route.Route, j *state.Job, res pollResult) (quiet bool
 // job j (whose counters it left as they are) put before this one: the best
 // guess at when another process polled it last.
 func (s *Service) typicalDelay(r *route.Route, j *state.Job, now time.Time) time.Duration {
-	sj := Schedulable(j, now)
-	if s.cfg.Learned != nil {
-		sj.Learned, sj.LearnedRun = s.cfg.Learned(j.Route, j.Model, j.ConfigKey)
-	}
-	return r.Policy.Next(sj, noJitter)
+	return r.Policy.Next(scheduleOf(j, s.cfg.Learned, now), noJitter)
 }
 
 // noJitter is a random source whose every draw is the middle of its range,
@@ -617,18 +612,7 @@ func (s *Service) delay(r *route.Route, j *state.Job, st provider.Status, callEr
 	if pauseFor > 0 {
 		return pauseFor + s.remainingJitter(pauseFor)
 	}
-	phase := schedule.PhaseUnknown
-	switch j.State {
-	case state.Queued:
-		phase = schedule.PhaseQueued
-	case state.Running:
-		phase = schedule.PhaseRunning
-	}
-	sj := Schedulable(j, now)
-	sj.Phase = phase
-	if s.cfg.Learned != nil {
-		sj.Learned, sj.LearnedRun = s.cfg.Learned(j.Route, j.Model, j.ConfigKey)
-	}
+	sj := scheduleOf(j, s.cfg.Learned, now)
 	if callErr == nil {
 		sj.PollAfter = st.PollAfter
 	}

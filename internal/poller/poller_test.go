@@ -153,3 +153,35 @@ func TestQuietPollsWriteNothing(t *testing.T) {
 	cancel()
 	_ = g.Wait()
 }
+
+// CountPolls replays the route's schedule from the check's not-before: with
+// polls every second, a check armed 4.5 s ago has made five polls on top of
+// the two its context counts.
+func TestCountPollsReplaysTheSchedule(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, nc, _ := natstest.JetStream(t)
+	rc := config.Route{Poll: config.Poll{MinDelay: time.Second, MaxDelay: time.Second}}
+	rt, err := route.New("script", &script{calls: map[string]int{}}, rc, 1)
+	require.NoError(t, err)
+	g, gctx := errgroup.WithContext(ctx)
+	env, err := app.Open(gctx, g, &config.Config{Prefix: "count", Routes: map[string]config.Route{"script": rc}}, nc,
+		map[string]*route.Route{"script": rt}, metrics.New(), zerolog.Nop())
+	require.NoError(t, err)
+
+	armed := time.Now().UTC().Add(-time.Hour)
+	j := &state.Job{ID: "job-1", Route: "script", Model: "m", RemoteID: "r-1", State: state.Running,
+		CreatedAt: armed, SubmittedAt: armed, UpdatedAt: armed, Polls: 2, Unchanged: 1}
+	require.NoError(t, env.Life.Create(ctx, j))
+	polls, unchanged, ok := poller.CountPolls(ctx, env.Life, rt, nil, "job-1", armed)
+	require.False(t, ok, "no check, no count")
+	require.Zero(t, polls+unchanged)
+
+	require.NoError(t, env.Life.Arm(ctx, j, armed))
+	polls, unchanged, ok = poller.CountPolls(ctx, env.Life, rt, nil, "job-1", armed.Add(4500*time.Millisecond))
+	require.True(t, ok)
+	require.Equal(t, 2+5, polls)
+	require.Equal(t, 1+5, unchanged)
+	polls, _, _ = poller.CountPolls(ctx, env.Life, rt, nil, "job-1", armed.Add(-time.Second))
+	require.Equal(t, 2, polls, "not due yet: only the context's polls")
+}

@@ -28,6 +28,7 @@ import (
 	"github.com/pollux-dev/pollux/internal/consume"
 	"github.com/pollux-dev/pollux/internal/httpserve"
 	"github.com/pollux-dev/pollux/internal/lifecycle"
+	"github.com/pollux-dev/pollux/internal/poller"
 	"github.com/pollux-dev/pollux/internal/route"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/provider"
@@ -79,6 +80,9 @@ type Config struct {
 	Logger zerolog.Logger
 	// Metrics observe the service.
 	Metrics Metrics
+	// Learned returns the learned durations (nil: none are learned), to
+	// count the polls of a check a delivery removes (poller.CountPolls).
+	Learned poller.Learned
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
@@ -327,6 +331,12 @@ func (s *Service) apply(ctx context.Context, msg jetstream.Msg) events.Outcome {
 		return events.Stop()
 	}
 	now := s.cfg.Now().UTC()
+	var polls int
+	if st.Observation.State.Terminal() {
+		// The job's check goes once this ends the job: its quiet polls
+		// go into the record first.
+		polls, _, _ = poller.CountPolls(ctx, s.life, r, s.cfg.Learned, id, now)
+	}
 	changed := false
 	j, err := s.life.Update(ctx, id, func(cur *state.Job) error {
 		if cur.Route != name || cur.RemoteID != st.RemoteID {
@@ -338,6 +348,9 @@ func (s *Service) apply(ctx context.Context, msg jetstream.Msg) events.Outcome {
 		obs := st.Observation
 		obs.Source, obs.At = state.FromWebhook, now
 		changed = cur.Apply(obs) != ""
+		if changed && cur.State.Terminal() {
+			cur.Polls = max(cur.Polls, polls)
+		}
 		return nil
 	})
 	switch {
@@ -376,6 +389,9 @@ var errMismatch = errors.New("delivery does not match the job")
 // claims is confirmed by the provider before the job moves.
 func (s *Service) hint(ctx context.Context, name, id, remoteID string, log zerolog.Logger) events.Outcome {
 	now := s.cfg.Now().UTC()
+	// The check is replaced: its quiet polls go into the record (and so
+	// into the new check's context) first.
+	polls, unchanged, _ := poller.CountPolls(ctx, s.life, s.cfg.Routes[name], s.cfg.Learned, id, now)
 	j, err := s.life.Update(ctx, id, func(cur *state.Job) error {
 		switch {
 		case cur.Route != name || cur.RemoteID != remoteID:
@@ -383,6 +399,7 @@ func (s *Service) hint(ctx context.Context, name, id, remoteID string, log zerol
 		case cur.State.Terminal():
 			return state.ErrNoChange
 		}
+		cur.Polls, cur.Unchanged = max(cur.Polls, polls), max(cur.Unchanged, unchanged)
 		// The record's next check time dates from the job's last change
 		// (quiet polls do not write it), so it cannot say whether a check
 		// is already due: the check is always replaced.
