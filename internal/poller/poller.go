@@ -257,6 +257,9 @@ func (s *Service) checkContext(ctx context.Context, r *route.Route, chk *events.
 		s.dues.put(seq, time.Time{}, now.Add(wait))
 		return events.Later(wait)
 	}
+	if chk.Job.State.Terminal() {
+		return events.Stop() // Pollux never arms a finished job; a hand-made check
+	}
 	j := *chk.Job
 	j.Route = r.Name
 	quiet := int(md.NumDelivered - 2) // polls made on this check so far
