@@ -24,20 +24,26 @@ type due struct {
 	due    time.Time
 }
 
-// entry is a due in Unix nanoseconds (16 bytes a check).
-type entry struct{ polled, due int64 }
+// entry is a due in Unix nanoseconds, and the delivery it is for.
+type entry struct {
+	polled, due int64
+	delivery    uint64
+}
 
 // duesKept bounds how long an entry is kept past its due time: a check
 // that went to another process, or was replaced, is not taken here.
 const duesKept = 10 * time.Minute
 
-func (d *dues) put(seq uint64, polled, at time.Time) {
+// put records that the check at stream sequence seq, now at its delivery
+// number delivered, was sent back to be due at at, from a poll made at
+// polled (zero: it was only armed).
+func (d *dues) put(seq, delivered uint64, polled, at time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.m == nil {
 		d.m = map[uint64]entry{}
 	}
-	e := entry{due: at.UnixNano()}
+	e := entry{due: at.UnixNano(), delivery: delivered + 1}
 	if !polled.IsZero() {
 		e.polled = polled.UnixNano()
 	}
@@ -52,8 +58,10 @@ func (d *dues) put(seq uint64, polled, at time.Time) {
 	}
 }
 
-// take returns and forgets what was put for seq.
-func (d *dues) take(seq uint64) (due, bool) {
+// take returns and forgets what was put for seq, if it was put by the
+// delivery before this one (delivered): when another process handled that
+// one, or a process died holding it, what this process knows is older.
+func (d *dues) take(seq, delivered uint64) (due, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	e, ok := d.m[seq]
@@ -61,9 +69,12 @@ func (d *dues) take(seq uint64) (due, bool) {
 		return due{}, false
 	}
 	delete(d.m, seq)
-	v := due{due: time.Unix(0, e.due)}
+	if e.delivery != delivered {
+		return due{}, false
+	}
+	v := due{due: time.Unix(0, e.due).UTC()}
 	if e.polled != 0 {
-		v.polled = time.Unix(0, e.polled)
+		v.polled = time.Unix(0, e.polled).UTC()
 	}
 	return v, true
 }

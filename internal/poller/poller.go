@@ -254,7 +254,7 @@ func (s *Service) checkContext(ctx context.Context, r *route.Route, chk *events.
 			wait = s.spread(r.Policy.Longest())
 		}
 		wait = max(wait, 0)
-		s.dues.put(seq, time.Time{}, now.Add(wait))
+		s.dues.put(seq, md.NumDelivered, time.Time{}, now.Add(wait))
 		return events.Later(wait)
 	}
 	if chk.Job.State.Terminal() {
@@ -265,7 +265,7 @@ func (s *Service) checkContext(ctx context.Context, r *route.Route, chk *events.
 	quiet := int(md.NumDelivered - 2) // polls made on this check so far
 	j.Polls += quiet
 	j.Unchanged += quiet
-	last, known := s.dues.take(seq)
+	last, known := s.dues.take(seq, md.NumDelivered)
 	switch {
 	case known:
 		if s.cfg.Metrics.Lateness != nil {
@@ -275,7 +275,8 @@ func (s *Service) checkContext(ctx context.Context, r *route.Route, chk *events.
 			j.LastPolledAt = last.polled
 		}
 	case quiet == 0:
-		if s.cfg.Metrics.Lateness != nil && !chk.NotBefore.IsZero() {
+		// Due at its not-before, unless that was long ago (spread).
+		if s.cfg.Metrics.Lateness != nil && !chk.NotBefore.IsZero() && now.Sub(chk.NotBefore) <= r.Policy.Longest() {
 			s.cfg.Metrics.Lateness(r.Name, now.Sub(chk.NotBefore))
 		}
 	default:
@@ -291,7 +292,7 @@ func (s *Service) checkContext(ctx context.Context, r *route.Route, chk *events.
 			return out
 		}
 	}
-	held := heldCheck{seq: seq, context: true}
+	held := heldCheck{seq: seq, delivered: md.NumDelivered, context: true}
 	if d := s.remaining(r.Name); d > 0 {
 		return s.postpone(ctx, &j, held, d, log)
 	}
@@ -372,9 +373,10 @@ func (s *Service) checkRecord(ctx context.Context, r *route.Route, id string, ch
 // where the job came from (the check's poll context, or the record read at
 // revision rev).
 type heldCheck struct {
-	seq     uint64
-	context bool
-	rev     uint64
+	seq       uint64
+	delivered uint64 // its delivery count
+	context   bool
+	rev       uint64
 }
 
 // postpone sends a check back for d without polling. A check with a poll
@@ -428,7 +430,7 @@ func (s *Service) poll(ctx context.Context, r *route.Route, j *state.Job, h held
 		// Most polls learn nothing: nothing to write, the check goes back.
 		cp := *j
 		if s.fold(r, &cp, res) {
-			s.dues.put(h.seq, now, cp.NextCheckAt)
+			s.dues.put(h.seq, h.delivered, now, cp.NextCheckAt)
 			return events.Later(cp.NextCheckAt.Sub(s.cfg.Now()))
 		}
 	}
