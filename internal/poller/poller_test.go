@@ -185,3 +185,52 @@ func TestCountPollsReplaysTheSchedule(t *testing.T) {
 	polls, _, _ = poller.CountPolls(ctx, env.Life, rt, nil, "job-1", armed.Add(-time.Second))
 	require.Equal(t, 2, polls, "not due yet: only the context's polls")
 }
+
+// A check without a poll context (armed by hand, or by an older Pollux)
+// reads the record, and its first poll replaces it with one that carries
+// the context.
+func TestCheckWithoutContextGainsOne(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, nc, _ := natstest.JetStream(t)
+	sc := &script{calls: map[string]int{}, steps: []step{{state: state.Running, raw: "processing"}}}
+	rc := config.Route{Poll: config.Poll{MinDelay: time.Minute, MaxDelay: time.Minute}}
+	rt, err := route.New("script", sc, rc, 1)
+	require.NoError(t, err)
+	g, gctx := errgroup.WithContext(ctx)
+	env, err := app.Open(gctx, g, &config.Config{Prefix: "legacy", Routes: map[string]config.Route{"script": rc}}, nc,
+		map[string]*route.Route{"script": rt}, metrics.New(), zerolog.Nop())
+	require.NoError(t, err)
+
+	now := time.Now().UTC()
+	j := &state.Job{ID: "job-1", Route: "script", Model: "m", RemoteID: "r-1", State: state.Running,
+		ProviderStatus: "processing", CreatedAt: now, SubmittedAt: now, UpdatedAt: now}
+	require.NoError(t, env.Life.Create(ctx, j))
+	_, err = env.JS.Publish(ctx, env.NS.Check("script", "job-1"), []byte(`{"v":1,"job_id":"job-1"}`))
+	require.NoError(t, err)
+
+	po, err := poller.New(poller.Config{Routes: env.Routes, Options: env.Options()}, env.JS, env.NS, env.Res, env.Life, env.Pauses)
+	require.NoError(t, err)
+	pctx, stop := context.WithCancel(gctx)
+	done := make(chan error, 1)
+	go func() { done <- po.Run(pctx) }()
+	require.Eventually(t, func() bool {
+		chk, _, err := env.Life.CurrentCheck(ctx, "script", "job-1")
+		return err == nil && chk != nil && chk.Job != nil
+	}, 20*time.Second, 20*time.Millisecond, "the first poll gives the check its context")
+	stop()
+	require.NoError(t, <-done)
+
+	chk, _, err := env.Life.CurrentCheck(ctx, "script", "job-1")
+	require.NoError(t, err)
+	require.Equal(t, 1, chk.Job.Polls)
+	require.Equal(t, "r-1", chk.Job.RemoteID)
+	require.True(t, chk.NotBefore.After(now), "due one interval after the poll")
+	rec, _, err := env.Life.Store().Get(ctx, "job-1")
+	require.NoError(t, err)
+	require.Equal(t, 1, rec.Polls)
+	require.Equal(t, 1, sc.callsOf("r-1"))
+	cancel()
+	_ = g.Wait()
+}
