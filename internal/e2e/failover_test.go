@@ -57,9 +57,32 @@ func TestChaosClusterFailover(t *testing.T) {
 		}
 		return info.Cluster.Leader
 	}
+	// current reports whether both of the stream's followers are caught up.
+	current := func(stream string) bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		s, err := js.Stream(ctx, stream)
+		if err != nil {
+			return false
+		}
+		info, err := s.Info(ctx)
+		if err != nil || info.Cluster == nil || len(info.Cluster.Replicas) != 2 {
+			return false
+		}
+		for _, r := range info.Cluster.Replicas {
+			if !r.Current || r.Offline {
+				return false
+			}
+		}
+		return true
+	}
 	var worstPause time.Duration
 	for _, stream := range streams {
 		var old string
+		// The node restarted for the previous stream may still be catching
+		// up on this one: stopping this leader before it has would leave
+		// the group without a quorum to elect.
+		waitFor(t, stream+" has both followers current", 30*time.Second, func() bool { return current(stream) })
 		waitFor(t, stream+" has a leader", 30*time.Second, func() bool { old = leader(stream); return old != "" })
 		stopped := time.Now()
 		c.Stop(old)
@@ -71,24 +94,7 @@ func TestChaosClusterFailover(t *testing.T) {
 		worstPause = max(worstPause, pause)
 		t.Logf("%s: leader %s stopped, new leader after %s", stream, old, pause.Round(time.Millisecond))
 		c.Start(old)
-		waitFor(t, "all three nodes back for "+stream, 30*time.Second, func() bool {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			defer cancel()
-			s, err := js.Stream(ctx, stream)
-			if err != nil {
-				return false
-			}
-			info, err := s.Info(ctx)
-			if err != nil || info.Cluster == nil || len(info.Cluster.Replicas) != 2 {
-				return false
-			}
-			for _, r := range info.Cluster.Replicas {
-				if !r.Current {
-					return false
-				}
-			}
-			return true
-		})
+		waitFor(t, "all three nodes back for "+stream, 30*time.Second, func() bool { return current(stream) })
 	}
 	waitFor(t, "every job terminal", time.Duration(size(180, 900))*time.Second, func() bool { return len(e.log.terminal()) >= n })
 	o := verify(t, e, ids, nil, e.Sim.Predictions(), e.Sim.Stats())
