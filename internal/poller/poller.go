@@ -447,7 +447,9 @@ func (s *Service) poll(ctx context.Context, r *route.Route, j *state.Job, h held
 			cur.LastPolledAt = latest(cur.LastPolledAt, j.LastPolledAt)
 		}
 		s.fold(r, cur, res)
-		expired = cur.State == state.Expired
+		// Expired by its deadline here (not canceled by the provider at
+		// it): the provider is asked to stop the work.
+		expired = cur.State == state.Expired && cur.DetectedBy == state.FromPollux
 		return nil
 	}
 	if h.context {
