@@ -222,7 +222,7 @@ routes:
 			life := lifecycle.New(events.Default, ujs, res, zerolog.Nop(), lifecycle.Hooks{})
 			probe := &state.Job{ID: "probe-" + user, Route: "unserved"}
 			require.NoError(t, life.Arm(ctx, probe, time.Now().Add(time.Hour)), "%s arms a check", user)
-			require.NoError(t, life.Disarm(ctx, probe.Route, probe.ID), "%s removes a check", user)
+			require.NoError(t, life.Disarm(ctx, probe.Route, probe.ID, nil), "%s removes a check", user)
 		}
 	}
 

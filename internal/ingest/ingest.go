@@ -639,7 +639,11 @@ func (s *Service) cancelRemote(ctx context.Context, r *route.Route, j *state.Job
 	now := s.cfg.Now().UTC()
 	// The check is removed or replaced next: its quiet polls go into the
 	// record first.
-	polls, unchanged, _ := poller.CountPolls(ctx, s.life, r, s.cfg.Learned, j.ID, now)
+	seen, err := s.life.CurrentCheck(ctx, r.Name, j.ID)
+	if err != nil {
+		seen = nil // Rearm or Disarm read it again
+	}
+	polls, unchanged, _ := poller.CountPolls(r, s.cfg.Learned, seen, now)
 	j, err = s.life.Update(ctx, j.ID, func(cur *state.Job) error {
 		obs := st.Observation
 		obs.Source, obs.At = state.FromCancel, now
@@ -654,9 +658,9 @@ func (s *Service) cancelRemote(ctx context.Context, r *route.Route, j *state.Job
 	}
 	log.Info().Str("state", string(j.State)).Msg("cancel requested at the provider")
 	if !j.State.Terminal() {
-		return s.life.Rearm(ctx, j, now.Add(time.Second))
+		return s.life.Rearm(ctx, j, now.Add(time.Second), seen)
 	}
-	return s.life.Disarm(ctx, j.Route, j.ID)
+	return s.life.Disarm(ctx, j.Route, j.ID, seen)
 }
 
 func (s *Service) observeCall(route, op string, err error, d time.Duration) {

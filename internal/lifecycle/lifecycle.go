@@ -210,50 +210,59 @@ func (l *Lifecycle) publishCheck(ctx context.Context, j *state.Job, notBefore ti
 	return nil
 }
 
-// rearmTries bounds Rearm's attempts while other processes replace the
-// same check.
+// rearmTries bounds Rearm's and Disarm's attempts while other processes
+// replace the same check.
 const rearmTries = 5
+
+// Seen is a job's check message as CurrentCheck read it. Rearm and Disarm
+// start from it rather than read it again; when it has been replaced
+// meanwhile they read the current one.
+type Seen struct {
+	// Check is the message, nil when it cannot be decoded.
+	Check *events.Check
+	// Seq is its stream sequence; 0 when the job had no check.
+	Seq uint64
+	// Published is when it was published.
+	Published time.Time
+}
+
+// CurrentCheck reads the job's check message (Seq 0: it has none).
+func (l *Lifecycle) CurrentCheck(ctx context.Context, route, id string) (*Seen, error) {
+	m, err := l.checks.GetLastMsgForSubject(ctx, l.ns.Check(route, id))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return &Seen{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read check of job %s: %w", id, err)
+	}
+	seen := &Seen{Seq: m.Sequence, Published: m.Time}
+	seen.Check, _ = events.DecodeCheck(m.Data) // unreadable: still removable by its sequence
+	return seen, nil
+}
 
 // Rearm replaces the job's check message with one due at notBefore (sooner
 // than the one waiting, typically), carrying the job's poll context; it
-// arms the job if it has no check.
-func (l *Lifecycle) Rearm(ctx context.Context, j *state.Job, notBefore time.Time) error {
+// arms the job if it has no check. seen is the check as the caller read it
+// (nil: Rearm reads it).
+func (l *Lifecycle) Rearm(ctx context.Context, j *state.Job, notBefore time.Time, seen *Seen) error {
 	for range rearmTries {
-		var last uint64
-		m, err := l.checks.GetLastMsgForSubject(ctx, l.ns.Check(j.Route, j.ID))
-		switch {
-		case errors.Is(err, jetstream.ErrMsgNotFound):
-		case err != nil:
-			return fmt.Errorf("rearm check of job %s: %w", j.ID, err)
-		default:
-			last = m.Sequence
+		if seen == nil {
+			var err error
+			if seen, err = l.CurrentCheck(ctx, j.Route, j.ID); err != nil {
+				return fmt.Errorf("rearm: %w", err)
+			}
 		}
-		err = l.publishCheck(ctx, j, notBefore, last)
+		err := l.publishCheck(ctx, j, notBefore, seen.Seq)
 		if !errors.Is(err, ErrCheckMoved) {
 			return err
 		}
+		seen = nil // replaced meanwhile: read the current one
 	}
 	return fmt.Errorf("rearm check of job %s: %w %d times", j.ID, ErrCheckMoved, rearmTries)
 }
 
-// CurrentCheck returns the job's check message and when it was published,
-// or nil when the job has none.
-func (l *Lifecycle) CurrentCheck(ctx context.Context, route, id string) (*events.Check, time.Time, error) {
-	m, err := l.checks.GetLastMsgForSubject(ctx, l.ns.Check(route, id))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return nil, time.Time{}, nil
-	}
-	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("read check of job %s: %w", id, err)
-	}
-	chk, err := events.DecodeCheck(m.Data)
-	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("read check of job %s: %w", id, err)
-	}
-	return chk, m.Time, nil
-}
-
-// Disarm removes the job's check message, so polling stops at once.
+// Disarm removes the job's check message, so polling stops at once. seen
+// is the check as the caller read it (nil: Disarm reads it).
 //
 // It deletes the message by its sequence number. A purge by subject would
 // be one call, but on a work-queue stream it corrupts the state of a
@@ -261,19 +270,27 @@ func (l *Lifecycle) CurrentCheck(ctx context.Context, route, id string) (*events
 // are dropped from the consumer while staying in the stream, never to be
 // delivered again (nats-server 2.15.2, measured: 19 to 170 of 300 waiting
 // checks lost; see nats-server#5727). TestDisarmKeepsOtherChecks guards this.
-func (l *Lifecycle) Disarm(ctx context.Context, route, id string) error {
-	m, err := l.checks.GetLastMsgForSubject(ctx, l.ns.Check(route, id))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return nil // not armed
+func (l *Lifecycle) Disarm(ctx context.Context, route, id string, seen *Seen) error {
+	for range rearmTries {
+		if seen == nil {
+			var err error
+			if seen, err = l.CurrentCheck(ctx, route, id); err != nil {
+				return fmt.Errorf("disarm: %w", err)
+			}
+		}
+		if seen.Seq == 0 {
+			return nil // not armed
+		}
+		err := l.checks.DeleteMsg(ctx, seen.Seq)
+		if !errors.Is(err, jetstream.ErrMsgNotFound) {
+			if err != nil {
+				return fmt.Errorf("disarm check of job %s: %w", id, err)
+			}
+			return nil
+		}
+		seen = nil // acked or replaced meanwhile: look again
 	}
-	if err != nil {
-		return fmt.Errorf("disarm check of job %s: %w", id, err)
-	}
-	err = l.checks.DeleteMsg(ctx, m.Sequence)
-	if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
-		return fmt.Errorf("disarm check of job %s: %w", id, err)
-	}
-	return nil
+	return fmt.Errorf("disarm check of job %s: replaced %d times meanwhile", id, rearmTries)
 }
 
 // maxCheckBytes keeps a check message within the checks stream's limit

@@ -111,13 +111,13 @@ func TestArmIsIdempotentAndDisarmStopsIt(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, uint64(1), info.State.Msgs)
 
-	require.NoError(t, l.Disarm(ctx, "r", "j3"))
-	require.NoError(t, l.Disarm(ctx, "r", "j3"), "disarming an unarmed job is fine")
+	require.NoError(t, l.Disarm(ctx, "r", "j3", nil))
+	require.NoError(t, l.Disarm(ctx, "r", "j3", nil), "disarming an unarmed job is fine")
 	info, err = res.Checks.Info(ctx)
 	require.NoError(t, err)
 	require.Zero(t, info.State.Msgs)
 
-	require.NoError(t, l.Rearm(ctx, j, time.Now()))
+	require.NoError(t, l.Rearm(ctx, j, time.Now(), nil))
 	info, err = res.Checks.Info(ctx)
 	require.NoError(t, err)
 	require.Equal(t, uint64(1), info.State.Msgs)
@@ -172,7 +172,7 @@ func TestDisarmKeepsOtherChecks(t *testing.T) {
 		case k >= 3 && x < 5: // the job finished elsewhere (a webhook) while its check waits
 			require.NoError(t, msg.NakWithDelay(delay))
 			wg.Go(func() {
-				require.NoError(t, l.Disarm(ctx, "r", id))
+				require.NoError(t, l.Disarm(ctx, "r", id, nil))
 				mu.Lock()
 				finished[id] = true
 				mu.Unlock()

@@ -1,7 +1,6 @@
 package poller
 
 import (
-	"context"
 	"time"
 
 	"github.com/pollux-dev/pollux/internal/lifecycle"
@@ -17,25 +16,24 @@ type Learned func(route, model, configKey string) (total, run *schedule.Dist)
 // maxReplay bounds CountPolls' replay of a schedule.
 const maxReplay = 100_000
 
-// CountPolls estimates job id's polls so far, for a writer that ends or
-// replaces its check (a webhook, a cancel, a callback): the polls since
-// the check's poll context was written are counted only by the check's
-// deliveries (see events.Check), which go with it. The estimate is the
-// context's count plus the polls the route's schedule makes from the
-// check's not-before until now, replayed without jitter (the jitter
-// averages out; the last poll may be one off). ok is false when the job
-// has no check with a poll context; the writer then keeps the record's
-// counts.
-func CountPolls(ctx context.Context, life *lifecycle.Lifecycle, r *route.Route, learned Learned, id string, now time.Time) (polls, unchanged int, ok bool) {
-	chk, armed, err := life.CurrentCheck(ctx, r.Name, id)
-	if err != nil || chk == nil || chk.Job == nil {
+// CountPolls estimates a job's polls so far from its check as a writer
+// read it before ending or replacing it (a webhook, a cancel, a callback):
+// the polls since the check's poll context was written are counted only by
+// the check's deliveries (see events.Check), which go with it. The
+// estimate is the context's count plus the polls the route's schedule
+// makes from the check's not-before until now, replayed without jitter
+// (the jitter averages out; the last poll may be one off). ok is false
+// when there is no check with a poll context; the writer then keeps the
+// record's counts.
+func CountPolls(r *route.Route, learned Learned, seen *lifecycle.Seen, now time.Time) (polls, unchanged int, ok bool) {
+	if seen == nil || seen.Check == nil || seen.Check.Job == nil {
 		return 0, 0, false
 	}
-	j := *chk.Job
+	j := *seen.Check.Job
 	j.Route = r.Name
-	t := chk.NotBefore
+	t := seen.Check.NotBefore
 	if t.IsZero() {
-		t = armed
+		t = seen.Published
 	}
 	for n := 0; !t.After(now) && n < maxReplay; n++ {
 		j.Polls++

@@ -530,7 +530,9 @@ func (s *Service) pauseAfter(ctx context.Context, r *route.Route, callErr error,
 // next check time. It reports whether the poll was quiet: a successful
 // call that changed nothing but the counters, so nothing needs writing.
 func (s *Service) fold(r *route.Route, j *state.Job, res pollResult) (quiet bool) {
-	before := *j
+	// What a quiet poll leaves as it was, besides the state.
+	was, raw, started, submitted := j.State, j.ProviderStatus, j.StartedAt, j.SubmittedAt
+	failing := j.Errors > 0 || j.NotFound > 0
 	now := res.now
 	prev := j.LastPolledAt
 	j.Polls++
@@ -551,9 +553,10 @@ func (s *Service) fold(r *route.Route, j *state.Job, res pollResult) (quiet bool
 	if !j.State.Terminal() {
 		j.NextCheckAt = now.Add(s.delay(r, j, res.st, res.err, res.pauseFor, now))
 	}
-	return res.err == nil && !changed && j.State == before.State && before.Errors == 0 && before.NotFound == 0 &&
-		j.ProviderStatus == before.ProviderStatus && j.StartedAt.Equal(before.StartedAt) &&
-		j.SubmittedAt.Equal(before.SubmittedAt) && len(j.Outbox) == len(before.Outbox)
+	// Every event comes with a change or a new state, so a quiet poll has
+	// none to publish.
+	return res.err == nil && !changed && !failing && j.State == was && j.ProviderStatus == raw &&
+		j.StartedAt.Equal(started) && j.SubmittedAt.Equal(submitted)
 }
 
 // typicalDelay is the interval, without jitter, that the previous poll of

@@ -15,10 +15,12 @@ import (
 
 	"github.com/pollux-dev/pollux/internal/app"
 	"github.com/pollux-dev/pollux/internal/config"
+	"github.com/pollux-dev/pollux/internal/lifecycle"
 	"github.com/pollux-dev/pollux/internal/metrics"
 	"github.com/pollux-dev/pollux/internal/natstest"
 	"github.com/pollux-dev/pollux/internal/poller"
 	"github.com/pollux-dev/pollux/internal/route"
+	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/provider"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
@@ -159,30 +161,24 @@ func TestQuietPollsWriteNothing(t *testing.T) {
 // the two its context counts.
 func TestCountPollsReplaysTheSchedule(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	_, nc, _ := natstest.JetStream(t)
 	rc := config.Route{Poll: config.Poll{MinDelay: time.Second, MaxDelay: time.Second}}
 	rt, err := route.New("script", &script{calls: map[string]int{}}, rc, 1)
-	require.NoError(t, err)
-	g, gctx := errgroup.WithContext(ctx)
-	env, err := app.Open(gctx, g, &config.Config{Prefix: "count", Routes: map[string]config.Route{"script": rc}}, nc,
-		map[string]*route.Route{"script": rt}, metrics.New(), zerolog.Nop())
 	require.NoError(t, err)
 
 	armed := time.Now().UTC().Add(-time.Hour)
 	j := &state.Job{ID: "job-1", Route: "script", Model: "m", RemoteID: "r-1", State: state.Running,
 		CreatedAt: armed, SubmittedAt: armed, UpdatedAt: armed, Polls: 2, Unchanged: 1}
-	require.NoError(t, env.Life.Create(ctx, j))
-	polls, unchanged, ok := poller.CountPolls(ctx, env.Life, rt, nil, "job-1", armed)
+	polls, unchanged, ok := poller.CountPolls(rt, nil, &lifecycle.Seen{}, armed)
 	require.False(t, ok, "no check, no count")
 	require.Zero(t, polls+unchanged)
 
-	require.NoError(t, env.Life.Arm(ctx, j, armed))
-	polls, unchanged, ok = poller.CountPolls(ctx, env.Life, rt, nil, "job-1", armed.Add(4500*time.Millisecond))
+	chk := events.NewCheck(j, armed)
+	seen := &lifecycle.Seen{Check: &chk, Seq: 7, Published: armed}
+	polls, unchanged, ok = poller.CountPolls(rt, nil, seen, armed.Add(4500*time.Millisecond))
 	require.True(t, ok)
 	require.Equal(t, 2+5, polls)
 	require.Equal(t, 1+5, unchanged)
-	polls, _, _ = poller.CountPolls(ctx, env.Life, rt, nil, "job-1", armed.Add(-time.Second))
+	polls, _, _ = poller.CountPolls(rt, nil, seen, armed.Add(-time.Second))
 	require.Equal(t, 2, polls, "not due yet: only the context's polls")
 }
 
@@ -216,14 +212,15 @@ func TestCheckWithoutContextGainsOne(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- po.Run(pctx) }()
 	require.Eventually(t, func() bool {
-		chk, _, err := env.Life.CurrentCheck(ctx, "script", "job-1")
-		return err == nil && chk != nil && chk.Job != nil
+		seen, err := env.Life.CurrentCheck(ctx, "script", "job-1")
+		return err == nil && seen.Check != nil && seen.Check.Job != nil
 	}, 20*time.Second, 20*time.Millisecond, "the first poll gives the check its context")
 	stop()
 	require.NoError(t, <-done)
 
-	chk, _, err := env.Life.CurrentCheck(ctx, "script", "job-1")
+	seen, err := env.Life.CurrentCheck(ctx, "script", "job-1")
 	require.NoError(t, err)
+	chk := seen.Check
 	require.Equal(t, 1, chk.Job.Polls)
 	require.Equal(t, "r-1", chk.Job.RemoteID)
 	require.True(t, chk.NotBefore.After(now), "due one interval after the poll")

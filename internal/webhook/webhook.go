@@ -332,10 +332,14 @@ func (s *Service) apply(ctx context.Context, msg jetstream.Msg) events.Outcome {
 	}
 	now := s.cfg.Now().UTC()
 	var polls int
+	var seen *lifecycle.Seen // the job's check, read once for counting and removing
 	if st.Observation.State.Terminal() {
 		// The job's check goes once this ends the job: its quiet polls
 		// go into the record first.
-		polls, _, _ = poller.CountPolls(ctx, s.life, r, s.cfg.Learned, id, now)
+		if seen, err = s.life.CurrentCheck(ctx, name, id); err != nil {
+			seen = nil // Disarm reads it again
+		}
+		polls, _, _ = poller.CountPolls(r, s.cfg.Learned, seen, now)
 	}
 	changed := false
 	j, err := s.life.Update(ctx, id, func(cur *state.Job) error {
@@ -369,7 +373,7 @@ func (s *Service) apply(ctx context.Context, msg jetstream.Msg) events.Outcome {
 	}
 	if j.State.Terminal() {
 		// Idempotent, so a retried delivery stops polling too.
-		if err := s.life.Disarm(ctx, j.Route, j.ID); err != nil {
+		if err := s.life.Disarm(ctx, j.Route, j.ID, seen); err != nil {
 			// A quiet poll reads no record, so the check must go: the
 			// delivery is retried (it is applied once; the retry disarms).
 			log.Warn().Err(err).Msg("stopping the job's polling failed; retrying")
@@ -391,7 +395,11 @@ func (s *Service) hint(ctx context.Context, name, id, remoteID string, log zerol
 	now := s.cfg.Now().UTC()
 	// The check is replaced: its quiet polls go into the record (and so
 	// into the new check's context) first.
-	polls, unchanged, _ := poller.CountPolls(ctx, s.life, s.cfg.Routes[name], s.cfg.Learned, id, now)
+	seen, err := s.life.CurrentCheck(ctx, name, id)
+	if err != nil {
+		seen = nil // Rearm reads it again
+	}
+	polls, unchanged, _ := poller.CountPolls(s.cfg.Routes[name], s.cfg.Learned, seen, now)
 	j, err := s.life.Update(ctx, id, func(cur *state.Job) error {
 		switch {
 		case cur.Route != name || cur.RemoteID != remoteID:
@@ -420,7 +428,7 @@ func (s *Service) hint(ctx context.Context, name, id, remoteID string, log zerol
 	if j.State.Terminal() {
 		return events.Done()
 	}
-	if err := s.life.Rearm(ctx, j, now); err != nil {
+	if err := s.life.Rearm(ctx, j, now, seen); err != nil {
 		log.Warn().Err(err).Msg("bringing the check forward failed; retrying")
 		return events.Later(2 * time.Second)
 	}
