@@ -161,11 +161,19 @@ func setLeases(ctx context.Context, js jetstream.JetStream, ns events.Namespace,
 		if err != nil {
 			return fmt.Errorf("remove lease %d: %w", i, err)
 		}
-		if err := slots.DeleteMsg(ctx, m.Sequence); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+		if err := slots.DeleteMsg(ctx, m.Sequence); err != nil && !(errors.Is(err, jetstream.ErrMsgDeleteUnsuccessful) && gone(ctx, slots, subject, m.Sequence)) {
 			return fmt.Errorf("remove lease %d: %w", i, err)
 		}
 	}
 	return nil
+}
+
+// gone reports whether the lease at seq has left the stream: a delete that
+// JetStream refused because another process removed it first (it says "no
+// message found" without a code nats.go exposes).
+func gone(ctx context.Context, slots jetstream.Stream, subject string, seq uint64) bool {
+	m, err := slots.GetLastMsgForSubject(ctx, subject)
+	return errors.Is(err, jetstream.ErrMsgNotFound) || (err == nil && m.Sequence != seq)
 }
 
 // Lease is permission to make one call. Release it when the call is done.

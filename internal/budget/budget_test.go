@@ -78,7 +78,7 @@ func TestConcurrencyCapHoldsAcrossProcesses(t *testing.T) {
 func call(d time.Duration) { <-time.After(d) }
 
 // Processes starting together add exactly cap leases between them.
-func TestConcurrentSetupAddsCapLeases(t *testing.T) {
+func TestConcurrentSetupSetsCapLeases(t *testing.T) {
 	t.Parallel()
 	js, res := setup(t)
 	var wg sync.WaitGroup
@@ -89,6 +89,16 @@ func TestConcurrentSetupAddsCapLeases(t *testing.T) {
 	info, err := res.Slots.Info(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, uint64(4), info.State.Msgs)
+
+	// Lowered by processes starting together: each removes the leases past
+	// the cap, none fails on a lease another removed first.
+	for range 6 {
+		wg.Go(func() { ensure(t, js, res, budget.Limit{Concurrency: 1}) })
+	}
+	wg.Wait()
+	info, err = res.Slots.Info(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), info.State.Msgs)
 }
 
 func TestRateLimitSpacesCalls(t *testing.T) {

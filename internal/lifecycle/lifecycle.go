@@ -282,13 +282,24 @@ func (l *Lifecycle) Disarm(ctx context.Context, route, id string, seen *Seen) er
 			return nil // not armed
 		}
 		err := l.checks.DeleteMsg(ctx, seen.Seq)
-		if !errors.Is(err, jetstream.ErrMsgNotFound) {
-			if err != nil {
-				return fmt.Errorf("disarm check of job %s: %w", id, err)
-			}
+		if err == nil {
 			return nil
 		}
-		seen = nil // acked or replaced meanwhile: look again
+		if !errors.Is(err, jetstream.ErrMsgDeleteUnsuccessful) {
+			return fmt.Errorf("disarm check of job %s: %w", id, err)
+		}
+		// Refused: the message is gone (acked, replaced, removed) since it
+		// was read, which JetStream reports as "no message found" or
+		// "sequence not found" without a code nats.go exposes. Look again;
+		// a refusal of the message still current is a real failure.
+		was := seen.Seq
+		var rerr error
+		if seen, rerr = l.CurrentCheck(ctx, route, id); rerr != nil {
+			return fmt.Errorf("disarm: %w", rerr)
+		}
+		if seen.Seq == was {
+			return fmt.Errorf("disarm check of job %s: %w", id, err)
+		}
 	}
 	return fmt.Errorf("disarm check of job %s: replaced %d times meanwhile", id, rearmTries)
 }

@@ -123,6 +123,34 @@ func TestArmIsIdempotentAndDisarmStopsIt(t *testing.T) {
 	require.Equal(t, uint64(1), info.State.Msgs)
 }
 
+// A webhook reads a job's check, and before it disarms the check a poll
+// replaces it (or a poll's ack removes it): Disarm must remove whatever
+// check is current, not fail on the sequence it read.
+func TestDisarmFromAStaleRead(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, _, res := setup(t)
+	j := &state.Job{ID: "j5", Route: "r"}
+	require.NoError(t, l.Arm(ctx, j, time.Now()))
+	stale, err := l.CurrentCheck(ctx, "r", "j5")
+	require.NoError(t, err)
+	require.NotZero(t, stale.Seq)
+	require.NoError(t, l.Replace(ctx, j, stale.Seq, time.Now()))
+	require.NoError(t, l.Disarm(ctx, "r", "j5", stale), "the check was replaced since it was read")
+	info, err := res.Checks.Info(ctx)
+	require.NoError(t, err)
+	require.Zero(t, info.State.Msgs, "the replacement is gone too")
+
+	// Removed since it was read, by a sequence the stream is past.
+	require.NoError(t, l.Arm(ctx, j, time.Now()))
+	stale, err = l.CurrentCheck(ctx, "r", "j5")
+	require.NoError(t, err)
+	require.NoError(t, l.Disarm(ctx, "r", "j5", nil))
+	require.NoError(t, l.Disarm(ctx, "r", "j5", stale), "removed since it was read")
+	// And by a sequence beyond the stream's last.
+	require.NoError(t, l.Disarm(ctx, "r", "j5", &lifecycle.Seen{Seq: stale.Seq + 1000}))
+}
+
 // TestDisarmKeepsOtherChecks disarms jobs while a poller keeps other jobs'
 // checks nak-delayed at the server: every check that was not disarmed must
 // keep coming back. (A purge by subject fails this: see Disarm.)
