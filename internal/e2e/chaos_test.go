@@ -86,7 +86,7 @@ func TestChaosProvider(t *testing.T) {
 		}
 		return "chaos/fast", 0
 	})
-	waitFor(t, "every job terminal", time.Duration(size(120, 600))*time.Second, func() bool { return len(e.log.terminal()) >= n })
+	e.waitTerminal(t, ids, time.Duration(size(120, 600))*time.Second)
 	// A job that never finishes expires at its deadline. If the provider
 	// lost it first (LostRate applies to it too), it ends lost or expired,
 	// whichever of the "unknown job" limit and its deadline comes first
@@ -187,7 +187,7 @@ func TestChaosNATSRestart(t *testing.T) {
 	tracked, _ := e.Env.Res.Checks.Info(context.Background())
 	down := ns.restart(t, time.Second)
 	t.Logf("restarted NATS with %d jobs tracked (down %s)", tracked.State.Msgs, down.Round(time.Millisecond))
-	waitFor(t, "every job terminal", time.Duration(size(180, 900))*time.Second, func() bool { return len(e.log.terminal()) >= n })
+	e.waitTerminal(t, ids, time.Duration(size(180, 900))*time.Second)
 	o := verify(t, e, ids, nil, e.Sim.Predictions(), e.Sim.Stats())
 	o.faults = 1
 	// On schedule: a job is found done within the longest polling interval

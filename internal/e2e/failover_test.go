@@ -96,7 +96,7 @@ func TestChaosClusterFailover(t *testing.T) {
 		c.Start(old)
 		waitFor(t, "all three nodes back for "+stream, 30*time.Second, func() bool { return current(stream) })
 	}
-	waitFor(t, "every job terminal", time.Duration(size(180, 900))*time.Second, func() bool { return len(e.log.terminal()) >= n })
+	e.waitTerminal(t, ids, time.Duration(size(180, 900))*time.Second)
 	o := verify(t, e, ids, nil, e.Sim.Predictions(), e.Sim.Stats())
 	o.faults = len(streams)
 	t.Logf("worst pause until a new leader: %s", worstPause.Round(time.Millisecond))

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -45,8 +47,10 @@ func startWith(t *testing.T, nc *nats.Conn, js jetstream.JetStream, sc dev.Stack
 		cancel()
 		require.NoError(t, g.Wait())
 	})
-	if path := os.Getenv("POLLUX_TEST_LOG"); path != "" {
-		f, err := os.Create(path)
+	// POLLUX_TEST_LOG=dir keeps each test's logs in dir/<test>.json.
+	if dir := os.Getenv("POLLUX_TEST_LOG"); dir != "" {
+		require.NoError(t, os.MkdirAll(dir, 0o755))
+		f, err := os.Create(filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_")+".json"))
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = f.Close() })
 		sc.Logger = zerolog.New(f).With().Timestamp().Logger()
@@ -163,4 +167,52 @@ func assertEventually(cond func() bool, timeout time.Duration) bool {
 		<-tick.C
 	}
 	return true
+}
+
+// waitTerminal waits until every one of ids has a terminal event; when the
+// timeout passes first it reports, for up to ten that have none, the job's
+// record, its check message and the check consumers' state, so that a
+// stuck job tells where it stuck.
+func (e *env) waitTerminal(t *testing.T, ids []string, timeout time.Duration) {
+	t.Helper()
+	if assertEventually(func() bool { return len(e.log.terminal()) >= len(ids) }, timeout) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	terminal := e.log.terminal()
+	shown := 0
+	for _, id := range ids {
+		if _, ok := terminal[id]; ok {
+			continue
+		}
+		if shown++; shown > 10 {
+			break
+		}
+		j, rev, err := e.Env.Life.Store().Get(ctx, id)
+		if err != nil {
+			t.Logf("unfinished %s: record: %v", id, err)
+			continue
+		}
+		rec, _ := json.Marshal(j)
+		t.Logf("unfinished %s rev %d: %s", id, rev, rec)
+		seen, err := e.Env.Life.CurrentCheck(ctx, j.Route, id)
+		switch {
+		case err != nil:
+			t.Logf("  check: %v", err)
+		case seen.Seq == 0:
+			t.Logf("  no check message")
+		default:
+			c, _ := json.Marshal(seen.Check)
+			t.Logf("  check seq %d published %s: %s", seen.Seq, seen.Published.Format(time.RFC3339Nano), c)
+		}
+		for _, ev := range e.log.jobs()[id] {
+			t.Logf("  event %d %s %s at %s", ev.Seq, ev.Type, ev.State, ev.Time.Format(time.RFC3339Nano))
+		}
+	}
+	for name := range e.Env.Res.Checks.ListConsumers(ctx).Info() {
+		info, _ := json.Marshal(name)
+		t.Logf("checks consumer: %s", info)
+	}
+	t.Fatalf("%d of %d jobs have no terminal event after %s", len(ids)-len(terminal), len(ids), timeout)
 }

@@ -65,7 +65,7 @@ func TestRepartitionLosesNothing(t *testing.T) {
 	waitFor(t, "two partitions", 30*time.Second, func() bool {
 		return slices.Equal(consumers(), []string{"poller-sim~0of2", "poller-sim~1of2"})
 	})
-	waitFor(t, "every job terminal", 2*time.Minute, func() bool { return len(e.log.terminal()) >= n })
+	e.waitTerminal(t, ids, 2*time.Minute)
 
 	// Only the first poller is left: it follows the two partitions, so
 	// new jobs finish too.
@@ -74,7 +74,7 @@ func TestRepartitionLosesNothing(t *testing.T) {
 	}
 	more := submitN(t, e, "rq", 100, func(int) (string, float64) { return "part/model", 0 })
 	ids = append(ids, more...)
-	waitFor(t, "every new job terminal", 2*time.Minute, func() bool { return len(e.log.terminal()) >= len(ids) })
+	e.waitTerminal(t, ids, 2*time.Minute)
 	o := verify(t, e, ids, nil, e.Sim.Predictions(), e.Sim.Stats())
 	require.Zero(t, o.lost)
 	t.Logf("repartitioned 1 → 4 → 2 under load: %s", o)
