@@ -191,7 +191,8 @@ routes:
 	// What the services do only when the configuration changes or in rare
 	// paths, run with each service's own user through the same code:
 	// stream, bucket and consumer limits reconciled, budgets resized (leases
-	// added and removed), a check armed and removed.
+	// added and removed), a missing job confirmed with the bucket's leader,
+	// a check armed and removed.
 	for i, user := range []string{"ingest", "poller", "webhook"} {
 		ujs, err := jetstream.New(connectAs(t, natsURL, user))
 		require.NoError(t, err)
@@ -218,8 +219,10 @@ routes:
 			_, err := budget.Ensure(ctx, ujs, events.Default, res.Slots, "sim", b.kind, budget.Limit{Concurrency: b.n}, o)
 			require.NoError(t, err, "%s: the %s budget resized to %d", user, b.kind, b.n)
 		}
+		life := lifecycle.New(events.Default, ujs, res, zerolog.Nop(), lifecycle.Hooks{})
+		_, _, err = life.Store().Get(ctx, "no-such-job-"+user)
+		require.ErrorIs(t, err, state.ErrNotFound, "%s: a job no replica has is confirmed missing by the leader", user)
 		if user != "poller" {
-			life := lifecycle.New(events.Default, ujs, res, zerolog.Nop(), lifecycle.Hooks{})
 			probe := &state.Job{ID: "probe-" + user, Route: "unserved"}
 			require.NoError(t, life.Arm(ctx, probe, time.Now().Add(time.Hour)), "%s arms a check", user)
 			require.NoError(t, life.Disarm(ctx, probe.Route, probe.ID, nil), "%s removes a check", user)

@@ -81,7 +81,7 @@ func New(cfg Config, js jetstream.JetStream, ns events.Namespace, res *events.Re
 		return nil, errors.New("frontdoor: MaxStreams, RequestTimeout, MaxStreamDuration and KeepAlive must not be negative")
 	}
 	return &Server{
-		cfg: cfg, js: js, ns: ns, store: state.NewStore(res.Jobs), stream: res.Events,
+		cfg: cfg, js: js, ns: ns, store: state.NewStore(res.Jobs).ConfirmNotFound(js), stream: res.Events,
 		slots: make(chan struct{}, cfg.MaxStreams), log: cfg.Logger,
 	}, nil
 }

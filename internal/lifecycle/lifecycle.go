@@ -43,7 +43,7 @@ type Lifecycle struct {
 
 // New returns a Lifecycle over the namespace's resources.
 func New(ns events.Namespace, js jetstream.JetStream, res *events.Resources, log zerolog.Logger, hooks Hooks) *Lifecycle {
-	return &Lifecycle{ns: ns, store: state.NewStore(res.Jobs), js: js, checks: res.Checks, log: log, hooks: hooks}
+	return &Lifecycle{ns: ns, store: state.NewStore(res.Jobs).ConfirmNotFound(js), js: js, checks: res.Checks, log: log, hooks: hooks}
 }
 
 // Store returns the job store.

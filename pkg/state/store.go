@@ -16,6 +16,7 @@ const DefaultMaxRetries = 10
 // Store keeps job records in a JetStream KV bucket, one key per job id.
 type Store struct {
 	kv jetstream.KeyValue
+	js jetstream.JetStream // set: a "not found" is confirmed by the leader
 	// MaxRetries bounds Mutate's attempts on conflict (default
 	// DefaultMaxRetries).
 	MaxRetries int
@@ -48,10 +49,21 @@ func (s *Store) Create(ctx context.Context, j *Job) (uint64, error) {
 	return rev, nil
 }
 
-// Get returns the job and its revision, or ErrNotFound.
+// Get returns the job and its revision, or ErrNotFound (see
+// ConfirmNotFound for clustered buckets).
 func (s *Store) Get(ctx context.Context, id string) (*Job, uint64, error) {
 	e, err := s.kv.Get(ctx, id)
 	switch {
+	case (errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted)) && s.js != nil:
+		// Perhaps a replica behind the others: the leader decides.
+		j, rev, found, err := s.leaderGet(ctx, id)
+		switch {
+		case err != nil:
+			return nil, 0, err
+		case !found:
+			return nil, 0, fmt.Errorf("get job %s: %w", id, ErrNotFound)
+		}
+		return j, rev, nil
 	case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):
 		return nil, 0, fmt.Errorf("get job %s: %w", id, ErrNotFound)
 	case errors.Is(err, jetstream.ErrInvalidKey):

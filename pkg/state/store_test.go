@@ -142,3 +142,47 @@ func TestStoreEach(t *testing.T) {
 	empty, _ := setup(t)
 	require.NoError(t, empty.Each(ctx, func(*state.Job, error) error { t.Fatal("no jobs"); return nil }))
 }
+
+// lagging is a bucket read through a replica that has not caught up: it
+// has none of the keys.
+type lagging struct{ jetstream.KeyValue }
+
+func (lagging) Get(context.Context, string) (jetstream.KeyValueEntry, error) {
+	return nil, jetstream.ErrKeyNotFound
+}
+
+// A replica's "not found" is not the truth: the leader is asked, and has
+// the job; a job the leader has not, or has deleted, is not found.
+func TestNotFoundIsConfirmedByTheLeader(t *testing.T) {
+	ctx := context.Background()
+	_, _, js := natstest.JetStream(t)
+	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "jobs", History: 2})
+	require.NoError(t, err)
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	for _, id := range []string{"live", "deleted", "purged"} {
+		_, err := state.NewStore(kv).Create(ctx, &state.Job{ID: id, Route: "r", State: state.Running, CreatedAt: now})
+		require.NoError(t, err)
+	}
+	_, rev, err := state.NewStore(kv).Mutate(ctx, "live", func(j *state.Job) error { j.Polls = 3; return nil })
+	require.NoError(t, err)
+	require.NoError(t, kv.Delete(ctx, "deleted"))
+	require.NoError(t, kv.Purge(ctx, "purged"))
+
+	_, _, err = state.NewStore(lagging{kv}).Get(ctx, "live")
+	require.ErrorIs(t, err, state.ErrNotFound, "without confirmation a replica's answer stands")
+
+	s := state.NewStore(lagging{kv}).ConfirmNotFound(js)
+	j, got, err := s.Get(ctx, "live")
+	require.NoError(t, err)
+	require.Equal(t, rev, got, "the leader's latest revision")
+	require.Equal(t, 3, j.Polls)
+	require.Equal(t, now, j.CreatedAt)
+	for _, id := range []string{"deleted", "purged", "never"} {
+		_, _, err = s.Get(ctx, id)
+		require.ErrorIs(t, err, state.ErrNotFound, id)
+	}
+	// Mutate goes through Get: a lagging replica does not make it fail.
+	j, _, err = s.Mutate(ctx, "live", func(j *state.Job) error { j.Polls++; return nil })
+	require.NoError(t, err)
+	require.Equal(t, 4, j.Polls)
+}
