@@ -18,5 +18,6 @@
 // A 429 carries Retry-After or, failing that, the documented body "Your rate
 // limit resets in ~30s"; both become the route's pause. Webhooks are signed
 // with Standard Webhooks v1; the signing secret is configured or fetched
-// once from /v1/webhooks/default/secret.
+// once from /v1/webhooks/default/secret (a failed fetch is retried after
+// 1 s, doubling up to 30 s, deliveries meanwhile answered 503).
 package replicate

@@ -46,7 +46,8 @@ type Adapter struct {
 
 	mu       sync.Mutex
 	verifier *signature.Verifier
-	fetched  time.Time // last secret fetch attempt
+	retryAt  time.Time // no secret fetch before this, after a failed one
+	failures int       // failed secret fetches in a row
 }
 
 // New builds an adapter from a route's configuration.
@@ -335,8 +336,14 @@ func (a *Adapter) ParseWebhook(_ http.Header, body []byte) (provider.Status, err
 	return st, nil
 }
 
-// secretRefetch bounds how often a missing signing secret is fetched.
-const secretRefetch = 30 * time.Second
+// A failed fetch of the signing secret is retried after secretRetryBase,
+// doubling with each failure in a row up to secretRetryMax: deliveries
+// meanwhile are answered 503 and retried by Replicate, so one 5xx must not
+// refuse them for long, and a lasting outage must not fetch per delivery.
+const (
+	secretRetryBase = time.Second
+	secretRetryMax  = 30 * time.Second
+)
 
 // signingVerifier returns the verifier, fetching the account's signing
 // secret from Replicate the first time when none is configured.
@@ -346,10 +353,21 @@ func (a *Adapter) signingVerifier(ctx context.Context) (*signature.Verifier, err
 	if a.verifier != nil {
 		return a.verifier, nil
 	}
-	if time.Since(a.fetched) < secretRefetch {
+	if time.Now().Before(a.retryAt) {
 		return nil, errors.New("webhook signing secret unavailable (fetch failed recently)")
 	}
-	a.fetched = time.Now()
+	v, err := a.fetchSecret(ctx)
+	if err != nil {
+		a.failures++
+		a.retryAt = time.Now().Add(min(secretRetryBase<<min(a.failures-1, 10), secretRetryMax))
+		return nil, err
+	}
+	a.verifier, a.failures = v, 0
+	return v, nil
+}
+
+// fetchSecret fetches the account's signing secret.
+func (a *Adapter) fetchSecret(ctx context.Context) (*signature.Verifier, error) {
 	resp, err := a.api.Do(ctx, http.MethodGet, "/v1/webhooks/default/secret", nil, nil)
 	if err != nil {
 		return nil, fmt.Errorf("fetch webhook signing secret: %w", err)
@@ -364,6 +382,5 @@ func (a *Adapter) signingVerifier(ctx context.Context) (*signature.Verifier, err
 	if err != nil {
 		return nil, fmt.Errorf("fetched webhook signing secret: %w", err)
 	}
-	a.verifier = v
 	return v, nil
 }

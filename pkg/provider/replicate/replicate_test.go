@@ -343,6 +343,30 @@ func TestWebhookSecretFetchFailureIsNotASignatureError(t *testing.T) {
 	require.False(t, errors.Is(err, provider.ErrSignature), "the sender is not at fault; the receiver answers 503")
 }
 
+// One failed fetch of the signing secret (a 5xx) refuses deliveries for
+// about a second, not for long: the next delivery after that fetches again.
+func TestWebhookSecretFetchRetriedSoon(t *testing.T) {
+	t.Parallel()
+	var fetches atomic.Int32
+	f := newFake(t, func(*http.Request) (int, http.Header, []byte) {
+		if fetches.Add(1) == 1 {
+			return 500, nil, nil
+		}
+		return 200, nil, []byte(`{"key":"` + testSecret + `"}`)
+	})
+	a := newAdapter(t, f.URL, "")
+	body := fixture(t, "succeeded.json")
+	verify := func() error {
+		_, err := a.VerifyWebhook(context.Background(), signed(t, testSecret, "m", time.Now(), body), body)
+		return err
+	}
+	require.Error(t, verify(), "the fetch failed")
+	require.ErrorContains(t, verify(), "fetch failed recently", "not fetched again at once")
+	require.Equal(t, int32(1), fetches.Load())
+	require.Eventually(t, func() bool { return verify() == nil }, 5*time.Second, 50*time.Millisecond)
+	require.Equal(t, int32(2), fetches.Load(), "fetched again once, then kept")
+}
+
 func TestNewRejectsBadConfig(t *testing.T) {
 	t.Parallel()
 	_, err := replicate.New(provider.Config{Route: "r"})
