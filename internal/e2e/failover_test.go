@@ -19,8 +19,9 @@ import (
 // TestChaosClusterFailover runs Pollux on a three-node cluster with every
 // stream, bucket and consumer replicated three times, and under load stops
 // the leader of each stream and bucket in turn (then starts it again, so
-// the cluster is whole before the next). Nothing may be lost; the pause
-// until each stream has a new leader is measured.
+// the cluster is whole before the next), submitting more jobs while each
+// node is down. Nothing may be lost; the pause until each stream has a new
+// leader is measured.
 func TestChaosClusterFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster run")
@@ -77,7 +78,7 @@ func TestChaosClusterFailover(t *testing.T) {
 		return true
 	}
 	var worstPause time.Duration
-	for _, stream := range streams {
+	for k, stream := range streams {
 		var old string
 		// The node restarted for the previous stream may still be catching
 		// up on this one: stopping this leader before it has would leave
@@ -93,6 +94,10 @@ func TestChaosClusterFailover(t *testing.T) {
 		pause := time.Since(stopped)
 		worstPause = max(worstPause, pause)
 		t.Logf("%s: leader %s stopped, new leader after %s", stream, old, pause.Round(time.Millisecond))
+		// Jobs created while a node is down: once it is back, it serves
+		// reads before it has caught up on them (see
+		// state.Store.ConfirmNotFound).
+		ids = append(ids, submitN(t, e, fmt.Sprintf("fo%d", k), size(10, 50), func(int) (string, float64) { return "failover/model", 0 })...)
 		c.Start(old)
 		waitFor(t, "all three nodes back for "+stream, 30*time.Second, func() bool { return current(stream) })
 	}

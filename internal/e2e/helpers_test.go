@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -139,7 +140,15 @@ func (e *env) publish(t *testing.T, subject string, v any) {
 		data, err = json.Marshal(v)
 		require.NoError(t, err)
 	}
-	_, err := e.js.Publish(context.Background(), subject, data)
+	// As a client would, retry while the stream has no leader to answer
+	// (a cluster electing one): a duplicate submission is deduplicated.
+	var err error
+	for range 20 {
+		if _, err = e.js.Publish(context.Background(), subject, data); !errors.Is(err, jetstream.ErrNoStreamResponse) && !errors.Is(err, context.DeadlineExceeded) {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
 	require.NoError(t, err)
 }
 
