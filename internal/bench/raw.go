@@ -237,8 +237,12 @@ func rawStatefulCycles(ctx context.Context, s *server, js jetstream.JetStream, r
 	go func() {
 		for {
 			m, err := it.Next(jetstream.NextContext(cctx))
-			if err != nil {
+			if cctx.Err() != nil {
 				return
+			}
+			if err != nil { // a missed heartbeat, a reconnect: the iterator goes on
+				time.Sleep(10 * time.Millisecond)
+				continue
 			}
 			sem <- struct{}{}
 			go func() {

@@ -1,11 +1,17 @@
 // Package consume runs a pull consumer with bounded concurrency: at most
-// Workers handlers run at once and at most Workers more messages wait in the
-// client's buffer, each handler's Outcome is settled on its message, fetching
-// holds off while the caller says so (a paused route), and on shutdown the
-// buffered messages are handled and the handlers in flight waited for.
-// While a handler runs longer than a third of the consumer's ack wait, its
-// message is kept (InProgress), so the ack wait only has to outlast a dead
-// process, never a slow call.
+// Workers handlers run at once and at most Buffer more messages wait for
+// one, each handler's Outcome is settled on its message, fetching holds off
+// while the caller says so (a paused route), and on shutdown the messages
+// fetched are handled and the handlers in flight waited for.
+//
+// Messages are fetched in batches sized to the room left, so a message is
+// never in the client without a place: every message fetched and not yet
+// settled — waiting for a worker or being handled — is kept (InProgress)
+// once it has been held for half of a third of the consumer's ack wait, so
+// the ack wait only has to outlast a dead process, never a slow call or a
+// long queue. A new fetch is sent when half the room is free, so each pull
+// request brings many messages (pull requests are what a clustered
+// consumer pays most for).
 package consume
 
 import (
@@ -28,13 +34,15 @@ type Handler func(ctx context.Context, msg jetstream.Msg) events.Outcome
 
 // Options configure Run. The zero value means the defaults on each field.
 type Options struct {
-	// Workers is the most handlers in flight, and the most messages
-	// buffered in the client (default 8).
+	// Workers is the most handlers in flight (default 8).
 	Workers int
+	// Buffer is the most messages fetched and waiting for a worker
+	// (default 3 × Workers).
+	Buffer int
 	// Hold, when it returns a positive duration, stops taking messages for
 	// that long (a paused route).
 	Hold func() time.Duration
-	// Drain bounds the handling of buffered and in-flight messages at
+	// Drain bounds the handling of fetched and in-flight messages at
 	// shutdown before their context is canceled (default 15s).
 	Drain time.Duration
 	// Settled observes each settled outcome and the handler's duration.
@@ -43,9 +51,8 @@ type Options struct {
 	Logger zerolog.Logger
 }
 
-// pullExpiry is how long a pull request waits at the server; the server
-// sends a heartbeat every half of it.
-const pullExpiry = 10 * time.Second
+// fetchWait is how long a fetch waits at the server for its batch to fill.
+const fetchWait = 5 * time.Second
 
 // ErrConsumerGone is returned by Run when its consumer was deleted while in
 // use (by an operator, or by a process repartitioning the checks).
@@ -56,20 +63,29 @@ var ErrConsumerGone = errors.New("the consumer was deleted")
 // Drain, so work under way at shutdown (a provider call, a state write) can
 // finish.
 func Run(ctx context.Context, c jetstream.Consumer, o Options, h Handler) error {
+	workers := cmp.Or(o.Workers, 8)
+	room := workers + cmp.Or(o.Buffer, 3*workers)
 	r := &runner{
 		c: c, h: h, o: o,
-		workers: cmp.Or(o.Workers, 8),
-		drain:   cmp.Or(o.Drain, 15*time.Second),
-		keep:    cmp.Or(c.CachedInfo().Config.AckWait, 30*time.Second) / 3,
+		workers:  workers,
+		minFetch: max(1, room/2),
+		drain:    cmp.Or(o.Drain, 15*time.Second),
+		keep:     cmp.Or(c.CachedInfo().Config.AckWait, 30*time.Second) / 3,
+		slots:    make([]held, room),
+		free:     make(chan int, room),
+		jobs:     make(chan int, room),
+		wake:     make(chan struct{}, 1),
+		errs:     make(chan error, 1),
 	}
+	for i := range room {
+		r.free <- i
+	}
+	r.avail.Store(int64(room))
 	r.work, r.cancelWork = context.WithCancel(context.WithoutCancel(ctx))
 	defer r.cancelWork()
-	r.slots = make(chan struct{}, r.workers)
-	r.jobs = make(chan jetstream.Msg)
-	r.held = make([]held, r.workers)
-	for w := range r.workers {
+	for range r.workers {
 		r.wg.Add(1)
-		go r.worker(&r.held[w])
+		go r.worker()
 	}
 	stopKeeping := r.keepAll()
 	defer stopKeeping()
@@ -92,47 +108,52 @@ func Recreate(ctx context.Context, c jetstream.Consumer, ensure func(context.Con
 	}
 }
 
+// A runner's room is its slots: a message takes one when it arrives and
+// gives it back when its outcome is settled. avail is the room neither
+// taken nor asked for by a fetch under way; only the fetch loop lowers it.
 type runner struct {
 	c          jetstream.Consumer
 	h          Handler
 	o          Options
 	workers    int
+	minFetch   int // the least room a fetch asks for
 	drain      time.Duration
 	keep       time.Duration // InProgress interval
-	slots      chan struct{} // one per message fetched and not yet handled
-	jobs       chan jetstream.Msg
-	held       []held         // what each worker handles
+	slots      []held
+	free       chan int      // slots without a message
+	jobs       chan int      // slots whose message waits for a worker, in order
+	avail      atomic.Int64  // room not taken nor asked for
+	wake       chan struct{} // room came free, or a fetch ended
+	errs       chan error    // a fetch's failure, for the loop
+	progressed atomic.Bool   // a fetch brought messages: failures are over
+	fetches    sync.WaitGroup
 	wg         sync.WaitGroup // the workers
 	work       context.Context
 	cancelWork context.CancelFunc
 }
 
 func (r *runner) run(ctx context.Context) error {
-	var it jetstream.MessagesContext
+	fctx, cancelFetches := context.WithCancel(context.WithoutCancel(ctx))
 	defer func() {
-		if it != nil {
-			r.finish(it)
-		}
+		// Stop asking; what the fetches under way bring is handled.
+		cancelFetches()
+		r.fetches.Wait()
 		close(r.jobs)
 		r.wait()
 	}()
 	backoff := time.Duration(0)
+	// failed handles a failure to fetch: it says whether the consumer is
+	// gone, and otherwise waits a growing while before the next try.
+	failed := func(err error) bool {
+		if r.gone(ctx) {
+			return true
+		}
+		backoff = r.pause(ctx, backoff, err, "fetching messages failed")
+		return false
+	}
 	for ctx.Err() == nil {
-		if it == nil {
-			var err error
-			// Missing heartbeats are reported (within 2×5s) so that a
-			// consumer deleted while no pull request waited on it is
-			// noticed, not waited on forever.
-			it, err = r.c.Messages(jetstream.PullMaxMessages(r.workers), jetstream.PullExpiry(pullExpiry),
-				jetstream.WithMessagesErrOnMissingHeartbeat(true))
-			if err != nil {
-				it = nil
-				if r.gone(ctx) {
-					return fmt.Errorf("%s: %w", r.c.CachedInfo().Name, ErrConsumerGone)
-				}
-				backoff = r.pause(ctx, backoff, err, "starting the consumer failed")
-				continue
-			}
+		if r.progressed.Swap(false) {
+			backoff = 0
 		}
 		if r.o.Hold != nil {
 			if d := r.o.Hold(); d > 0 {
@@ -140,66 +161,115 @@ func (r *runner) run(ctx context.Context) error {
 				continue
 			}
 		}
-		select {
-		case r.slots <- struct{}{}:
-		case <-ctx.Done():
-			return nil
-		}
-		msg, err := it.Next(jetstream.NextContext(ctx))
-		if err != nil {
-			<-r.slots
-			if ctx.Err() != nil {
-				return nil
+		n := r.avail.Load()
+		if n < int64(r.minFetch) {
+			select {
+			case <-r.wake:
+			case err := <-r.errs:
+				if failed(err) {
+					return fmt.Errorf("%s: %w", r.c.CachedInfo().Name, ErrConsumerGone)
+				}
+			case <-ctx.Done():
 			}
-			if r.gone(ctx) {
-				return fmt.Errorf("%s: %w", r.c.CachedInfo().Name, ErrConsumerGone)
-			}
-			if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				it = nil // the connection closed: start over
-			}
-			backoff = r.pause(ctx, backoff, err, "taking the next message failed")
 			continue
 		}
-		backoff = 0
-		r.dispatch(msg)
+		select {
+		case err := <-r.errs:
+			if failed(err) {
+				return fmt.Errorf("%s: %w", r.c.CachedInfo().Name, ErrConsumerGone)
+			}
+			continue
+		default:
+		}
+		r.avail.Add(-n)
+		bctx, cancel := context.WithTimeout(fctx, fetchWait)
+		batch, err := r.c.Fetch(int(n), jetstream.FetchContext(bctx))
+		if err != nil {
+			cancel()
+			r.avail.Add(n)
+			if failed(err) {
+				return fmt.Errorf("%s: %w", r.c.CachedInfo().Name, ErrConsumerGone)
+			}
+			continue
+		}
+		r.fetches.Add(1)
+		go func() {
+			defer cancel()
+			r.receive(batch, n)
+		}()
 	}
 	return nil
+}
+
+// receive puts each message of a fetch in a slot and in line for a worker,
+// gives back the room asked for and not filled, and reports a failure.
+func (r *runner) receive(batch jetstream.MessageBatch, asked int64) {
+	defer r.fetches.Done()
+	got := int64(0)
+	for msg := range batch.Messages() {
+		i := <-r.free // never waits: the fetch asked only for free room
+		r.slots[i].set(msg, time.Now())
+		r.jobs <- i
+		got++
+	}
+	if got < asked {
+		r.avail.Add(asked - got)
+	}
+	if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) &&
+		!errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+		select {
+		case r.errs <- err:
+		default: // one failure at a time is enough to act on
+		}
+	}
+	if got > 0 {
+		r.progressed.Store(true)
+	}
+	r.signal()
+}
+
+// signal wakes the fetch loop if it waits for room.
+func (r *runner) signal() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
 }
 
 // gone asks the server whether the consumer still exists; when the server
 // cannot be asked, the consumer is presumed to exist.
 func (r *runner) gone(ctx context.Context) bool {
-	ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	_, err := r.c.Info(ictx)
 	return errors.Is(err, jetstream.ErrConsumerNotFound)
 }
 
-// dispatch hands msg to an idle worker. The caller holds a slot for it,
-// so at most Workers-1 workers are busy and one is free to take it.
-func (r *runner) dispatch(msg jetstream.Msg) { r.jobs <- msg }
-
-// worker handles messages until the runner stops. Workers live as long as
-// the runner: a goroutine per message would grow a fresh stack for every
-// check (stack copying was a tenth of the poller's CPU).
-func (r *runner) worker(h *held) {
+// worker handles messages in the order they came until the runner stops.
+// Workers live as long as the runner: a goroutine per message would grow a
+// fresh stack for every check (stack copying was a tenth of the poller's
+// CPU).
+func (r *runner) worker() {
 	defer r.wg.Done()
-	for msg := range r.jobs {
+	for i := range r.jobs {
+		h := &r.slots[i]
+		msg := h.take()
 		start := time.Now()
-		h.set(msg, start)
 		out := r.h(r.work, msg)
-		h.set(nil, time.Time{})
 		if err := out.Settle(msg); err != nil && !errors.Is(err, jetstream.ErrMsgAlreadyAckd) {
 			r.o.Logger.Warn().Err(err).Str("subject", msg.Subject()).Stringer("outcome", out).Msg("settle failed")
 		}
+		h.set(nil, time.Time{})
 		if r.o.Settled != nil {
 			r.o.Settled(out, time.Since(start))
 		}
-		<-r.slots
+		r.free <- i
+		r.avail.Add(1)
+		r.signal()
 	}
 }
 
-// held is the message a worker is handling, and since when.
+// held is the message in a slot, and since when the client has it.
 type held struct {
 	mu    sync.Mutex
 	msg   jetstream.Msg
@@ -213,11 +283,17 @@ func (h *held) set(msg jetstream.Msg, since time.Time) {
 	h.mu.Unlock()
 }
 
-// keepAll sends InProgress for each message handled for longer than half
-// the keep interval, every half interval: one ticker for the runner instead
-// of a timer per message. A message is kept within one interval of its
-// start and then at least every interval, well inside the ack wait (three
-// intervals).
+func (h *held) take() jetstream.Msg {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.msg
+}
+
+// keepAll sends InProgress for each message held for longer than half the
+// keep interval, every half interval: one ticker for the runner instead of
+// a timer per message. A message is kept within one interval of its
+// arrival and then at least every interval, well inside the ack wait
+// (three intervals), whether it waits for a worker or is being handled.
 func (r *runner) keepAll() (stop func()) {
 	half := r.keep / 2
 	t := time.NewTicker(half)
@@ -228,8 +304,8 @@ func (r *runner) keepAll() (stop func()) {
 			case <-done:
 				return
 			case now := <-t.C:
-				for i := range r.held {
-					r.held[i].keepIfDue(now, half)
+				for i := range r.slots {
+					r.slots[i].keepIfDue(now, half)
 				}
 			}
 		}
@@ -247,24 +323,8 @@ func (h *held) keepIfDue(now time.Time, every time.Duration) {
 	}
 }
 
-// finish stops pulling and handles what is already in the client's buffer,
-// so nothing fetched waits out its ack wait.
-func (r *runner) finish(it jetstream.MessagesContext) {
-	it.Drain()
-	deadline := time.Now().Add(r.drain)
-	for time.Now().Before(deadline) {
-		r.slots <- struct{}{}
-		msg, err := it.Next(jetstream.NextMaxWait(time.Until(deadline)))
-		if err != nil {
-			<-r.slots
-			return
-		}
-		r.dispatch(msg)
-	}
-	it.Stop()
-}
-
-// wait waits for the handlers in flight, canceling them after Drain.
+// wait waits for the handlers in flight and the messages in line,
+// canceling them after Drain.
 func (r *runner) wait() {
 	done := make(chan struct{})
 	go func() { r.wg.Wait(); close(done) }()

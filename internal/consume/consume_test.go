@@ -2,6 +2,7 @@ package consume_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -52,6 +53,46 @@ func TestSlowHandlersKeepTheirMessages(t *testing.T) {
 	cancel()
 	wg.Wait()
 	require.Equal(t, int32(1), deliveries.Load(), "delivered once, although the call outlasted the ack wait")
+}
+
+// Messages fetched and waiting for a busy worker are kept too: with one
+// worker and slow handlers, the last of four messages waits more than twice
+// the ack wait in line, and still no other process gets it meanwhile.
+func TestWaitingMessagesAreKept(t *testing.T) {
+	t.Parallel()
+	js, c := setup(t, time.Second)
+	for i := range 4 {
+		_, err := js.Publish(context.Background(), fmt.Sprintf("w.%d", i), []byte("x"))
+		require.NoError(t, err)
+	}
+	var mu sync.Mutex
+	seen := map[string]int{}
+	var handled atomic.Int32
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	run := func(handle func()) {
+		wg.Go(func() {
+			_ = consume.Run(ctx, c, consume.Options{Workers: 1, Buffer: 3}, func(_ context.Context, m jetstream.Msg) events.Outcome {
+				mu.Lock()
+				seen[m.Subject()]++
+				mu.Unlock()
+				handle()
+				handled.Add(1)
+				return events.Done()
+			})
+		})
+	}
+	run(func() { time.Sleep(800 * time.Millisecond) }) // takes all four at once
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(seen) > 0
+	}, 5*time.Second, 10*time.Millisecond)
+	run(func() {}) // an idle second process, ready for any redelivery
+	require.Eventually(t, func() bool { return handled.Load() >= 4 }, 10*time.Second, 20*time.Millisecond)
+	cancel()
+	wg.Wait()
+	require.Equal(t, map[string]int{"w.0": 1, "w.1": 1, "w.2": 1, "w.3": 1}, seen, "each delivered once")
 }
 
 // Outcomes are settled: Later comes back after its delay, Stop and Done
