@@ -256,10 +256,10 @@ func (r *runner) worker() {
 		msg := h.take()
 		start := time.Now()
 		out := r.h(r.work, msg)
+		h.set(nil, time.Time{}) // no keep-alive from here: it would race the settle
 		if err := out.Settle(msg); err != nil && !errors.Is(err, jetstream.ErrMsgAlreadyAckd) {
 			r.o.Logger.Warn().Err(err).Str("subject", msg.Subject()).Stringer("outcome", out).Msg("settle failed")
 		}
-		h.set(nil, time.Time{})
 		if r.o.Settled != nil {
 			r.o.Settled(out, time.Since(start))
 		}
