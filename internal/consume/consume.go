@@ -142,18 +142,26 @@ func (r *runner) run(ctx context.Context) error {
 		r.wait()
 	}()
 	backoff := time.Duration(0)
-	// failed handles a failure to fetch: it says whether the consumer is
-	// gone, and otherwise waits a growing while before the next try.
-	failed := func(err error) bool {
+	// failed handles a failure to fetch: ErrConsumerGone when the consumer
+	// is gone, else nil after a growing wait before the next try.
+	failed := func(err error) error {
 		if r.gone(ctx) {
-			return true
+			return fmt.Errorf("%s: %w", r.c.CachedInfo().Name, ErrConsumerGone)
 		}
 		backoff = r.pause(ctx, backoff, err, "fetching messages failed")
-		return false
+		return nil
 	}
 	for ctx.Err() == nil {
 		if r.progressed.Swap(false) {
 			backoff = 0
+		}
+		select {
+		case err := <-r.errs: // a fetch failed (it also woke the loop)
+			if gone := failed(err); gone != nil {
+				return gone
+			}
+			continue
+		default:
 		}
 		if r.o.Hold != nil {
 			if d := r.o.Hold(); d > 0 {
@@ -165,21 +173,9 @@ func (r *runner) run(ctx context.Context) error {
 		if n < int64(r.minFetch) {
 			select {
 			case <-r.wake:
-			case err := <-r.errs:
-				if failed(err) {
-					return fmt.Errorf("%s: %w", r.c.CachedInfo().Name, ErrConsumerGone)
-				}
 			case <-ctx.Done():
 			}
 			continue
-		}
-		select {
-		case err := <-r.errs:
-			if failed(err) {
-				return fmt.Errorf("%s: %w", r.c.CachedInfo().Name, ErrConsumerGone)
-			}
-			continue
-		default:
 		}
 		r.avail.Add(-n)
 		bctx, cancel := context.WithTimeout(fctx, fetchWait)
@@ -187,8 +183,8 @@ func (r *runner) run(ctx context.Context) error {
 		if err != nil {
 			cancel()
 			r.avail.Add(n)
-			if failed(err) {
-				return fmt.Errorf("%s: %w", r.c.CachedInfo().Name, ErrConsumerGone)
+			if gone := failed(err); gone != nil {
+				return gone
 			}
 			continue
 		}

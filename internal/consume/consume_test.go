@@ -55,9 +55,10 @@ func TestSlowHandlersKeepTheirMessages(t *testing.T) {
 	require.Equal(t, int32(1), deliveries.Load(), "delivered once, although the call outlasted the ack wait")
 }
 
-// Messages fetched and waiting for a busy worker are kept too: with one
-// worker and slow handlers, the last of four messages waits more than twice
-// the ack wait in line, and still no other process gets it meanwhile.
+// Messages fetched and waiting for a busy worker are kept too: one worker
+// is stuck on the first of four messages for more than twice the ack wait,
+// the other three wait in line meanwhile, and no other process gets any of
+// them.
 func TestWaitingMessagesAreKept(t *testing.T) {
 	t.Parallel()
 	js, c := setup(t, time.Second)
@@ -67,7 +68,17 @@ func TestWaitingMessagesAreKept(t *testing.T) {
 	}
 	var mu sync.Mutex
 	seen := map[string]int{}
+	delivered := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, k := range seen {
+			n += k
+		}
+		return n
+	}
 	var handled atomic.Int32
+	release := make(chan struct{}) // the stuck provider call returns
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	run := func(handle func()) {
@@ -82,13 +93,12 @@ func TestWaitingMessagesAreKept(t *testing.T) {
 			})
 		})
 	}
-	run(func() { time.Sleep(800 * time.Millisecond) }) // takes all four at once
-	require.Eventually(t, func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(seen) > 0
-	}, 5*time.Second, 10*time.Millisecond)
+	run(func() { <-release }) // takes all four at once
+	require.Eventually(t, func() bool { return delivered() > 0 }, 5*time.Second, 10*time.Millisecond)
 	run(func() {}) // an idle second process, ready for any redelivery
+	require.Never(t, func() bool { return delivered() > 1 }, 2500*time.Millisecond, 50*time.Millisecond,
+		"while the first call is stuck, the three in line are neither handled nor redelivered")
+	close(release)
 	require.Eventually(t, func() bool { return handled.Load() >= 4 }, 10*time.Second, 20*time.Millisecond)
 	cancel()
 	wg.Wait()

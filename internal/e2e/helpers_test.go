@@ -143,12 +143,10 @@ func (e *env) publish(t *testing.T, subject string, v any) {
 	// As a client would, retry while the stream has no leader to answer
 	// (a cluster electing one): a duplicate submission is deduplicated.
 	var err error
-	for range 20 {
-		if _, err = e.js.Publish(context.Background(), subject, data); !errors.Is(err, jetstream.ErrNoStreamResponse) && !errors.Is(err, context.DeadlineExceeded) {
-			break
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+	require.Eventually(t, func() bool {
+		_, err = e.js.Publish(context.Background(), subject, data)
+		return !errors.Is(err, jetstream.ErrNoStreamResponse) && !errors.Is(err, context.DeadlineExceeded)
+	}, 30*time.Second, 250*time.Millisecond, "publish to %s: a stream leader to answer", subject)
 	require.NoError(t, err)
 }
 
@@ -219,9 +217,9 @@ func (e *env) waitTerminal(t *testing.T, ids []string, timeout time.Duration) {
 			t.Logf("  event %d %s %s at %s", ev.Seq, ev.Type, ev.State, ev.Time.Format(time.RFC3339Nano))
 		}
 	}
-	for name := range e.Env.Res.Checks.ListConsumers(ctx).Info() {
-		info, _ := json.Marshal(name)
-		t.Logf("checks consumer: %s", info)
+	for info := range e.Env.Res.Checks.ListConsumers(ctx).Info() {
+		b, _ := json.Marshal(info)
+		t.Logf("checks consumer: %s", b)
 	}
 	t.Fatalf("%d of %d jobs have no terminal event after %s", len(ids)-len(terminal), len(ids), timeout)
 }
