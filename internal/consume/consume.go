@@ -12,6 +12,9 @@
 // long queue. A new fetch is sent when half the room is free, so each pull
 // request brings many messages (pull requests are what a clustered
 // consumer pays most for).
+//
+// Given its stream, Run also removes now and then the messages the server
+// failed to remove after the consumer acknowledged them (SweepOrphans).
 package consume
 
 import (
@@ -47,6 +50,13 @@ type Options struct {
 	Drain time.Duration
 	// Settled observes each settled outcome and the handler's duration.
 	Settled func(events.Outcome, time.Duration)
+	// Stream is the consumer's stream. When it is a work-queue stream, Run
+	// removes the messages the consumer acknowledged that it
+	// still stores (see SweepOrphans) every Sweep.
+	Stream jetstream.Stream
+	// Sweep is how often to look for such orphans (default DefaultSweep;
+	// negative: never).
+	Sweep time.Duration
 	// Logger receives consumer errors.
 	Logger zerolog.Logger
 }
@@ -89,6 +99,8 @@ func Run(ctx context.Context, c jetstream.Consumer, o Options, h Handler) error 
 	}
 	stopKeeping := r.keepAll()
 	defer stopKeeping()
+	stopSweeping := r.sweeping(ctx)
+	defer stopSweeping()
 	return r.run(ctx)
 }
 

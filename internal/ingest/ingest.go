@@ -138,6 +138,7 @@ func (s *Service) Run(ctx context.Context) error {
 			return consume.Recreate(ctx, c, ensure, consume.Options{
 				Workers: r.SubmitWorkers,
 				Hold:    func() time.Duration { return s.holdFor(r.Name) },
+				Stream:  s.res.Intake,
 				Logger:  s.log.With().Str("route", r.Name).Logger(),
 			}, func(ctx context.Context, msg jetstream.Msg) events.Outcome {
 				return s.handle(ctx, r, msg)

@@ -63,6 +63,7 @@ func (s *Service) consumeAll(ctx context.Context, r *route.Route, cs []jetstream
 			return consume.Run(gctx, c, consume.Options{
 				Workers: workers,
 				Hold:    func() time.Duration { return s.remaining(r.Name) },
+				Stream:  s.res.Checks,
 				Logger:  s.log.With().Str("route", r.Name).Str("consumer", c.CachedInfo().Name).Logger(),
 			}, func(ctx context.Context, msg jetstream.Msg) events.Outcome {
 				return s.check(ctx, r, msg)

@@ -143,7 +143,7 @@ func (s *Service) Run(ctx context.Context, ln net.Listener) error {
 		return nil
 	})
 	g.Go(func() error {
-		return consume.Recreate(gctx, c, ensure, consume.Options{Workers: s.cfg.Workers, Logger: s.log}, s.apply)
+		return consume.Recreate(gctx, c, ensure, consume.Options{Workers: s.cfg.Workers, Stream: s.res.Webhooks, Logger: s.log}, s.apply)
 	})
 	s.log.Info().Str("addr", ln.Addr().String()).Msg("webhook receiver running")
 	return g.Wait()
