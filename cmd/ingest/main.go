@@ -1,7 +1,8 @@
 // Command ingest consumes Pollux's intake subjects: it submits jobs to
 // providers exactly once, starts tracking jobs submitted elsewhere, cancels
 // jobs, and rejects bad requests with an event naming the problem. With
-// --http-addr it also serves the HTTP front door (internal/frontdoor).
+// --http-addr it also serves the HTTP front door (internal/frontdoor),
+// which takes bearer tokens from --http-tokens-file.
 package main
 
 import (
@@ -23,7 +24,8 @@ import (
 func main() {
 	var cli struct {
 		app.Flags `embed:""`
-		HTTPAddr  string `name:"http-addr" env:"POLLUX_HTTP_ADDR" help:"Serve the HTTP front door (POST /v1/jobs, ...) on this address; empty (the default) to disable. It has no authentication: keep it on a private network."`
+		HTTPAddr  string `name:"http-addr" env:"POLLUX_HTTP_ADDR" help:"Serve the HTTP front door (POST /v1/jobs, ...) on this address; empty (the default) to disable."`
+		Tokens    string `name:"http-tokens-file" env:"POLLUX_HTTP_TOKENS_FILE" type:"path" help:"File of bearer tokens the front door accepts, one per line (# comments). Without it the front door has no authentication: keep it on a private network."`
 	}
 	kong.Parse(&cli, kong.Name("ingest"), kong.Description("Pollux ingest: submits, tracks and cancels jobs."),
 		kong.Vars{"metrics_addr": ":9101"})
@@ -36,7 +38,13 @@ func main() {
 		}
 		g, ctx := errgroup.WithContext(ctx)
 		if cli.HTTPAddr != "" {
-			fd, err := frontdoor.New(frontdoor.Config{Routes: slices.Sorted(maps.Keys(env.Routes)), Logger: env.Log}, env.JS, env.NS, env.Res)
+			cfg := frontdoor.Config{Routes: slices.Sorted(maps.Keys(env.Routes)), Logger: env.Log}
+			if cli.Tokens != "" {
+				if cfg.Tokens, err = frontdoor.LoadTokens(cli.Tokens); err != nil {
+					return err
+				}
+			}
+			fd, err := frontdoor.New(cfg, env.JS, env.NS, env.Res)
 			if err != nil {
 				return err
 			}
@@ -44,9 +52,19 @@ func main() {
 			if err != nil {
 				return fmt.Errorf("front door listener: %w", err)
 			}
+			if cfg.Tokens == nil && !loopback(ln.Addr()) {
+				env.Log.Warn().Str("addr", ln.Addr().String()).
+					Msg("the front door has no authentication and listens beyond loopback; set --http-tokens-file or keep it on a private network")
+			}
 			g.Go(func() error { return fd.Run(ctx, ln) })
 		}
 		g.Go(func() error { return svc.Run(ctx) })
 		return g.Wait()
 	}))
+}
+
+// loopback reports whether addr accepts connections from this host only.
+func loopback(addr net.Addr) bool {
+	tcp, ok := addr.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
 }

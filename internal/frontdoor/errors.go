@@ -30,6 +30,10 @@ const (
 	// CodeJobNotFound (404): no job has that id (yet: a submission is
 	// visible once ingest has taken it).
 	CodeJobNotFound Code = "job_not_found"
+	// CodeUnauthorized (401): the front door takes bearer tokens and the
+	// request carried none, or one it does not accept; see the
+	// WWW-Authenticate header.
+	CodeUnauthorized Code = "unauthorized"
 	// CodeNotFound (404): no such endpoint.
 	CodeNotFound Code = "not_found"
 	// CodeMethodNotAllowed (405): the endpoint does not take that method;
@@ -53,7 +57,7 @@ const (
 // Codes lists every error code.
 var Codes = []Code{
 	CodeInvalidBody, CodeInvalidField, CodeInvalidParameter, CodeIdempotencyKeyMismatch,
-	CodeUnknownRoute, CodeJobNotFound, CodeNotFound, CodeMethodNotAllowed, CodeJobTerminal,
+	CodeUnauthorized, CodeUnknownRoute, CodeJobNotFound, CodeNotFound, CodeMethodNotAllowed, CodeJobTerminal,
 	CodeBodyTooLarge, CodeUnsupportedMediaType, CodeTooManyStreams, CodeUnavailable,
 }
 

@@ -40,6 +40,10 @@ type Config struct {
 	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
 	// MaxHeaderBytes caps request headers (default 16 KiB).
 	MaxHeaderBytes int
+	// Tokens, when set, are the bearer tokens a request must carry
+	// (Authorization: Bearer <token>); without one it is answered 401.
+	// Nil: no authentication (serve on a private network only).
+	Tokens *Tokens
 	// Logger receives the front door's log lines (default: none).
 	Logger zerolog.Logger
 }
@@ -105,7 +109,7 @@ func (s *Server) handler(closing context.Context) http.Handler {
 	mux.Handle("/", only("", func(_ http.ResponseWriter, r *http.Request) *apiError {
 		return fail(http.StatusNotFound, CodeNotFound, "", "no endpoint at "+r.URL.Path+"; see api/openapi.yaml")
 	}))
-	return mux
+	return s.authenticated(mux)
 }
 
 // only adapts a handler that returns its error response, and answers 405
@@ -137,7 +141,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		IdleTimeout:       s.cfg.IdleTimeout,
 		MaxHeaderBytes:    s.cfg.MaxHeaderBytes,
 	}
-	s.log.Info().Str("addr", ln.Addr().String()).Strs("routes", s.cfg.Routes).Msg("front door running")
+	s.log.Info().Str("addr", ln.Addr().String()).Strs("routes", s.cfg.Routes).Bool("auth", s.cfg.Tokens != nil).Msg("front door running")
 	if err := httpserve.Run(ctx, ln, srv, 10*time.Second, endStreams); err != nil {
 		return fmt.Errorf("front door: %w", err)
 	}
