@@ -29,6 +29,9 @@ const DefaultSweep = 30 * time.Second
 // sweepBatch bounds the orphans one sweep removes; the next sweep goes on.
 const sweepBatch = 1000
 
+// sweepTimeout bounds one sweep's NATS calls.
+const sweepTimeout = 10 * time.Second
+
 // SweepOrphans removes from stream the messages consumer c has
 // acknowledged that the stream still stores, up to sweepBatch of them, and
 // returns how many it removed. Only on a work-queue stream is that right
@@ -100,7 +103,7 @@ func (r *runner) sweeping(ctx context.Context) (stop func()) {
 			if ctx.Err() != nil {
 				return
 			}
-			sctx, scancel := context.WithTimeout(ctx, every)
+			sctx, scancel := context.WithTimeout(ctx, sweepTimeout)
 			n, err := SweepOrphans(sctx, r.o.Stream, r.c)
 			scancel()
 			switch {
