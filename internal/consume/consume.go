@@ -2,7 +2,9 @@
 // Workers handlers run at once and at most Buffer more messages wait for
 // one, each handler's Outcome is settled on its message, fetching holds off
 // while the caller says so (a paused route), and on shutdown the messages
-// fetched are handled and the handlers in flight waited for.
+// fetched, and those the fetches under way still bring, are handled and the
+// handlers in flight waited for: a shutdown leaves no message to wait out
+// its ack wait.
 //
 // Messages are fetched in batches sized to the room left, so a message is
 // never in the client without a place: every message fetched and not yet
@@ -61,8 +63,12 @@ type Options struct {
 	Logger zerolog.Logger
 }
 
-// fetchWait is how long a fetch waits at the server for its batch to fill.
-const fetchWait = 5 * time.Second
+// fetchWait is how long a fetch waits at the server for its batch to fill
+// (the server ends it a tenth sooner). It bounds how long a shutdown waits
+// for the fetches under way, and how long a fetch sent to a server that
+// went away is waited for after a reconnect; an idle consumer costs one
+// pull request per fetchWait.
+const fetchWait = 2 * time.Second
 
 // ErrConsumerGone is returned by Run when its consumer was deleted while in
 // use (by an operator, or by a process repartitioning the checks).
@@ -145,10 +151,12 @@ type runner struct {
 }
 
 func (r *runner) run(ctx context.Context) error {
-	fctx, cancelFetches := context.WithCancel(context.WithoutCancel(ctx))
 	defer func() {
-		// Stop asking; what the fetches under way bring is handled.
-		cancelFetches()
+		// Stop asking, and let the fetches under way end on their own
+		// (within fetchWait), handling what they bring. Ending one early
+		// would only drop its inbox: the server, which still holds the
+		// pull request, may have messages on the way to it, and those
+		// would wait out the ack wait before anyone got them again.
 		r.fetches.Wait()
 		close(r.jobs)
 		r.wait()
@@ -190,7 +198,7 @@ func (r *runner) run(ctx context.Context) error {
 			continue
 		}
 		r.avail.Add(-n)
-		bctx, cancel := context.WithTimeout(fctx, fetchWait)
+		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fetchWait)
 		batch, err := r.c.Fetch(int(n), jetstream.FetchContext(bctx))
 		if err != nil {
 			cancel()

@@ -227,3 +227,53 @@ func TestRecreateAfterDelete(t *testing.T) {
 	cancel()
 	require.NoError(t, <-done)
 }
+
+// A shutdown abandons nothing: messages keep arriving while Run stops, and
+// once it has returned none is left delivered and unsettled (which would
+// wait out the ack wait before anyone got it again). Canceling a pull
+// request at the client does not cancel it at the server: messages already
+// on their way to a dropped inbox were lost until the ack wait.
+func TestShutdownAbandonsNothing(t *testing.T) {
+	t.Parallel()
+	js, c := setup(t, time.Minute)
+	ctx := context.Background()
+	for round := range 5 {
+		rctx, cancel := context.WithCancel(ctx)
+		var handled atomic.Int32
+		done := make(chan error, 1)
+		go func() {
+			done <- consume.Run(rctx, c, consume.Options{Workers: 4}, func(context.Context, jetstream.Msg) events.Outcome {
+				handled.Add(1)
+				return events.Done()
+			})
+		}()
+		stopPub := make(chan struct{})
+		pubDone := make(chan struct{})
+		go func() {
+			defer close(pubDone)
+			for i := 0; ; i++ {
+				select {
+				case <-stopPub:
+					return
+				default:
+				}
+				_, _ = js.PublishAsync(fmt.Sprintf("w.%d.%d", round, i), []byte("x"))
+				if i%64 == 63 {
+					<-js.PublishAsyncComplete()
+				}
+			}
+		}()
+		require.Eventually(t, func() bool { return handled.Load() > 2000 }, 10*time.Second, time.Millisecond)
+		cancel() // mid-flow
+		require.NoError(t, <-done)
+		close(stopPub)
+		<-pubDone
+		<-js.PublishAsyncComplete()
+		// Settles are sent without waiting for the server; give them a
+		// moment, far below the ack wait an abandoned message waits out.
+		require.Eventually(t, func() bool {
+			info, err := c.Info(ctx)
+			return err == nil && info.NumAckPending == 0
+		}, 5*time.Second, 20*time.Millisecond, "round %d: messages delivered and abandoned at shutdown", round)
+	}
+}

@@ -22,7 +22,7 @@ import (
 )
 
 // supervisor keeps a process running: restarted whenever it exits, until
-// stop. kill SIGKILLs the current one (it is then restarted).
+// halted. kill SIGKILLs the current one (it is then restarted).
 type supervisor struct {
 	t      *testing.T
 	name   string
@@ -30,13 +30,25 @@ type supervisor struct {
 	mu     sync.Mutex
 	cur    *proc
 	stop   chan struct{}
+	halt   func()
 	done   chan struct{}
 	starts int
 }
 
+// supervise launches a process and keeps it running until the test ends.
+// Every launch registers the process's cleanup (SIGTERM and wait), and
+// then the supervisor's halt: cleanups run last-registered first, so the
+// supervisor stops before any of its processes is stopped, and a process
+// stopped by its cleanup is not restarted.
 func supervise(t *testing.T, name string, launch func() *proc) *supervisor {
-	s := &supervisor{t: t, name: name, launch: launch, stop: make(chan struct{}), done: make(chan struct{})}
-	s.cur, s.starts = launch(), 1
+	s := &supervisor{t: t, name: name, stop: make(chan struct{}), done: make(chan struct{})}
+	s.halt = sync.OnceFunc(func() { close(s.stop); <-s.done })
+	s.launch = func() *proc {
+		p := launch()
+		t.Cleanup(s.halt)
+		return p
+	}
+	s.cur, s.starts = s.launch(), 1
 	go func() {
 		defer close(s.done)
 		for {
@@ -54,12 +66,11 @@ func supervise(t *testing.T, name string, launch func() *proc) *supervisor {
 			case <-time.After(time.Duration(100+rand.IntN(400)) * time.Millisecond):
 			}
 			s.mu.Lock()
-			s.cur = launch()
+			s.cur = s.launch()
 			s.starts++
 			s.mu.Unlock()
 		}
 	}()
-	t.Cleanup(func() { close(s.stop); <-s.done })
 	return s
 }
 
