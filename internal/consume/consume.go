@@ -59,6 +59,9 @@ type Options struct {
 	// Sweep is how often to look for such orphans (default DefaultSweep;
 	// negative: never).
 	Sweep time.Duration
+	// Swept observes the orphans a sweep removed (only when it removed
+	// some).
+	Swept func(n int)
 	// Logger receives consumer errors.
 	Logger zerolog.Logger
 }

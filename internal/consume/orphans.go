@@ -10,10 +10,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Orphans are messages a work-queue stream still stores
-// although its consumer has acknowledged them: the consumer's ack floor is
-// past them, so they are never delivered again, yet they stay until the
-// stream's MaxAge. nats-server 2.15.2 leaves one behind when an ack arrives
+// Orphans are messages a work-queue stream still stores although its
+// consumer has acknowledged them: the consumer's ack floor is past them, so
+// they are never delivered again, yet they stay until the stream's MaxAge. nats-server 2.15.2 leaves one behind when an ack arrives
 // while the server shuts down gracefully: the stream is marked closed before
 // its consumers stop, the consumer records the ack and the stream skips the
 // removal (stream.go: stop, ackMsg); at restart only interest streams are
@@ -35,10 +34,10 @@ const sweepTimeout = 10 * time.Second
 // SweepOrphans removes from stream the messages consumer c has
 // acknowledged that the stream still stores, up to sweepBatch of them, and
 // returns how many it removed. Only on a work-queue stream is that right
-// (Run checks): elsewhere acknowledged messages are kept on purpose. It does nothing for a consumer that did not
-// start at the stream's first message (its ack floor then says nothing about
-// the messages before its start). A message the server removes meanwhile
-// is not an error.
+// (Run checks): elsewhere acknowledged messages are kept on purpose. It
+// does nothing for a consumer that did not start at the stream's first
+// message (its ack floor then says nothing about the messages before its
+// start). A message the server removes meanwhile is not an error.
 func SweepOrphans(ctx context.Context, stream jetstream.Stream, c jetstream.Consumer) (int, error) {
 	ci, err := c.Info(ctx)
 	if err != nil {
@@ -110,6 +109,9 @@ func (r *runner) sweeping(ctx context.Context) (stop func()) {
 			case err != nil && ctx.Err() == nil:
 				r.o.Logger.Warn().Err(err).Msg("sweeping orphaned messages failed")
 			case n > 0:
+				if r.o.Swept != nil {
+					r.o.Swept(n)
+				}
 				r.o.Logger.Info().Int("removed", n).Str("consumer", r.c.CachedInfo().Name).
 					Msg("removed messages the consumer had acknowledged and the stream still stored (left by a NATS server shutdown)")
 			}

@@ -137,10 +137,11 @@ func TestRunSweepsWorkQueueOrphans(t *testing.T) {
 				stream = asWorkQueue{s}
 			}
 			ctx, cancel := context.WithCancel(context.Background())
-			var handled atomic.Int32
+			var handled, swept atomic.Int32
 			done := make(chan error, 1)
 			go func() {
-				done <- consume.Run(ctx, c, consume.Options{Workers: 2, Stream: stream, Sweep: 20 * time.Millisecond},
+				done <- consume.Run(ctx, c, consume.Options{Workers: 2, Stream: stream, Sweep: 20 * time.Millisecond,
+					Swept: func(n int) { swept.Add(int32(n)) }},
 					func(context.Context, jetstream.Msg) events.Outcome { handled.Add(1); return events.Done() })
 			}()
 			require.Eventually(t, func() bool { return handled.Load() == 20 }, 10*time.Second, 10*time.Millisecond)
@@ -149,6 +150,10 @@ func TestRunSweepsWorkQueueOrphans(t *testing.T) {
 					info, err := s.Info(context.Background())
 					return err == nil && info.State.Msgs == 0
 				}, 10*time.Second, 20*time.Millisecond, "every acknowledged message swept")
+				require.Eventually(t, func() bool { return swept.Load() == 20 }, 5*time.Second, 10*time.Millisecond,
+					"each removal observed")
+				require.Never(t, func() bool { return swept.Load() != 20 }, 100*time.Millisecond, 10*time.Millisecond,
+					"and observed once")
 			} else {
 				require.Never(t, func() bool {
 					info, err := s.Info(context.Background())
@@ -156,6 +161,7 @@ func TestRunSweepsWorkQueueOrphans(t *testing.T) {
 				}, 300*time.Millisecond, 20*time.Millisecond, "a limits stream keeps what was acknowledged")
 				require.Equal(t, []bool{true, true, true, true, true, true, true, true, true, true,
 					true, true, true, true, true, true, true, true, true, true}, stored(t, s, seqs))
+				require.Zero(t, swept.Load())
 			}
 			cancel()
 			require.NoError(t, <-done)

@@ -44,6 +44,9 @@ type Metrics struct {
 	// ProviderCall observes a submit or cancel call by route, operation and
 	// result class ("ok" or a provider error class).
 	ProviderCall func(route, op, class string, d time.Duration)
+	// Orphans counts intake messages removed although acknowledged
+	// (consume.SweepOrphans).
+	Orphans func(n int)
 }
 
 // Config configures the service. Zero values mean the defaults on each field.
@@ -139,6 +142,7 @@ func (s *Service) Run(ctx context.Context) error {
 				Workers: r.SubmitWorkers,
 				Hold:    func() time.Duration { return s.holdFor(r.Name) },
 				Stream:  s.res.Intake,
+				Swept:   s.cfg.Metrics.Orphans,
 				Logger:  s.log.With().Str("route", r.Name).Logger(),
 			}, func(ctx context.Context, msg jetstream.Msg) events.Outcome {
 				return s.handle(ctx, r, msg)

@@ -39,6 +39,7 @@ type Metrics struct {
 	callbackHints   *prometheus.CounterVec
 	overrun         *prometheus.HistogramVec
 	age             *prometheus.HistogramVec
+	orphans         *prometheus.CounterVec
 }
 
 // New creates the metrics on a fresh registry, with the Go runtime and
@@ -123,6 +124,11 @@ func New() *Metrics {
 		Buckets: prometheus.ExponentialBuckets(1, 2, 18),
 	}, []string{"route"})
 
+	m.orphans = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pollux_orphans_removed_total",
+		Help: "Messages a work-queue stream kept after they were acknowledged (left by a NATS server shutdown) that this process removed, by stream (intake, checks, webhooks).",
+	}, []string{"stream"})
+
 	for _, c := range m.Collectors() {
 		f(c)
 	}
@@ -133,7 +139,7 @@ func New() *Metrics {
 func (m *Metrics) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.submissions, m.providerCalls, m.statusCalls, m.completions,
 		m.pollsPerJob, m.detectionDelay, m.lateness, m.pauses, m.pausedSeconds, m.eventsPublished,
-		m.webhooks, m.webhooksApplied, m.reconciled, m.callbackHints, m.overrun, m.age}
+		m.webhooks, m.webhooksApplied, m.reconciled, m.callbackHints, m.overrun, m.age, m.orphans}
 }
 
 // Registry returns the registry.
@@ -176,6 +182,7 @@ func (m *Metrics) Ingest() ingest.Metrics {
 		ProviderCall: func(route, op, class string, d time.Duration) {
 			m.providerCalls.WithLabelValues(route, op, class).Observe(d.Seconds())
 		},
+		Orphans: m.orphansOf("intake"),
 	}
 }
 
@@ -191,6 +198,7 @@ func (m *Metrics) Poller() poller.Metrics {
 			m.pauses.WithLabelValues(route, kind).Inc()
 			m.pausedSeconds.WithLabelValues(route, kind).Add(d.Seconds())
 		},
+		Orphans: m.orphansOf("checks"),
 	}
 }
 
@@ -203,6 +211,13 @@ func (m *Metrics) Webhook() webhook.Metrics {
 		Applied: func(route string, changed bool) {
 			m.webhooksApplied.WithLabelValues(route, strconv.FormatBool(changed)).Inc()
 		},
-		Hinted: func(route string) { m.callbackHints.WithLabelValues(route).Inc() },
+		Hinted:  func(route string) { m.callbackHints.WithLabelValues(route).Inc() },
+		Orphans: m.orphansOf("webhooks"),
 	}
+}
+
+// orphansOf counts the orphans removed from one stream.
+func (m *Metrics) orphansOf(stream string) func(n int) {
+	c := m.orphans.WithLabelValues(stream)
+	return func(n int) { c.Add(float64(n)) }
 }

@@ -111,3 +111,24 @@ func requirePromtool(t *testing.T) string {
 	}
 	return strings.TrimSpace(p)
 }
+
+// Each service counts the orphans it swept under its own stream.
+func TestOrphansCountedByStream(t *testing.T) {
+	m := metrics.New()
+	m.Ingest().Orphans(2)
+	m.Poller().Orphans(3)
+	m.Poller().Orphans(1)
+	m.Webhook().Orphans(5)
+	mfs, err := m.Registry().Gather()
+	require.NoError(t, err)
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "pollux_orphans_removed_total" {
+			continue
+		}
+		for _, s := range mf.GetMetric() {
+			got[s.GetLabel()[0].GetValue()] = s.GetCounter().GetValue()
+		}
+	}
+	require.Equal(t, map[string]float64{"intake": 2, "checks": 4, "webhooks": 5}, got)
+}

@@ -64,6 +64,7 @@ func (s *Service) consumeAll(ctx context.Context, r *route.Route, cs []jetstream
 				Workers: workers,
 				Hold:    func() time.Duration { return s.remaining(r.Name) },
 				Stream:  s.res.Checks,
+				Swept:   s.cfg.Metrics.Orphans,
 				Logger:  s.log.With().Str("route", r.Name).Str("consumer", c.CachedInfo().Name).Logger(),
 			}, func(ctx context.Context, msg jetstream.Msg) events.Outcome {
 				return s.check(ctx, r, msg)

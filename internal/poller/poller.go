@@ -64,6 +64,9 @@ type Metrics struct {
 	Age func(route string, d time.Duration)
 	// Paused observes a route pause started by this process.
 	Paused func(route, kind string, d time.Duration)
+	// Orphans counts checks removed although acknowledged
+	// (consume.SweepOrphans).
+	Orphans func(n int)
 }
 
 // Config configures the service. Zero values mean the defaults on each field.

@@ -59,6 +59,9 @@ type Metrics struct {
 	// Hinted observes an unsigned callback that brought a job's check
 	// forward, by route.
 	Hinted func(route string)
+	// Orphans counts stored deliveries removed although acknowledged
+	// (consume.SweepOrphans).
+	Orphans func(n int)
 }
 
 // Config configures the service. Zero values mean the defaults on each field.
@@ -143,7 +146,7 @@ func (s *Service) Run(ctx context.Context, ln net.Listener) error {
 		return nil
 	})
 	g.Go(func() error {
-		return consume.Recreate(gctx, c, ensure, consume.Options{Workers: s.cfg.Workers, Stream: s.res.Webhooks, Logger: s.log}, s.apply)
+		return consume.Recreate(gctx, c, ensure, consume.Options{Workers: s.cfg.Workers, Stream: s.res.Webhooks, Swept: s.cfg.Metrics.Orphans, Logger: s.log}, s.apply)
 	})
 	s.log.Info().Str("addr", ln.Addr().String()).Msg("webhook receiver running")
 	return g.Wait()
