@@ -1,0 +1,133 @@
+package webhook_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/pollux-dev/pollux/internal/config"
+	"github.com/pollux-dev/pollux/internal/lifecycle"
+	"github.com/pollux-dev/pollux/internal/route"
+	"github.com/pollux-dev/pollux/internal/webhook"
+	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/provider"
+	"github.com/pollux-dev/pollux/pkg/provider/replicate"
+	"github.com/pollux-dev/pollux/pkg/state"
+)
+
+// serverConf is a NATS configuration with an admin and a webhook user; the
+// webhook user may not delete check messages unless canDelete.
+func serverConf(dir string, canDelete bool) string {
+	deny := `, deny: ["$JS.API.STREAM.MSG.DELETE.POLLUX_CHECKS"]`
+	if canDelete {
+		deny = ""
+	}
+	return fmt.Sprintf(`
+listen: "127.0.0.1:-1"
+jetstream { store_dir: %q }
+accounts {
+  APP {
+    jetstream: enabled
+    users: [
+      { user: admin, password: admin }
+      { user: hook, password: hook, permissions: { publish: { allow: [">"] %s } } }
+    ]
+  }
+}
+`, filepath.Join(dir, "js"), deny)
+}
+
+// A terminal webhook whose check cannot be removed (the server refuses the
+// delete) is applied once and retried until the check goes: here the
+// webhook user is denied the delete, the job finishes but keeps its check,
+// and once a configuration reload grants the delete the retry removes it.
+func TestDisarmRetriedUntilTheCheckGoes(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "nats.conf")
+	require.NoError(t, os.WriteFile(conf, []byte(serverConf(dir, false)), 0o600))
+	opts, err := server.ProcessConfigFile(conf)
+	require.NoError(t, err)
+	opts.NoSigs, opts.NoLog = true, true
+	srv, err := server.NewServer(opts)
+	require.NoError(t, err)
+	go srv.Start()
+	require.True(t, srv.ReadyForConnections(10*time.Second))
+	t.Cleanup(srv.Shutdown)
+
+	connect := func(user string) jetstream.JetStream {
+		nc, err := nats.Connect(srv.ClientURL(), nats.UserInfo(user, user), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+		require.NoError(t, err)
+		t.Cleanup(nc.Close)
+		js, err := jetstream.New(nc)
+		require.NoError(t, err)
+		return js
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	admin := connect("admin")
+	res, err := events.Default.Setup(ctx, admin, events.Options{})
+	require.NoError(t, err)
+	adminLife := lifecycle.New(events.Default, admin, res, zerolog.Nop(), lifecycle.Hooks{})
+	job := &state.Job{ID: "job-1", Route: "rep", RemoteID: "p1", State: state.Running, WebhookExpected: true}
+	require.NoError(t, adminLife.Create(ctx, job))
+	require.NoError(t, adminLife.Arm(ctx, job, time.Now().Add(time.Hour)))
+	check := func() uint64 {
+		seen, err := adminLife.CurrentCheck(ctx, "rep", "job-1")
+		require.NoError(t, err)
+		return seen.Seq
+	}
+	require.NotZero(t, check())
+
+	hook := connect("hook")
+	hres, err := events.Default.Open(ctx, hook)
+	require.NoError(t, err)
+	probe, err := hres.Checks.GetLastMsgForSubject(ctx, events.Default.Check("rep", "job-1"))
+	require.NoError(t, err)
+	dctx, dcancel := context.WithTimeout(ctx, 2*time.Second)
+	err = hres.Checks.DeleteMsg(dctx, probe.Sequence)
+	dcancel()
+	require.Error(t, err, "the webhook user cannot delete checks yet")
+
+	a, err := replicate.New(provider.Config{Route: "rep", Token: "t", WebhookSecret: secret})
+	require.NoError(t, err)
+	rt, err := route.New("rep", a, config.Route{WebhookURL: "http://x/webhooks/rep"}, 1)
+	require.NoError(t, err)
+	svc, err := webhook.New(webhook.Config{Routes: map[string]*route.Route{"rep": rt}},
+		hook, events.Default, hres, lifecycle.New(events.Default, hook, hres, zerolog.Nop(), lifecycle.Hooks{}))
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var g errgroup.Group
+	g.Go(func() error { return svc.Run(ctx, ln) })
+	defer func() { cancel(); _ = g.Wait() }()
+
+	code, _, _ := do(t, signedRequest(t, "http://"+ln.Addr().String()+"/webhooks/rep?job=job-1", "msg_1", time.Now(), prediction))
+	require.Equal(t, http.StatusOK, code)
+	store := state.NewStore(res.Jobs)
+	require.Eventually(t, func() bool {
+		j, _, err := store.Get(ctx, "job-1")
+		return err == nil && j.State == state.Succeeded
+	}, 10*time.Second, 20*time.Millisecond, "the delivery is applied")
+	require.NotZero(t, check(), "the check could not be removed")
+
+	require.NoError(t, os.WriteFile(conf, []byte(serverConf(dir, true)), 0o600))
+	require.NoError(t, srv.Reload())
+	require.Eventually(t, func() bool { return check() == 0 }, 30*time.Second, 50*time.Millisecond,
+		"a retry removes the check once the delete is allowed")
+	j, _, err := store.Get(ctx, "job-1")
+	require.NoError(t, err)
+	require.Equal(t, 1, j.Webhooks, "applied once, however often it was retried")
+}
