@@ -53,8 +53,8 @@ type Options struct {
 	// Settled observes each settled outcome and the handler's duration.
 	Settled func(events.Outcome, time.Duration)
 	// Stream is the consumer's stream. When it is a work-queue stream, Run
-	// removes the messages the consumer acknowledged that it
-	// still stores (see SweepOrphans) every Sweep.
+	// removes the messages the consumer acknowledged that it still stores
+	// (see SweepOrphans) every Sweep.
 	Stream jetstream.Stream
 	// Sweep is how often to look for such orphans (default DefaultSweep;
 	// negative: never).

@@ -12,11 +12,12 @@ import (
 
 // Orphans are messages a work-queue stream still stores although its
 // consumer has acknowledged them: the consumer's ack floor is past them, so
-// they are never delivered again, yet they stay until the stream's MaxAge. nats-server 2.15.2 leaves one behind when an ack arrives
-// while the server shuts down gracefully: the stream is marked closed before
-// its consumers stop, the consumer records the ack and the stream skips the
-// removal (stream.go: stop, ackMsg); at restart only interest streams are
-// checked for such messages, work queues are not (jetstream.go:
+// they are never delivered again, yet they stay until the stream's MaxAge.
+// nats-server 2.15.2 leaves one behind when an ack arrives while the server
+// shuts down gracefully: the stream is marked closed before its consumers
+// stop, the consumer records the ack and the stream skips the removal
+// (stream.go: stop, ackMsg); at restart only interest streams are checked
+// for such messages, work queues are not (jetstream.go:
 // checkForOrphanMsgs), and only a clustered stream rechecks periodically.
 // Measured here: 1 orphan in 20 restarts under 20,000 acks. An orphaned
 // check is the route's "oldest check" for good, and an orphaned delivery
