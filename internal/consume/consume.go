@@ -67,7 +67,8 @@ type Options struct {
 }
 
 // fetchWait is how long a fetch waits at the server for its batch to fill
-// (the server ends it a tenth sooner). It bounds how long a shutdown waits
+// (the server then ends it; the client gives up a second later if that end
+// is lost). It bounds how long a shutdown waits
 // for the fetches under way, and how long a fetch sent to a server that
 // went away is waited for after a reconnect; an idle consumer costs one
 // pull request per fetchWait.
@@ -201,10 +202,9 @@ func (r *runner) run(ctx context.Context) error {
 			continue
 		}
 		r.avail.Add(-n)
-		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fetchWait)
-		batch, err := r.c.Fetch(int(n), jetstream.FetchContext(bctx))
+		// No context: canceling a fetch would not end it at the server.
+		batch, err := r.c.Fetch(int(n), jetstream.FetchMaxWait(fetchWait))
 		if err != nil {
-			cancel()
 			r.avail.Add(n)
 			if gone := failed(err); gone != nil {
 				return gone
@@ -212,10 +212,7 @@ func (r *runner) run(ctx context.Context) error {
 			continue
 		}
 		r.fetches.Add(1)
-		go func() {
-			defer cancel()
-			r.receive(batch, n)
-		}()
+		go r.receive(batch, n)
 	}
 	return nil
 }
@@ -234,8 +231,7 @@ func (r *runner) receive(batch jetstream.MessageBatch, asked int64) {
 	if got < asked {
 		r.avail.Add(asked - got)
 	}
-	if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) &&
-		!errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+	if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
 		select {
 		case r.errs <- err:
 		default: // one failure at a time is enough to act on

@@ -3,6 +3,7 @@ package consume_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -66,17 +67,7 @@ func TestWaitingMessagesAreKept(t *testing.T) {
 		_, err := js.Publish(context.Background(), fmt.Sprintf("w.%d", i), []byte("x"))
 		require.NoError(t, err)
 	}
-	var mu sync.Mutex
-	seen := map[string]int{}
-	delivered := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		n := 0
-		for _, k := range seen {
-			n += k
-		}
-		return n
-	}
+	var seen tally
 	var handled atomic.Int32
 	release := make(chan struct{}) // the stuck provider call returns
 	ctx, cancel := context.WithCancel(context.Background())
@@ -84,9 +75,7 @@ func TestWaitingMessagesAreKept(t *testing.T) {
 	run := func(handle func()) {
 		wg.Go(func() {
 			_ = consume.Run(ctx, c, consume.Options{Workers: 1, Buffer: 3}, func(_ context.Context, m jetstream.Msg) events.Outcome {
-				mu.Lock()
-				seen[m.Subject()]++
-				mu.Unlock()
+				seen.add(m.Subject())
 				handle()
 				handled.Add(1)
 				return events.Done()
@@ -94,15 +83,15 @@ func TestWaitingMessagesAreKept(t *testing.T) {
 		})
 	}
 	run(func() { <-release }) // takes all four at once
-	require.Eventually(t, func() bool { return delivered() > 0 }, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return seen.total() > 0 }, 5*time.Second, 10*time.Millisecond)
 	run(func() {}) // an idle second process, ready for any redelivery
-	require.Never(t, func() bool { return delivered() > 1 }, 2500*time.Millisecond, 50*time.Millisecond,
+	require.Never(t, func() bool { return seen.total() > 1 }, 2500*time.Millisecond, 50*time.Millisecond,
 		"while the first call is stuck, the three in line are neither handled nor redelivered")
 	close(release)
 	require.Eventually(t, func() bool { return handled.Load() >= 4 }, 10*time.Second, 20*time.Millisecond)
 	cancel()
 	wg.Wait()
-	require.Equal(t, map[string]int{"w.0": 1, "w.1": 1, "w.2": 1, "w.3": 1}, seen, "each delivered once")
+	require.Equal(t, map[string]int{"w.0": 1, "w.1": 1, "w.2": 1, "w.3": 1}, seen.snapshot(), "each delivered once")
 }
 
 // Outcomes are settled: Later comes back after its delay, Stop and Done
@@ -114,52 +103,32 @@ func TestOutcomesAndHold(t *testing.T) {
 		_, err := js.Publish(context.Background(), s, nil)
 		require.NoError(t, err)
 	}
-	var mu sync.Mutex
-	seen := map[string]int{}
+	var seen tally
 	var held atomic.Bool
 	held.Store(true)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	errc := make(chan error)
-	go func() {
-		errc <- consume.Run(ctx, c, consume.Options{Workers: 4, Hold: func() time.Duration {
-			if held.Load() {
-				return 20 * time.Millisecond
-			}
-			return 0
-		}}, func(_ context.Context, m jetstream.Msg) events.Outcome {
-			mu.Lock()
-			defer mu.Unlock()
-			seen[m.Subject()]++
-			switch m.Subject() {
-			case "w.stop":
-				return events.Stop()
-			case "w.later":
-				return events.Later(100 * time.Millisecond)
-			}
-			return events.Done()
-		})
-	}()
-	count := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		n := 0
-		for _, v := range seen {
-			n += v
+	errc := runInBackground(ctx, c, consume.Options{Workers: 4, Hold: func() time.Duration {
+		if held.Load() {
+			return 20 * time.Millisecond
 		}
-		return n
-	}
-	require.Never(t, func() bool { return count() > 0 }, 200*time.Millisecond, 20*time.Millisecond, "held: nothing taken")
+		return 0
+	}}, func(_ context.Context, m jetstream.Msg) events.Outcome {
+		seen.add(m.Subject())
+		switch m.Subject() {
+		case "w.stop":
+			return events.Stop()
+		case "w.later":
+			return events.Later(100 * time.Millisecond)
+		}
+		return events.Done()
+	})
+	require.Never(t, func() bool { return seen.total() > 0 }, 200*time.Millisecond, 20*time.Millisecond, "held: nothing taken")
 	held.Store(false)
-	require.Eventually(t, func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return seen["w.later"] >= 3
-	}, 5*time.Second, 10*time.Millisecond, "a Later message keeps coming back")
-	mu.Lock()
-	require.Equal(t, 1, seen["w.done"])
-	require.Equal(t, 1, seen["w.stop"])
-	mu.Unlock()
+	require.Eventually(t, func() bool { return seen.of("w.later") >= 3 }, 5*time.Second, 10*time.Millisecond,
+		"a Later message keeps coming back")
+	require.Equal(t, 1, seen.of("w.done"))
+	require.Equal(t, 1, seen.of("w.stop"))
 	cancel()
 	require.NoError(t, <-errc)
 }
@@ -173,13 +142,10 @@ func TestDeletedConsumerEndsRun(t *testing.T) {
 	_, err := js.Publish(ctx, "w.1", []byte("x"))
 	require.NoError(t, err)
 	handled := make(chan struct{}, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- consume.Run(ctx, c, consume.Options{Workers: 2}, func(context.Context, jetstream.Msg) events.Outcome {
-			handled <- struct{}{}
-			return events.Done()
-		})
-	}()
+	done := runInBackground(ctx, c, consume.Options{Workers: 2}, func(context.Context, jetstream.Msg) events.Outcome {
+		handled <- struct{}{}
+		return events.Done()
+	})
 	<-handled
 	s, err := js.Stream(ctx, "W")
 	require.NoError(t, err)
@@ -240,13 +206,10 @@ func TestShutdownAbandonsNothing(t *testing.T) {
 	for round := range 5 {
 		rctx, cancel := context.WithCancel(ctx)
 		var handled atomic.Int32
-		done := make(chan error, 1)
-		go func() {
-			done <- consume.Run(rctx, c, consume.Options{Workers: 4}, func(context.Context, jetstream.Msg) events.Outcome {
-				handled.Add(1)
-				return events.Done()
-			})
-		}()
+		done := runInBackground(rctx, c, consume.Options{Workers: 4}, func(context.Context, jetstream.Msg) events.Outcome {
+			handled.Add(1)
+			return events.Done()
+		})
 		stopPub := make(chan struct{})
 		pubDone := make(chan struct{})
 		go func() {
@@ -276,4 +239,51 @@ func TestShutdownAbandonsNothing(t *testing.T) {
 			return err == nil && info.NumAckPending == 0
 		}, 5*time.Second, 20*time.Millisecond, "round %d: messages delivered and abandoned at shutdown", round)
 	}
+}
+
+// runInBackground runs consume.Run until ctx ends; the channel gives what
+// it returned.
+func runInBackground(ctx context.Context, c jetstream.Consumer, o consume.Options, h consume.Handler) <-chan error {
+	done := make(chan error, 1)
+	go func() { done <- consume.Run(ctx, c, o, h) }()
+	return done
+}
+
+// tally counts deliveries by subject; handlers on many goroutines add to it.
+type tally struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+// add counts one delivery of subject and returns its count so far.
+func (t *tally) add(subject string) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.n == nil {
+		t.n = map[string]int{}
+	}
+	t.n[subject]++
+	return t.n[subject]
+}
+
+func (t *tally) of(subject string) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.n[subject]
+}
+
+func (t *tally) total() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, k := range t.n {
+		n += k
+	}
+	return n
+}
+
+func (t *tally) snapshot() map[string]int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return maps.Clone(t.n)
 }

@@ -101,8 +101,13 @@ func validToken(tok string) error {
 	return nil
 }
 
-// Len is the number of tokens.
-func (t *Tokens) Len() int { return len(t.sums) }
+// Len is the number of tokens (0 for nil: no authentication).
+func (t *Tokens) Len() int {
+	if t == nil {
+		return 0
+	}
+	return len(t.sums)
+}
 
 // allows reports whether an Authorization header carries one of the
 // tokens; sent reports whether it carried a bearer token at all.

@@ -141,7 +141,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		IdleTimeout:       s.cfg.IdleTimeout,
 		MaxHeaderBytes:    s.cfg.MaxHeaderBytes,
 	}
-	s.log.Info().Str("addr", ln.Addr().String()).Strs("routes", s.cfg.Routes).Bool("auth", s.cfg.Tokens != nil).Msg("front door running")
+	s.log.Info().Str("addr", ln.Addr().String()).Strs("routes", s.cfg.Routes).Int("tokens", s.cfg.Tokens.Len()).Msg("front door running")
 	if err := httpserve.Run(ctx, ln, srv, 10*time.Second, endStreams); err != nil {
 		return fmt.Errorf("front door: %w", err)
 	}

@@ -3,7 +3,6 @@ package webhook_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -15,15 +14,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/pollux-dev/pollux/internal/config"
 	"github.com/pollux-dev/pollux/internal/lifecycle"
 	"github.com/pollux-dev/pollux/internal/route"
 	"github.com/pollux-dev/pollux/internal/webhook"
 	"github.com/pollux-dev/pollux/pkg/events"
-	"github.com/pollux-dev/pollux/pkg/provider"
-	"github.com/pollux-dev/pollux/pkg/provider/replicate"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
@@ -101,20 +97,10 @@ func TestDisarmRetriedUntilTheCheckGoes(t *testing.T) {
 	dcancel()
 	require.Error(t, err, "the webhook user cannot delete checks yet")
 
-	a, err := replicate.New(provider.Config{Route: "rep", Token: "t", WebhookSecret: secret})
-	require.NoError(t, err)
-	rt, err := route.New("rep", a, config.Route{WebhookURL: "http://x/webhooks/rep"}, 1)
-	require.NoError(t, err)
-	svc, err := webhook.New(webhook.Config{Routes: map[string]*route.Route{"rep": rt}},
+	svc, err := webhook.New(webhook.Config{Routes: map[string]*route.Route{"rep": repRoute(t, config.Route{})}},
 		hook, events.Default, hres, lifecycle.New(events.Default, hook, hres, zerolog.Nop(), lifecycle.Hooks{}))
 	require.NoError(t, err)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	var g errgroup.Group
-	g.Go(func() error { return svc.Run(ctx, ln) })
-	defer func() { cancel(); _ = g.Wait() }()
-
-	code, _, _ := do(t, signedRequest(t, "http://"+ln.Addr().String()+"/webhooks/rep?job=job-1", "msg_1", time.Now(), prediction))
+	code, _, _ := do(t, signedRequest(t, serve(t, svc)+"/webhooks/rep?job=job-1", "msg_1", time.Now(), prediction))
 	require.Equal(t, http.StatusOK, code)
 	store := state.NewStore(res.Jobs)
 	require.Eventually(t, func() bool {

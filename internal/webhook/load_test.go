@@ -25,8 +25,6 @@ import (
 	"github.com/pollux-dev/pollux/internal/route"
 	"github.com/pollux-dev/pollux/internal/webhook"
 	"github.com/pollux-dev/pollux/pkg/events"
-	"github.com/pollux-dev/pollux/pkg/provider"
-	"github.com/pollux-dev/pollux/pkg/provider/replicate"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
@@ -59,7 +57,7 @@ func loadRun(t *testing.T, unique, dups, senders int, restart bool) loadResult {
 	t.Cleanup(func() { srvMu.Lock(); srv.Shutdown(); srvMu.Unlock() })
 	nc, err := nats.Connect(srv.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 	require.NoError(t, err)
-	defer nc.Close()
+	t.Cleanup(nc.Close) // after the service stopped
 	js, err := jetstream.New(nc)
 	require.NoError(t, err)
 	res, err := events.Default.Setup(ctx, js, events.Options{})
@@ -74,19 +72,10 @@ func loadRun(t *testing.T, unique, dups, senders int, restart bool) loadResult {
 		})
 	}
 	require.NoError(t, create.Wait())
-	a, err := replicate.New(provider.Config{Route: "rep", Token: "t", WebhookSecret: secret})
-	require.NoError(t, err)
-	rt, err := route.New("rep", a, config.Route{WebhookURL: "http://x/webhooks/rep"}, 1)
-	require.NoError(t, err)
-	svc, err := webhook.New(webhook.Config{Routes: map[string]*route.Route{"rep": rt}, PublishTimeout: time.Second, Workers: 16},
+	svc, err := webhook.New(webhook.Config{Routes: map[string]*route.Route{"rep": repRoute(t, config.Route{})}, PublishTimeout: time.Second, Workers: 16},
 		js, events.Default, res, lifecycle.New(events.Default, js, res, zerolog.Nop(), lifecycle.Hooks{}))
 	require.NoError(t, err)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	var g errgroup.Group
-	g.Go(func() error { return svc.Run(ctx, ln) })
-	defer func() { cancel(); _ = g.Wait() }()
-	base := "http://" + ln.Addr().String() + "/webhooks/rep?job="
+	base := serve(t, svc) + "/webhooks/rep?job="
 
 	// The work: every unique delivery once, dups of them again, shuffled.
 	type delivery struct{ i int }

@@ -3,6 +3,7 @@ package webhook_test
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"io"
@@ -45,11 +46,8 @@ func start(t *testing.T) *receiver {
 	ctx, cancel := context.WithCancel(context.Background())
 	res, err := events.Default.Setup(ctx, js, events.Options{})
 	require.NoError(t, err)
-	a, err := replicate.New(provider.Config{Route: "rep", Token: "t", WebhookSecret: secret})
-	require.NoError(t, err)
-	withHooks, err := route.New("rep", a, config.Route{WebhookURL: "http://x/webhooks/rep", WebhookMaxBody: 4 << 10}, 1)
-	require.NoError(t, err)
-	pollOnly, err := route.New("quiet", a, config.Route{}, 1)
+	withHooks := repRoute(t, config.Route{WebhookMaxBody: 4 << 10})
+	pollOnly, err := route.New("quiet", withHooks.Adapter, config.Route{}, 1)
 	require.NoError(t, err)
 	pollOnly.Webhooks = nil
 	svc, err := webhook.New(webhook.Config{
@@ -57,12 +55,8 @@ func start(t *testing.T) *receiver {
 		ReadHeaderTimeout: 300 * time.Millisecond, PublishTimeout: 500 * time.Millisecond,
 	}, js, events.Default, res, lifecycle.New(events.Default, js, res, zerolog.Nop(), lifecycle.Hooks{}))
 	require.NoError(t, err)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	g := errgroup.Group{}
-	g.Go(func() error { return svc.Run(ctx, ln) })
-	t.Cleanup(func() { cancel(); _ = g.Wait(); nc.Close() })
-	r := &receiver{url: "http://" + ln.Addr().String(), srv: srv, res: res}
+	t.Cleanup(func() { cancel(); nc.Close() }) // after the service stopped
+	r := &receiver{url: serve(t, svc), srv: srv, res: res}
 	require.Eventually(t, func() bool {
 		resp, err := http.Get(r.url + "/healthz")
 		if err != nil {
@@ -72,6 +66,30 @@ func start(t *testing.T) *receiver {
 		return resp.StatusCode == http.StatusOK
 	}, 10*time.Second, 10*time.Millisecond, "receiver ready")
 	return r
+}
+
+// repRoute is the Replicate route "rep", its deliveries signed with secret
+// (rc's WebhookURL defaults to one on it).
+func repRoute(t *testing.T, rc config.Route) *route.Route {
+	t.Helper()
+	a, err := replicate.New(provider.Config{Route: "rep", Token: "t", WebhookSecret: secret})
+	require.NoError(t, err)
+	rc.WebhookURL = cmp.Or(rc.WebhookURL, "http://x/webhooks/rep")
+	rt, err := route.New("rep", a, rc, 1)
+	require.NoError(t, err)
+	return rt
+}
+
+// serve runs svc (its receiver and its applier) on a loopback port until
+// the test ends, and returns its base URL.
+func serve(t *testing.T, svc *webhook.Service) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ln := listenLocal(t)
+	var g errgroup.Group
+	g.Go(func() error { return svc.Run(ctx, ln) })
+	t.Cleanup(func() { cancel(); _ = g.Wait() })
+	return "http://" + ln.Addr().String()
 }
 
 func signedRequest(t *testing.T, url, id string, ts time.Time, body []byte) *http.Request {
@@ -229,11 +247,7 @@ func TestHandlerStoresTheRawDelivery(t *testing.T) {
 	_, js := natstest.Connect(t, srv)
 	res, err := events.Default.Setup(context.Background(), js, events.Options{})
 	require.NoError(t, err)
-	a, err := replicate.New(provider.Config{Route: "rep", Token: "t", WebhookSecret: secret})
-	require.NoError(t, err)
-	rt, err := route.New("rep", a, config.Route{WebhookURL: "http://x/webhooks/rep"}, 1)
-	require.NoError(t, err)
-	svc, err := webhook.New(webhook.Config{Routes: map[string]*route.Route{"rep": rt}}, js, events.Default, res,
+	svc, err := webhook.New(webhook.Config{Routes: map[string]*route.Route{"rep": repRoute(t, config.Route{})}}, js, events.Default, res,
 		lifecycle.New(events.Default, js, res, zerolog.Nop(), lifecycle.Hooks{}))
 	require.NoError(t, err)
 	hs := httptest.NewServer(svc.Handler())
