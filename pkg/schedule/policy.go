@@ -315,8 +315,7 @@ func doubled(base time.Duration, n int) time.Duration {
 }
 
 func (p Policy) jitter(d time.Duration, rnd *rand.Rand) time.Duration {
-	f := 1 + p.Jitter*(2*rnd.Float64()-1)
-	return time.Duration(float64(d) * f)
+	return Jitter(d, p.Jitter, rnd)
 }
 
 // later jitters a planned delay within [d, d·(1+Jitter)], but not past
