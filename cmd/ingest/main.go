@@ -32,7 +32,8 @@ func main() {
 	os.Exit(app.Run(cli.Flags, "ingest", os.Stderr, func(ctx context.Context, env *app.Env) error {
 		svc, err := ingest.New(ingest.Config{
 			Routes: env.Routes, Options: env.Options(), Logger: env.Log, Metrics: env.Metrics.Ingest(), Learned: env.Stats.Lookup,
-		}, env.JS, env.NS, env.Res, env.Life, env.Pauses)
+			Sweep: env.Config.Streams.SweepInterval,
+		}, env.JS, env.NS, env.Res, env.Jobs, env.Pauses)
 		if err != nil {
 			return err
 		}
@@ -44,7 +45,7 @@ func main() {
 					return err
 				}
 			}
-			fd, err := frontdoor.New(cfg, env.JS, env.NS, env.Res)
+			fd, err := frontdoor.New(cfg, env.JS, env.NS, env.Res, env.Jobs)
 			if err != nil {
 				return err
 			}

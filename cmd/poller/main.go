@@ -23,7 +23,8 @@ func main() {
 	os.Exit(app.Run(cli.Flags, "poller", os.Stderr, func(ctx context.Context, env *app.Env) error {
 		svc, err := poller.New(poller.Config{
 			Routes: env.Routes, Options: env.Options(), Logger: env.Log, Metrics: env.Metrics.Poller(), Learned: env.Stats.Lookup,
-		}, env.JS, env.NS, env.Res, env.Life, env.Pauses)
+			Sweep: env.Config.Streams.SweepInterval,
+		}, env.JS, env.NS, env.Res, env.Jobs, env.Pauses)
 		if err != nil {
 			return err
 		}

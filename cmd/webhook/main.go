@@ -23,8 +23,9 @@ func main() {
 		kong.Vars{"metrics_addr": ":9103"})
 	os.Exit(app.Run(cli.Flags, "webhook", os.Stderr, func(ctx context.Context, env *app.Env) error {
 		svc, err := webhook.New(webhook.Config{
-			Routes: env.Routes, Options: env.Options(), Logger: env.Log, Metrics: env.Metrics.Webhook(), Learned: env.Stats.Lookup,
-		}, env.JS, env.NS, env.Res, env.Life)
+			Routes: env.Routes, Options: env.Options(), Logger: env.Log, Metrics: env.Metrics.Webhook(),
+			Sweep: env.Config.Streams.SweepInterval,
+		}, env.JS, env.NS, env.Res, env.Jobs)
 		if err != nil {
 			return err
 		}

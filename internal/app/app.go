@@ -25,8 +25,8 @@ import (
 	"github.com/pollux-dev/pollux/internal/census"
 	"github.com/pollux-dev/pollux/internal/config"
 	"github.com/pollux-dev/pollux/internal/httpserve"
+	"github.com/pollux-dev/pollux/internal/jobs"
 	"github.com/pollux-dev/pollux/internal/learn"
-	"github.com/pollux-dev/pollux/internal/lifecycle"
 	"github.com/pollux-dev/pollux/internal/metrics"
 	"github.com/pollux-dev/pollux/internal/route"
 	"github.com/pollux-dev/pollux/pkg/events"
@@ -65,7 +65,7 @@ type Env struct {
 	NS      events.Namespace
 	Res     *events.Resources
 	Routes  map[string]*route.Route
-	Life    *lifecycle.Lifecycle
+	Jobs    *jobs.Owner
 	Pauses  *route.Pauses
 	Stats   *learn.Stats
 	Metrics *metrics.Metrics
@@ -200,16 +200,17 @@ func Open(ctx context.Context, g *errgroup.Group, cfg *config.Config, nc *nats.C
 			return nil, fmt.Errorf("loading %s: timed out", what)
 		}
 	}
-	hooks := lifecycle.Hooks{
+	pauses.Started = m.Paused
+	owner := jobs.New(ns, js, res, jobs.Config{Options: cfg.Streams.Options(), Logger: log, Hooks: jobs.Hooks{
 		Published: m.Published,
 		Terminal: func(j *state.Job) {
 			m.Terminal(j)
 			stats.Observe(j)
 		},
-	}
+	}})
 	return &Env{
 		Config: cfg, NC: nc, JS: js, NS: ns, Res: res, Routes: routes, Pauses: pauses, Stats: stats,
-		Metrics: m, Log: log, Life: lifecycle.New(ns, js, res, log, hooks),
+		Metrics: m, Log: log, Jobs: owner,
 	}, nil
 }
 

@@ -72,7 +72,7 @@ func (r *runner) ingest(ctx context.Context) error {
 			}
 		}
 		svc, err := ingest.New(ingest.Config{Routes: rg.env.Routes, Options: rg.env.Options(), Metrics: m},
-			rg.env.JS, rg.env.NS, rg.env.Res, rg.env.Life, rg.env.Pauses)
+			rg.env.JS, rg.env.NS, rg.env.Res, rg.env.Jobs, rg.env.Pauses)
 		if err != nil {
 			return err
 		}
@@ -138,7 +138,7 @@ func (r *runner) webhook(ctx context.Context) error {
 			return err
 		}
 		svc, err := webhook.New(webhook.Config{Routes: rg.env.Routes, Options: rg.env.Options(), Metrics: rg.env.Metrics.Webhook()},
-			rg.env.JS, rg.env.NS, rg.env.Res, rg.env.Life)
+			rg.env.JS, rg.env.NS, rg.env.Res, rg.env.Jobs)
 		if err != nil {
 			return err
 		}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pollux-dev/pollux/internal/jobs"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/schedule"
 	"github.com/pollux-dev/pollux/pkg/state"
@@ -45,7 +46,7 @@ func (r *runner) micro(context.Context) error {
 	}
 	running := *j
 	running.State, running.Outputs = state.Running, nil
-	chk, err := json.Marshal(events.NewCheck(&running, t0.Add(time.Minute)))
+	chk, err := jobs.EncodeCheck(&running, t0.Add(time.Minute))
 	if err != nil {
 		return err
 	}
@@ -77,7 +78,7 @@ func (r *runner) micro(context.Context) error {
 				}
 			}
 		}},
-		{"check decode (with poll context)", func(b *testing.B) {
+		{"check decode (with poll state)", func(b *testing.B) {
 			for b.Loop() {
 				if _, err := events.DecodeCheck(chk); err != nil {
 					b.Fatal(err)

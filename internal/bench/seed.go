@@ -8,7 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/pollux-dev/pollux/internal/lifecycle"
+	"github.com/pollux-dev/pollux/internal/jobs"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/provider"
 	"github.com/pollux-dev/pollux/pkg/state"
@@ -51,7 +51,7 @@ func seed(ctx context.Context, js jetstream.JetStream, ns events.Namespace, res 
 		if err != nil {
 			return err
 		}
-		chk, err := lifecycle.EncodeCheck(benchJob(id, route, remote(i), now, due), due)
+		chk, err := jobs.EncodeCheck(benchJob(id, route, remote(i), now, due), due)
 		if err != nil {
 			return err
 		}

@@ -81,7 +81,7 @@ const (
 	DefaultWait = 5 * time.Second
 )
 
-// ErrBusy: no lease came free within the wait.
+// ErrBusy is returned when no lease came free within the wait.
 var ErrBusy = errors.New("budget exhausted: no call slot came free in time")
 
 // Reuse of a lease within a process (budgets without a rate only): a
@@ -128,9 +128,6 @@ func Ensure(ctx context.Context, js jetstream.JetStream, ns events.Namespace, sl
 	return &Budget{route: route, kind: kind, cons: cons, cooldown: cooldown, leaseWait: leaseWait}, nil
 }
 
-// errCodeMaxMsgsPerSubject: the lease exists already.
-const errCodeMaxMsgsPerSubject = 10077
-
 // setLeases makes leases 0..n-1 exist and removes any beyond.
 func setLeases(ctx context.Context, js jetstream.JetStream, ns events.Namespace, slots jetstream.Stream, route, kind string, n int) error {
 	info, err := slots.Info(ctx, jetstream.WithSubjectFilter(ns.Slots(route, kind)))
@@ -143,9 +140,8 @@ func setLeases(ctx context.Context, js jetstream.JetStream, ns events.Namespace,
 		if have[subject] > 0 {
 			continue
 		}
-		_, err := js.Publish(ctx, subject, nil)
-		var apiErr *jetstream.APIError
-		if err != nil && !(errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeMaxMsgsPerSubject) {
+		// Refused with CodeStoreFailed: another process added it first.
+		if _, err := js.Publish(ctx, subject, nil); err != nil && !events.IsAPIError(err, events.CodeStoreFailed) {
 			return fmt.Errorf("add lease %d: %w", i, err)
 		}
 	}
@@ -254,6 +250,21 @@ func (l *Lease) Release() {
 		return
 	}
 	l.toFleet()
+}
+
+// Unused returns a lease that made no call (the work turned out to need
+// none): it goes back at once, without its cooldown, as it spent no call
+// of the rate.
+func (l *Lease) Unused() {
+	if l == nil {
+		return
+	}
+	if l.b.cooldown == 0 {
+		l.Release()
+		return
+	}
+	l.keep()
+	_ = l.msg.Nak()
 }
 
 // giveBack returns an idle lease to the fleet, unless it was taken again.

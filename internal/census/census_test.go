@@ -13,7 +13,7 @@ import (
 
 	"github.com/pollux-dev/pollux/internal/budget"
 	"github.com/pollux-dev/pollux/internal/census"
-	"github.com/pollux-dev/pollux/internal/lifecycle"
+	"github.com/pollux-dev/pollux/internal/jobs"
 	"github.com/pollux-dev/pollux/internal/natstest"
 	"github.com/pollux-dev/pollux/internal/route"
 	"github.com/pollux-dev/pollux/pkg/events"
@@ -37,9 +37,11 @@ func TestTake(t *testing.T) {
 	require.NoError(t, err)
 	defer lease.Release()
 
-	life := lifecycle.New(ns, js, res, zerolog.Nop(), lifecycle.Hooks{})
+	owner := jobs.New(ns, js, res, jobs.Config{})
 	for _, id := range []string{"a", "b", "c"} {
-		require.NoError(t, life.Arm(ctx, &state.Job{ID: id, Route: "r"}, time.Time{}))
+		_, created, err := owner.Accept(ctx, &state.Job{ID: id, Route: "r", RemoteID: "r-" + id, State: state.Queued, Tracked: true})
+		require.NoError(t, err)
+		require.True(t, created)
 	}
 	_, err = js.Publish(ctx, ns.Submit("r"), []byte(`{}`))
 	require.NoError(t, err)

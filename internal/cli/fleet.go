@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pollux-dev/pollux/internal/census"
+	"github.com/pollux-dev/pollux/internal/jobs"
 	"github.com/pollux-dev/pollux/internal/report"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/state"
@@ -34,7 +35,7 @@ func (c *StatsCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	r, err := report.Build(ctx, ns, res)
+	r, err := report.Build(ctx, jobs.New(ns, js, res, jobs.Config{}), res)
 	if err != nil {
 		return err
 	}
@@ -87,7 +88,7 @@ func (c *WatchCmd) Run(g *Globals) error {
 	}
 	defer cc.Stop()
 	live := report.NewLive()
-	if err := state.NewStore(res.Jobs).Each(ctx, func(j *state.Job, err error) error {
+	if err := jobs.New(ns, js, res, jobs.Config{}).Each(ctx, func(j *state.Job, err error) error {
 		if err == nil {
 			live.Seed(j)
 		}

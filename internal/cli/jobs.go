@@ -12,8 +12,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/pollux-dev/pollux/internal/jobs"
 	"github.com/pollux-dev/pollux/pkg/events"
-	"github.com/pollux-dev/pollux/pkg/state"
 )
 
 // Connection is how the client commands reach NATS.
@@ -165,16 +165,16 @@ func (c *GetCmd) Run(g *Globals) error {
 		return err
 	}
 	defer nc.Close()
-	kv, err := js.KeyValue(ctx, ns.JobsBucket())
+	res, err := ns.Open(ctx, js)
 	if err != nil {
-		return fmt.Errorf("jobs bucket: %w", err)
+		return err
 	}
-	j, rev, err := state.NewStore(kv).Get(ctx, c.ID)
+	j, err := jobs.New(ns, js, res, jobs.Config{}).Get(ctx, c.ID)
 	if err != nil {
 		return err
 	}
 	b, _ := json.MarshalIndent(j.Snapshot(), "", "  ")
-	fmt.Fprintf(g.Stdout, "job %s (revision %d)\n%s\n\nevents:\n", c.ID, rev, b)
+	fmt.Fprintf(g.Stdout, "job %s (updated %s)\n%s\n\nevents:\n", c.ID, j.UpdatedAt.Local().Format(time.DateTime), b)
 	evs, err := history(ctx, js, ns, j.Route, c.ID)
 	if err != nil {
 		return err

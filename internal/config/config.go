@@ -110,6 +110,10 @@ type Streams struct {
 	JobsTTL           time.Duration `yaml:"jobs_ttl"`
 	IntakeAckWait     time.Duration `yaml:"intake_ack_wait"`
 	CheckAckWait      time.Duration `yaml:"check_ack_wait"`
+	// SweepInterval is how often every consumer looks for messages its
+	// work-queue stream kept after they were acknowledged (see
+	// internal/consume; default 30s).
+	SweepInterval time.Duration `yaml:"sweep_interval"`
 }
 
 // Options converts to the contract's stream options.

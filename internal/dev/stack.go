@@ -110,25 +110,25 @@ func Start(ctx context.Context, g *errgroup.Group, nc *nats.Conn, sc StackConfig
 		return nil, err
 	}
 	in, err := ingest.New(ingest.Config{Routes: routes, Options: env.Options(), Logger: log.With().Str("component", "ingest").Logger(),
-		Metrics: m.Ingest(), Learned: env.Stats.Lookup, SweepInterval: time.Second}, env.JS, env.NS, env.Res, env.Life, env.Pauses)
+		Metrics: m.Ingest(), Learned: env.Stats.Lookup, SweepInterval: time.Second}, env.JS, env.NS, env.Res, env.Jobs, env.Pauses)
 	if err != nil {
 		_ = hookLn.Close()
 		return nil, err
 	}
 	po, err := poller.New(poller.Config{Routes: routes, Options: env.Options(), Logger: log.With().Str("component", "poller").Logger(), Metrics: m.Poller(), Learned: env.Stats.Lookup},
-		env.JS, env.NS, env.Res, env.Life, env.Pauses)
+		env.JS, env.NS, env.Res, env.Jobs, env.Pauses)
 	if err != nil {
 		_ = hookLn.Close()
 		return nil, err
 	}
-	wh, err := webhook.New(webhook.Config{Routes: routes, Options: env.Options(), Logger: log.With().Str("component", "webhook").Logger(), Metrics: m.Webhook(), Learned: env.Stats.Lookup},
-		env.JS, env.NS, env.Res, env.Life)
+	wh, err := webhook.New(webhook.Config{Routes: routes, Options: env.Options(), Logger: log.With().Str("component", "webhook").Logger(), Metrics: m.Webhook()},
+		env.JS, env.NS, env.Res, env.Jobs)
 	if err != nil {
 		_ = hookLn.Close()
 		return nil, err
 	}
 	fd, err := frontdoor.New(frontdoor.Config{Routes: []string{RouteName}, Logger: log.With().Str("component", "frontdoor").Logger()},
-		env.JS, env.NS, env.Res)
+		env.JS, env.NS, env.Res, env.Jobs)
 	if err != nil {
 		_ = hookLn.Close()
 		return nil, err

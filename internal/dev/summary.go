@@ -71,7 +71,7 @@ func summarize(ctx context.Context, env *app.Env, w *workload, srv *sim.Server, 
 	}
 	var delays []float64
 	polls, finished, completions, byWebhook := 0, 0, 0, 0
-	err := env.Life.Store().Each(ctx, func(j *state.Job, err error) error {
+	err := env.Jobs.Each(ctx, func(j *state.Job, err error) error {
 		if err != nil || j.Metadata["run"] != w.run {
 			return nil
 		}

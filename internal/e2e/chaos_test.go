@@ -4,20 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pollux-dev/pollux/internal/config"
 	"github.com/pollux-dev/pollux/internal/dev"
-	"github.com/pollux-dev/pollux/internal/embedded"
+	"github.com/pollux-dev/pollux/internal/natstest"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/provider/sim"
 	"github.com/pollux-dev/pollux/pkg/state"
@@ -116,54 +111,11 @@ func TestChaosProvider(t *testing.T) {
 	reportFaults(t, "provider chaos", o)
 }
 
-// restartable is an embedded server that can be stopped and started again
-// on the same port and files.
-type restartable struct {
-	dir  string
-	port int
-	mu   sync.Mutex
-	srv  *server.Server
-}
-
-func newRestartable(t *testing.T) *restartable {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	r := &restartable{dir: t.TempDir(), port: ln.Addr().(*net.TCPAddr).Port}
-	require.NoError(t, ln.Close())
-	r.srv, err = embedded.Start(embedded.Config{StoreDir: r.dir, Port: r.port})
-	require.NoError(t, err)
-	t.Cleanup(func() { r.mu.Lock(); r.srv.Shutdown(); r.srv.WaitForShutdown(); r.mu.Unlock() })
-	return r
-}
-
-func (r *restartable) url() string { return fmt.Sprintf("nats://127.0.0.1:%d", r.port) }
-
-// restart stops the server, waits, and starts it again; it returns how
-// long it was down.
-func (r *restartable) restart(t *testing.T, down time.Duration) time.Duration {
-	t.Helper()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	start := time.Now()
-	r.srv.Shutdown()
-	r.srv.WaitForShutdown()
-	<-time.After(down)
-	s, err := embedded.Start(embedded.Config{StoreDir: r.dir, Port: r.port})
-	require.NoError(t, err)
-	r.srv = s
-	return time.Since(start)
-}
-
 // TestChaosNATSRestart restarts the NATS server (file storage) while jobs
 // are tracked: every one resumes and finishes, polled on schedule.
 func TestChaosNATSRestart(t *testing.T) {
-	ns := newRestartable(t)
-	nc, err := nats.Connect(ns.url(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
+	ns := natstest.NewRestartable(t)
+	nc, js := ns.Connect(t)
 	// Jobs run long enough (15 s, or 4 minutes in the long form, of real
 	// time) that nearly all are tracked when the server goes down. The
 	// long form runs in real time: compressed, 10,000 jobs would ask more
@@ -178,6 +130,10 @@ func TestChaosNATSRestart(t *testing.T) {
 		Route:      config.Route{Workers: config.Workers{Submit: 8, Status: 32}},
 		NoWebhooks: true, // the checks alone must bring every job home
 	})
+	// A delivery the restart lost in transit is delivered again, and its
+	// delivery count counts it as a poll: the polls of the checks in
+	// flight may be one high.
+	e.inexactPolls = true
 	n := size(1000, 10000)
 	ids := submitN(t, e, "nr", n, func(int) (string, float64) { return "restart/model", 0 })
 	waitFor(t, "all submitted and tracked", 3*time.Minute, func() bool {
@@ -185,7 +141,7 @@ func TestChaosNATSRestart(t *testing.T) {
 		return err == nil && int(info.State.Msgs)+len(e.log.terminal()) >= n
 	})
 	tracked, _ := e.Env.Res.Checks.Info(context.Background())
-	down := ns.restart(t, time.Second)
+	down := ns.Restart(t, time.Second)
 	t.Logf("restarted NATS with %d jobs tracked (down %s)", tracked.State.Msgs, down.Round(time.Millisecond))
 	e.waitTerminal(t, ids, time.Duration(size(180, 900))*time.Second)
 	o := verify(t, e, ids, nil, e.Sim.Predictions(), e.Sim.Stats())

@@ -38,6 +38,10 @@ func TestChaosClusterFailover(t *testing.T) {
 		Route:   config.Route{Workers: config.Workers{Submit: 8, Status: 16}},
 		Streams: config.Streams{Replicas: 3, IntakeAckWait: 10 * time.Second, CheckAckWait: 10 * time.Second},
 	})
+	// A delivery a stopped leader lost in transit is delivered again, and
+	// its delivery count counts it as a poll: the polls of the checks in
+	// flight may be one high.
+	e.inexactPolls = true
 	n := size(200, 2000)
 	ids := submitN(t, e, "fo", n, func(int) (string, float64) { return "failover/model", 0 })
 	waitFor(t, "jobs under way", time.Minute, func() bool { return len(e.log.terminal()) >= n/10 })
@@ -96,7 +100,7 @@ func TestChaosClusterFailover(t *testing.T) {
 		t.Logf("%s: leader %s stopped, new leader after %s", stream, old, pause.Round(time.Millisecond))
 		// Jobs created while a node is down: once it is back, it serves
 		// reads before it has caught up on them (see
-		// state.Store.ConfirmNotFound).
+		// jobs.records.leaderGet).
 		ids = append(ids, submitN(t, e, fmt.Sprintf("fo%d", k), size(10, 50), func(int) (string, float64) { return "failover/model", 0 })...)
 		c.Start(old)
 		waitFor(t, "all three nodes back for "+stream, 30*time.Second, func() bool { return current(stream) })

@@ -168,10 +168,12 @@ routes:
 
 	const n = 500
 	ids := map[string]bool{}
+	var order []string
 	rnd := rand.New(rand.NewPCG(4, 4))
 	for i := range n {
 		key := fmt.Sprintf("fleet-%03d", i)
 		ids[events.KeyID("sim", key)] = true
+		order = append(order, events.KeyID("sim", key))
 		msg, err := json.Marshal(events.Submit{V: 1, IdempotencyKey: key, Model: "fleet/model", Input: json.RawMessage(`{}`)})
 		require.NoError(t, err)
 		for range 1 + rnd.IntN(2) { // some published twice
@@ -186,7 +188,7 @@ routes:
 	pollers[1].kill(t)
 	launch(t, "poller-4", svcEnv, filepath.Join(bin, "poller"))
 
-	waitFor(t, "every job terminal", 150*time.Second, func() bool { return len(log.terminal()) >= n })
+	waitTerminal(t, js, log, order, 150*time.Second)
 
 	for id := range ids {
 		require.Len(t, log.terminal()[id], 1, "job %s: exactly one terminal event", id)

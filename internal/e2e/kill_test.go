@@ -16,6 +16,7 @@ import (
 
 	"github.com/pollux-dev/pollux/internal/budget"
 	"github.com/pollux-dev/pollux/internal/faultpoint"
+	"github.com/pollux-dev/pollux/internal/jobs"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/provider/sim"
 	"github.com/pollux-dev/pollux/pkg/state"
@@ -164,7 +165,7 @@ routes:
 			k++
 		}
 	}()
-	waitFor(t, "every job terminal", time.Duration(size(150, 900))*time.Second, func() bool { return len(log.terminal()) >= jobs })
+	waitTerminal(t, js, log, ids, time.Duration(size(150, 900))*time.Second)
 	close(stop)
 	kills = <-killed
 
@@ -219,7 +220,7 @@ func verifyProcesses(t *testing.T, e *env, ids []string, truth []sim.Prediction,
 	t.Helper()
 	res, err := events.Default.Open(context.Background(), e.js)
 	require.NoError(t, err)
-	store := state.NewStore(res.Jobs)
+	owner := jobs.New(events.Default, e.js, res, jobs.Config{})
 	byKey := map[string][]sim.Prediction{}
 	for _, p := range truth {
 		byKey[p.IdempotencyKey] = append(byKey[p.IdempotencyKey], p)
@@ -235,7 +236,7 @@ func verifyProcesses(t *testing.T, e *env, ids []string, truth []sim.Prediction,
 		}
 		got := terminal[id][0].State
 		o.states[got]++
-		j, _, err := store.Get(context.Background(), id)
+		j, err := owner.Get(context.Background(), id)
 		require.NoError(t, err)
 		require.Equal(t, got, j.State)
 		for i, ev := range all[id] {

@@ -132,7 +132,7 @@ func TestLifecycleUnderFaults(t *testing.T) {
 	// Cancel the jobs that would take ages, once they are submitted.
 	for _, id := range toCancel {
 		waitFor(t, "job "+id+" submitted", 30*time.Second, func() bool {
-			j, _, err := e.Env.Life.Store().Get(context.Background(), id)
+			j, err := e.Env.Jobs.Get(context.Background(), id)
 			return err == nil && j.RemoteID != ""
 		})
 		e.publish(t, ns.Cancel(dev.RouteName), events.Cancel{V: 1, ID: id, Reason: "test"})
@@ -145,7 +145,7 @@ func TestLifecycleUnderFaults(t *testing.T) {
 		terminal := e.log.terminal()
 		for id := range jobs {
 			if len(terminal[id]) == 0 {
-				j, _, err := e.Env.Life.Store().Get(context.Background(), id)
+				j, err := e.Env.Jobs.Get(context.Background(), id)
 				b, _ := json.Marshal(j)
 				t.Logf("not terminal: %s: %v %s", id, err, b)
 			}
@@ -173,10 +173,10 @@ func TestLifecycleUnderFaults(t *testing.T) {
 			require.Len(t, evs, 1, "job %s: exactly one terminal event", id)
 			got := evs[0].State
 			counts[got]++
-			j, _, err := e.Env.Life.Store().Get(context.Background(), id)
+			j, err := e.Env.Jobs.Get(context.Background(), id)
 			require.NoError(t, err)
 			require.Equal(t, got, j.State, "job %s: record and event agree", id)
-			require.Empty(t, j.Outbox, "job %s: nothing left unpublished", id)
+			requirePublished(t, j, e.log.jobs()[id])
 			if w.state != "" {
 				require.Equal(t, w.state, got, "job %s", id)
 			}
@@ -227,7 +227,7 @@ func TestLifecycleUnderFaults(t *testing.T) {
 	t.Run("the fleet learned each model's durations", func(t *testing.T) {
 		finished := map[string]int{}
 		for id := range jobs {
-			j, _, err := e.Env.Life.Store().Get(context.Background(), id)
+			j, err := e.Env.Jobs.Get(context.Background(), id)
 			require.NoError(t, err)
 			if j.State == state.Succeeded || j.State == state.Failed {
 				finished[j.Model]++
@@ -296,12 +296,12 @@ func TestTrack(t *testing.T) {
 	// Intake is handled concurrently: the conflicting request goes once the
 	// job exists, or it could be the one that creates it.
 	waitFor(t, "the job tracked", 10*time.Second, func() bool {
-		_, _, err := e.Env.Life.Store().Get(context.Background(), "tracked-1")
+		_, err := e.Env.Jobs.Get(context.Background(), "tracked-1")
 		return err == nil
 	})
 	e.publish(t, e.ns.Track(dev.RouteName), events.Track{V: 1, ID: "tracked-1", RemoteID: "someone-else", Model: "a/b"})
 	waitFor(t, "terminal", 30*time.Second, func() bool { return len(e.log.terminal()["tracked-1"]) == 1 })
-	j, _, err := e.Env.Life.Store().Get(context.Background(), "tracked-1")
+	j, err := e.Env.Jobs.Get(context.Background(), "tracked-1")
 	require.NoError(t, err)
 	require.Equal(t, state.Succeeded, j.State)
 	require.True(t, j.Tracked)

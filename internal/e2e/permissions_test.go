@@ -15,11 +15,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pollux-dev/pollux/internal/budget"
-	"github.com/pollux-dev/pollux/internal/lifecycle"
+	"github.com/pollux-dev/pollux/internal/jobs"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
@@ -83,7 +82,10 @@ faults: {rate_limit_rate: 0.05, retry_after: 1s, webhook_missing_rate: 0.3}
 	launch(t, "sim", env, filepath.Join(bin, "pollux"), "sim-provider", "--addr", simAddr, "--config", simCfg, "--token-env", "PERM_TOKEN")
 
 	hookAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	// Sweeps every second: the orphan sweep's reads and deletes run under
+	// the permissions too.
 	route := fmt.Sprintf(`
+streams: {sweep_interval: 1s}
 routes:
   sim:
     kind: replicate
@@ -219,14 +221,18 @@ routes:
 			_, err := budget.Ensure(ctx, ujs, events.Default, res.Slots, "sim", b.kind, budget.Limit{Concurrency: b.n}, o)
 			require.NoError(t, err, "%s: the %s budget resized to %d", user, b.kind, b.n)
 		}
-		life := lifecycle.New(events.Default, ujs, res, zerolog.Nop(), lifecycle.Hooks{})
-		_, _, err = life.Store().Get(ctx, "no-such-job-"+user)
+		owner := jobs.New(events.Default, ujs, res, jobs.Config{})
+		_, err = owner.Get(ctx, "no-such-job-"+user)
 		require.ErrorIs(t, err, state.ErrNotFound, "%s: a job no replica has is confirmed missing by the leader", user)
-		if user != "poller" {
-			probe := &state.Job{ID: "probe-" + user, Route: "unserved"}
-			require.NoError(t, life.Arm(ctx, probe, time.Now().Add(time.Hour)), "%s arms a check", user)
-			require.NoError(t, life.Disarm(ctx, probe.Route, probe.ID, nil), "%s removes a check", user)
-		}
+		probe := &state.Job{ID: "probe-" + user, Route: "unserved", RemoteID: "r-probe", State: state.Running,
+			WebhookExpected: true, CreatedAt: time.Now().UTC(), NextCheckAt: time.Now().Add(time.Hour)}
+		probe.Record(events.EventSubmitted, probe.CreatedAt)
+		rec, _, err := owner.Accept(ctx, probe)
+		require.NoError(t, err, "%s tracks a job: its record, its event, its check", user)
+		require.NoError(t, owner.Resume(ctx, rec), "%s resumes it: reads its latest event", user)
+		_, err = owner.Webhook(ctx, jobs.Notice{Route: "unserved", JobID: probe.ID, DeliveryID: "probe", RemoteID: "r-probe",
+			Obs: state.Observation{State: state.Succeeded}})
+		require.NoError(t, err, "%s ends it and removes its check", user)
 	}
 
 	// Not one violation by a service or the client in all of that.

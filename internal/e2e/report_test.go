@@ -49,12 +49,12 @@ func TestReportAgreesWithTheJobs(t *testing.T) {
 	})
 	cc.Stop()
 
-	r, err := report.Build(ctx, e.ns, e.Env.Res)
+	r, err := report.Build(ctx, e.Env.Jobs, e.Env.Res)
 	require.NoError(t, err)
 	require.Len(t, r.Routes, 1)
 	rt := r.Routes[0]
 	byState, polls, hooks, expecting := map[string]int{}, 0, 0, 0
-	require.NoError(t, e.Env.Life.Store().Each(ctx, func(j *state.Job, err error) error {
+	require.NoError(t, e.Env.Jobs.Each(ctx, func(j *state.Job, err error) error {
 		require.NoError(t, err)
 		byState[string(j.State)]++
 		polls += j.Polls

@@ -31,7 +31,9 @@ func (o outcome) String() string {
 // a state that agrees with what the provider knows (expired only for jobs
 // that would never finish; want, when it names a job, fixes its state);
 // at most one remote job per idempotency key; events numbered 1..n in
-// stream order per job; nothing left unpublished; no check message left.
+// stream order per job; nothing left unpublished; no check message left;
+// and each job's polls the provider's status calls for it, exactly
+// (unless the scenario loses quiet polls by design: e.inexactPolls).
 func verify(t *testing.T, e *env, ids []string, want map[string]state.State, truth []sim.Prediction, st sim.Stats) outcome {
 	t.Helper()
 	ctx := context.Background()
@@ -52,10 +54,10 @@ func verify(t *testing.T, e *env, ids []string, want map[string]state.State, tru
 		}
 		got := evs[0].State
 		out.states[got]++
-		j, _, err := e.Env.Life.Store().Get(ctx, id)
+		j, err := e.Env.Jobs.Get(ctx, id)
 		require.NoError(t, err)
 		require.Equal(t, got, j.State, "job %s: record and event agree", id)
-		require.Empty(t, j.Outbox, "job %s: nothing left unpublished", id)
+		requirePublished(t, j, all[id])
 		if w, ok := want[id]; ok {
 			require.Equal(t, w, got, "job %s", id)
 		}
@@ -86,7 +88,41 @@ func verify(t *testing.T, e *env, ids []string, want map[string]state.State, tru
 	}
 	waitFor(t, "no check message left", 60*time.Second, func() bool { return e.streamMsgs(t, e.Env.Res.Checks) == 0 })
 	require.Zero(t, out.lost, "jobs lost")
+	if !e.inexactPolls {
+		requireExactPolls(t, e.Env.Jobs, ids, byKey)
+	}
 	return out
+}
+
+// requirePublished checks that every event job j's record holds (a
+// terminal job keeps its last ones) is in the events stream: seen holds
+// the job's events in stream order.
+func requirePublished(t *testing.T, j *state.Job, seen []*events.Event) {
+	t.Helper()
+	var last uint64
+	if len(seen) > 0 {
+		last = seen[len(seen)-1].Seq
+	}
+	require.Equal(t, j.EventSeq, last, "job %s: its latest event is out", j.ID)
+	for _, p := range j.Outbox {
+		require.LessOrEqual(t, p.Seq, last, "job %s: event %d (%s) left unpublished", j.ID, p.Seq, p.Type)
+	}
+}
+
+// requireExactPolls checks that each finished job counts exactly the
+// status calls its provider answered for it, its check closed.
+func requireExactPolls(t *testing.T, jobs interface {
+	Get(context.Context, string) (*state.Job, error)
+}, ids []string, byKey map[string][]sim.Prediction) {
+	t.Helper()
+	for _, id := range ids {
+		j, err := jobs.Get(context.Background(), id)
+		require.NoError(t, err)
+		require.False(t, j.PollsOpen, "job %s: its check settled", id)
+		if ps := byKey[j.IdempotencyKey]; len(ps) == 1 {
+			require.Equal(t, ps[0].StatusCalls, j.Polls, "job %s (%s, detected by %s): its polls are the provider's status calls", id, j.State, j.DetectedBy)
+		}
+	}
 }
 
 func assertLen(t *testing.T, evs []*events.Event, n int, msg string, args ...any) bool {

@@ -14,8 +14,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/pollux-dev/pollux/internal/httpserve"
+	"github.com/pollux-dev/pollux/internal/jobs"
 	"github.com/pollux-dev/pollux/pkg/events"
-	"github.com/pollux-dev/pollux/pkg/state"
 )
 
 // Config configures the front door. Zero values mean the defaults on each
@@ -53,16 +53,16 @@ type Server struct {
 	cfg    Config
 	js     jetstream.JetStream
 	ns     events.Namespace
-	store  *state.Store
+	jobs   *jobs.Owner
 	stream jetstream.Stream
 	slots  chan struct{}
 	log    zerolog.Logger
 }
 
 // New validates the configuration and prepares the front door. It publishes
-// with js under ns, reads job records from res.Jobs and events from
+// with js under ns, reads job records through their owner and events from
 // res.Events.
-func New(cfg Config, js jetstream.JetStream, ns events.Namespace, res *events.Resources) (*Server, error) {
+func New(cfg Config, js jetstream.JetStream, ns events.Namespace, res *events.Resources, owner *jobs.Owner) (*Server, error) {
 	if len(cfg.Routes) == 0 {
 		return nil, errors.New("frontdoor: Routes: at least one route is required")
 	}
@@ -85,7 +85,7 @@ func New(cfg Config, js jetstream.JetStream, ns events.Namespace, res *events.Re
 		return nil, errors.New("frontdoor: MaxStreams, RequestTimeout, MaxStreamDuration and KeepAlive must not be negative")
 	}
 	return &Server{
-		cfg: cfg, js: js, ns: ns, store: state.NewStore(res.Jobs).ConfirmNotFound(js), stream: res.Events,
+		cfg: cfg, js: js, ns: ns, jobs: owner, stream: res.Events,
 		slots: make(chan struct{}, cfg.MaxStreams), log: cfg.Logger,
 	}, nil
 }

@@ -347,11 +347,11 @@ func TestNew(t *testing.T) {
 	_, _, js := natstest.JetStream(t)
 	res, err := events.Default.Setup(context.Background(), js, events.Options{})
 	require.NoError(t, err)
-	_, err = frontdoor.New(frontdoor.Config{}, js, events.Default, res)
+	_, err = frontdoor.New(frontdoor.Config{}, js, events.Default, res, nil)
 	require.ErrorContains(t, err, "Routes")
-	_, err = frontdoor.New(frontdoor.Config{Routes: []string{"a.b"}}, js, events.Default, res)
+	_, err = frontdoor.New(frontdoor.Config{Routes: []string{"a.b"}}, js, events.Default, res, nil)
 	require.ErrorContains(t, err, "a.b")
-	_, err = frontdoor.New(frontdoor.Config{Routes: []string{"a"}, MaxStreams: -1}, js, events.Default, res)
+	_, err = frontdoor.New(frontdoor.Config{Routes: []string{"a"}, MaxStreams: -1}, js, events.Default, res, nil)
 	require.ErrorContains(t, err, "MaxStreams")
 }
 

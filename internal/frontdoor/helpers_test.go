@@ -2,7 +2,6 @@ package frontdoor_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -17,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pollux-dev/pollux/internal/frontdoor"
+	"github.com/pollux-dev/pollux/internal/jobs"
 	"github.com/pollux-dev/pollux/internal/natstest"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/state"
@@ -26,14 +26,14 @@ const route = "sim"
 
 // door is one test's front door on an embedded NATS server.
 type door struct {
-	url   string
-	nats  *server.Server
-	js    jetstream.JetStream
-	ns    events.Namespace
-	res   *events.Resources
-	store *state.Store
-	stop  context.CancelFunc
-	done  chan error
+	url  string
+	nats *server.Server
+	js   jetstream.JetStream
+	ns   events.Namespace
+	res  *events.Resources
+	jobs *jobs.Owner
+	stop context.CancelFunc
+	done chan error
 }
 
 // setup runs a front door for routes "sim" and "other" until the test ends.
@@ -44,12 +44,13 @@ func setup(t *testing.T, cfg frontdoor.Config) *door {
 	res, err := ns.Setup(context.Background(), js, events.Options{})
 	require.NoError(t, err)
 	cfg.Routes = []string{route, "other"}
-	fd, err := frontdoor.New(cfg, js, ns, res)
+	owner := jobs.New(ns, js, res, jobs.Config{})
+	fd, err := frontdoor.New(cfg, js, ns, res, owner)
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
-	d := &door{url: "http://" + ln.Addr().String(), nats: srv, js: js, ns: ns, res: res, store: state.NewStore(res.Jobs), stop: cancel, done: make(chan error, 1)}
+	d := &door{url: "http://" + ln.Addr().String(), nats: srv, js: js, ns: ns, res: res, jobs: owner, stop: cancel, done: make(chan error, 1)}
 	go func() { d.done <- fd.Run(ctx, ln) }()
 	t.Cleanup(func() {
 		cancel()
@@ -126,8 +127,9 @@ func (d *door) createJob(t *testing.T, id string, st state.State) *state.Job {
 	t.Helper()
 	j := &state.Job{ID: id, Route: route, Model: "m", State: st, Input: json.RawMessage(`{"secret":"input"}`),
 		CreatedAt: time.Now().UTC(), Outbox: []state.OutboxEvent{{Seq: 9, Type: "queued", State: state.Queued, At: time.Now()}}}
-	_, err := d.store.Create(context.Background(), j)
+	_, created, err := d.jobs.Accept(context.Background(), j)
 	require.NoError(t, err)
+	require.True(t, created)
 	return j
 }
 
@@ -236,11 +238,4 @@ func decode(t *testing.T, m sse) *events.Event {
 	require.NoError(t, err)
 	require.Equal(t, ev.Type, m.event)
 	return ev
-}
-
-func compact(t *testing.T, s string) string {
-	t.Helper()
-	var b bytes.Buffer
-	require.NoError(t, json.Compact(&b, []byte(s)))
-	return b.String()
 }

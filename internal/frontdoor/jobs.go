@@ -160,7 +160,7 @@ func (s *Server) job(ctx context.Context, id string) (*state.Job, *apiError) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 	defer cancel()
-	j, _, err := s.store.Get(ctx, id)
+	j, err := s.jobs.Get(ctx, id)
 	switch {
 	case errors.Is(err, state.ErrNotFound):
 		return nil, fail(http.StatusNotFound, CodeJobNotFound, "", "no job "+id)

@@ -215,7 +215,7 @@ func (s *Server) ends(ctx context.Context, route, id string, ev *events.Event) b
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 	defer cancel()
-	j, _, err := s.store.Get(ctx, id)
+	j, err := s.jobs.Get(ctx, id)
 	switch {
 	case errors.Is(err, state.ErrNotFound):
 		return true

@@ -4,17 +4,23 @@
 // once, starts tracking jobs submitted elsewhere, cancels jobs, and rejects
 // bad requests with an event that names the problem. Intake on routes that
 // no process serves is swept up and rejected too.
+//
+// Ingest decides (decide.go: what a submission needs next, what a failed
+// call means, how a submission in doubt is resolved) and hands what it
+// decided to the jobs' owner (package jobs), which alone writes a job.
+// A submission's record is created with its first attempt marked, just
+// before the call, so a process that dies during the call leaves the
+// attempt in doubt; the provider's answer, once in hand, is recorded
+// however long NATS is away.
 package ingest
 
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net"
-	"sync"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -24,8 +30,7 @@ import (
 	"github.com/pollux-dev/pollux/internal/budget"
 	"github.com/pollux-dev/pollux/internal/consume"
 	"github.com/pollux-dev/pollux/internal/faultpoint"
-	"github.com/pollux-dev/pollux/internal/lifecycle"
-	"github.com/pollux-dev/pollux/internal/poller"
+	"github.com/pollux-dev/pollux/internal/jobs"
 	"github.com/pollux-dev/pollux/internal/route"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/provider"
@@ -41,8 +46,8 @@ type Metrics struct {
 	// Submission counts intake messages by route, kind and outcome
 	// (submitted, tracked, canceled, duplicate, rejected, retry, lost, failed).
 	Submission func(route, kind, outcome string)
-	// ProviderCall observes a submit or cancel call by route, operation and
-	// result class ("ok" or a provider error class).
+	// ProviderCall observes a submit, find or cancel call by route,
+	// operation and result class ("ok" or a provider error class).
 	ProviderCall func(route, op, class string, d time.Duration)
 	// Orphans counts intake messages removed although acknowledged
 	// (consume.SweepOrphans).
@@ -58,15 +63,17 @@ type Config struct {
 	// SweepInterval is how often intake on unserved routes is looked for
 	// (default 5s).
 	SweepInterval time.Duration
+	// Sweep is how often the consumers' orphans are looked for (default
+	// consume.DefaultSweep).
+	Sweep time.Duration
 	// CallTimeout bounds one provider call (default 30s).
 	CallTimeout time.Duration
 	// Logger receives the service's log lines (default: none).
 	Logger zerolog.Logger
 	// Metrics observe the service.
 	Metrics Metrics
-	// Learned returns the learned durations of a route, model and
-	// configuration key (see package learn); nil means none are learned.
-	Learned func(route, model, configKey string) (total, run *schedule.Dist)
+	// Learned returns the learned durations (nil: none are learned).
+	Learned route.Learned
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Seed seeds the jitter (default: random).
@@ -78,21 +85,19 @@ type Service struct {
 	cfg    Config
 	js     jetstream.JetStream
 	res    *events.Resources
-	life   *lifecycle.Lifecycle
+	jobs   *jobs.Owner
 	pauses *route.Pauses
 	ns     events.Namespace
 	log    zerolog.Logger
-
-	rndMu sync.Mutex
-	rnd   *rand.Rand
+	rnd    *rand.Rand
 
 	// submitBudgets and statusBudgets are the routes' budgets (nil:
-	// unlimited), set up by Run; cancels use the status budget.
+	// unlimited), set up by Run; cancels and finds use the status budget.
 	submitBudgets, statusBudgets map[string]*budget.Budget
 }
 
 // New validates the configuration and prepares the service.
-func New(cfg Config, js jetstream.JetStream, ns events.Namespace, res *events.Resources, life *lifecycle.Lifecycle, pauses *route.Pauses) (*Service, error) {
+func New(cfg Config, js jetstream.JetStream, ns events.Namespace, res *events.Resources, owner *jobs.Owner, pauses *route.Pauses) (*Service, error) {
 	if len(cfg.Routes) == 0 {
 		return nil, errors.New("ingest: Routes: at least one route is required")
 	}
@@ -101,47 +106,38 @@ func New(cfg Config, js jetstream.JetStream, ns events.Namespace, res *events.Re
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	seed := cfg.Seed
-	if seed == 0 {
-		seed = rand.Uint64()
-	}
 	return &Service{
-		cfg: cfg, js: js, res: res, life: life, pauses: pauses, ns: ns,
-		log: cfg.Logger, rnd: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		cfg: cfg, js: js, res: res, jobs: owner, pauses: pauses, ns: ns,
+		log: cfg.Logger, rnd: schedule.NewRand(cfg.Seed),
 	}, nil
 }
 
-// Run consumes every route's intake until ctx ends.
+// Run consumes every route's intake until ctx ends. Everything is set up
+// before any route starts: a setup that fails returns with nothing left
+// running.
 func (s *Service) Run(ctx context.Context) error {
 	s.submitBudgets, s.statusBudgets = map[string]*budget.Budget{}, map[string]*budget.Budget{}
-	for _, r := range s.cfg.Routes {
-		sctx, cancel := context.WithTimeout(ctx, startupTimeout)
-		sub, err := budget.Ensure(sctx, s.js, s.ns, s.res.Slots, r.Name, events.SlotSubmit, r.SubmitBudget, s.cfg.Options)
-		if err == nil {
-			s.submitBudgets[r.Name] = sub
-			s.statusBudgets[r.Name], err = budget.Ensure(sctx, s.js, s.ns, s.res.Slots, r.Name, events.SlotStatus, r.StatusBudget, s.cfg.Options)
+	defer func() {
+		for _, bs := range []map[string]*budget.Budget{s.submitBudgets, s.statusBudgets} {
+			for _, b := range bs {
+				b.Close() // leases kept for reuse go back to the fleet now
+			}
 		}
-		cancel()
-		if err != nil {
+	}()
+	consumers := map[string]jetstream.Consumer{}
+	for _, r := range s.cfg.Routes {
+		if err := s.setup(ctx, r, consumers); err != nil {
 			return err
 		}
 	}
 	g, ctx := errgroup.WithContext(ctx)
 	for _, r := range s.cfg.Routes {
-		ensure := func(ctx context.Context) (jetstream.Consumer, error) {
-			sctx, cancel := context.WithTimeout(ctx, startupTimeout)
-			defer cancel()
-			return events.EnsureConsumer(sctx, s.res.Intake, s.ns.IngestConsumerConfig(r.Name, s.cfg.Options))
-		}
-		c, err := ensure(ctx)
-		if err != nil {
-			return err
-		}
 		g.Go(func() error {
-			return consume.Recreate(ctx, c, ensure, consume.Options{
+			return consume.Recreate(ctx, consumers[r.Name], s.ensure(r), consume.Options{
 				Workers: r.SubmitWorkers,
-				Hold:    func() time.Duration { return s.holdFor(r.Name) },
+				Hold:    func() time.Duration { return s.pauses.Remaining(r.Name) },
 				Stream:  s.res.Intake,
+				Sweep:   s.cfg.Sweep,
 				Swept:   s.cfg.Metrics.Orphans,
 				Logger:  s.log.With().Str("route", r.Name).Logger(),
 			}, func(ctx context.Context, msg jetstream.Msg) events.Outcome {
@@ -151,25 +147,33 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	g.Go(func() error { return s.sweep(ctx) })
 	s.log.Info().Int("routes", len(s.cfg.Routes)).Msg("ingest running")
-	err := g.Wait()
-	for _, bs := range []map[string]*budget.Budget{s.submitBudgets, s.statusBudgets} {
-		for _, b := range bs {
-			b.Close() // leases kept for reuse go back to the fleet now
-		}
+	return g.Wait()
+}
+
+// setup makes a route's budgets and intake consumer.
+func (s *Service) setup(ctx context.Context, r *route.Route, consumers map[string]jetstream.Consumer) error {
+	sctx, cancel := context.WithTimeout(ctx, startupTimeout)
+	defer cancel()
+	sub, err := budget.Ensure(sctx, s.js, s.ns, s.res.Slots, r.Name, events.SlotSubmit, r.SubmitBudget, s.cfg.Options)
+	if err != nil {
+		return err
 	}
+	s.submitBudgets[r.Name] = sub
+	if s.statusBudgets[r.Name], err = budget.Ensure(sctx, s.js, s.ns, s.res.Slots, r.Name, events.SlotStatus, r.StatusBudget, s.cfg.Options); err != nil {
+		return err
+	}
+	consumers[r.Name], err = s.ensure(r)(ctx)
 	return err
 }
 
-func (s *Service) holdFor(route string) time.Duration {
-	s.rndMu.Lock()
-	defer s.rndMu.Unlock()
-	return s.pauses.Remaining(route, s.rnd)
-}
-
-func (s *Service) jitter(d time.Duration) time.Duration {
-	s.rndMu.Lock()
-	defer s.rndMu.Unlock()
-	return time.Duration(float64(d) * (0.8 + 0.4*s.rnd.Float64()))
+// ensure returns the function that creates (or checks) a route's intake
+// consumer.
+func (s *Service) ensure(r *route.Route) func(context.Context) (jetstream.Consumer, error) {
+	return func(ctx context.Context) (jetstream.Consumer, error) {
+		sctx, cancel := context.WithTimeout(ctx, startupTimeout)
+		defer cancel()
+		return events.EnsureConsumer(sctx, s.res.Intake, s.ns.IngestConsumerConfig(r.Name, s.cfg.Options))
+	}
 }
 
 // handle dispatches one intake message.
@@ -217,6 +221,19 @@ func (in intake) logger(log zerolog.Logger, jobID string) zerolog.Logger {
 		Str("kind", in.kind).Uint64("intake_seq", in.seq).Uint64("attempt", in.attempt).Logger()
 }
 
+// retry is the outcome of a failure of ingest's own (NATS): the message
+// comes back in about a second.
+func (s *Service) retry(log zerolog.Logger, err error, what string) (events.Outcome, string) {
+	log.Warn().Err(err).Msg(what + " failed; retrying")
+	return events.Later(schedule.Jitter(time.Second, schedule.RetryJitter, s.rnd)), "retry"
+}
+
+// backoff is the wait before the next attempt of a provider call that
+// failed on the message's attempt-th delivery.
+func (s *Service) backoff(in intake) time.Duration {
+	return schedule.Backoff{Base: time.Second, Max: time.Minute}.Next(int(in.attempt), s.rnd)
+}
+
 // reject publishes a rejected event naming the problem; the message ends.
 func (s *Service) reject(ctx context.Context, in intake, jobID string, err error) (events.Outcome, string) {
 	rj := events.Rejection{Kind: in.kind, Subject: in.msg.Subject(), IntakeSeq: in.seq, Error: err.Error()}
@@ -224,303 +241,287 @@ func (s *Service) reject(ctx context.Context, in intake, jobID string, err error
 	if errors.As(err, &fe) {
 		rj.Field = fe.Field
 	}
-	if perr := s.life.Reject(ctx, in.routeName, jobID, rj, s.cfg.Now()); perr != nil {
-		s.log.Warn().Err(perr).Msg("publishing a rejection failed; retrying the message")
+	log := in.logger(s.log, jobID)
+	if perr := s.jobs.Reject(ctx, in.routeName, jobID, rj); perr != nil {
+		log.Warn().Err(perr).Msg("publishing a rejection failed; retrying the message")
 		return events.Later(2 * time.Second), "retry"
 	}
-	log := in.logger(s.log, jobID)
 	log.Info().Str("problem", err.Error()).Msg("request rejected")
 	return events.Stop(), "rejected"
 }
 
-// lenientID finds a usable job id in a message that failed validation, so
-// the rejection lands on the job's subject when possible.
-func lenientID(data []byte, fallback string) string {
-	var m struct {
-		ID string `json:"id"`
-	}
-	if json.Unmarshal(data, &m) == nil && events.ValidToken(m.ID) {
-		return m.ID
-	}
-	return fallback
+// attemptID is a new submit attempt's random id.
+func (s *Service) attemptID() string {
+	return strconv.FormatUint(s.rnd.Uint64(), 36)
 }
 
-// deadline resolves and checks a request's deadline against the route.
-func (s *Service) deadline(r *route.Route, deadline time.Time, timeoutS float64, now time.Time) (time.Time, error) {
-	d := events.ResolveDeadline(deadline, timeoutS, now)
-	switch {
-	case d.IsZero():
-		return now.Add(r.Deadline).UTC(), nil
-	case !d.After(now):
-		return time.Time{}, &events.FieldError{Field: "deadline", Problem: fmt.Sprintf("%s is in the past", d.Format(time.RFC3339))}
-	case d.Sub(now) > r.MaxDeadline:
-		return time.Time{}, &events.FieldError{Field: "deadline", Problem: fmt.Sprintf("more than route %s's max_deadline (%s) away", r.Name, r.MaxDeadline)}
-	}
-	return d, nil
-}
-
-// firstCheck returns when a job's first status check is due.
-func (s *Service) firstCheck(r *route.Route, j *state.Job, now time.Time) time.Time {
-	s.rndMu.Lock()
-	defer s.rndMu.Unlock()
-	sj := schedule.Job{
-		Now: now, Submitted: now, Phase: schedule.PhaseQueued, Expected: time.Duration(j.ExpectedDuration),
-		Deadline: j.Deadline, WebhookExpected: j.WebhookExpected,
-	}
-	if s.cfg.Learned != nil {
-		sj.Learned, sj.LearnedRun = s.cfg.Learned(j.Route, j.Model, j.ConfigKey)
-	}
-	d := r.Policy.Next(sj, s.rnd)
-	return now.Add(d)
+// callTimeout is the route's provider call timeout.
+func (s *Service) callTimeout(r *route.Route) time.Duration {
+	return cmp.Or(r.CallTimeout, s.cfg.CallTimeout)
 }
 
 // submit handles a submission: dedupe, submit once, arm the check.
 func (s *Service) submit(ctx context.Context, in intake) (events.Outcome, string) {
 	now := s.cfg.Now().UTC()
 	data := in.msg.Data()
-	fallback := events.MessageID(in.seq, in.stored)
 	m, err := events.DecodeSubmit(data)
 	if err != nil {
-		return s.reject(ctx, in, lenientID(data, fallback), err)
+		return s.reject(ctx, in, rejectionID(in.kind, in.routeName, data, events.MessageID(in.seq, in.stored)), err)
 	}
-	id := m.ID
-	switch {
-	case id != "":
-	case m.IdempotencyKey != "":
-		id = events.KeyID(in.route.Name, m.IdempotencyKey)
-	default:
-		id = fallback
-	}
-	deadline, err := s.deadline(in.route, m.Deadline, m.TimeoutS, now)
+	r := in.route
+	id := jobID(r.Name, m, in.seq, in.stored)
+	dl, err := deadline(r, m.Deadline, m.TimeoutS, now)
 	if err != nil {
 		return s.reject(ctx, in, id, err)
 	}
-	key := cmp.Or(m.IdempotencyKey, id)
-	j := &state.Job{
-		ID: id, Route: in.route.Name, Model: m.Model, ConfigKey: m.ConfigKey, State: state.Pending,
-		Input: m.Input, Metadata: m.Metadata, IdempotencyKey: key, IntakeSeq: in.seq,
-		CreatedAt: now, Deadline: deadline,
-		ExpectedDuration: state.Duration(m.ExpectedDurationS * float64(time.Second)),
-		WebhookExpected:  in.route.WebhookURL != "" && (m.Webhook == nil || *m.Webhook),
-	}
 	log := in.logger(s.log, id)
-
-	_, err = s.life.Store().Create(ctx, j)
-	if errors.Is(err, state.ErrExists) {
-		cur, _, gerr := s.life.Store().Get(ctx, id)
-		if gerr != nil {
-			log.Warn().Err(gerr).Msg("reading the existing job failed; retrying")
-			return events.Later(s.jitter(time.Second)), "retry"
-		}
-		switch {
-		case cur.Route != in.route.Name:
-			return s.reject(ctx, in, id, &events.FieldError{Field: "id", Problem: fmt.Sprintf("already used by a job on route %s", cur.Route)})
-		case cur.IntakeSeq != in.seq:
-			log.Debug().Uint64("owner_seq", cur.IntakeSeq).Msg("duplicate submission; the job exists")
-			return events.Done(), "duplicate"
-		}
-		j = cur // our own message again: resume where the last attempt stopped
-	} else if err != nil {
-		log.Warn().Err(err).Msg("creating the job failed; retrying")
-		return events.Later(s.jitter(time.Second)), "retry"
+	// The record is created with its first attempt marked, right before
+	// the call: the route must be free to call.
+	lease, out, ok := s.lease(ctx, r)
+	if !ok {
+		return out, "retry"
 	}
-	return s.advance(ctx, in, j, log)
+	j := &state.Job{
+		ID: id, Route: r.Name, Model: m.Model, ConfigKey: m.ConfigKey, State: state.Pending,
+		Input: m.Input, Metadata: m.Metadata, IdempotencyKey: cmp.Or(m.IdempotencyKey, id), IntakeSeq: in.seq,
+		CreatedAt: now, Deadline: dl,
+		ExpectedDuration: state.Duration(m.ExpectedDurationS * float64(time.Second)),
+		WebhookExpected:  r.WebhookURL != "" && (m.Webhook == nil || *m.Webhook),
+		SubmitAttempts:   1, SubmitInDoubt: true, AttemptedAt: now, AttemptID: s.attemptID(),
+	}
+	rec, created, err := s.jobs.Accept(ctx, j)
+	if err != nil {
+		lease.Unused()
+		return s.retry(log, err, "creating the job")
+	}
+	if created {
+		return s.call(ctx, in, rec, lease, log)
+	}
+	lease.Unused()
+	return s.resume(ctx, in, rec, log)
 }
 
-// advance takes an accepted submission from wherever it stands to tracked.
-func (s *Service) advance(ctx context.Context, in intake, j *state.Job, log zerolog.Logger) (events.Outcome, string) {
-	r := in.route
-	switch {
-	case j.State.Terminal():
-		if err := s.life.Flush(ctx, j); err != nil {
-			return events.Later(s.jitter(time.Second)), "retry"
-		}
-		return events.Done(), "duplicate"
-	case j.RemoteID != "":
-		return s.arm(ctx, j, log, "submitted")
-	case !j.CancelRequestedAt.IsZero():
-		_, err := s.life.Update(ctx, j.ID, func(cur *state.Job) error {
-			cur.Apply(state.Observation{State: state.Canceled, Reason: "canceled before it was submitted", Source: state.FromCancel, At: s.cfg.Now().UTC()})
-			return nil
-		})
-		if err != nil {
-			return events.Later(s.jitter(time.Second)), "retry"
-		}
-		return events.Done(), "canceled"
-	case j.SubmitInDoubt && !r.Adapter.Info().Idempotent:
-		reason := "the outcome of an interrupted submit call is unknown and route " + r.Name +
-			"'s provider cannot deduplicate a retry, so Pollux did not resubmit; look for idempotency key " + j.IdempotencyKey + " at the provider"
-		_, err := s.life.Update(ctx, j.ID, func(cur *state.Job) error {
-			cur.Apply(state.Observation{State: state.Lost, Reason: reason, Source: state.FromPollux, At: s.cfg.Now().UTC()})
-			return nil
-		})
-		if err != nil {
-			return events.Later(s.jitter(time.Second)), "retry"
-		}
-		log.Error().Msg("submission in doubt after an interrupted call; marked lost rather than risk a duplicate")
-		return events.Done(), "lost"
+// lease takes a submit lease for a call on r: false (with the outcome to
+// settle the message with) when the fleet's budget is in use or the route
+// is paused.
+func (s *Service) lease(ctx context.Context, r *route.Route) (*budget.Lease, events.Outcome, bool) {
+	if d := s.pauses.Remaining(r.Name); d > 0 {
+		return nil, events.Later(d), false
 	}
 	lease, err := s.submitBudgets[r.Name].Acquire(ctx)
 	if err != nil {
-		return events.Later(s.jitter(500 * time.Millisecond)), "retry" // the fleet's submit budget is in use
+		// The fleet's submit budget is in use.
+		return nil, events.Later(schedule.Jitter(500*time.Millisecond, schedule.RetryJitter, s.rnd)), false
 	}
-	if d := s.holdFor(r.Name); d > 0 {
-		lease.Release()
-		return events.Later(d), "retry"
+	if d := s.pauses.Remaining(r.Name); d > 0 {
+		lease.Unused()
+		return nil, events.Later(d), false
 	}
-	defer lease.Release()
-
-	// Mark the attempt before making it: a crash from here on leaves the
-	// outcome in doubt, and the next attempt must know.
-	j, err = s.life.Update(ctx, j.ID, func(cur *state.Job) error {
-		if cur.RemoteID != "" || cur.State.Terminal() {
-			return state.ErrNoChange
-		}
-		cur.SubmitAttempts++
-		cur.SubmitInDoubt = true
-		return nil
-	})
-	if err != nil {
-		log.Warn().Err(err).Msg("recording the submit attempt failed; retrying")
-		return events.Later(s.jitter(time.Second)), "retry"
-	}
-	if j.RemoteID != "" || j.State.Terminal() {
-		return s.advance(ctx, in, j, log)
-	}
-
-	cctx, cancel := context.WithTimeout(ctx, cmp.Or(r.CallTimeout, s.cfg.CallTimeout))
-	start := time.Now()
-	st, err := r.Adapter.Submit(cctx, provider.SubmitRequest{
-		JobID: j.ID, Model: j.Model, Input: j.Input, IdempotencyKey: j.IdempotencyKey,
-		Deadline: j.Deadline, WebhookURL: s.webhookURL(r, j),
-	})
-	cancel()
-	s.observeCall(r.Name, "submit", err, time.Since(start))
-	if err != nil {
-		return s.submitFailed(ctx, in, j, err, log)
-	}
-	faultpoint.Hit("after-submit") // the provider has the job; the record does not know yet
-
-	now := s.cfg.Now().UTC()
-	j, err = s.life.Update(ctx, j.ID, func(cur *state.Job) error {
-		if cur.RemoteID != "" {
-			return state.ErrNoChange
-		}
-		cur.RemoteID = st.RemoteID
-		if len(st.RefData) <= provider.MaxRefData {
-			cur.ProviderRef = st.RefData
-		}
-		cur.SubmitInDoubt = false
-		cur.Input = nil
-		cur.SubmittedAt = cmp.Or(st.CreatedAt, now)
-		cur.State, cur.ChangedAt = state.Queued, now
-		cur.Record(events.EventSubmitted, now)
-		obs := st.Observation
-		obs.Source, obs.At = state.FromSubmit, now
-		cur.Apply(obs)
-		cur.NextCheckAt = s.firstCheck(r, cur, now)
-		return nil
-	})
-	if err != nil {
-		// The provider has the job but the record does not say so yet; the
-		// retry finds the attempt in doubt.
-		log.Error().Err(err).Str("remote_id", st.RemoteID).Msg("recording the remote id failed; retrying")
-		return events.Later(s.jitter(time.Second)), "retry"
-	}
-	log.Info().Str("remote_id", j.RemoteID).Str("state", string(j.State)).Msg("submitted")
-	if !j.CancelRequestedAt.IsZero() && !j.State.Terminal() {
-		s.cancelRemote(ctx, r, j, log)
-	}
-	return s.arm(ctx, j, log, "submitted")
+	return lease, events.Outcome{}, true
 }
 
-// submitFailed decides what a failed submit call means.
-func (s *Service) submitFailed(ctx context.Context, in intake, j *state.Job, err error, log zerolog.Logger) (events.Outcome, string) {
+// resume takes a submission whose job exists from wherever it stands.
+func (s *Service) resume(ctx context.Context, in intake, rec jobs.Record, log zerolog.Logger) (events.Outcome, string) {
+	switch nextStep(rec.Job, in.routeName, in.seq) {
+	case stepReject:
+		return s.reject(ctx, in, rec.ID, &events.FieldError{Field: "id", Problem: fmt.Sprintf("already used by a job on route %s", rec.Route)})
+	case stepDuplicate:
+		log.Debug().Uint64("owner_seq", rec.IntakeSeq).Msg("duplicate submission; the job exists")
+		return events.Done(), "duplicate"
+	case stepFinished:
+		if err := s.jobs.Resume(ctx, rec); err != nil {
+			return s.retry(log, err, "publishing the job's events")
+		}
+		return events.Done(), "duplicate"
+	case stepResume:
+		if err := s.jobs.Resume(ctx, rec); err != nil {
+			return s.retry(log, err, "arming the job's check")
+		}
+		return events.Done(), "submitted"
+	case stepCancel:
+		obs := state.Observation{State: state.Canceled, Reason: "canceled before it was submitted", Source: state.FromCancel, At: s.cfg.Now().UTC()}
+		if _, err := s.jobs.End(ctx, rec, obs); err != nil {
+			return s.retry(log, err, "recording the cancel")
+		}
+		return events.Done(), "canceled"
+	case stepInDoubt:
+		return s.inDoubt(ctx, in, rec, false, log)
+	}
+	lease, out, ok := s.lease(ctx, in.route)
+	if !ok {
+		return out, "retry"
+	}
+	rec, err := s.jobs.Attempt(ctx, rec, s.attemptID())
+	if err != nil {
+		lease.Unused()
+		return s.retry(log, err, "recording the submit attempt")
+	}
+	if nextStep(rec.Job, in.routeName, in.seq) != stepInDoubt {
+		lease.Unused() // changed meanwhile
+		return s.resume(ctx, in, rec, log)
+	}
+	return s.call(ctx, in, rec, lease, log)
+}
+
+// inDoubt resolves a submission whose last call's outcome is unknown.
+// After a call this handler just made (interrupted), a retry or a lookup
+// waits for the message's next delivery: the provider gets time, and
+// calls do not follow each other in a loop.
+func (s *Service) inDoubt(ctx context.Context, in intake, rec jobs.Record, interrupted bool, log zerolog.Logger) (events.Outcome, string) {
 	r := in.route
-	class := provider.ClassOf(err)
-	log = log.With().Str("error_class", class.String()).Logger()
-	inDoubt := class == provider.Transient && !neverSent(err) && provider.RetryAfterOf(err) == 0 && httpStatus(err) == 0
-	if !inDoubt {
-		// The provider answered: nothing was created.
-		if _, uerr := s.life.Update(ctx, j.ID, func(cur *state.Job) error {
-			cur.SubmitInDoubt = false
-			cur.LastError = provider.MessageOf(err)
-			return nil
-		}); uerr != nil {
-			log.Warn().Err(uerr).Msg("clearing the in-doubt mark failed")
-			return events.Later(s.jitter(time.Second)), "retry"
+	finder, canFind := r.Adapter.(provider.Finder)
+	res, until := resolve(rec.Job, r.Adapter.Info(), canFind, s.callTimeout(r), s.cfg.Now())
+	switch {
+	case res == resolveWait:
+		return events.Later(until.Sub(s.cfg.Now())), "retry"
+	case interrupted && res == resolveRetry:
+		return events.Later(s.backoff(in)), "retry"
+	}
+	switch res {
+	case resolveLost:
+		obs := state.Observation{State: state.Lost, Reason: lostReason(r, rec.Job), Source: state.FromPollux, At: s.cfg.Now().UTC()}
+		after, err := s.jobs.GiveUp(ctx, rec, obs)
+		if err != nil {
+			return s.retry(log, err, "recording the job lost")
+		}
+		if !after.State.Terminal() || after.State != state.Lost {
+			return s.resume(ctx, in, after, log) // recorded meanwhile by the attempt's own process
+		}
+		log.Error().Msg("submission in doubt after an interrupted call; marked lost rather than risk a duplicate")
+		return events.Done(), "lost"
+	case resolveFind:
+		st, found, err := s.find(ctx, r, finder, rec.Job)
+		if err != nil {
+			log.Warn().Err(err).Msg("looking the submission in doubt up at the provider failed; retrying")
+			return events.Later(s.backoff(in)), "retry"
+		}
+		if found {
+			log.Info().Str("remote_id", st.RemoteID).Msg("the submission in doubt was found at the provider")
+			return s.created(ctx, in, rec, st, log)
+		}
+		log.Info().Msg("the provider does not have the submission in doubt; submitting it")
+	}
+	// Submit (again): the provider deduplicates, or it said it has no
+	// such job.
+	lease, out, ok := s.lease(ctx, r)
+	if !ok {
+		return out, "retry"
+	}
+	rec, err := s.jobs.Attempt(ctx, rec, s.attemptID())
+	if err != nil {
+		lease.Unused()
+		return s.retry(log, err, "recording the submit attempt")
+	}
+	if nextStep(rec.Job, in.routeName, in.seq) != stepInDoubt {
+		lease.Unused() // changed meanwhile
+		return s.resume(ctx, in, rec, log)
+	}
+	return s.call(ctx, in, rec, lease, log)
+}
+
+// find asks the provider for the job a submission created, under the
+// status budget.
+func (s *Service) find(ctx context.Context, r *route.Route, f provider.Finder, j *state.Job) (provider.Status, bool, error) {
+	lease, err := s.statusBudgets[r.Name].Acquire(ctx)
+	if err != nil {
+		return provider.Status{}, false, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.callTimeout(r))
+	start := time.Now()
+	st, found, err := f.Find(cctx, s.request(r, j))
+	cancel()
+	lease.Release()
+	s.observeCall(r.Name, "find", err, time.Since(start))
+	s.pauses.After(ctx, r.Name, "find", err)
+	return st, found, err
+}
+
+func (s *Service) request(r *route.Route, j *state.Job) provider.SubmitRequest {
+	req := provider.SubmitRequest{
+		JobID: j.ID, Model: j.Model, Input: j.Input, IdempotencyKey: j.IdempotencyKey, Deadline: j.Deadline,
+	}
+	if j.WebhookExpected {
+		req.WebhookURL = r.JobWebhookURL(j.ID)
+	}
+	return req
+}
+
+// call makes the submit call the record's attempt marked, holding lease.
+func (s *Service) call(ctx context.Context, in intake, rec jobs.Record, lease *budget.Lease, log zerolog.Logger) (events.Outcome, string) {
+	r := in.route
+	cctx, cancel := context.WithTimeout(ctx, s.callTimeout(r))
+	start := time.Now()
+	st, err := r.Adapter.Submit(cctx, s.request(r, rec.Job))
+	cancel()
+	lease.Release()
+	s.observeCall(r.Name, "submit", err, time.Since(start))
+	s.pauses.After(ctx, r.Name, "submit", err)
+	if err != nil {
+		return s.submitFailed(ctx, in, rec, err, log)
+	}
+	faultpoint.Hit("after-submit") // the provider has the job; the record does not know yet
+	return s.created(ctx, in, rec, st, log)
+}
+
+// created records the provider's acceptance of the job (the owner keeps
+// retrying until it lands) and cancels the job at once if a cancel came
+// meanwhile.
+func (s *Service) created(ctx context.Context, in intake, rec jobs.Record, st provider.Status, log zerolog.Logger) (events.Outcome, string) {
+	r := in.route
+	now := s.cfg.Now().UTC()
+	obs := st.Observation
+	obs.Source, obs.At = state.FromSubmit, now
+	c := jobs.Created{RemoteID: st.RemoteID, Obs: obs}
+	if len(st.RefData) <= provider.MaxRefData {
+		c.Ref = st.RefData
+	}
+	ps := events.PollStateOf(rec.Job)
+	ps.State, ps.SubmittedAt = state.Queued, cmp.Or(st.CreatedAt, now)
+	c.Due = now.Add(r.NextPoll(ps, now, st.PollAfter, s.cfg.Learned, s.rnd))
+	rec, err := s.jobs.Submitted(ctx, rec, c)
+	if err != nil {
+		// Only a stop cuts this short (the owner logged the remote id);
+		// the message comes back to a process that finds the attempt in
+		// doubt.
+		return events.Later(time.Second), "retry"
+	}
+	log.Info().Str("remote_id", rec.RemoteID).Str("state", string(rec.State)).Msg("submitted")
+	if !rec.CancelRequestedAt.IsZero() && !rec.State.Terminal() {
+		if err := s.cancelRemote(ctx, r, rec, log); err != nil {
+			log.Warn().Err(err).Msg("canceling the job after it was submitted failed; polling follows it")
 		}
 	}
-	switch class {
-	case provider.Invalid:
+	return events.Done(), "submitted"
+}
+
+// submitFailed carries out what a failed submit call means.
+func (s *Service) submitFailed(ctx context.Context, in intake, rec jobs.Record, err error, log zerolog.Logger) (events.Outcome, string) {
+	r := in.route
+	log = log.With().Str("error_class", provider.ClassOf(err).String()).Logger()
+	switch failed(err) {
+	case outRefused:
 		reason := "the provider refused the submission: " + provider.MessageOf(err)
-		_, uerr := s.life.Update(ctx, j.ID, func(cur *state.Job) error {
-			cur.Apply(state.Observation{State: state.Failed, Reason: reason, Source: state.FromSubmit, At: s.cfg.Now().UTC()})
-			return nil
-		})
-		if uerr != nil {
-			return events.Later(s.jitter(time.Second)), "retry"
+		obs := state.Observation{State: state.Failed, Reason: reason, Source: state.FromSubmit, At: s.cfg.Now().UTC()}
+		if _, uerr := s.jobs.Refused(ctx, rec, provider.MessageOf(err), &obs); uerr != nil {
+			return s.retry(log, uerr, "recording the refusal")
 		}
 		log.Info().Str("reason", reason).Msg("submission refused by the provider")
 		return events.Done(), "failed"
-	case provider.RateLimited:
-		d := cmp.Or(provider.RetryAfterOf(err), 5*time.Second)
-		if _, perr := s.pauses.RateLimited(ctx, r.Name, d, provider.MessageOf(err)); perr != nil {
-			log.Warn().Err(perr).Msg("recording the route pause failed")
+	case outPaused:
+		if _, uerr := s.jobs.Refused(ctx, rec, provider.MessageOf(err), nil); uerr != nil {
+			return s.retry(log, uerr, "clearing the attempt")
 		}
-		log.Warn().Dur("pause", d).Msg("rate limited on submit; route paused")
-		return events.Later(s.holdFor(r.Name) + s.jitter(100*time.Millisecond)), "retry"
-	case provider.Auth:
-		ps, perr := s.pauses.AuthFailed(ctx, r.Name, provider.MessageOf(err))
-		if perr != nil {
-			log.Warn().Err(perr).Msg("recording the route pause failed")
+		return events.Later(s.pauses.Remaining(r.Name) + schedule.Jitter(100*time.Millisecond, schedule.RetryJitter, s.rnd)), "retry"
+	case outAnswered:
+		if _, uerr := s.jobs.Refused(ctx, rec, provider.MessageOf(err), nil); uerr != nil {
+			return s.retry(log, uerr, "clearing the attempt")
 		}
-		log.Error().Time("paused_until", ps.Until).Msg("AUTHENTICATION FAILED on submit: check the route's token; route paused")
-		return events.Later(s.holdFor(r.Name) + s.jitter(time.Second)), "retry"
+		backoff := s.backoff(in)
+		log.Warn().Err(err).Dur("retry_in", backoff).Msg("submit failed; retrying")
+		return events.Later(backoff), "retry"
 	}
-	if inDoubt && !r.Adapter.Info().Idempotent {
-		return s.advance(ctx, in, j, log) // marks the job lost
-	}
-	backoff := min(time.Duration(1<<min(in.attempt, 6))*time.Second, time.Minute)
-	log.Warn().Err(err).Dur("retry_in", backoff).Msg("submit failed; retrying")
-	return events.Later(s.jitter(backoff)), "retry"
-}
-
-// neverSent reports whether a failed call cannot have reached the provider.
-func neverSent(err error) bool {
-	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "dial"
-}
-
-func httpStatus(err error) int {
-	var pe *provider.Error
-	if errors.As(err, &pe) {
-		return pe.HTTPStatus
-	}
-	return 0
-}
-
-func (s *Service) webhookURL(r *route.Route, j *state.Job) string {
-	if !j.WebhookExpected {
-		return ""
-	}
-	return r.JobWebhookURL(j.ID)
-}
-
-// arm makes sure a tracked job has its check message and its events out.
-func (s *Service) arm(ctx context.Context, j *state.Job, log zerolog.Logger, result string) (events.Outcome, string) {
-	if err := s.life.Flush(ctx, j); err != nil {
-		log.Warn().Err(err).Msg("publishing events failed; retrying")
-		return events.Later(s.jitter(time.Second)), "retry"
-	}
-	if j.State.Terminal() {
-		return events.Done(), result
-	}
-	if err := s.life.Arm(ctx, j, j.NextCheckAt); err != nil {
-		log.Warn().Err(err).Msg("arming the check failed; retrying")
-		return events.Later(s.jitter(time.Second)), "retry"
-	}
-	return events.Done(), result
+	log.Warn().Err(err).Msg("the submit call got no answer; its outcome is in doubt")
+	return s.inDoubt(ctx, in, rec, true, log)
 }
 
 // track starts tracking a job submitted elsewhere.
@@ -529,41 +530,39 @@ func (s *Service) track(ctx context.Context, in intake) (events.Outcome, string)
 	data := in.msg.Data()
 	m, err := events.DecodeTrack(data)
 	if err != nil {
-		return s.reject(ctx, in, lenientID(data, events.MessageID(in.seq, in.stored)), err)
+		return s.reject(ctx, in, rejectionID(in.kind, in.routeName, data, events.MessageID(in.seq, in.stored)), err)
 	}
-	id := cmp.Or(m.ID, events.KeyID(in.route.Name, "remote:"+m.RemoteID))
-	deadline, err := s.deadline(in.route, m.Deadline, m.TimeoutS, now)
+	r := in.route
+	id := cmp.Or(m.ID, events.KeyID(r.Name, "remote:"+m.RemoteID))
+	dl, err := deadline(r, m.Deadline, m.TimeoutS, now)
 	if err != nil {
 		return s.reject(ctx, in, id, err)
 	}
 	j := &state.Job{
-		ID: id, Route: in.route.Name, Model: m.Model, ConfigKey: m.ConfigKey, RemoteID: m.RemoteID,
+		ID: id, Route: r.Name, Model: m.Model, ConfigKey: m.ConfigKey, RemoteID: m.RemoteID,
 		State: state.Queued, Metadata: m.Metadata, Tracked: true, IntakeSeq: in.seq,
-		CreatedAt: now, SubmittedAt: now, ChangedAt: now, Deadline: deadline,
+		CreatedAt: now, SubmittedAt: now, ChangedAt: now, Deadline: dl,
 		ExpectedDuration: state.Duration(m.ExpectedDurationS * float64(time.Second)),
-		WebhookExpected:  in.route.WebhookURL != "" && m.Webhook != nil && *m.Webhook,
+		WebhookExpected:  r.WebhookURL != "" && m.Webhook != nil && *m.Webhook,
 	}
 	j.Record(events.EventSubmitted, now)
-	j.NextCheckAt = s.firstCheck(in.route, j, now)
+	j.NextCheckAt = now.Add(r.NextPoll(events.PollStateOf(j), now, 0, s.cfg.Learned, s.rnd))
 	log := in.logger(s.log, id).With().Str("remote_id", m.RemoteID).Logger()
 
-	_, err = s.life.Store().Create(ctx, j)
-	if errors.Is(err, state.ErrExists) {
-		cur, _, gerr := s.life.Store().Get(ctx, id)
-		if gerr != nil {
-			return events.Later(s.jitter(time.Second)), "retry"
-		}
-		if cur.Route != in.route.Name || cur.RemoteID != m.RemoteID {
-			return s.reject(ctx, in, id, &events.FieldError{Field: "id", Problem: fmt.Sprintf("already used by job of remote id %s on route %s", cur.RemoteID, cur.Route)})
-		}
-		out, _ := s.arm(ctx, cur, log, "duplicate")
-		return out, "duplicate"
-	} else if err != nil {
-		log.Warn().Err(err).Msg("creating the job failed; retrying")
-		return events.Later(s.jitter(time.Second)), "retry"
+	rec, created, err := s.jobs.Accept(ctx, j)
+	switch {
+	case err != nil:
+		return s.retry(log, err, "tracking the job")
+	case created:
+		log.Info().Msg("tracking")
+		return events.Done(), "tracked"
+	case rec.Route != r.Name || rec.RemoteID != m.RemoteID:
+		return s.reject(ctx, in, id, &events.FieldError{Field: "id", Problem: fmt.Sprintf("already used by job of remote id %s on route %s", rec.RemoteID, rec.Route)})
 	}
-	log.Info().Msg("tracking")
-	return s.arm(ctx, j, log, "tracked")
+	if err := s.jobs.Resume(ctx, rec); err != nil {
+		return s.retry(log, err, "arming the job's check")
+	}
+	return events.Done(), "duplicate"
 }
 
 // cancel cancels a job.
@@ -571,101 +570,67 @@ func (s *Service) cancel(ctx context.Context, in intake) (events.Outcome, string
 	data := in.msg.Data()
 	m, err := events.DecodeCancel(data)
 	if err != nil {
-		return s.reject(ctx, in, lenientID(data, "_"), err)
+		return s.reject(ctx, in, rejectionID(in.kind, in.routeName, data, "_"), err)
 	}
 	log := in.logger(s.log, m.ID)
-	now := s.cfg.Now().UTC()
-	j, err := s.life.Update(ctx, m.ID, func(cur *state.Job) error {
-		if cur.Route != in.route.Name || cur.State.Terminal() || !cur.CancelRequestedAt.IsZero() {
-			return state.ErrNoChange
-		}
-		cur.CancelRequestedAt = now
-		return nil
-	})
+	rec, err := s.jobs.RequestCancel(ctx, in.routeName, m.ID, m.Reason)
 	switch {
 	case errors.Is(err, state.ErrNotFound):
 		return s.reject(ctx, in, m.ID, &events.FieldError{Field: "id", Problem: "no such job"})
+	case errors.Is(err, jobs.ErrOtherRoute):
+		return s.reject(ctx, in, m.ID, &events.FieldError{Field: "id", Problem: fmt.Sprintf("the job is on route %s, not %s", rec.Route, in.routeName)})
 	case err != nil:
-		log.Warn().Err(err).Msg("recording the cancel request failed; retrying")
-		return events.Later(s.jitter(time.Second)), "retry"
-	case j.Route != in.route.Name:
-		return s.reject(ctx, in, m.ID, &events.FieldError{Field: "id", Problem: fmt.Sprintf("the job is on route %s, not %s", j.Route, in.route.Name)})
-	case j.State.Terminal():
-		log.Info().Str("state", string(j.State)).Msg("cancel of a finished job ignored")
+		return s.retry(log, err, "recording the cancel request")
+	}
+	switch cancelNext(rec.Job, in.route.Adapter.Info().Cancel) {
+	case cancelFinished:
+		log.Info().Str("state", string(rec.State)).Msg("cancel of a finished job ignored")
 		return events.Done(), "duplicate"
-	case j.RemoteID == "":
-		// Not submitted yet: the submission sees the request and cancels
-		// instead of submitting.
+	case cancelUnsubmitted:
 		log.Info().Msg("cancel requested before submission")
 		return events.Done(), "canceled"
-	case !in.route.Adapter.Info().Cancel:
-		return s.reject(ctx, in, m.ID, fmt.Errorf("route %s's provider cannot cancel jobs; the job is still tracked", in.route.Name))
+	case cancelUnsupported:
+		return s.reject(ctx, in, m.ID, fmt.Errorf("route %s's provider cannot cancel jobs; the job is still tracked", in.routeName))
 	}
-	if d := s.holdFor(in.route.Name); d > 0 {
+	if d := s.pauses.Remaining(in.routeName); d > 0 {
 		return events.Later(d), "retry"
 	}
-	if err := s.cancelRemote(ctx, in.route, j, log); err != nil {
-		backoff := min(time.Duration(1<<min(in.attempt, 6))*time.Second, time.Minute)
-		return events.Later(s.jitter(backoff)), "retry"
+	if err := s.cancelRemote(ctx, in.route, rec, log); err != nil {
+		return events.Later(s.backoff(in)), "retry"
 	}
 	return events.Done(), "canceled"
 }
 
-// cancelRemote asks the provider to cancel and applies its answer; when the
-// answer is not final it brings the next check forward to confirm.
-func (s *Service) cancelRemote(ctx context.Context, r *route.Route, j *state.Job, log zerolog.Logger) error {
+// cancelRemote asks the provider to cancel the job and hands its answer to
+// the owner.
+func (s *Service) cancelRemote(ctx context.Context, r *route.Route, rec jobs.Record, log zerolog.Logger) error {
 	lease, err := s.statusBudgets[r.Name].Acquire(ctx)
 	if err != nil {
 		return err
 	}
-	cctx, cancel := context.WithTimeout(ctx, cmp.Or(r.CallTimeout, s.cfg.CallTimeout))
+	cctx, cancel := context.WithTimeout(ctx, s.callTimeout(r))
 	start := time.Now()
-	st, err := r.Adapter.Cancel(cctx, provider.JobRef(j))
+	st, err := r.Adapter.Cancel(cctx, provider.JobRef(rec.Job))
 	cancel()
 	lease.Release()
 	s.observeCall(r.Name, "cancel", err, time.Since(start))
+	s.pauses.After(ctx, r.Name, "cancel", err)
 	if err != nil {
-		switch provider.ClassOf(err) {
-		case provider.NotFound:
+		if provider.ClassOf(err) == provider.NotFound {
 			log.Warn().Msg("cancel: the provider does not know the job; polling will reconcile")
 			return nil
-		case provider.RateLimited:
-			if _, perr := s.pauses.RateLimited(ctx, r.Name, cmp.Or(provider.RetryAfterOf(err), 5*time.Second), provider.MessageOf(err)); perr != nil {
-				log.Warn().Err(perr).Msg("recording the route pause failed")
-			}
-		case provider.Auth:
-			if _, perr := s.pauses.AuthFailed(ctx, r.Name, provider.MessageOf(err)); perr != nil {
-				log.Warn().Err(perr).Msg("recording the route pause failed")
-			}
 		}
 		log.Warn().Err(err).Msg("cancel call failed")
 		return err
 	}
-	now := s.cfg.Now().UTC()
-	// The check is removed or replaced next: its quiet polls go into the
-	// record first.
-	seen, err := s.life.CurrentCheck(ctx, r.Name, j.ID)
-	if err != nil {
-		seen = nil // Rearm or Disarm read it again
-	}
-	polls, unchanged, _ := poller.CountPolls(r, s.cfg.Learned, seen, now)
-	j, err = s.life.Update(ctx, j.ID, func(cur *state.Job) error {
-		obs := st.Observation
-		obs.Source, obs.At = state.FromCancel, now
-		if cur.Apply(obs) == "" {
-			return state.ErrNoChange
-		}
-		cur.Polls, cur.Unchanged = max(cur.Polls, polls), max(cur.Unchanged, unchanged)
-		return nil
-	})
+	obs := st.Observation
+	obs.Source, obs.At = state.FromCancel, s.cfg.Now().UTC()
+	rec, err = s.jobs.Canceled(ctx, rec, obs)
 	if err != nil {
 		return err
 	}
-	log.Info().Str("state", string(j.State)).Msg("cancel requested at the provider")
-	if !j.State.Terminal() {
-		return s.life.Rearm(ctx, j, now.Add(time.Second), seen)
-	}
-	return s.life.Disarm(ctx, j.Route, j.ID, seen)
+	log.Info().Str("state", string(rec.State)).Msg("cancel requested at the provider")
+	return nil
 }
 
 func (s *Service) observeCall(route, op string, err error, d time.Duration) {

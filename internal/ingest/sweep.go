@@ -11,10 +11,6 @@ import (
 	"github.com/pollux-dev/pollux/pkg/events"
 )
 
-// errCodeConsumerNotUnique is JetStream's refusal of a work-queue consumer
-// whose filter overlaps another's: some process serves that route.
-const errCodeConsumerNotUnique = 10100
-
 // sweep periodically rejects intake published to routes that no process
 // serves, so a typo in a route name is answered instead of waiting forever.
 // A route that some other process serves has a consumer, which makes the
@@ -60,9 +56,8 @@ func (s *Service) rejectUnserved(ctx context.Context, subject, kind, routeName s
 		AckPolicy:         jetstream.AckExplicitPolicy,
 		InactiveThreshold: 30 * time.Second,
 	})
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeConsumerNotUnique {
-		return nil // served by another process
+	if events.IsAPIError(err, events.CodeConsumerNotUnique) {
+		return nil // another process serves the route: its consumer overlaps
 	}
 	if err != nil {
 		return fmt.Errorf("consumer for unserved %s: %w", subject, err)
@@ -85,7 +80,7 @@ func (s *Service) rejectUnserved(ctx context.Context, subject, kind, routeName s
 			continue
 		}
 		in := intake{kind: kind, routeName: routeName, msg: msg, seq: md.Sequence.Stream, stored: md.Timestamp, attempt: md.NumDelivered}
-		out, result := s.reject(ctx, in, lenientID(msg.Data(), events.MessageID(in.seq, in.stored)), problem)
+		out, result := s.reject(ctx, in, rejectionID(kind, routeName, msg.Data(), events.MessageID(in.seq, in.stored)), problem)
 		if err := out.Settle(msg); err != nil {
 			s.log.Warn().Err(err).Msg("settling an unserved intake message failed")
 		}

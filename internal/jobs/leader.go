@@ -1,4 +1,4 @@
-package state
+package jobs
 
 import (
 	"cmp"
@@ -9,29 +9,25 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/state"
 )
 
-// ConfirmNotFound makes Get ask the bucket's stream leader before it
-// reports a job not found, and returns s.
-//
 // Reads of a KV bucket are served by any of its replicas. A replica that
 // has not caught up answers "not found" for a job created moments ago — a
 // restarted server serves reads once it is 90% caught up, and any follower
-// may be a write behind the quorum — and Pollux acts on ErrNotFound by
-// dropping the job's check or its webhook delivery, which would leave the
-// job unfollowed for good. The leader has every acknowledged write. It
-// costs one request, and only when a replica said "not found"; on a single
-// server the leader's answer is the same.
-func (s *Store) ConfirmNotFound(js jetstream.JetStream) *Store {
-	s.js = js
-	return s
-}
+// may be a write behind the quorum — and Pollux acts on "not found" by
+// dropping a job's check or a webhook delivery, which would leave the job
+// unfollowed for good. The leader has every acknowledged write, so a
+// replica's "not found" is asked again of it: one request, only when a
+// replica said "not found"; on a single server the answer is the same.
 
 // leaderGet reads the job's latest record from the bucket's stream leader
 // (the stream API's message get, which only the leader answers, rather
 // than a direct get, which any replica may); found is false when the
 // leader has no live value either.
-func (s *Store) leaderGet(ctx context.Context, id string) (j *Job, rev uint64, found bool, err error) {
+func (s *records) leaderGet(ctx context.Context, id string) (j *state.Job, rev uint64, found bool, err error) {
 	bucket := s.kv.Bucket()
 	req, err := json.Marshal(map[string]string{"last_by_subj": "$KV." + bucket + "." + id})
 	if err != nil {
@@ -65,7 +61,7 @@ func (s *Store) leaderGet(ctx context.Context, id string) (j *Job, rev uint64, f
 		return nil, 0, false, fmt.Errorf("confirm job %s with the bucket's leader: unreadable answer: %w", id, err)
 	}
 	switch {
-	case resp.Error != nil && resp.Error.ErrCode == errCodeNoMessageFound:
+	case resp.Error != nil && resp.Error.ErrCode == events.CodeNoMessage:
 		return nil, 0, false, nil
 	case resp.Error != nil:
 		return nil, 0, false, fmt.Errorf("confirm job %s with the bucket's leader: %s (%d)", id, resp.Error.Description, resp.Error.ErrCode)
@@ -74,16 +70,12 @@ func (s *Store) leaderGet(ctx context.Context, id string) (j *Job, rev uint64, f
 	case deleted(resp.Message.Header):
 		return nil, 0, false, nil
 	}
-	j, err = Decode(resp.Message.Data)
+	j, err = state.Decode(resp.Message.Data)
 	if err != nil {
 		return nil, 0, false, fmt.Errorf("get job %s (revision %d): %w", id, resp.Message.Seq, err)
 	}
 	return j, resp.Message.Seq, true, nil
 }
-
-// errCodeNoMessageFound is JetStream's answer for a subject without a
-// message.
-const errCodeNoMessageFound = 10037
 
 // apiPrefix is the JetStream API prefix js sends its requests under.
 func apiPrefix(js jetstream.JetStream) string {

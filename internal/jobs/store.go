@@ -1,6 +1,7 @@
-package state
+package jobs
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,170 +9,165 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/pollux-dev/pollux/pkg/state"
 )
 
-// DefaultMaxRetries bounds Mutate's read-modify-write attempts.
-const DefaultMaxRetries = 10
-
-// Store keeps job records in a JetStream KV bucket, one key per job id.
-type Store struct {
+// records keeps job records in the jobs bucket, one key per job id: Create
+// for first writes (the id is the deduplication key), Get, and Update on a
+// revision. NATS errors end here, translated into state.ErrNotFound,
+// state.ErrExists and state.ErrConflict.
+type records struct {
 	kv jetstream.KeyValue
-	js jetstream.JetStream // set: a "not found" is confirmed by the leader
-	// MaxRetries bounds Mutate's attempts on conflict (default
-	// DefaultMaxRetries).
-	MaxRetries int
-	// Now stamps UpdatedAt (default time.Now).
-	Now func() time.Time
+	js jetstream.JetStream // a replica's "not found" is confirmed by the leader
+	// now stamps UpdatedAt.
+	now func() time.Time
+	// conflicts bounds mutate's attempts (0: maxConflicts).
+	conflicts int
 }
 
-// NewStore returns a Store over the given bucket.
-func NewStore(kv jetstream.KeyValue) *Store {
-	return &Store{kv: kv, MaxRetries: DefaultMaxRetries, Now: time.Now}
+// Record is a job's record as the owner last read or wrote it. Services
+// hold it between two decisions on the same job and hand it back, so that
+// the next write needs no read when nobody wrote the job meanwhile (the
+// revision it was read at stays with the owner).
+type Record struct {
+	*state.Job
+	rev uint64
 }
 
-// Bucket returns the underlying KV bucket.
-func (s *Store) Bucket() jetstream.KeyValue { return s.kv }
-
-// Create stores a new job and returns its revision, or ErrExists when a job
-// with that id exists.
-func (s *Store) Create(ctx context.Context, j *Job) (uint64, error) {
+func (s *records) create(ctx context.Context, j *state.Job) (Record, error) {
 	b, err := s.encode(j)
 	if err != nil {
-		return 0, err
+		return Record{}, err
 	}
 	rev, err := s.kv.Create(ctx, j.ID, b)
 	switch {
 	case errors.Is(err, jetstream.ErrKeyExists):
-		return 0, fmt.Errorf("create job %s: %w", j.ID, ErrExists)
+		return Record{}, fmt.Errorf("create job %s: %w", j.ID, state.ErrExists)
 	case err != nil:
-		return 0, fmt.Errorf("create job %s: %w", j.ID, err)
+		return Record{}, fmt.Errorf("create job %s: %w", j.ID, err)
 	}
-	return rev, nil
+	return Record{Job: j, rev: rev}, nil
 }
 
-// Get returns the job and its revision, or ErrNotFound (see
-// ConfirmNotFound for clustered buckets).
-func (s *Store) Get(ctx context.Context, id string) (*Job, uint64, error) {
+// get reads a job, or reports state.ErrNotFound once the bucket's leader
+// agrees (see leaderGet).
+func (s *records) get(ctx context.Context, id string) (Record, error) {
 	e, err := s.kv.Get(ctx, id)
 	switch {
-	case (errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted)) && s.js != nil:
+	case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):
 		// Perhaps a replica behind the others: the leader decides.
 		j, rev, found, err := s.leaderGet(ctx, id)
 		switch {
 		case err != nil:
-			return nil, 0, err
+			return Record{}, err
 		case !found:
-			return nil, 0, fmt.Errorf("get job %s: %w", id, ErrNotFound)
+			return Record{}, fmt.Errorf("get job %s: %w", id, state.ErrNotFound)
 		}
-		return j, rev, nil
-	case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):
-		return nil, 0, fmt.Errorf("get job %s: %w", id, ErrNotFound)
+		return Record{Job: j, rev: rev}, nil
 	case errors.Is(err, jetstream.ErrInvalidKey):
-		return nil, 0, fmt.Errorf("get job %q: invalid id: %w", id, ErrNotFound)
+		return Record{}, fmt.Errorf("get job %q: not a job id: %w", id, state.ErrNotFound)
 	case err != nil:
-		return nil, 0, fmt.Errorf("get job %s: %w", id, err)
+		return Record{}, fmt.Errorf("get job %s: %w", id, err)
 	}
-	j, err := Decode(e.Value())
+	j, err := state.Decode(e.Value())
 	if err != nil {
-		return nil, 0, fmt.Errorf("get job %s (revision %d): %w", id, e.Revision(), err)
+		return Record{}, fmt.Errorf("get job %s (revision %d): %w", id, e.Revision(), err)
 	}
-	return j, e.Revision(), nil
+	return Record{Job: j, rev: e.Revision()}, nil
 }
 
-// Update writes the job if its latest revision is still rev, and returns the
-// new revision, or ErrConflict.
-func (s *Store) Update(ctx context.Context, j *Job, rev uint64) (uint64, error) {
-	b, err := s.encode(j)
+// update writes r's job if its latest revision is still r's, and returns
+// it at its new revision, or state.ErrConflict.
+func (s *records) update(ctx context.Context, r Record) (Record, error) {
+	b, err := s.encode(r.Job)
 	if err != nil {
-		return 0, err
+		return Record{}, err
 	}
-	nrev, err := s.kv.Update(ctx, j.ID, b, rev)
+	rev, err := s.kv.Update(ctx, r.ID, b, r.rev)
 	switch {
 	case errors.Is(err, jetstream.ErrKeyRevisionMismatch):
-		return 0, fmt.Errorf("update job %s at revision %d: %w", j.ID, rev, ErrConflict)
+		return Record{}, fmt.Errorf("update job %s at revision %d: %w", r.ID, r.rev, state.ErrConflict)
 	case err != nil:
-		return 0, fmt.Errorf("update job %s: %w", j.ID, err)
+		return Record{}, fmt.Errorf("update job %s: %w", r.ID, err)
 	}
-	return nrev, nil
+	return Record{Job: r.Job, rev: rev}, nil
 }
 
-// Mutate reads the job, applies fn and writes the result on the revision it
-// read, retrying from a fresh read on conflict up to MaxRetries times. When
-// fn returns ErrNoChange nothing is written and Mutate returns the job as
-// read. Any other error from fn is returned as is.
-func (s *Store) Mutate(ctx context.Context, id string, fn func(*Job) error) (*Job, uint64, error) {
-	return s.mutate(ctx, id, nil, 0, fn)
-}
+// maxConflicts bounds mutate's read-modify-write attempts.
+const maxConflicts = 10
 
-// MutateFrom is Mutate starting from a record the caller read at revision
-// rev, which saves the first read: fn runs on j itself first (j must not be
-// used afterwards), and on a fresh copy after a conflict.
-func (s *Store) MutateFrom(ctx context.Context, j *Job, rev uint64, fn func(*Job) error) (*Job, uint64, error) {
-	return s.mutate(ctx, j.ID, j, rev, fn)
-}
-
-func (s *Store) mutate(ctx context.Context, id string, j *Job, rev uint64, fn func(*Job) error) (*Job, uint64, error) {
-	retries := s.MaxRetries
-	if retries <= 0 {
-		retries = DefaultMaxRetries
-	}
+// mutate applies fn to the job and writes the result on the revision it
+// was read at, from a fresh read after each conflict, up to maxConflicts
+// times. It starts from from when from holds a job (saving a read; fn
+// runs on a copy). When fn returns errNoWrite nothing is written and
+// mutate returns the job as read; any other error from fn is returned as
+// is.
+func (s *records) mutate(ctx context.Context, id string, from Record, fn func(*state.Job) error) (Record, error) {
 	// floor is the oldest revision a read may return: after a conflict on
 	// revision r the job is newer than r, and a read of r or older came
 	// from a replica that has not caught up (reads are served by any
 	// replica of a clustered bucket). Deciding on it could skip a needed
-	// write (ErrNoChange) or lose the race again.
+	// write or lose the race again.
 	var floor uint64
-	for range retries {
-		if j == nil || rev == 0 {
+	cur := from
+	tries := cmp.Or(s.conflicts, maxConflicts)
+	for range tries {
+		if cur.Job == nil {
 			var err error
-			if j, rev, err = s.getFresh(ctx, id, floor); err != nil {
-				return nil, 0, err
+			if cur, err = s.fresh(ctx, id, floor); err != nil {
+				return Record{}, err
 			}
+		} else {
+			cur = Record{Job: cloneJob(cur.Job), rev: cur.rev}
 		}
-		switch err := fn(j); {
-		case errors.Is(err, ErrNoChange):
-			return j, rev, nil
+		switch err := fn(cur.Job); {
+		case errors.Is(err, errNoWrite):
+			return cur, nil
 		case err != nil:
-			return nil, 0, err
+			return Record{}, err
 		}
-		nrev, err := s.Update(ctx, j, rev)
-		if errors.Is(err, ErrConflict) {
-			floor = max(floor, rev+1)
-			j = nil
+		next, err := s.update(ctx, cur)
+		if errors.Is(err, state.ErrConflict) {
+			floor = max(floor, cur.rev+1)
+			cur = Record{}
 			continue
 		}
 		if err != nil {
-			return nil, 0, err
+			return Record{}, err
 		}
-		return j, nrev, nil
+		return next, nil
 	}
-	return nil, 0, fmt.Errorf("update job %s: %d conflicting writes in a row: %w", id, retries, ErrConflict)
+	return Record{}, fmt.Errorf("update job %s: %d conflicting writes in a row: %w", id, tries, state.ErrConflict)
 }
 
-// getFresh reads the job, reading again (for up to staleFor) while a
-// replica answers with a revision older than floor.
-func (s *Store) getFresh(ctx context.Context, id string, floor uint64) (*Job, uint64, error) {
+// errNoWrite, returned by a mutate function, skips the write.
+var errNoWrite = errors.New("no write needed")
+
+// fresh reads the job, reading again (for up to staleFor) while a replica
+// answers with a revision older than floor.
+func (s *records) fresh(ctx context.Context, id string, floor uint64) (Record, error) {
 	deadline := time.Now().Add(staleFor)
 	for {
-		j, rev, err := s.Get(ctx, id)
-		if err != nil || rev >= floor || time.Now().After(deadline) {
-			return j, rev, err
+		r, err := s.get(ctx, id)
+		if err != nil || r.rev >= floor || time.Now().After(deadline) {
+			return r, err
 		}
 		select {
 		case <-ctx.Done():
-			return nil, 0, ctx.Err()
+			return Record{}, ctx.Err()
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
 }
 
-// staleFor bounds how long getFresh waits for a replica to catch up.
+// staleFor bounds how long fresh waits for a replica to catch up.
 const staleFor = 2 * time.Second
 
-// Each calls fn for every job in the bucket, in no particular order, and
+// each calls fn for every job in the bucket, in no particular order, and
 // stops at the first error fn returns. Records that do not decode are
 // reported through fn's second argument rather than stopping the walk.
-func (s *Store) Each(ctx context.Context, fn func(*Job, error) error) error {
+func (s *records) each(ctx context.Context, fn func(*state.Job, error) error) error {
 	w, err := s.kv.WatchAll(ctx, jetstream.IgnoreDeletes())
 	if err != nil {
 		return fmt.Errorf("list jobs: %w", err)
@@ -183,12 +179,12 @@ func (s *Store) Each(ctx context.Context, fn func(*Job, error) error) error {
 			return ctx.Err()
 		case e, ok := <-w.Updates():
 			if !ok {
-				return fmt.Errorf("list jobs: watcher closed")
+				return errors.New("list jobs: watcher closed")
 			}
 			if e == nil {
 				return nil // caught up with the bucket's current contents
 			}
-			j, derr := Decode(e.Value())
+			j, derr := state.Decode(e.Value())
 			if derr != nil {
 				derr = fmt.Errorf("job %s (revision %d): %w", e.Key(), e.Revision(), derr)
 			}
@@ -199,12 +195,8 @@ func (s *Store) Each(ctx context.Context, fn func(*Job, error) error) error {
 	}
 }
 
-func (s *Store) encode(j *Job) ([]byte, error) {
-	now := time.Now
-	if s.Now != nil {
-		now = s.Now
-	}
-	j.UpdatedAt = now().UTC()
+func (s *records) encode(j *state.Job) ([]byte, error) {
+	j.UpdatedAt = s.now().UTC()
 	b, err := json.Marshal(j)
 	if err != nil {
 		return nil, fmt.Errorf("encode job %s: %w", j.ID, err)
@@ -212,17 +204,12 @@ func (s *Store) encode(j *Job) ([]byte, error) {
 	return b, nil
 }
 
-// Decode parses a stored job record.
-func Decode(b []byte) (*Job, error) {
-	var j Job
-	if err := json.Unmarshal(b, &j); err != nil {
-		return nil, fmt.Errorf("decode job record: %w", err)
-	}
-	if j.ID == "" {
-		return nil, errors.New("decode job record: no id")
-	}
-	if !j.State.Valid() {
-		return nil, fmt.Errorf("decode job record %s: state %q: %w", j.ID, j.State, ErrInvalidState)
-	}
-	return &j, nil
+// cloneJob copies a job deeply enough that a mutate function changing the
+// copy leaves the original as it was.
+func cloneJob(j *state.Job) *state.Job {
+	c := *j
+	c.Outbox = append([]state.OutboxEvent(nil), j.Outbox...)
+	c.Deliveries = append([]string(nil), j.Deliveries...)
+	c.Outputs = append([]string(nil), j.Outputs...)
+	return &c
 }

@@ -1,4 +1,4 @@
-package state_test
+package jobs
 
 import (
 	"context"
@@ -13,52 +13,49 @@ import (
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
-func setup(t *testing.T) (*state.Store, jetstream.KeyValue) {
+func setupStore(t *testing.T) (*records, jetstream.KeyValue, jetstream.JetStream) {
 	t.Helper()
 	_, _, js := natstest.JetStream(t)
-	kv, err := js.CreateKeyValue(context.Background(), jetstream.KeyValueConfig{Bucket: "jobs"})
+	kv, err := js.CreateKeyValue(context.Background(), jetstream.KeyValueConfig{Bucket: "jobs", History: 2})
 	require.NoError(t, err)
-	return state.NewStore(kv), kv
+	return &records{kv: kv, js: js, now: time.Now}, kv, js
 }
 
 func TestStoreCreateGetUpdate(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, _ := setup(t)
+	s, _, _ := setupStore(t)
 
-	j := &state.Job{ID: "job-1", Route: "r", Model: "m", State: state.Pending, CreatedAt: time.Now().UTC()}
-	rev, err := s.Create(ctx, j)
+	r, err := s.create(ctx, &state.Job{ID: "job-1", Route: "r", Model: "m", State: state.Pending, CreatedAt: time.Now().UTC()})
 	require.NoError(t, err)
-
-	_, err = s.Create(ctx, &state.Job{ID: "job-1", State: state.Pending})
+	_, err = s.create(ctx, &state.Job{ID: "job-1", State: state.Pending})
 	require.ErrorIs(t, err, state.ErrExists)
 
-	got, grev, err := s.Get(ctx, "job-1")
+	got, err := s.get(ctx, "job-1")
 	require.NoError(t, err)
-	require.Equal(t, rev, grev)
+	require.Equal(t, r.rev, got.rev)
 	require.Equal(t, "m", got.Model)
 
 	got.State = state.Queued
-	rev2, err := s.Update(ctx, got, grev)
+	next, err := s.update(ctx, got)
 	require.NoError(t, err)
-	require.Greater(t, rev2, grev)
-
-	_, err = s.Update(ctx, got, grev)
+	require.Greater(t, next.rev, got.rev)
+	_, err = s.update(ctx, got)
 	require.ErrorIs(t, err, state.ErrConflict, "stale revision")
 
-	_, _, err = s.Get(ctx, "nope")
+	_, err = s.get(ctx, "nope")
 	require.ErrorIs(t, err, state.ErrNotFound)
-	_, _, err = s.Get(ctx, "bad key!")
+	_, err = s.get(ctx, "bad key!")
 	require.ErrorIs(t, err, state.ErrNotFound)
 }
 
 func TestStoreGetCorruptRecord(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, kv := setup(t)
+	s, kv, _ := setupStore(t)
 	_, err := kv.Put(ctx, "junk", []byte("not json"))
 	require.NoError(t, err)
-	_, _, err = s.Get(ctx, "junk")
+	_, err = s.get(ctx, "junk")
 	require.ErrorContains(t, err, "decode job record")
 	require.NotErrorIs(t, err, state.ErrNotFound)
 }
@@ -66,9 +63,9 @@ func TestStoreGetCorruptRecord(t *testing.T) {
 func TestStoreMutateConcurrent(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, _ := setup(t)
-	s.MaxRetries = 100
-	_, err := s.Create(ctx, &state.Job{ID: "hot", State: state.Running})
+	s, _, _ := setupStore(t)
+	s.conflicts = 100
+	_, err := s.create(ctx, &state.Job{ID: "hot", State: state.Running})
 	require.NoError(t, err)
 
 	const writers, each = 8, 10
@@ -76,7 +73,7 @@ func TestStoreMutateConcurrent(t *testing.T) {
 	for range writers {
 		wg.Go(func() {
 			for range each {
-				_, _, err := s.Mutate(ctx, "hot", func(j *state.Job) error {
+				_, err := s.mutate(ctx, "hot", Record{}, func(j *state.Job) error {
 					j.Polls++
 					return nil
 				})
@@ -85,27 +82,50 @@ func TestStoreMutateConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	j, _, err := s.Get(ctx, "hot")
+	j, err := s.get(ctx, "hot")
 	require.NoError(t, err)
 	require.Equal(t, writers*each, j.Polls, "no lost update under contention")
 }
 
-func TestStoreMutateNoChangeAndBoundedRetry(t *testing.T) {
+// A mutation that starts from a record in hand writes without reading when
+// nobody wrote meanwhile, and reads afresh when someone did; the record
+// handed in is never changed.
+func TestStoreMutateFromARecord(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, kv := setup(t)
-	_, err := s.Create(ctx, &state.Job{ID: "j", State: state.Queued})
+	s, kv, _ := setupStore(t)
+	r, err := s.create(ctx, &state.Job{ID: "j", State: state.Queued})
+	require.NoError(t, err)
+	next, err := s.mutate(ctx, "j", r, func(j *state.Job) error { j.Polls = 1; return nil })
+	require.NoError(t, err)
+	require.Equal(t, 0, r.Polls, "the record handed in stays as it was")
+	require.Equal(t, 1, next.Polls)
+
+	_, err = kv.Put(ctx, "j", []byte(`{"id":"j","state":"running","polls":7}`))
+	require.NoError(t, err)
+	calls := 0
+	next, err = s.mutate(ctx, "j", next, func(j *state.Job) error { calls++; j.Polls++; return nil })
+	require.NoError(t, err)
+	require.Equal(t, 2, calls, "a conflict, then a fresh read")
+	require.Equal(t, 8, next.Polls)
+	require.Equal(t, state.Running, next.State)
+}
+
+func TestStoreMutateNoWriteAndBoundedRetry(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, kv, _ := setupStore(t)
+	_, err := s.create(ctx, &state.Job{ID: "j", State: state.Queued})
 	require.NoError(t, err)
 
-	_, rev, err := s.Mutate(ctx, "j", func(*state.Job) error { return state.ErrNoChange })
+	r, err := s.mutate(ctx, "j", Record{}, func(*state.Job) error { return errNoWrite })
 	require.NoError(t, err)
 	e, err := kv.Get(ctx, "j")
 	require.NoError(t, err)
-	require.Equal(t, e.Revision(), rev, "nothing written")
+	require.Equal(t, e.Revision(), r.rev, "nothing written")
 
-	s.MaxRetries = 3
 	calls := 0
-	_, _, err = s.Mutate(ctx, "j", func(j *state.Job) error {
+	_, err = s.mutate(ctx, "j", Record{}, func(j *state.Job) error {
 		calls++
 		// Someone else writes between our read and our write, every time.
 		_, perr := kv.Put(ctx, "j", []byte(`{"id":"j","state":"queued"}`))
@@ -114,21 +134,21 @@ func TestStoreMutateNoChangeAndBoundedRetry(t *testing.T) {
 		return nil
 	})
 	require.ErrorIs(t, err, state.ErrConflict)
-	require.Equal(t, 3, calls)
+	require.Equal(t, maxConflicts, calls)
 }
 
 func TestStoreEach(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, kv := setup(t)
+	s, kv, _ := setupStore(t)
 	for _, id := range []string{"a", "b", "c"} {
-		_, err := s.Create(ctx, &state.Job{ID: id, State: state.Queued})
+		_, err := s.create(ctx, &state.Job{ID: id, State: state.Queued})
 		require.NoError(t, err)
 	}
 	_, err := kv.Put(ctx, "broken", []byte("{"))
 	require.NoError(t, err)
 	seen, bad := map[string]bool{}, 0
-	require.NoError(t, s.Each(ctx, func(j *state.Job, err error) error {
+	require.NoError(t, s.each(ctx, func(j *state.Job, err error) error {
 		if err != nil {
 			bad++
 			return nil
@@ -139,8 +159,8 @@ func TestStoreEach(t *testing.T) {
 	require.Equal(t, map[string]bool{"a": true, "b": true, "c": true}, seen)
 	require.Equal(t, 1, bad)
 
-	empty, _ := setup(t)
-	require.NoError(t, empty.Each(ctx, func(*state.Job, error) error { t.Fatal("no jobs"); return nil }))
+	empty, _, _ := setupStore(t)
+	require.NoError(t, empty.each(ctx, func(*state.Job, error) error { t.Fatal("no jobs"); return nil }))
 }
 
 // lagging is a bucket read through a replica that has not caught up: it
@@ -154,35 +174,31 @@ func (lagging) Get(context.Context, string) (jetstream.KeyValueEntry, error) {
 // A replica's "not found" is not the truth: the leader is asked, and has
 // the job; a job the leader has not, or has deleted, is not found.
 func TestNotFoundIsConfirmedByTheLeader(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
-	_, _, js := natstest.JetStream(t)
-	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "jobs", History: 2})
-	require.NoError(t, err)
+	s, kv, js := setupStore(t)
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	for _, id := range []string{"live", "deleted", "purged"} {
-		_, err := state.NewStore(kv).Create(ctx, &state.Job{ID: id, Route: "r", State: state.Running, CreatedAt: now})
+		_, err := s.create(ctx, &state.Job{ID: id, Route: "r", State: state.Running, CreatedAt: now})
 		require.NoError(t, err)
 	}
-	_, rev, err := state.NewStore(kv).Mutate(ctx, "live", func(j *state.Job) error { j.Polls = 3; return nil })
+	r, err := s.mutate(ctx, "live", Record{}, func(j *state.Job) error { j.Polls = 3; return nil })
 	require.NoError(t, err)
 	require.NoError(t, kv.Delete(ctx, "deleted"))
 	require.NoError(t, kv.Purge(ctx, "purged"))
 
-	_, _, err = state.NewStore(lagging{kv}).Get(ctx, "live")
-	require.ErrorIs(t, err, state.ErrNotFound, "without confirmation a replica's answer stands")
-
-	s := state.NewStore(lagging{kv}).ConfirmNotFound(js)
-	j, got, err := s.Get(ctx, "live")
+	lag := &records{kv: lagging{kv}, js: js, now: time.Now}
+	got, err := lag.get(ctx, "live")
 	require.NoError(t, err)
-	require.Equal(t, rev, got, "the leader's latest revision")
-	require.Equal(t, 3, j.Polls)
-	require.Equal(t, now, j.CreatedAt)
+	require.Equal(t, r.rev, got.rev, "the leader's latest revision")
+	require.Equal(t, 3, got.Polls)
+	require.Equal(t, now, got.CreatedAt)
 	for _, id := range []string{"deleted", "purged", "never"} {
-		_, _, err = s.Get(ctx, id)
+		_, err = lag.get(ctx, id)
 		require.ErrorIs(t, err, state.ErrNotFound, id)
 	}
-	// Mutate goes through Get: a lagging replica does not make it fail.
-	j, _, err = s.Mutate(ctx, "live", func(j *state.Job) error { j.Polls++; return nil })
+	// mutate goes through get: a lagging replica does not make it fail.
+	got, err = lag.mutate(ctx, "live", Record{}, func(j *state.Job) error { j.Polls++; return nil })
 	require.NoError(t, err)
-	require.Equal(t, 4, j.Polls)
+	require.Equal(t, 4, got.Polls)
 }

@@ -35,6 +35,7 @@ type Metrics struct {
 	eventsPublished *prometheus.CounterVec
 	webhooks        *prometheus.HistogramVec
 	webhooksApplied *prometheus.CounterVec
+	webhooksDropped *prometheus.CounterVec
 	reconciled      *prometheus.CounterVec
 	callbackHints   *prometheus.CounterVec
 	overrun         *prometheus.HistogramVec
@@ -105,6 +106,11 @@ func New() *Metrics {
 		Help: "Stored webhook deliveries applied to jobs, by route and whether they changed the job.",
 	}, []string{"route", "changed"})
 
+	m.webhooksDropped = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pollux_webhooks_dropped_total",
+		Help: "Stored webhook deliveries never applied, by route and reason (mismatch: about another job than its URL names; unknown_job: no job took it within the hold window; unreadable).",
+	}, []string{"route", "reason"})
+
 	m.reconciled = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "pollux_reconciliation_catches_total",
 		Help: "Completions of jobs that expected a webhook but were found by a poll (missing webhooks), by route.",
@@ -139,7 +145,7 @@ func New() *Metrics {
 func (m *Metrics) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.submissions, m.providerCalls, m.statusCalls, m.completions,
 		m.pollsPerJob, m.detectionDelay, m.lateness, m.pauses, m.pausedSeconds, m.eventsPublished,
-		m.webhooks, m.webhooksApplied, m.reconciled, m.callbackHints, m.overrun, m.age, m.orphans}
+		m.webhooks, m.webhooksApplied, m.webhooksDropped, m.reconciled, m.callbackHints, m.overrun, m.age, m.orphans}
 }
 
 // Registry returns the registry.
@@ -169,6 +175,12 @@ func (m *Metrics) terminal(j *state.Job) {
 	}
 }
 
+// Paused records a route pause this process started (route.Pauses.Started).
+func (m *Metrics) Paused(route, kind string, d time.Duration) {
+	m.pauses.WithLabelValues(route, kind).Inc()
+	m.pausedSeconds.WithLabelValues(route, kind).Add(d.Seconds())
+}
+
 // Published records an event published.
 func (m *Metrics) Published(_, typ string) { m.eventsPublished.WithLabelValues(typ).Inc() }
 
@@ -194,11 +206,7 @@ func (m *Metrics) Poller() poller.Metrics {
 		},
 		Lateness: func(route string, d time.Duration) { m.lateness.WithLabelValues(route).Observe(max(d.Seconds(), 0)) },
 		Age:      func(route string, d time.Duration) { m.age.WithLabelValues(route).Observe(max(d.Seconds(), 0)) },
-		Paused: func(route, kind string, d time.Duration) {
-			m.pauses.WithLabelValues(route, kind).Inc()
-			m.pausedSeconds.WithLabelValues(route, kind).Add(d.Seconds())
-		},
-		Orphans: m.orphansOf("checks"),
+		Orphans:  m.orphansOf("checks"),
 	}
 }
 
@@ -212,6 +220,7 @@ func (m *Metrics) Webhook() webhook.Metrics {
 			m.webhooksApplied.WithLabelValues(route, strconv.FormatBool(changed)).Inc()
 		},
 		Hinted:  func(route string) { m.callbackHints.WithLabelValues(route).Inc() },
+		Dropped: func(route, reason string) { m.webhooksDropped.WithLabelValues(route, reason).Inc() },
 		Orphans: m.orphansOf("webhooks"),
 	}
 }

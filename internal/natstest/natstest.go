@@ -3,7 +3,11 @@
 package natstest
 
 import (
+	"fmt"
+	"net"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -44,4 +48,78 @@ func JetStream(t testing.TB) (*server.Server, *nats.Conn, jetstream.JetStream) {
 	s := Server(t)
 	nc, js := Connect(t, s)
 	return s, nc, js
+}
+
+// Restartable is a single JetStream server that a test can stop and start
+// again on the same port and files, as an operator restarts one.
+type Restartable struct {
+	dir  string
+	port int
+	mu   sync.Mutex
+	srv  *server.Server
+}
+
+// NewRestartable starts a restartable server, shut down when the test
+// ends.
+func NewRestartable(t testing.TB) *Restartable {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	r := &Restartable{dir: t.TempDir(), port: ln.Addr().(*net.TCPAddr).Port}
+	require.NoError(t, ln.Close())
+	r.srv, err = embedded.Start(embedded.Config{StoreDir: r.dir, Port: r.port})
+	require.NoError(t, err)
+	t.Cleanup(r.Stop)
+	return r
+}
+
+// URL is the server's client URL.
+func (r *Restartable) URL() string { return fmt.Sprintf("nats://127.0.0.1:%d", r.port) }
+
+// Connect connects to the server, reconnecting forever (every 100 ms);
+// the connection is closed when the test ends.
+func (r *Restartable) Connect(t testing.TB) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(r.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	return nc, js
+}
+
+// Stop shuts the server down (gracefully); stopping a stopped server does
+// nothing.
+func (r *Restartable) Stop() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.srv != nil {
+		r.srv.Shutdown()
+		r.srv.WaitForShutdown()
+		r.srv = nil
+	}
+}
+
+// Start starts the stopped server again on its port and files.
+func (r *Restartable) Start(t testing.TB) {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.srv != nil {
+		return
+	}
+	s, err := embedded.Start(embedded.Config{StoreDir: r.dir, Port: r.port})
+	require.NoError(t, err)
+	r.srv = s
+}
+
+// Restart stops the server, waits down, and starts it again; it returns
+// how long it was down.
+func (r *Restartable) Restart(t testing.TB, down time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	r.Stop()
+	<-time.After(down)
+	r.Start(t)
+	return time.Since(start)
 }

@@ -26,10 +26,6 @@ import (
 // quiet polls a check made under the old consumer are not counted in the
 // job's polls (they were counted by that consumer's deliveries).
 
-// errOverlap is JetStream's refusal of a consumer whose filter overlaps
-// another's on a work-queue stream.
-const errOverlap = 10100
-
 // followFor bounds how long a poller waits for another process to finish
 // repartitioning before it sets its own count.
 const followFor = 15 * time.Second
@@ -62,8 +58,9 @@ func (s *Service) consumeAll(ctx context.Context, r *route.Route, cs []jetstream
 		g.Go(func() error {
 			return consume.Run(gctx, c, consume.Options{
 				Workers: workers,
-				Hold:    func() time.Duration { return s.remaining(r.Name) },
+				Hold:    func() time.Duration { return s.pauses.Remaining(r.Name) },
 				Stream:  s.res.Checks,
+				Sweep:   s.cfg.Sweep,
 				Swept:   s.cfg.Metrics.Orphans,
 				Logger:  s.log.With().Str("route", r.Name).Str("consumer", c.CachedInfo().Name).Logger(),
 			}, func(ctx context.Context, msg jetstream.Msg) events.Outcome {
@@ -114,8 +111,7 @@ func (s *Service) repartition(ctx context.Context, r *route.Route) ([]jetstream.
 	cs := make([]jetstream.Consumer, 0, want)
 	for p := range want {
 		c, err := events.EnsureConsumer(ctx, s.res.Checks, s.ns.PollerConsumerConfig(r.Name, p, want, s.cfg.Options))
-		var apiErr *jetstream.APIError
-		if errors.As(err, &apiErr) && apiErr.ErrorCode == errOverlap {
+		if events.IsAPIError(err, events.CodeConsumerNotUnique) {
 			return nil, fmt.Errorf("route %s: another poller is setting a different partition count at the same time; give every poller the same `partitions`: %w", r.Name, err)
 		}
 		if err != nil {

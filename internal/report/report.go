@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/pollux-dev/pollux/internal/census"
+	"github.com/pollux-dev/pollux/internal/jobs"
 	"github.com/pollux-dev/pollux/internal/learn"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/state"
@@ -72,8 +73,9 @@ type Model struct {
 	P90S      float64 `json:"p90_s"`
 }
 
-// Build reads the fleet.
-func Build(ctx context.Context, ns events.Namespace, res *events.Resources) (*Report, error) {
+// Build reads the fleet: the census, and every job through its owner.
+func Build(ctx context.Context, owner *jobs.Owner, res *events.Resources) (*Report, error) {
+	ns := owner.Namespace()
 	snap, err := census.Take(ctx, ns, res, nil)
 	if err != nil {
 		return nil, err
@@ -91,7 +93,7 @@ func Build(ctx context.Context, ns events.Namespace, res *events.Resources) (*Re
 	for _, c := range snap.Routes {
 		get(c.Route).Census = c
 	}
-	err = state.NewStore(res.Jobs).Each(ctx, func(j *state.Job, err error) error {
+	err = owner.Each(ctx, func(j *state.Job, err error) error {
 		if err != nil {
 			r.Unreadable++
 			return nil

@@ -1,6 +1,7 @@
 package route
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
+
+	"github.com/pollux-dev/pollux/pkg/provider"
+	"github.com/pollux-dev/pollux/pkg/schedule"
 )
 
 // Pause kinds.
@@ -47,6 +51,12 @@ type Pauses struct {
 	kv  jetstream.KeyValue
 	log zerolog.Logger
 	now func() time.Time
+	rnd *rand.Rand
+	// Started, when set, observes each pause this process starts, by route
+	// and kind. It must not block.
+	Started func(route, kind string, d time.Duration)
+	// AuthBase is the first authentication pause (default AuthPauseBase).
+	AuthBase time.Duration
 
 	mu sync.RWMutex
 	m  map[string]Pause
@@ -54,7 +64,7 @@ type Pauses struct {
 
 // NewPauses returns a mirror of the routes bucket; Run keeps it current.
 func NewPauses(kv jetstream.KeyValue, log zerolog.Logger) *Pauses {
-	return &Pauses{kv: kv, log: log, now: time.Now, m: map[string]Pause{}}
+	return &Pauses{kv: kv, log: log, now: time.Now, rnd: schedule.NewRand(0), m: map[string]Pause{}}
 }
 
 // Run watches the bucket until ctx ends. It returns once the initial values
@@ -114,20 +124,84 @@ func (p *Pauses) Active(route string) (Pause, bool) {
 }
 
 // Remaining returns how long until calls to route may start again, with up
-// to 10% (at least 100 ms) of added jitter so the fleet does not stampede
-// when the pause ends; 0 when the route is not paused.
-func (p *Pauses) Remaining(route string, rnd *rand.Rand) time.Duration {
+// to 10% (at least 100 ms) added, spread over the fleet so that it does
+// not stampede when the pause ends; 0 when the route is not paused.
+func (p *Pauses) Remaining(route string) time.Duration {
 	ps, ok := p.Active(route)
 	if !ok {
 		return 0
 	}
-	left := ps.Until.Sub(p.now())
-	spread := max(left/10, 100*time.Millisecond)
-	return left + time.Duration(rnd.Int64N(int64(spread)))
+	return p.spread(ps.Until.Sub(p.now()))
+}
+
+// spread is d with up to 10 % (at least 100 ms) added at random.
+func (p *Pauses) spread(d time.Duration) time.Duration {
+	return d + schedule.Spread(max(d/10, 100*time.Millisecond), p.rnd)
+}
+
+// DefaultRateLimitPause is the pause after a rate limit that names no
+// Retry-After.
+const DefaultRateLimitPause = 5 * time.Second
+
+// After is the one place that decides what a provider call's outcome
+// means for its route: a rate limit pauses the route for the provider's
+// Retry-After (DefaultRateLimitPause when it gives none); refused
+// credentials pause it with a growing backoff and a loud log line, failing
+// no job; a success ends a run of authentication failures. Any other
+// failure is the job's, not the route's. It returns how long calls wait
+// now, spread over the fleet (0: no pause), after writing the pause for
+// every process. op names the call ("submit", "status", "cancel") in the
+// log.
+func (p *Pauses) After(ctx context.Context, route, op string, callErr error) time.Duration {
+	log := p.log.With().Str("route", route).Str("op", op).Logger()
+	if callErr == nil {
+		if err := p.Recovered(ctx, route); err != nil {
+			log.Warn().Err(err).Msg("clearing the route's auth strikes failed")
+		}
+		return 0
+	}
+	var ps Pause
+	var started bool
+	var err error
+	switch provider.ClassOf(callErr) {
+	case provider.RateLimited:
+		d := cmp.Or(provider.RetryAfterOf(callErr), DefaultRateLimitPause)
+		ps, started, err = p.rateLimited(ctx, route, d, provider.MessageOf(callErr))
+		if started {
+			log.Warn().Dur("pause", d).Msg("rate limited; route paused")
+		}
+	case provider.Auth:
+		ps, started, err = p.authFailed(ctx, route, provider.MessageOf(callErr))
+		if started {
+			log.Error().Time("paused_until", ps.Until).Str("reason", provider.MessageOf(callErr)).
+				Msg("AUTHENTICATION FAILED: check the route's token; route paused, jobs kept")
+		}
+	default:
+		return 0
+	}
+	if err != nil {
+		// The pause is not shared; this process waits all the same.
+		log.Warn().Err(err).Msg("recording the route pause failed")
+		d := DefaultRateLimitPause
+		if provider.ClassOf(callErr) == provider.RateLimited {
+			d = cmp.Or(provider.RetryAfterOf(callErr), d)
+		}
+		return p.spread(d)
+	}
+	d := ps.Until.Sub(p.now())
+	if started && p.Started != nil && d > 0 {
+		p.Started(route, ps.Kind, d)
+	}
+	return p.spread(max(d, 0))
 }
 
 // RateLimited pauses the route for d after a rate limit.
 func (p *Pauses) RateLimited(ctx context.Context, route string, d time.Duration, reason string) (Pause, error) {
+	ps, _, err := p.rateLimited(ctx, route, d, reason)
+	return ps, err
+}
+
+func (p *Pauses) rateLimited(ctx context.Context, route string, d time.Duration, reason string) (Pause, bool, error) {
 	return p.extend(ctx, route, func(cur Pause, now time.Time) Pause {
 		cur.Kind, cur.Reason = PauseRateLimit, reason
 		cur.Until = now.Add(d)
@@ -138,13 +212,18 @@ func (p *Pauses) RateLimited(ctx context.Context, route string, d time.Duration,
 // AuthFailed pauses the route after refused credentials, each consecutive
 // failure doubling the pause from AuthPauseBase up to AuthPauseMax.
 func (p *Pauses) AuthFailed(ctx context.Context, route, reason string) (Pause, error) {
+	ps, _, err := p.authFailed(ctx, route, reason)
+	return ps, err
+}
+
+func (p *Pauses) authFailed(ctx context.Context, route, reason string) (Pause, bool, error) {
 	return p.extend(ctx, route, func(cur Pause, now time.Time) Pause {
 		if cur.Kind == PauseAuth && now.Before(cur.Until) {
 			return cur // already paused for this; one strike per episode
 		}
 		cur.Strikes++
 		cur.Kind, cur.Reason = PauseAuth, reason
-		cur.Until = now.Add(min(AuthPauseBase<<min(cur.Strikes-1, 16), AuthPauseMax))
+		cur.Until = now.Add(min(cmp.Or(p.AuthBase, AuthPauseBase)<<min(cur.Strikes-1, 16), AuthPauseMax))
 		return cur
 	})
 }
@@ -171,8 +250,9 @@ func (p *Pauses) Recovered(ctx context.Context, route string) error {
 }
 
 // extend writes the pause computed by next from the current one, keeping
-// whichever ends later, with compare-and-set.
-func (p *Pauses) extend(ctx context.Context, route string, next func(Pause, time.Time) Pause) (Pause, error) {
+// whichever ends later, with compare-and-set, and reports whether it
+// wrote (false: the current pause stands).
+func (p *Pauses) extend(ctx context.Context, route string, next func(Pause, time.Time) Pause) (Pause, bool, error) {
 	for range 10 {
 		var cur Pause
 		var rev uint64
@@ -185,7 +265,7 @@ func (p *Pauses) extend(ctx context.Context, route string, next func(Pause, time
 			}
 		case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):
 		default:
-			return Pause{}, fmt.Errorf("read pause of route %s: %w", route, err)
+			return Pause{}, false, fmt.Errorf("read pause of route %s: %w", route, err)
 		}
 		now := p.now().UTC()
 		if !now.Before(cur.Until) {
@@ -194,7 +274,7 @@ func (p *Pauses) extend(ctx context.Context, route string, next func(Pause, time
 		want := next(cur, now)
 		if !want.Until.After(cur.Until) && want.Strikes == cur.Strikes {
 			p.remember(route, cur)
-			return cur, nil
+			return cur, false, nil
 		}
 		b, _ := json.Marshal(want)
 		if rev == 0 {
@@ -206,12 +286,12 @@ func (p *Pauses) extend(ctx context.Context, route string, next func(Pause, time
 			continue
 		}
 		if err != nil {
-			return Pause{}, fmt.Errorf("pause route %s: %w", route, err)
+			return Pause{}, false, fmt.Errorf("pause route %s: %w", route, err)
 		}
 		p.remember(route, want)
-		return want, nil
+		return want, true, nil
 	}
-	return Pause{}, fmt.Errorf("pause route %s: too many concurrent writers", route)
+	return Pause{}, false, fmt.Errorf("pause route %s: too many concurrent writers", route)
 }
 
 // remember applies a pause locally at once, before the watch brings it.

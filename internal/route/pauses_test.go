@@ -2,7 +2,6 @@ package route_test
 
 import (
 	"context"
-	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
@@ -39,7 +38,6 @@ func TestRateLimitPausesTheWholeFleet(t *testing.T) {
 	t.Parallel()
 	ps := fleet(t, 3)
 	ctx := context.Background()
-	rnd := rand.New(rand.NewPCG(1, 1))
 
 	got, err := ps[0].RateLimited(ctx, "r", 2*time.Second, "throttled")
 	require.NoError(t, err)
@@ -49,7 +47,7 @@ func TestRateLimitPausesTheWholeFleet(t *testing.T) {
 	for _, p := range ps[1:] {
 		require.Eventually(t, func() bool { _, ok := p.Active("r"); return ok }, 5*time.Second, 5*time.Millisecond,
 			"every other process hears of it")
-		left := p.Remaining("r", rnd)
+		left := p.Remaining("r")
 		require.Greater(t, left, time.Second)
 		require.Less(t, left, 2*time.Second+300*time.Millisecond, "with at most 10% (≥100 ms) jitter")
 	}

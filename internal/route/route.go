@@ -9,6 +9,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"time"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/pollux-dev/pollux/internal/budget"
 	"github.com/pollux-dev/pollux/internal/config"
+	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/provider"
 	"github.com/pollux-dev/pollux/pkg/provider/fal"
 	"github.com/pollux-dev/pollux/pkg/provider/generic"
@@ -24,6 +26,7 @@ import (
 	"github.com/pollux-dev/pollux/pkg/provider/runway"
 	"github.com/pollux-dev/pollux/pkg/provider/veo"
 	"github.com/pollux-dev/pollux/pkg/schedule"
+	"github.com/pollux-dev/pollux/pkg/state"
 )
 
 // Route is one configured provider account, ready to use.
@@ -199,4 +202,40 @@ func New(name string, a provider.Adapter, rc config.Route, scale float64) (*Rout
 		return nil, fmt.Errorf("route %s: webhook_url is set, but %s sends no webhooks", name, a.Info().Kind)
 	}
 	return r, nil
+}
+
+// Learned returns the learned durations of a route's model and
+// configuration key (see package learn); nil means none are learned.
+type Learned func(route, model, configKey string) (total, run *schedule.Dist)
+
+// NextPoll is how long job's next poll waits by the route's schedule,
+// given its poll state at now and the provider's poll-after hint: the one
+// view of a job the schedule decides on.
+func (r *Route) NextPoll(ps *events.PollState, now time.Time, pollAfter time.Duration, learned Learned, rnd *rand.Rand) time.Duration {
+	return r.Policy.Next(r.ScheduleJob(ps, now, pollAfter, learned), rnd)
+}
+
+// ScheduleJob is the schedule's view of a job with poll state ps at now.
+func (r *Route) ScheduleJob(ps *events.PollState, now time.Time, pollAfter time.Duration, learned Learned) schedule.Job {
+	sj := schedule.Job{
+		Now: now, Submitted: cmp.Or(ps.SubmittedAt, ps.CreatedAt), Polls: ps.Polls, Unchanged: ps.Unchanged,
+		Expected: time.Duration(ps.Expected), Deadline: ps.Deadline, WebhookExpected: ps.Webhook,
+		Errors: ps.Errors, StartedAt: ps.StartedAt, PollAfter: pollAfter,
+	}
+	if ps.Progress != nil {
+		sj.Progress = *ps.Progress
+	}
+	if ps.QueuePosition != nil {
+		sj.QueuePosition = *ps.QueuePosition
+	}
+	switch ps.State {
+	case state.Queued, state.Pending:
+		sj.Phase = schedule.PhaseQueued
+	case state.Running:
+		sj.Phase = schedule.PhaseRunning
+	}
+	if learned != nil {
+		sj.Learned, sj.LearnedRun = learned(r.Name, ps.Model, ps.ConfigKey)
+	}
+	return sj
 }

@@ -10,11 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pollux-dev/pollux/internal/config"
-	"github.com/pollux-dev/pollux/internal/lifecycle"
+	"github.com/pollux-dev/pollux/internal/jobs"
 	"github.com/pollux-dev/pollux/internal/natstest"
 	"github.com/pollux-dev/pollux/internal/route"
 	"github.com/pollux-dev/pollux/internal/webhook"
@@ -52,13 +51,12 @@ func TestUnsignedCallbacksAreHints(t *testing.T) {
 	u := rt.JobWebhookURL("job-1")
 	require.Contains(t, u, "token=")
 
-	life := lifecycle.New(events.Default, js, res, zerolog.Nop(), lifecycle.Hooks{})
+	owner := jobs.New(events.Default, js, res, jobs.Config{})
 	later := time.Now().Add(time.Hour).UTC()
-	j := &state.Job{ID: "job-1", Route: "luma", RemoteID: "gen-9", State: state.Running, NextCheckAt: later}
-	require.NoError(t, life.Create(ctx, j))
-	require.NoError(t, life.Arm(ctx, j, later))
+	track(t, owner, &state.Job{ID: "job-1", Route: "luma", RemoteID: "gen-9", State: state.Running, WebhookExpected: true, NextCheckAt: later})
+	rev := revision(t, res, "job-1")
 
-	svc, err := webhook.New(webhook.Config{Routes: map[string]*route.Route{"luma": rt}}, js, events.Default, res, life)
+	svc, err := webhook.New(webhook.Config{Routes: map[string]*route.Route{"luma": rt}}, js, events.Default, res, owner)
 	require.NoError(t, err)
 	hs := httptest.NewServer(svc.Handler())
 	defer hs.Close()
@@ -81,22 +79,33 @@ func TestUnsignedCallbacksAreHints(t *testing.T) {
 	ln := listenLocal(t)
 	go func() { done <- svc.Run(cctx, ln) }()
 	require.Eventually(t, func() bool {
-		cur, _, err := life.Store().Get(ctx, "job-1")
-		return err == nil && !cur.NextCheckAt.After(time.Now())
-	}, 10*time.Second, 20*time.Millisecond, "the check is brought forward")
-	cur, _, err := life.Store().Get(ctx, "job-1")
+		v, err := owner.Check(ctx, "luma", "job-1")
+		return err == nil && v.Check != nil && !v.Check.Due.After(time.Now())
+	}, 10*time.Second, 20*time.Millisecond, "the check is brought forward: due now")
+	cur, err := owner.Get(ctx, "job-1")
 	require.NoError(t, err)
 	require.Equal(t, state.Running, cur.State, "a callback alone never moves a job")
-	require.Eventually(t, func() bool {
-		m, err := res.Checks.GetLastMsgForSubject(ctx, events.Default.Check("luma", "job-1"))
-		if err != nil {
-			return false
-		}
-		chk, err := events.DecodeCheck(m.Data)
-		return err == nil && !chk.NotBefore.After(time.Now())
-	}, 10*time.Second, 20*time.Millisecond, "the check message is due now")
+	require.Equal(t, rev, revision(t, res, "job-1"), "nor writes its record")
 	cancel()
 	require.NoError(t, <-done)
+}
+
+// track has owner track job (a job with a remote id), armed at its
+// NextCheckAt.
+func track(t *testing.T, owner *jobs.Owner, j *state.Job) {
+	t.Helper()
+	j.CreatedAt = time.Now().UTC()
+	_, created, err := owner.Accept(context.Background(), j)
+	require.NoError(t, err)
+	require.True(t, created)
+}
+
+// revision is a job record's revision.
+func revision(t *testing.T, res *events.Resources, id string) uint64 {
+	t.Helper()
+	e, err := res.Jobs.Get(context.Background(), id)
+	require.NoError(t, err)
+	return e.Revision()
 }
 
 func listenLocal(t *testing.T) net.Listener {

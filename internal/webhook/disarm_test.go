@@ -12,11 +12,10 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pollux-dev/pollux/internal/config"
-	"github.com/pollux-dev/pollux/internal/lifecycle"
+	"github.com/pollux-dev/pollux/internal/jobs"
 	"github.com/pollux-dev/pollux/internal/route"
 	"github.com/pollux-dev/pollux/internal/webhook"
 	"github.com/pollux-dev/pollux/pkg/events"
@@ -49,7 +48,7 @@ accounts {
 // delete) is applied once and retried until the check goes: here the
 // webhook user is denied the delete, the job finishes but keeps its check,
 // and once a configuration reload grants the delete the retry removes it.
-func TestDisarmRetriedUntilTheCheckGoes(t *testing.T) {
+func TestRemovalRetriedUntilTheCheckGoes(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "nats.conf")
@@ -76,14 +75,13 @@ func TestDisarmRetriedUntilTheCheckGoes(t *testing.T) {
 	admin := connect("admin")
 	res, err := events.Default.Setup(ctx, admin, events.Options{})
 	require.NoError(t, err)
-	adminLife := lifecycle.New(events.Default, admin, res, zerolog.Nop(), lifecycle.Hooks{})
-	job := &state.Job{ID: "job-1", Route: "rep", RemoteID: "p1", State: state.Running, WebhookExpected: true}
-	require.NoError(t, adminLife.Create(ctx, job))
-	require.NoError(t, adminLife.Arm(ctx, job, time.Now().Add(time.Hour)))
+	adminJobs := jobs.New(events.Default, admin, res, jobs.Config{})
+	track(t, adminJobs, &state.Job{ID: "job-1", Route: "rep", RemoteID: "p1", State: state.Running, WebhookExpected: true,
+		NextCheckAt: time.Now().Add(time.Hour)})
 	check := func() uint64 {
-		seen, err := adminLife.CurrentCheck(ctx, "rep", "job-1")
+		v, err := adminJobs.Check(ctx, "rep", "job-1")
 		require.NoError(t, err)
-		return seen.Seq
+		return v.Seq
 	}
 	require.NotZero(t, check())
 
@@ -98,13 +96,12 @@ func TestDisarmRetriedUntilTheCheckGoes(t *testing.T) {
 	require.Error(t, err, "the webhook user cannot delete checks yet")
 
 	svc, err := webhook.New(webhook.Config{Routes: map[string]*route.Route{"rep": repRoute(t, config.Route{})}},
-		hook, events.Default, hres, lifecycle.New(events.Default, hook, hres, zerolog.Nop(), lifecycle.Hooks{}))
+		hook, events.Default, hres, jobs.New(events.Default, hook, hres, jobs.Config{}))
 	require.NoError(t, err)
 	code, _, _ := do(t, signedRequest(t, serve(t, svc)+"/webhooks/rep?job=job-1", "msg_1", time.Now(), prediction))
 	require.Equal(t, http.StatusOK, code)
-	store := state.NewStore(res.Jobs)
 	require.Eventually(t, func() bool {
-		j, _, err := store.Get(ctx, "job-1")
+		j, err := adminJobs.Get(ctx, "job-1")
 		return err == nil && j.State == state.Succeeded
 	}, 10*time.Second, 20*time.Millisecond, "the delivery is applied")
 	require.NotZero(t, check(), "the check could not be removed")
@@ -113,7 +110,7 @@ func TestDisarmRetriedUntilTheCheckGoes(t *testing.T) {
 	require.NoError(t, srv.Reload())
 	require.Eventually(t, func() bool { return check() == 0 }, 30*time.Second, 50*time.Millisecond,
 		"a retry removes the check once the delete is allowed")
-	j, _, err := store.Get(ctx, "job-1")
+	j, err := adminJobs.Get(ctx, "job-1")
 	require.NoError(t, err)
 	require.Equal(t, 1, j.Webhooks, "applied once, however often it was retried")
 }

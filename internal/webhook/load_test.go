@@ -14,14 +14,13 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/pollux-dev/pollux/internal/config"
 	"github.com/pollux-dev/pollux/internal/embedded"
-	"github.com/pollux-dev/pollux/internal/lifecycle"
+	"github.com/pollux-dev/pollux/internal/jobs"
 	"github.com/pollux-dev/pollux/internal/route"
 	"github.com/pollux-dev/pollux/internal/webhook"
 	"github.com/pollux-dev/pollux/pkg/events"
@@ -62,18 +61,20 @@ func loadRun(t *testing.T, unique, dups, senders int, restart bool) loadResult {
 	require.NoError(t, err)
 	res, err := events.Default.Setup(ctx, js, events.Options{})
 	require.NoError(t, err)
-	store := state.NewStore(res.Jobs)
+	owner := jobs.New(events.Default, js, res, jobs.Config{})
 	var create errgroup.Group
 	create.SetLimit(16)
+	later := time.Now().Add(time.Hour)
 	for i := range unique {
 		create.Go(func() error {
-			_, err := store.Create(ctx, &state.Job{ID: fmt.Sprintf("job-%d", i), Route: "rep", RemoteID: fmt.Sprintf("p%d", i), State: state.Running})
+			_, _, err := owner.Accept(ctx, &state.Job{ID: fmt.Sprintf("job-%d", i), Route: "rep", RemoteID: fmt.Sprintf("p%d", i),
+				State: state.Running, WebhookExpected: true, NextCheckAt: later})
 			return err
 		})
 	}
 	require.NoError(t, create.Wait())
 	svc, err := webhook.New(webhook.Config{Routes: map[string]*route.Route{"rep": repRoute(t, config.Route{})}, PublishTimeout: time.Second, Workers: 16},
-		js, events.Default, res, lifecycle.New(events.Default, js, res, zerolog.Nop(), lifecycle.Hooks{}))
+		js, events.Default, res, owner)
 	require.NoError(t, err)
 	base := serve(t, svc) + "/webhooks/rep?job="
 
@@ -105,7 +106,7 @@ func loadRun(t *testing.T, unique, dups, senders int, restart bool) loadResult {
 			defer srvMu.Unlock()
 			srv.Shutdown()
 			srv.WaitForShutdown()
-			<-time.After(300 * time.Millisecond) // down for a moment
+			<-time.After(1500 * time.Millisecond) // down for longer than the publish timeout
 			s, err := embedded.Start(embedded.Config{StoreDir: dir, Port: port})
 			if err == nil {
 				srv = s
@@ -166,10 +167,11 @@ func loadRun(t *testing.T, unique, dups, senders int, restart bool) loadResult {
 		t.Fatalf("stream %+v; consumer pending %d ack-pending %d waiting %d redelivered %d", info.State, ci.NumPending, ci.NumAckPending, ci.NumWaiting, ci.NumRedelivered)
 	}
 	n := 0
-	require.NoError(t, store.Each(ctx, func(j *state.Job, err error) error {
+	require.NoError(t, owner.Each(ctx, func(j *state.Job, err error) error {
 		require.NoError(t, err)
 		require.Equal(t, state.Succeeded, j.State, j.ID)
 		require.Equal(t, 1, j.Webhooks, "job %s: its delivery applied exactly once", j.ID)
+		require.Equal(t, state.FromWebhook, j.DetectedBy, j.ID)
 		n++
 		return nil
 	}))

@@ -1,9 +1,19 @@
 // Package webhook is cmd/webhook's service: an HTTP receiver that verifies
-// each provider delivery before reading it, publishes it to JetStream with
-// the provider's delivery id as Nats-Msg-Id and answers 2xx only after the
-// PubAck (503 with Retry-After when NATS cannot take it, never 410); and a
-// consumer that applies the stored deliveries to job state, stopping a job's
-// polling at once when a delivery makes it terminal.
+// each provider delivery before reading it, reads it (a verified delivery
+// that cannot be read, or names no job, is answered 400 with the problem
+// body of package problem), publishes it to JetStream with the provider's
+// delivery id as Nats-Msg-Id and answers 2xx only after the PubAck (503
+// with Retry-After when NATS cannot take it, never 410); and a consumer
+// that hands the stored deliveries to the jobs' owner (package jobs),
+// which applies them and stops a job's polling at once when one makes it
+// terminal.
+//
+// No genuine delivery is dropped for arriving early: one about a job whose
+// record does not know its remote id yet (a provider may call back before
+// it answers the create), or that is not armed yet, is kept and retried
+// until it applies or its route's hold window passes (Config.Hold: at
+// least the route's call timeout plus 30 s); only then is it dropped,
+// logged and counted.
 package webhook
 
 import (
@@ -11,10 +21,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"strings"
@@ -27,12 +37,12 @@ import (
 
 	"github.com/pollux-dev/pollux/internal/consume"
 	"github.com/pollux-dev/pollux/internal/httpserve"
-	"github.com/pollux-dev/pollux/internal/lifecycle"
-	"github.com/pollux-dev/pollux/internal/poller"
+	"github.com/pollux-dev/pollux/internal/jobs"
+	"github.com/pollux-dev/pollux/internal/problem"
 	"github.com/pollux-dev/pollux/internal/route"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/provider"
-	"github.com/pollux-dev/pollux/pkg/state"
+	"github.com/pollux-dev/pollux/pkg/schedule"
 )
 
 // startupTimeout bounds the JetStream calls made before the service runs.
@@ -59,6 +69,10 @@ type Metrics struct {
 	// Hinted observes an unsigned callback that brought a job's check
 	// forward, by route.
 	Hinted func(route string)
+	// Dropped observes a stored delivery that was never applied, by route
+	// and reason ("mismatch": about another job than its URL names;
+	// "unknown_job": no job took it within the hold window; "unreadable").
+	Dropped func(route, reason string)
 	// Orphans counts stored deliveries removed although acknowledged
 	// (consume.SweepOrphans).
 	Orphans func(n int)
@@ -79,13 +93,18 @@ type Config struct {
 	PublishTimeout time.Duration
 	// Workers apply deliveries concurrently (default 8).
 	Workers int
+	// Hold is how long a delivery that cannot be applied yet is kept and
+	// retried (default 2m), and at least the route's provider call timeout
+	// (30s when the route sets none) plus 30s: a create's answer is
+	// recorded within its call.
+	Hold time.Duration
+	// Sweep is how often the consumer's orphans are looked for (default
+	// consume.DefaultSweep).
+	Sweep time.Duration
 	// Logger receives the service's log lines (default: none).
 	Logger zerolog.Logger
 	// Metrics observe the service.
 	Metrics Metrics
-	// Learned returns the learned durations (nil: none are learned), to
-	// count the polls of a check a delivery removes (poller.CountPolls).
-	Learned poller.Learned
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
@@ -95,13 +114,14 @@ type Service struct {
 	cfg  Config
 	js   jetstream.JetStream
 	res  *events.Resources
-	life *lifecycle.Lifecycle
+	jobs *jobs.Owner
 	ns   events.Namespace
 	log  zerolog.Logger
+	rnd  *rand.Rand
 }
 
 // New validates the configuration and prepares the service.
-func New(cfg Config, js jetstream.JetStream, ns events.Namespace, res *events.Resources, life *lifecycle.Lifecycle) (*Service, error) {
+func New(cfg Config, js jetstream.JetStream, ns events.Namespace, res *events.Resources, owner *jobs.Owner) (*Service, error) {
 	if len(cfg.Routes) == 0 {
 		return nil, errors.New("webhook: Routes: at least one route is required")
 	}
@@ -112,10 +132,11 @@ func New(cfg Config, js jetstream.JetStream, ns events.Namespace, res *events.Re
 	cfg.MaxHeaderBytes = cmp.Or(cfg.MaxHeaderBytes, 16<<10)
 	cfg.PublishTimeout = cmp.Or(cfg.PublishTimeout, 5*time.Second)
 	cfg.Workers = cmp.Or(cfg.Workers, 8)
+	cfg.Hold = cmp.Or(cfg.Hold, 2*time.Minute)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Service{cfg: cfg, js: js, res: res, life: life, ns: ns, log: cfg.Logger}, nil
+	return &Service{cfg: cfg, js: js, res: res, jobs: owner, ns: ns, log: cfg.Logger, rnd: schedule.NewRand(0)}, nil
 }
 
 // Run serves HTTP on ln and applies deliveries until ctx ends; at shutdown
@@ -146,7 +167,8 @@ func (s *Service) Run(ctx context.Context, ln net.Listener) error {
 		return nil
 	})
 	g.Go(func() error {
-		return consume.Recreate(gctx, c, ensure, consume.Options{Workers: s.cfg.Workers, Stream: s.res.Webhooks, Swept: s.cfg.Metrics.Orphans, Logger: s.log}, s.apply)
+		return consume.Recreate(gctx, c, ensure, consume.Options{Workers: s.cfg.Workers, Stream: s.res.Webhooks,
+			Sweep: s.cfg.Sweep, Swept: s.cfg.Metrics.Orphans, Logger: s.log}, s.apply)
 	})
 	s.log.Info().Str("addr", ln.Addr().String()).Msg("webhook receiver running")
 	return g.Wait()
@@ -162,11 +184,22 @@ func (s *Service) Handler() http.Handler {
 	return mux
 }
 
+// reply is the body of a delivery answered 2xx.
 type reply struct {
-	OK        bool   `json:"ok"`
-	Duplicate bool   `json:"duplicate,omitempty"`
-	Error     string `json:"error,omitempty"`
+	OK        bool `json:"ok"`
+	Duplicate bool `json:"duplicate,omitempty"`
 }
+
+// The error codes of the webhook receiver besides those of package
+// problem, with their HTTP status.
+const (
+	// CodeInvalidSignature (401): the delivery is not authentic, or stale.
+	CodeInvalidSignature problem.Code = "invalid_signature"
+	// CodeInvalidDelivery (400): the delivery cannot be read, before its
+	// verification (malformed headers) or after it (a body that is not
+	// the provider's, or names no job).
+	CodeInvalidDelivery problem.Code = "invalid_delivery"
+)
 
 func (s *Service) receive(w http.ResponseWriter, req *http.Request) {
 	start := time.Now()
@@ -181,32 +214,35 @@ func (s *Service) receive(w http.ResponseWriter, req *http.Request) {
 	}
 }
 
-func write(w http.ResponseWriter, status int, r reply) int {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(r)
+func ok(w http.ResponseWriter, r reply) int {
+	problem.WriteJSON(w, http.StatusOK, r)
+	return http.StatusOK
+}
+
+func fail(w http.ResponseWriter, status int, code problem.Code, field, message string) int {
+	problem.Write(w, status, problem.Detail{Code: code, Message: message, Field: field})
 	return status
 }
 
 func (s *Service) serve(w http.ResponseWriter, req *http.Request, name string) int {
 	if req.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		return write(w, http.StatusMethodNotAllowed, reply{Error: "POST only"})
+		return fail(w, http.StatusMethodNotAllowed, problem.CodeMethodNotAllowed, "", "POST only")
 	}
 	r, ok := s.cfg.Routes[name]
 	if !ok || (r.Webhooks == nil && r.Callbacks == nil) {
-		return write(w, http.StatusNotFound, reply{Error: "no webhook route here"})
+		return fail(w, http.StatusNotFound, problem.CodeNotFound, "route", "no webhook route here")
 	}
 	if enc := req.Header.Get("Content-Encoding"); enc != "" && !strings.EqualFold(enc, "identity") {
-		return write(w, http.StatusUnsupportedMediaType, reply{Error: "compressed bodies are not accepted"})
+		return fail(w, http.StatusUnsupportedMediaType, problem.CodeUnsupportedMediaType, "Content-Encoding", "compressed bodies are not accepted")
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, r.WebhookMaxBody))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return write(w, http.StatusRequestEntityTooLarge, reply{Error: fmt.Sprintf("body larger than %d bytes", r.WebhookMaxBody)})
+			return fail(w, http.StatusRequestEntityTooLarge, problem.CodeBodyTooLarge, "", fmt.Sprintf("body larger than %d bytes", r.WebhookMaxBody))
 		}
-		return write(w, http.StatusBadRequest, reply{Error: "reading the body failed"})
+		return fail(w, http.StatusBadRequest, CodeInvalidDelivery, "", "reading the body failed")
 	}
 	log := s.log.With().Str("route", name).Logger()
 	job := req.URL.Query().Get("job")
@@ -217,17 +253,27 @@ func (s *Service) serve(w http.ResponseWriter, req *http.Request, name string) i
 	switch {
 	case errors.Is(err, provider.ErrSignature):
 		log.Warn().Err(err).Msg("webhook refused: bad signature")
-		return write(w, http.StatusUnauthorized, reply{Error: "signature verification failed"})
+		return fail(w, http.StatusUnauthorized, CodeInvalidSignature, "", "signature verification failed")
 	case errors.Is(err, provider.ErrMalformed):
 		log.Warn().Err(err).Msg("webhook refused: malformed")
-		return write(w, http.StatusBadRequest, reply{Error: "malformed delivery"})
+		return fail(w, http.StatusBadRequest, CodeInvalidDelivery, "", "malformed delivery: "+err.Error())
 	case err != nil:
 		log.Error().Err(err).Msg("webhook verification unavailable")
-		w.Header().Set("Retry-After", "5")
-		return write(w, http.StatusServiceUnavailable, reply{Error: "verification unavailable, retry later"})
+		return fail(w, http.StatusServiceUnavailable, problem.CodeUnavailable, "", "verification unavailable, retry later")
 	}
 	if !events.ValidToken(job) {
-		return write(w, http.StatusBadRequest, reply{Error: "job: missing or invalid query parameter"})
+		log.Warn().Msg("verified webhook refused: its URL names no job")
+		return fail(w, http.StatusBadRequest, problem.CodeInvalidParameter, "job", "missing or invalid query parameter: the job the delivery is about")
+	}
+	// Authentic: what it says must be readable now, or it never will be.
+	st, err := r.Webhooks.ParseWebhook(req.Header, body)
+	switch {
+	case err != nil:
+		log.Warn().Err(err).Str("job_id", job).Msg("verified webhook refused: unreadable")
+		return fail(w, http.StatusBadRequest, CodeInvalidDelivery, "", "the delivery is signed but cannot be read: "+err.Error())
+	case st.RemoteID == "":
+		log.Warn().Str("job_id", job).Msg("verified webhook refused: it names no remote job")
+		return fail(w, http.StatusBadRequest, CodeInvalidDelivery, "", "the delivery is signed but names no job")
 	}
 	return s.store(w, req, name, job, deliveryID, body, nil, log)
 }
@@ -237,16 +283,16 @@ func (s *Service) serve(w http.ResponseWriter, req *http.Request, name string) i
 // stored as a hint, identified by its content.
 func (s *Service) callback(w http.ResponseWriter, req *http.Request, r *route.Route, job string, body []byte, log zerolog.Logger) int {
 	if !events.ValidToken(job) {
-		return write(w, http.StatusBadRequest, reply{Error: "job: missing or invalid query parameter"})
+		return fail(w, http.StatusBadRequest, problem.CodeInvalidParameter, "job", "missing or invalid query parameter: the job the callback is about")
 	}
 	if !r.ValidCallbackToken(job, req.URL.Query().Get("token")) {
 		log.Warn().Str("job_id", job).Msg("callback refused: bad token")
-		return write(w, http.StatusUnauthorized, reply{Error: "token: invalid for this job"})
+		return fail(w, http.StatusUnauthorized, CodeInvalidSignature, "token", "invalid for this job")
 	}
 	remoteID, err := r.Callbacks.CallbackRemoteID(body)
 	if err != nil {
 		log.Warn().Err(err).Msg("callback refused: malformed")
-		return write(w, http.StatusBadRequest, reply{Error: "malformed callback"})
+		return fail(w, http.StatusBadRequest, CodeInvalidDelivery, "", "malformed callback: "+err.Error())
 	}
 	sum := sha256.Sum256(body)
 	extra := nats.Header{HeaderCallback: {"1"}, HeaderRemoteID: {remoteID}}
@@ -258,7 +304,7 @@ func (s *Service) callback(w http.ResponseWriter, req *http.Request, r *route.Ro
 func (s *Service) store(w http.ResponseWriter, req *http.Request, name, job, deliveryID string, body []byte, extra nats.Header, log zerolog.Logger) int {
 	seenKey := deliveryKey(name, deliveryID)
 	if _, err := s.res.Deliveries.Get(req.Context(), seenKey); err == nil {
-		return write(w, http.StatusOK, reply{OK: true, Duplicate: true})
+		return ok(w, reply{OK: true, Duplicate: true})
 	}
 	msg := &nats.Msg{Subject: s.ns.Webhook(name), Data: body, Header: storedHeaders(req.Header)}
 	msg.Header.Set(HeaderJob, job)
@@ -272,8 +318,7 @@ func (s *Service) store(w http.ResponseWriter, req *http.Request, name, job, del
 	ack, err := s.js.PublishMsg(pctx, msg, jetstream.WithMsgID(name+":"+deliveryID))
 	if err != nil {
 		log.Error().Err(err).Str("job_id", job).Msg("storing a webhook failed; asked the provider to retry")
-		w.Header().Set("Retry-After", "5")
-		return write(w, http.StatusServiceUnavailable, reply{Error: "temporarily unavailable, retry later"})
+		return fail(w, http.StatusServiceUnavailable, problem.CodeUnavailable, "", "temporarily unavailable, retry later")
 	}
 	// Remember the delivery for the retry horizon. If this fails the
 	// delivery is stored all the same; a retry is then caught by the
@@ -281,7 +326,7 @@ func (s *Service) store(w http.ResponseWriter, req *http.Request, name, job, del
 	if _, err := s.res.Deliveries.Create(pctx, seenKey, []byte(job)); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
 		log.Warn().Err(err).Msg("recording the delivery id failed")
 	}
-	return write(w, http.StatusOK, reply{OK: true, Duplicate: ack.Duplicate})
+	return ok(w, reply{OK: true, Duplicate: ack.Duplicate})
 }
 
 // deliveryKey is the deliveries bucket key of a route's delivery id (ids
@@ -305,7 +350,7 @@ func storedHeaders(h http.Header) nats.Header {
 	return out
 }
 
-// apply applies one stored delivery to its job.
+// apply hands one stored delivery to the jobs' owner.
 func (s *Service) apply(ctx context.Context, msg jetstream.Msg) events.Outcome {
 	name, err := s.ns.ParseWebhook(msg.Subject())
 	if err != nil {
@@ -321,123 +366,86 @@ func (s *Service) apply(ctx context.Context, msg jetstream.Msg) events.Outcome {
 	h := http.Header(msg.Headers())
 	id, delivery := h.Get(HeaderJob), h.Get(HeaderDelivery)
 	log := s.log.With().Str("route", name).Str("job_id", id).Str("delivery_id", delivery).Logger()
+	held := s.held(msg, h)
+	late := held > s.window(r)
 	if h.Get(HeaderCallback) != "" {
-		return s.hint(ctx, name, id, h.Get(HeaderRemoteID), log)
+		err := s.jobs.Hint(ctx, name, id, h.Get(HeaderRemoteID))
+		if err == nil {
+			if s.cfg.Metrics.Hinted != nil {
+				s.cfg.Metrics.Hinted(name)
+			}
+			log.Debug().Msg("callback: checking the job now")
+		}
+		return s.settled(msg, name, err, late, log)
 	}
 	if r.Webhooks == nil {
 		log.Error().Msg("dropping a signed delivery on a route that takes only callbacks")
-		return events.Stop()
+		return s.drop(name, "unreadable")
 	}
 	st, err := r.Webhooks.ParseWebhook(h, msg.Data())
 	if err != nil {
 		log.Error().Err(err).Msg("dropping an unreadable delivery")
-		return events.Stop()
+		return s.drop(name, "unreadable")
 	}
-	now := s.cfg.Now().UTC()
-	var polls int
-	var seen *lifecycle.Seen // the job's check, read once for counting and removing
-	if st.Observation.State.Terminal() {
-		// The job's check goes once this ends the job: its quiet polls
-		// go into the record first.
-		if seen, err = s.life.CurrentCheck(ctx, name, id); err != nil {
-			seen = nil // Disarm reads it again
-		}
-		polls, _, _ = poller.CountPolls(r, s.cfg.Learned, seen, now)
-	}
-	changed := false
-	j, err := s.life.Update(ctx, id, func(cur *state.Job) error {
-		if cur.Route != name || cur.RemoteID != st.RemoteID {
-			return errMismatch
-		}
-		if !cur.Delivered(delivery) {
-			return state.ErrNoChange // applied before: a duplicate the transport let through
-		}
-		obs := st.Observation
-		obs.Source, obs.At = state.FromWebhook, now
-		changed = cur.Apply(obs) != ""
-		if changed && cur.State.Terminal() {
-			cur.Polls = max(cur.Polls, polls)
-		}
-		return nil
-	})
-	switch {
-	case errors.Is(err, state.ErrNotFound):
-		log.Warn().Msg("delivery for an unknown job; dropped")
-		return events.Stop()
-	case errors.Is(err, errMismatch):
-		log.Warn().Str("remote_id", st.RemoteID).Msg("delivery does not match the job's route or remote id; dropped")
-		return events.Stop()
-	case err != nil:
-		log.Warn().Err(err).Msg("applying a delivery failed; retrying")
-		return events.Later(2 * time.Second)
+	applied, err := s.jobs.Webhook(ctx, jobs.Notice{Route: name, JobID: id, DeliveryID: delivery,
+		RemoteID: st.RemoteID, Obs: st.Observation, Unarmed: late})
+	if err != nil {
+		return s.settled(msg, name, err, late, log.With().Str("remote_id", st.RemoteID).Logger())
 	}
 	if s.cfg.Metrics.Applied != nil {
-		s.cfg.Metrics.Applied(name, changed)
+		s.cfg.Metrics.Applied(name, applied.Changed)
 	}
-	if j.State.Terminal() {
-		// Idempotent, so a retried delivery stops polling too.
-		if err := s.life.Disarm(ctx, j.Route, j.ID, seen); err != nil {
-			// A quiet poll reads no record, so the check must go: the
-			// delivery is retried (it is applied once; the retry disarms).
-			log.Warn().Err(err).Msg("stopping the job's polling failed; retrying")
-			return events.Later(2 * time.Second)
-		}
-	}
-	if changed && j.State.Terminal() {
-		log.Info().Str("state", string(j.State)).Str("remote_id", j.RemoteID).Msg("job finished (webhook)")
+	if applied.Changed && applied.Job.State.Terminal() {
+		log.Info().Str("state", string(applied.Job.State)).Str("remote_id", applied.Job.RemoteID).Msg("job finished (webhook)")
 	}
 	return events.Done()
 }
 
-var errMismatch = errors.New("delivery does not match the job")
-
-// hint answers an unsigned callback: it changes nothing itself, but brings
-// the job's next status check forward to now, so whatever the callback
-// claims is confirmed by the provider before the job moves.
-func (s *Service) hint(ctx context.Context, name, id, remoteID string, log zerolog.Logger) events.Outcome {
-	now := s.cfg.Now().UTC()
-	// The check is replaced: its quiet polls go into the record (and so
-	// into the new check's context) first.
-	seen, err := s.life.CurrentCheck(ctx, name, id)
-	if err != nil {
-		seen = nil // Rearm reads it again
-	}
-	polls, unchanged, _ := poller.CountPolls(s.cfg.Routes[name], s.cfg.Learned, seen, now)
-	j, err := s.life.Update(ctx, id, func(cur *state.Job) error {
-		switch {
-		case cur.Route != name || cur.RemoteID != remoteID:
-			return errMismatch
-		case cur.State.Terminal():
-			return state.ErrNoChange
-		}
-		cur.Polls, cur.Unchanged = max(cur.Polls, polls), max(cur.Unchanged, unchanged)
-		// The record's next check time dates from the job's last change
-		// (quiet polls do not write it), so it cannot say whether a check
-		// is already due: the check is always replaced.
-		cur.NextCheckAt = now
-		return nil
-	})
+// settled is the outcome of a delivery the owner did not apply: kept for
+// a retry while the job may still take it, else dropped and counted.
+func (s *Service) settled(msg jetstream.Msg, route string, err error, late bool, log zerolog.Logger) events.Outcome {
 	switch {
-	case errors.Is(err, state.ErrNotFound):
-		log.Warn().Msg("callback for an unknown job; dropped")
-		return events.Stop()
-	case errors.Is(err, errMismatch):
-		log.Warn().Str("remote_id", remoteID).Msg("callback does not match the job's route or remote id; dropped")
-		return events.Stop()
-	case err != nil:
-		log.Warn().Err(err).Msg("applying a callback failed; retrying")
-		return events.Later(2 * time.Second)
-	}
-	if j.State.Terminal() {
+	case err == nil:
 		return events.Done()
+	case errors.Is(err, jobs.ErrMismatch):
+		log.Warn().Msg("delivery does not match the job's route or remote id; dropped")
+		return s.drop(route, "mismatch")
+	case errors.Is(err, jobs.ErrNotReady) && late:
+		log.Warn().Msg("no job took the delivery within its hold window; dropped")
+		return s.drop(route, "unknown_job")
+	case errors.Is(err, jobs.ErrNotReady):
+		n := 1
+		if md, merr := msg.Metadata(); merr == nil {
+			n = int(md.NumDelivered)
+		}
+		return events.Later(schedule.Backoff{Base: 100 * time.Millisecond, Max: 5 * time.Second}.Next(n, s.rnd))
 	}
-	if err := s.life.Rearm(ctx, j, now, seen); err != nil {
-		log.Warn().Err(err).Msg("bringing the check forward failed; retrying")
-		return events.Later(2 * time.Second)
+	log.Warn().Err(err).Msg("applying a delivery failed; retrying")
+	return events.Later(schedule.Jitter(2*time.Second, schedule.RetryJitter, s.rnd))
+}
+
+func (s *Service) drop(route, reason string) events.Outcome {
+	if s.cfg.Metrics.Dropped != nil {
+		s.cfg.Metrics.Dropped(route, reason)
 	}
-	if s.cfg.Metrics.Hinted != nil {
-		s.cfg.Metrics.Hinted(name)
+	return events.Stop()
+}
+
+// window is how long a delivery route's jobs cannot take yet is kept (see
+// Config.Hold).
+func (s *Service) window(r *route.Route) time.Duration {
+	return max(s.cfg.Hold, cmp.Or(r.CallTimeout, 30*time.Second)+30*time.Second)
+}
+
+// held is how long ago the delivery was received.
+func (s *Service) held(msg jetstream.Msg, h http.Header) time.Duration {
+	at, err := time.Parse(time.RFC3339Nano, h.Get(HeaderReceivedAt))
+	if err != nil {
+		md, merr := msg.Metadata()
+		if merr != nil {
+			return 0
+		}
+		at = md.Timestamp
 	}
-	log.Debug().Msg("callback: checking the job now")
-	return events.Done()
+	return s.cfg.Now().Sub(at)
 }

@@ -6,6 +6,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -16,12 +17,11 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
-	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/pollux-dev/pollux/internal/config"
-	"github.com/pollux-dev/pollux/internal/lifecycle"
+	"github.com/pollux-dev/pollux/internal/jobs"
 	"github.com/pollux-dev/pollux/internal/natstest"
 	"github.com/pollux-dev/pollux/internal/route"
 	"github.com/pollux-dev/pollux/internal/webhook"
@@ -53,7 +53,7 @@ func start(t *testing.T) *receiver {
 	svc, err := webhook.New(webhook.Config{
 		Routes:            map[string]*route.Route{"rep": withHooks, "quiet": pollOnly},
 		ReadHeaderTimeout: 300 * time.Millisecond, PublishTimeout: 500 * time.Millisecond,
-	}, js, events.Default, res, lifecycle.New(events.Default, js, res, zerolog.Nop(), lifecycle.Hooks{}))
+	}, js, events.Default, res, jobs.New(events.Default, js, res, jobs.Config{}))
 	require.NoError(t, err)
 	t.Cleanup(func() { cancel(); nc.Close() }) // after the service stopped
 	r := &receiver{url: serve(t, svc), srv: srv, res: res}
@@ -131,8 +131,8 @@ func TestReceiverStoresOnceAndAnswersAfterThePubAck(t *testing.T) {
 	require.Equal(t, true, body["duplicate"])
 
 	// The applier consumes deliveries from the work queue (this one is for
-	// an unknown job, so it is dropped); the stream's sequence still counts
-	// what was stored.
+	// an unknown job: it is kept for the hold window, then dropped); the
+	// stream's sequence counts what was stored.
 	info, err := r.res.Webhooks.Info(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, uint64(1), info.State.LastSeq, "stored once")
@@ -186,6 +186,12 @@ func TestReceiverRefusals(t *testing.T) {
 		{"bad job", func() *http.Request {
 			return signedRequest(t, r.url+"/webhooks/rep?job=a.b", "m", time.Now(), prediction)
 		}, http.StatusBadRequest},
+		{"signed, but not a prediction", func() *http.Request {
+			return signedRequest(t, r.url+"/webhooks/rep?job=job-1", "m", time.Now(), []byte(`not json`))
+		}, http.StatusBadRequest},
+		{"signed, but names no job", func() *http.Request {
+			return signedRequest(t, r.url+"/webhooks/rep?job=job-1", "m", time.Now(), []byte(`{"status":"succeeded"}`))
+		}, http.StatusBadRequest},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -195,6 +201,11 @@ func TestReceiverRefusals(t *testing.T) {
 			if code == http.StatusMethodNotAllowed {
 				require.Equal(t, http.MethodPost, h.Get("Allow"))
 			}
+			// Every refusal is the problem body the front door answers with.
+			detail, ok := body["error"].(map[string]any)
+			require.True(t, ok, "a problem body: %v", body)
+			require.NotEmpty(t, detail["code"])
+			require.NotEmpty(t, detail["message"])
 		})
 	}
 	info, err := r.res.Webhooks.Info(context.Background())
@@ -209,7 +220,7 @@ func TestReceiverAsksForARetryWhenNATSIsDown(t *testing.T) {
 	r.srv.WaitForShutdown()
 	code, _, h := do(t, signedRequest(t, r.url+"/webhooks/rep?job=j", "m", time.Now(), prediction))
 	require.Equal(t, http.StatusServiceUnavailable, code)
-	require.Equal(t, "5", h.Get("Retry-After"))
+	require.Equal(t, "2", h.Get("Retry-After"))
 }
 
 func TestSlowHeadersAreCutOff(t *testing.T) {
@@ -227,16 +238,8 @@ func TestSlowHeadersAreCutOff(t *testing.T) {
 	_, err = bufio.NewReader(conn).ReadString('\n')
 	require.Error(t, err, "connection closed")
 	var ne net.Error
-	require.False(t, errorsAs(err, &ne) && ne.Timeout(), "closed by the server, not by our read deadline")
+	require.False(t, errors.As(err, &ne) && ne.Timeout(), "closed by the server, not by our read deadline")
 	require.Less(t, time.Since(start), 4*time.Second)
-}
-
-func errorsAs(err error, target *net.Error) bool {
-	ne, ok := err.(net.Error)
-	if ok {
-		*target = ne
-	}
-	return ok
 }
 
 // TestHandlerStoresTheRawDelivery reads what the receiver stored, with no
@@ -248,7 +251,7 @@ func TestHandlerStoresTheRawDelivery(t *testing.T) {
 	res, err := events.Default.Setup(context.Background(), js, events.Options{})
 	require.NoError(t, err)
 	svc, err := webhook.New(webhook.Config{Routes: map[string]*route.Route{"rep": repRoute(t, config.Route{})}}, js, events.Default, res,
-		lifecycle.New(events.Default, js, res, zerolog.Nop(), lifecycle.Hooks{}))
+		jobs.New(events.Default, js, res, jobs.Config{}))
 	require.NoError(t, err)
 	hs := httptest.NewServer(svc.Handler())
 	defer hs.Close()

@@ -1,7 +1,6 @@
 package events_test
 
 import (
-	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -10,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pollux-dev/pollux/pkg/events"
-	"github.com/pollux-dev/pollux/pkg/state"
 )
 
 func TestDecodeSubmit(t *testing.T) {
@@ -147,40 +145,4 @@ func FuzzDecodeTrack(f *testing.F) {
 			require.NotContains(t, m.RemoteID, "/")
 		}
 	})
-}
-
-// A check carries its job's poll context and nothing a poll does not read;
-// a context that does not fit its check is refused with the field named.
-func TestCheckRoundTrip(t *testing.T) {
-	at := time.Date(2026, 11, 29, 15, 4, 5, 0, time.UTC)
-	p := 0.5
-	j := &state.Job{ID: "job-1", Route: "rep", Model: "m", RemoteID: "r-1", State: state.Running, ProviderStatus: "processing",
-		Progress: &p, CreatedAt: at, SubmittedAt: at, Deadline: at.Add(time.Hour), Polls: 4, Unchanged: 2,
-		Input: []byte(`{"prompt":"x"}`), Metadata: map[string]string{"user": "u"}, Outputs: []string{"https://x/y"}}
-	b, err := json.Marshal(events.NewCheck(j, at.Add(time.Minute)))
-	require.NoError(t, err)
-	c, err := events.DecodeCheck(b)
-	require.NoError(t, err)
-	require.Equal(t, "job-1", c.JobID)
-	require.Equal(t, at.Add(time.Minute), c.NotBefore)
-	require.Equal(t, events.PollContext(j), c.Job)
-	require.Nil(t, c.Job.Input, "the submission stays in the record")
-	require.Nil(t, c.Job.Metadata)
-	require.Nil(t, c.Job.Outputs)
-	require.Equal(t, 4, c.Job.Polls)
-	require.InDelta(t, 0.5, *c.Job.Progress, 0)
-
-	for name, tc := range map[string]struct{ data, field string }{
-		"another job":  {`{"v":1,"job_id":"a","job":{"id":"b","state":"running","remote_id":"r"}}`, "job.id"},
-		"bad state":    {`{"v":1,"job_id":"a","job":{"id":"a","state":"done","remote_id":"r"}}`, "job.state"},
-		"no remote id": {`{"v":1,"job_id":"a","job":{"id":"a","state":"running"}}`, "job.remote_id"},
-		"negative":     {`{"v":1,"job_id":"a","job":{"id":"a","state":"running","remote_id":"r","polls":-1}}`, "job"},
-		"not json":     {`{"v":1,`, ""},
-		"too big":      {`{"v":1,"job_id":"a","pad":"` + strings.Repeat("x", events.MaxCheckBytes) + `"}`, ""},
-	} {
-		_, err := events.DecodeCheck([]byte(tc.data))
-		var fe *events.FieldError
-		require.True(t, errors.As(err, &fe), "%s: %v", name, err)
-		require.Equal(t, tc.field, fe.Field, name)
-	}
 }

@@ -44,7 +44,8 @@ type Options struct {
 	CheckAckWait time.Duration
 }
 
-func (o Options) withDefaults() Options {
+// WithDefaults returns o with every zero field set to its default.
+func (o Options) WithDefaults() Options {
 	o.Replicas = cmp.Or(o.Replicas, 1)
 	o.IntakeMaxBytes = cmp.Or(o.IntakeMaxBytes, 1<<30)
 	o.EventsMaxAge = cmp.Or(o.EventsMaxAge, 7*24*time.Hour)
@@ -65,7 +66,7 @@ func (o Options) storage() jetstream.StorageType {
 
 // Streams returns the configurations of the namespace's streams.
 func (n Namespace) Streams(o Options) []jetstream.StreamConfig {
-	o = o.withDefaults()
+	o = o.WithDefaults()
 	return []jetstream.StreamConfig{
 		{
 			Name:        n.IntakeStream(),
@@ -137,7 +138,7 @@ func (n Namespace) Streams(o Options) []jetstream.StreamConfig {
 
 // Buckets returns the configurations of the namespace's KV buckets.
 func (n Namespace) Buckets(o Options) []jetstream.KeyValueConfig {
-	o = o.withDefaults()
+	o = o.WithDefaults()
 	return []jetstream.KeyValueConfig{
 		{
 			Bucket: n.JobsBucket(), Description: "Pollux job records",
@@ -163,7 +164,7 @@ func (n Namespace) Buckets(o Options) []jetstream.KeyValueConfig {
 
 // IngestConsumerConfig is the durable consumer of one route's intake.
 func (n Namespace) IngestConsumerConfig(route string, o Options) jetstream.ConsumerConfig {
-	o = o.withDefaults()
+	o = o.WithDefaults()
 	return jetstream.ConsumerConfig{
 		Durable:        n.IngestConsumer(route),
 		Description:    "Pollux ingest for route " + route,
@@ -183,7 +184,7 @@ func (n Namespace) IngestConsumerConfig(route string, o Options) jetstream.Consu
 // and MaxDeliver is unlimited (a finite value silently parks a long-tracked
 // job forever). No BackOff: it would add to every NakWithDelay.
 func (n Namespace) PollerConsumerConfig(route string, p, parts int, o Options) jetstream.ConsumerConfig {
-	o = o.withDefaults()
+	o = o.WithDefaults()
 	c := jetstream.ConsumerConfig{
 		Durable:       n.PartitionConsumer(route, p, parts),
 		Description:   "Pollux poller for route " + route,
@@ -210,7 +211,7 @@ func (n Namespace) BudgetConsumer(route, kind string) string { return "budget-" 
 // once (MaxAckPending), a lease not returned within leaseWait comes back on
 // its own (AckWait: the crash lease).
 func (n Namespace) BudgetConsumerConfig(route, kind string, limit int, leaseWait time.Duration, o Options) jetstream.ConsumerConfig {
-	o = o.withDefaults()
+	o = o.WithDefaults()
 	return jetstream.ConsumerConfig{
 		Durable:       n.BudgetConsumer(route, kind),
 		Description:   "Pollux " + kind + " budget of route " + route,
@@ -226,7 +227,7 @@ func (n Namespace) BudgetConsumerConfig(route, kind string, limit int, leaseWait
 // WebhookConsumerConfig is the durable consumer that applies verified
 // webhook deliveries to job state.
 func (n Namespace) WebhookConsumerConfig(o Options) jetstream.ConsumerConfig {
-	o = o.withDefaults()
+	o = o.WithDefaults()
 	return jetstream.ConsumerConfig{
 		Durable:       n.WebhookConsumer(),
 		Description:   "Pollux webhook applier",
@@ -287,15 +288,11 @@ func forming(err error) bool {
 	if errors.Is(err, errNoAnswer) {
 		return true
 	}
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) {
-		switch apiErr.ErrorCode {
-		case 10005, 10008, 10009:
-			return true
-		}
-		return apiErr.Code == 503
+	if IsAPIError(err, CodeNoPeers, CodeUnavailable, CodeNotLeader) {
+		return true
 	}
-	return false
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.Code == 503
 }
 
 func (n Namespace) setup(ctx context.Context, js jetstream.JetStream, o Options) (*Resources, error) {

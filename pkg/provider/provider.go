@@ -98,6 +98,18 @@ type Adapter interface {
 	Cancel(ctx context.Context, ref Ref) (Status, error)
 }
 
+// Finder is implemented by adapters whose provider can look a job up by
+// something Pollux sent when it created it (an idempotency key, a
+// client-side id, metadata, the per-job webhook URL). Pollux asks it
+// before it gives up a submission whose create call got no answer: found,
+// the job is followed; not found, it is submitted again.
+type Finder interface {
+	// Find looks for the job req created. found false must mean the
+	// provider has no job from req: Pollux asks only once the interrupted
+	// call's timeout has passed, and then submits again.
+	Find(ctx context.Context, req SubmitRequest) (st Status, found bool, err error)
+}
+
 // Webhooks is implemented by adapters whose provider sends webhooks.
 type Webhooks interface {
 	// VerifyWebhook authenticates a delivery before anything parses it and

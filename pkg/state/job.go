@@ -118,6 +118,11 @@ type Job struct {
 	// outcome is known. Found set, it means the provider may have the job
 	// although the record has no remote id.
 	SubmitInDoubt bool `json:"submit_in_doubt,omitempty"`
+	// AttemptedAt is when the latest Submit call started, and AttemptID
+	// that attempt's random id: a writer whose mark of an attempt may or
+	// may not have landed (its answer was lost) knows its own by it.
+	AttemptedAt time.Time `json:"attempted_at,omitzero"`
+	AttemptID   string    `json:"attempt_id,omitempty"`
 
 	// CreatedAt is when Pollux accepted the job.
 	CreatedAt time.Time `json:"created_at"`
@@ -142,35 +147,42 @@ type Job struct {
 	WebhookExpected bool `json:"webhook_expected,omitempty"`
 	// CancelRequestedAt is when a cancel was requested.
 	CancelRequestedAt time.Time `json:"cancel_requested_at,omitzero"`
+	// CancelReason is the reason the cancel request gave.
+	CancelReason string `json:"cancel_reason,omitempty"`
 
 	// Polls counts status calls made for this job. While a job is
-	// unchanged its polls write nothing (package poller): the count is
-	// brought up to date at each change and is exact once the job is
-	// terminal.
+	// unchanged its polls write nothing (they are counted by its check,
+	// see package jobs): the count is brought up to date at each write
+	// and is exact once the job is terminal and PollsOpen is false.
 	Polls int `json:"polls"`
+	// PollsOpen is true while a terminal job's check is still out: a poll
+	// it makes next is added to Polls and then the check ends.
+	PollsOpen bool `json:"polls_open,omitempty"`
 	// Webhooks counts webhook deliveries applied to this job.
 	Webhooks int `json:"webhooks"`
 	// Deliveries are the ids of the latest deliveries applied (at most
 	// MaxDeliveries), so a delivery that reaches the job twice is applied
 	// once.
 	Deliveries []string `json:"deliveries,omitempty"`
-	// LastPolledAt is the time of the latest status call that changed
-	// something (see Polls).
+	// LastPolledAt is the time of the latest status call, as of the
+	// record's latest write (see Polls).
 	LastPolledAt time.Time `json:"last_polled_at,omitzero"`
 	// ChangedAt is when the job last changed state or progress; the
 	// schedule backs off with the time since.
 	ChangedAt time.Time `json:"changed_at,omitzero"`
-	// NextCheckAt is when the status check after the latest change was due
+	// NextCheckAt is when the status check after the latest write was due
 	// (see Polls).
 	NextCheckAt time.Time `json:"next_check_at,omitzero"`
-	// Unchanged counts the polls since the job last changed, as of the last
-	// write; the schedule backs off with it (the poller counts the polls
-	// since from its check's deliveries).
+	// Unchanged counts the polls since the job last changed, as of the
+	// latest write; the schedule backs off with it.
 	Unchanged int `json:"unchanged,omitempty"`
 	// Errors counts consecutive failed status calls.
 	Errors int `json:"errors,omitempty"`
 	// NotFound counts consecutive "unknown job" answers from the provider.
 	NotFound int `json:"not_found,omitempty"`
+	// Refused counts consecutive status calls the provider refused as
+	// invalid.
+	Refused int `json:"refused,omitempty"`
 	// LastError is the latest error, for operators.
 	LastError string `json:"last_error,omitempty"`
 

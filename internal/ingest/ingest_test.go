@@ -1,0 +1,328 @@
+package ingest_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/pollux-dev/pollux/internal/app"
+	"github.com/pollux-dev/pollux/internal/config"
+	"github.com/pollux-dev/pollux/internal/ingest"
+	"github.com/pollux-dev/pollux/internal/metrics"
+	"github.com/pollux-dev/pollux/internal/natstest"
+	"github.com/pollux-dev/pollux/internal/route"
+	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/provider"
+	"github.com/pollux-dev/pollux/pkg/state"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fake is a provider whose submit answers come from a script per job (the
+// last answer repeats), which keeps the jobs it created, and can find them
+// by idempotency key when find is set.
+type fake struct {
+	mu         sync.Mutex
+	idempotent bool
+	answers    map[string][]error // by job id; nil: created
+	creates    map[string]int
+	jobs       map[string]string // idempotency key → remote id
+	cancels    int
+}
+
+func newFake() *fake {
+	return &fake{answers: map[string][]error{}, creates: map[string]int{}, jobs: map[string]string{}}
+}
+
+func (f *fake) Info() provider.Info {
+	return provider.Info{Kind: "fake", Idempotent: f.idempotent, Cancel: true}
+}
+
+func (f *fake) Submit(_ context.Context, req provider.SubmitRequest) (provider.Status, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := f.creates[req.JobID]
+	f.creates[req.JobID] = n + 1
+	var err error
+	if a := f.answers[req.JobID]; len(a) > 0 {
+		err = a[min(n, len(a)-1)]
+	}
+	created := err == nil || errors.Is(err, errLostAnswer)
+	if _, ok := f.jobs[req.IdempotencyKey]; created && (!ok || !f.idempotent) {
+		f.jobs[req.IdempotencyKey] = fmt.Sprintf("rem-%s-%d", req.JobID, n)
+	}
+	if err != nil {
+		return provider.Status{}, err
+	}
+	return provider.Status{RemoteID: f.jobs[req.IdempotencyKey], Observation: state.Observation{State: state.Queued, Raw: "starting"}}, nil
+}
+
+func (f *fake) Status(context.Context, provider.Ref) (provider.Status, error) {
+	return provider.Status{Observation: state.Observation{State: state.Running, Raw: "processing"}}, nil
+}
+
+func (f *fake) Cancel(context.Context, provider.Ref) (provider.Status, error) {
+	f.mu.Lock()
+	f.cancels++
+	f.mu.Unlock()
+	return provider.Status{Observation: state.Observation{State: state.Canceled, Raw: "canceled"}}, nil
+}
+
+func (f *fake) createsOf(id string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.creates[id]
+}
+
+// finder is a fake that can look its jobs up.
+type finder struct{ *fake }
+
+func (f finder) Find(_ context.Context, req provider.SubmitRequest) (provider.Status, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	id, ok := f.jobs[req.IdempotencyKey]
+	if !ok {
+		return provider.Status{}, false, nil
+	}
+	return provider.Status{RemoteID: id, Observation: state.Observation{State: state.Running, Raw: "processing"}}, true, nil
+}
+
+// errLostAnswer is a create the provider made whose answer never came.
+var errLostAnswer = errors.New("read tcp: i/o timeout")
+
+var errRefused = &provider.Error{Class: provider.Invalid, HTTPStatus: 422, Message: "prompt: too long"}
+
+// stack runs ingest for route "fake" on an embedded server.
+type stack struct {
+	t   *testing.T
+	ctx context.Context
+	env *app.Env
+}
+
+func start(t *testing.T, a provider.Adapter, rc config.Route, tune func(*app.Env)) *stack {
+	t.Helper()
+	_, nc, _ := natstest.JetStream(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	rt, err := route.New("fake", a, rc, 1)
+	require.NoError(t, err)
+	g, gctx := errgroup.WithContext(ctx)
+	env, err := app.Open(gctx, g, &config.Config{Routes: map[string]config.Route{"fake": rc}}, nc,
+		map[string]*route.Route{"fake": rt}, metrics.New(), zerolog.Nop())
+	require.NoError(t, err)
+	if tune != nil {
+		tune(env)
+	}
+	svc, err := ingest.New(ingest.Config{Routes: env.Routes, Options: env.Options(), CallTimeout: time.Second},
+		env.JS, env.NS, env.Res, env.Jobs, env.Pauses)
+	require.NoError(t, err)
+	g.Go(func() error { return svc.Run(gctx) })
+	t.Cleanup(func() { cancel(); require.NoError(t, g.Wait()) })
+	return &stack{t: t, ctx: gctx, env: env}
+}
+
+func (s *stack) submit(id string) {
+	s.t.Helper()
+	b, err := json.Marshal(events.Submit{V: events.Version, ID: id, IdempotencyKey: "key-" + id, Model: "m", Input: json.RawMessage(`{}`)})
+	require.NoError(s.t, err)
+	_, err = s.env.JS.Publish(s.ctx, s.env.NS.Submit("fake"), b)
+	require.NoError(s.t, err)
+}
+
+func (s *stack) publish(subject string, v any) {
+	s.t.Helper()
+	b, err := json.Marshal(v)
+	require.NoError(s.t, err)
+	_, err = s.env.JS.Publish(s.ctx, subject, b)
+	require.NoError(s.t, err)
+}
+
+func (s *stack) until(id string, ok func(*state.Job) bool) *state.Job {
+	s.t.Helper()
+	var j *state.Job
+	require.Eventually(s.t, func() bool {
+		var err error
+		j, err = s.env.Jobs.Get(context.Background(), id)
+		return err == nil && ok(j)
+	}, 20*time.Second, 10*time.Millisecond, "job %s: %+v", id, j)
+	return j
+}
+
+func (s *stack) intakeDone() {
+	s.t.Helper()
+	require.Eventually(s.t, func() bool {
+		info, err := s.env.Res.Intake.Info(context.Background())
+		return err == nil && info.State.Msgs == 0
+	}, 20*time.Second, 10*time.Millisecond, "the intake is handled")
+}
+
+func submitted(j *state.Job) bool { return j.RemoteID != "" && !j.SubmitInDoubt }
+
+func TestSubmitOnceAndDeduplicate(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	s := start(t, f, config.Route{}, nil)
+	s.submit("a")
+	s.submit("a")
+	j := s.until("a", submitted)
+	s.intakeDone()
+	require.Equal(t, 1, f.createsOf("a"), "one create for two submissions")
+	require.Equal(t, state.Queued, j.State)
+	require.Equal(t, 1, j.SubmitAttempts)
+	v, err := s.env.Jobs.Check(context.Background(), "fake", "a")
+	require.NoError(t, err)
+	require.NotZero(t, v.Seq, "armed")
+}
+
+// A validation answer (400/422) to a create fails the job with the
+// provider's message, and it is not tried again.
+func TestARefusedCreateFailsTheJob(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	f.answers["b"] = []error{errRefused}
+	s := start(t, f, config.Route{}, nil)
+	s.submit("b")
+	j := s.until("b", func(j *state.Job) bool { return j.State.Terminal() })
+	s.intakeDone()
+	require.Equal(t, state.Failed, j.State)
+	require.Contains(t, j.Reason, "prompt: too long")
+	require.False(t, j.SubmitInDoubt)
+	require.Equal(t, 1, f.createsOf("b"))
+}
+
+// Refused credentials on a create pause the route, fail no job, and the
+// route resumes when they work again.
+func TestAnAuthFailureOnACreatePausesTheRoute(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	f.answers["c"] = []error{&provider.Error{Class: provider.Auth, HTTPStatus: 401, Message: "bad token"}, nil}
+	s := start(t, f, config.Route{}, func(env *app.Env) { env.Pauses.AuthBase = time.Second })
+	s.submit("c")
+	require.Eventually(t, func() bool { ps, ok := s.env.Pauses.Active("fake"); return ok && ps.Kind == route.PauseAuth },
+		20*time.Second, 10*time.Millisecond)
+	j, err := s.env.Jobs.Get(context.Background(), "c")
+	require.NoError(t, err)
+	require.False(t, j.State.Terminal(), "no job failed")
+	require.False(t, j.SubmitInDoubt, "the provider answered: nothing was created")
+	j = s.until("c", submitted)
+	require.Equal(t, 2, f.createsOf("c"))
+	require.Equal(t, 2, j.SubmitAttempts)
+}
+
+// A create whose answer was lost, at a provider that can neither find
+// the job nor deduplicate, is given up as lost: never a second create.
+func TestInDoubtWithoutMeansIsLost(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	f.answers["d"] = []error{errLostAnswer}
+	s := start(t, f, config.Route{}, nil)
+	s.submit("d")
+	j := s.until("d", func(j *state.Job) bool { return j.State.Terminal() })
+	require.Equal(t, state.Lost, j.State)
+	require.Contains(t, j.Reason, "key-d")
+	require.Equal(t, 1, f.createsOf("d"), "no second create")
+}
+
+// At a provider that deduplicates, a create in doubt is simply made again:
+// the provider returns the job it has.
+func TestInDoubtAtAnIdempotentProviderIsRetried(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	f.idempotent = true
+	f.answers["e"] = []error{errLostAnswer, nil}
+	s := start(t, f, config.Route{}, nil)
+	s.submit("e")
+	j := s.until("e", submitted)
+	require.Equal(t, "rem-e-0", j.RemoteID, "the job the first create made")
+	require.Equal(t, 2, f.createsOf("e"))
+}
+
+// At a provider that can find what Pollux sent, a create in doubt is
+// looked up once its call is surely over: found, it is followed without
+// a second create.
+func TestInDoubtIsFoundAtTheProvider(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	f.answers["g"] = []error{errLostAnswer}
+	// CallTimeout 1s (start): the lookup comes 2 s after the attempt.
+	s := start(t, finder{f}, config.Route{}, nil)
+	s.submit("g")
+	j := s.until("g", submitted)
+	require.Equal(t, "rem-g-0", j.RemoteID)
+	require.Equal(t, state.Running, j.State, "as the lookup found it")
+	require.Equal(t, 1, f.createsOf("g"), "found, not created again")
+}
+
+// A cancel before the submission is taken up cancels it instead; a cancel
+// of a submitted job asks the provider.
+func TestCancel(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	s := start(t, f, config.Route{}, nil)
+	s.submit("h")
+	s.until("h", submitted)
+	s.publish(s.env.NS.Cancel("fake"), events.Cancel{V: events.Version, ID: "h", Reason: "no longer needed"})
+	j := s.until("h", func(j *state.Job) bool { return j.State.Terminal() })
+	require.Equal(t, state.Canceled, j.State)
+	require.Equal(t, "no longer needed", j.CancelReason)
+	require.Equal(t, 1, f.cancels)
+	v, err := s.env.Jobs.Check(context.Background(), "fake", "h")
+	require.NoError(t, err)
+	require.Zero(t, v.Seq, "its first poll was not due: the check goes at once")
+}
+
+// A rejected submission lands on the id its idempotency key gives, which
+// the client can compute.
+func TestARejectionLandsOnTheKeysJob(t *testing.T) {
+	t.Parallel()
+	s := start(t, newFake(), config.Route{}, nil)
+	_, err := s.env.JS.Publish(s.ctx, s.env.NS.Submit("fake"), []byte(`{"v":1,"idempotency_key":"order-9","model":"","input":{}}`))
+	require.NoError(t, err)
+	id := events.KeyID("fake", "order-9")
+	c, err := s.env.JS.OrderedConsumer(s.ctx, s.env.NS.EventsStream(), jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{s.env.NS.Event("fake", id)}})
+	require.NoError(t, err)
+	msg, err := c.Next(jetstream.FetchMaxWait(20 * time.Second))
+	require.NoError(t, err)
+	ev, err := events.DecodeEvent(msg.Data())
+	require.NoError(t, err)
+	require.Equal(t, events.EventRejected, ev.Type)
+	require.Equal(t, "model", ev.Rejection.Field)
+}
+
+// An ingester whose second route cannot start returns with nothing of the
+// first left running (goleak checks at the end of the package).
+func TestRunFailingOnASecondRouteLeavesNothingRunning(t *testing.T) {
+	t.Parallel()
+	_, nc, _ := natstest.JetStream(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f := newFake()
+	good, err := route.New("good", f, config.Route{}, 1)
+	require.NoError(t, err)
+	bad, err := route.New("bad", f, config.Route{}, 1)
+	require.NoError(t, err)
+	g, gctx := errgroup.WithContext(ctx)
+	env, err := app.Open(gctx, g, &config.Config{}, nc, map[string]*route.Route{"good": good, "bad": bad}, metrics.New(), zerolog.Nop())
+	require.NoError(t, err)
+	// Something else holds the bad route's intake with an incompatible
+	// consumer of the same name.
+	_, err = env.Res.Intake.CreateConsumer(ctx, jetstream.ConsumerConfig{Durable: env.NS.IngestConsumer("bad"),
+		FilterSubject: env.NS.Submit("bad"), AckPolicy: jetstream.AckExplicitPolicy})
+	require.NoError(t, err)
+	svc, err := ingest.New(ingest.Config{Routes: env.Routes, Options: env.Options()}, env.JS, env.NS, env.Res, env.Jobs, env.Pauses)
+	require.NoError(t, err)
+	var ie *events.IncompatibleError
+	require.ErrorAs(t, svc.Run(gctx), &ie)
+	cancel()
+	require.NoError(t, g.Wait())
+}

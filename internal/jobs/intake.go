@@ -1,0 +1,280 @@
+package jobs
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/state"
+)
+
+// Accept stores a new job and reports whether it created it. When the id
+// is taken it returns the existing record instead, for the caller to
+// decide what the duplicate means. The write is retried until it lands or
+// ctx ends: a job carrying a submit attempt (AttemptID) is about to be
+// submitted, and a create whose answer was lost is then known by its
+// attempt id, not taken for a duplicate. A job accepted with a remote id
+// (a tracked job) is armed and its events published, as Resume does.
+func (o *Owner) Accept(ctx context.Context, j *state.Job) (Record, bool, error) {
+	log := o.log.With().Str("job_id", j.ID).Str("route", j.Route).Logger()
+	var r Record
+	created := false
+	err := o.keepRetrying(ctx, log, "creating the job", func(ctx context.Context) error {
+		var err error
+		r, err = o.store.create(ctx, j)
+		if err == nil {
+			created = true
+			return nil
+		}
+		if !errors.Is(err, state.ErrExists) {
+			return err
+		}
+		if r, err = o.store.get(ctx, j.ID); err != nil {
+			return err
+		}
+		// An earlier try of this very create that landed.
+		created = j.AttemptID != "" && r.AttemptID == j.AttemptID
+		return nil
+	})
+	if err != nil || !created {
+		return r, false, err
+	}
+	if r.RemoteID == "" {
+		return r, true, nil
+	}
+	// Just created: nobody published its events yet.
+	published, err := o.publish(ctx, r.Job)
+	if err != nil {
+		return r, true, err
+	}
+	return r, true, o.arm(ctx, r.Job, cmp.Or(r.NextCheckAt, o.now()), published)
+}
+
+// Resume makes sure a submitted job is followed: the events its writers
+// recorded are out, and, unless it is terminal, it has its check (due at
+// the record's next check time). It is what a redelivered submission or a
+// repeated track request does; a job that has both changes nothing.
+func (o *Owner) Resume(ctx context.Context, r Record) error {
+	if err := o.republish(ctx, r.Job); err != nil {
+		return err
+	}
+	if r.State.Terminal() || r.RemoteID == "" {
+		return nil
+	}
+	return o.arm(ctx, r.Job, cmp.Or(r.NextCheckAt, o.now()), r.EventSeq)
+}
+
+// Attempt marks the start of another submit call on the job, attempt id
+// its random id, so that a process that dies during the call leaves the
+// attempt in doubt (see state.Job.SubmitInDoubt). It writes nothing for a
+// job that is submitted or terminal, and returns the record either way.
+// The mark is retried until it lands or ctx ends; a try whose answer was
+// lost is known by the attempt id.
+func (o *Owner) Attempt(ctx context.Context, r Record, attempt string) (Record, error) {
+	now := o.now().UTC()
+	log := o.log.With().Str("job_id", r.ID).Str("route", r.Route).Logger()
+	id, from := r.ID, r
+	err := o.keepRetrying(ctx, log, "recording the submit attempt", func(ctx context.Context) error {
+		next, err := o.store.mutate(ctx, id, from, func(cur *state.Job) error {
+			if cur.RemoteID != "" || cur.State.Terminal() || cur.AttemptID == attempt {
+				return errNoWrite
+			}
+			cur.SubmitAttempts++
+			cur.SubmitInDoubt = true
+			cur.AttemptedAt = now
+			cur.AttemptID = attempt
+			return nil
+		})
+		if errors.Is(err, state.ErrNotFound) {
+			return fmt.Errorf("%w: %w", errPermanent, err)
+		}
+		if err != nil {
+			from = Record{} // read afresh next time: the write may have landed
+			return err
+		}
+		r = next
+		return nil
+	})
+	return r, err
+}
+
+// Created is a provider's acceptance of a submit call.
+type Created struct {
+	// RemoteID is the provider's id for the job; Ref what its adapter
+	// keeps to reach it again.
+	RemoteID string
+	Ref      json.RawMessage
+	// Obs is the status the create answered with.
+	Obs state.Observation
+	// Due is when the job's first poll is due.
+	Due time.Time
+}
+
+// Submitted records a provider's acceptance of a submit call. The
+// provider has the job now, so this result is never thrown away: the
+// write is retried, however long NATS is away, until it lands or ctx ends
+// (a graceful stop gives a handler its drain time). Then the job's events
+// are published and its check armed, retried the same way. The returned
+// record says whether a cancel was asked for meanwhile.
+func (o *Owner) Submitted(ctx context.Context, r Record, c Created) (Record, error) {
+	log := o.log.With().Str("job_id", r.ID).Str("route", r.Route).Str("remote_id", c.RemoteID).Logger()
+	var was *state.Job
+	id, from := r.ID, r
+	err := o.keepRetrying(ctx, log, "recording the remote id", func(ctx context.Context) error {
+		next, err := o.store.mutate(ctx, id, from, func(cur *state.Job) error {
+			was = cloneJob(cur)
+			return o.recordCreated(ctx, cur, c, log)
+		})
+		switch {
+		case errors.Is(err, state.ErrNotFound):
+			return fmt.Errorf("%w: %w", errPermanent, err)
+		case err != nil:
+			from = Record{} // read afresh next time: the write may have landed
+			return err
+		}
+		r = next
+		return nil
+	})
+	if err != nil {
+		log.Error().Err(err).Msg("THE PROVIDER HAS THIS JOB but recording its remote id did not finish; the job will be in doubt")
+		return Record{}, err
+	}
+	var published uint64
+	if err := o.keepRetrying(ctx, log, "publishing the job's events", func(ctx context.Context) error {
+		var err error
+		published, err = o.publish(ctx, r.Job)
+		return err
+	}); err != nil {
+		return r, err
+	}
+	o.finished(was, r.Job)
+	if r.State.Terminal() {
+		return r, nil
+	}
+	return r, o.keepRetrying(ctx, log, "arming the job's check", func(ctx context.Context) error {
+		return o.arm(ctx, r.Job, r.NextCheckAt, published)
+	})
+}
+
+// recordCreated writes a create's answer into the record.
+func (o *Owner) recordCreated(ctx context.Context, cur *state.Job, c Created, log zerolog.Logger) error {
+	switch {
+	case cur.RemoteID == c.RemoteID:
+		return errNoWrite // recorded already (a retry whose write had landed)
+	case cur.RemoteID != "":
+		log.Error().Str("recorded_remote_id", cur.RemoteID).Msg("the provider created the job a second time; keeping the first remote id")
+		return errNoWrite
+	}
+	if err := o.settleOutbox(ctx, cur, 0); err != nil {
+		return err
+	}
+	if cur.State.Terminal() {
+		// Declared in doubt meanwhile by a process that took the
+		// submission over (this one lost NATS for longer than the intake
+		// ack wait). Terminal states absorb; the remote id is kept for
+		// operators.
+		log.Error().Str("state", string(cur.State)).Msg("the job was given up as in doubt while its create succeeded; the remote id is recorded, the job stays " + string(cur.State))
+		cur.RemoteID, cur.ProviderRef, cur.SubmitInDoubt = c.RemoteID, c.Ref, false
+		return nil
+	}
+	now := c.Obs.At
+	cur.RemoteID = c.RemoteID
+	cur.ProviderRef = c.Ref
+	cur.SubmitInDoubt = false
+	cur.Input = nil
+	cur.SubmittedAt = cmp.Or(c.Obs.CreatedAt, now)
+	cur.State, cur.ChangedAt = state.Queued, now
+	cur.Record(events.EventSubmitted, now)
+	cur.Apply(c.Obs)
+	cur.NextCheckAt = c.Due.UTC()
+	return nil
+}
+
+// Refused records a submit call the provider answered without creating
+// the job: the attempt is no longer in doubt. With final, the job ends
+// with it (the provider refused the submission itself).
+func (o *Owner) Refused(ctx context.Context, r Record, lastError string, final *state.Observation) (Record, error) {
+	apply := func(cur *state.Job) bool {
+		changed := cur.SubmitInDoubt || cur.LastError != lastError
+		cur.SubmitInDoubt, cur.LastError = false, lastError
+		if final != nil && cur.Apply(*final) != "" {
+			changed = true
+		}
+		return changed
+	}
+	if final != nil {
+		return o.outside(ctx, r.ID, r.Route, r, change{apply: apply})
+	}
+	return o.store.mutate(ctx, r.ID, r, func(cur *state.Job) error {
+		if !apply(cur) {
+			return errNoWrite
+		}
+		return nil
+	})
+}
+
+// End ends a job with a terminal observation of the caller's: the
+// provider refused the submission (failed), its outcome is in doubt and
+// cannot be retried (lost), it was canceled before it was submitted. A
+// job that is terminal already keeps its state (the observation is kept
+// as Late).
+func (o *Owner) End(ctx context.Context, r Record, obs state.Observation) (Record, error) {
+	return o.outside(ctx, r.ID, r.Route, r, change{apply: func(cur *state.Job) bool {
+		return cur.Apply(obs) != ""
+	}})
+}
+
+// GiveUp ends a submission in doubt with obs (lost) — unless the record
+// moved on since r was read: the attempt's own process recorded its
+// result, or another attempt started. Then it writes nothing and returns
+// the record as it is, for the caller to take up.
+func (o *Owner) GiveUp(ctx context.Context, r Record, obs state.Observation) (Record, error) {
+	attempt := r.AttemptID
+	return o.outside(ctx, r.ID, r.Route, r, change{apply: func(cur *state.Job) bool {
+		if !cur.SubmitInDoubt || cur.RemoteID != "" || cur.AttemptID != attempt {
+			return false
+		}
+		// It stays in doubt: whether the provider has the job is not
+		// known, and the record says so.
+		return cur.Apply(obs) != ""
+	}})
+}
+
+// ErrOtherRoute is returned for a request about a job on another route.
+var ErrOtherRoute = errors.New("the job is on another route")
+
+// RequestCancel records a cancel request for job id on route and returns
+// the record; a terminal job, or one with a request already, is returned
+// unchanged. state.ErrNotFound and ErrOtherRoute say it is not route's.
+func (o *Owner) RequestCancel(ctx context.Context, route, id, reason string) (Record, error) {
+	now := o.now().UTC()
+	r, err := o.store.mutate(ctx, id, Record{}, func(cur *state.Job) error {
+		if cur.Route != route || cur.State.Terminal() || !cur.CancelRequestedAt.IsZero() {
+			return errNoWrite
+		}
+		cur.CancelRequestedAt = now
+		cur.CancelReason = reason
+		return nil
+	})
+	if err == nil && r.Route != route {
+		return r, fmt.Errorf("job %s: %w %s", id, ErrOtherRoute, r.Route)
+	}
+	return r, err
+}
+
+// Canceled records the provider's answer to a cancel call: the job ends
+// at once when the answer is final; otherwise its next poll is brought
+// forward to confirm (see outside for when the check is left to the
+// poller instead).
+func (o *Owner) Canceled(ctx context.Context, r Record, obs state.Observation) (Record, error) {
+	return o.outside(ctx, r.ID, r.Route, r, change{
+		apply:  func(cur *state.Job) bool { return cur.Apply(obs) != "" },
+		sooner: o.now().Add(time.Second),
+	})
+}

@@ -1,0 +1,177 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/schedule"
+	"github.com/pollux-dev/pollux/pkg/state"
+)
+
+// Hooks observe what the owner does; nil fields are ignored. Hooks must not
+// block.
+type Hooks struct {
+	// Published is called for every event published.
+	Published func(route, typ string)
+	// Terminal is called once for each job that became terminal, with its
+	// final record (its polls final too), in the process that finished it.
+	Terminal func(j *state.Job)
+}
+
+// Config configures an Owner. Zero values mean the defaults on each field.
+type Config struct {
+	// Options are the streams' options (the events stream's MaxAge bounds
+	// which unpublished events are published again).
+	Options events.Options
+	// Logger receives the owner's log lines (default: none).
+	Logger zerolog.Logger
+	// Hooks observe the owner.
+	Hooks Hooks
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// Seed seeds the jitter of retries (default: random).
+	Seed uint64
+}
+
+// Owner is the one owner of every job: see the package documentation.
+type Owner struct {
+	ns     events.Namespace
+	js     jetstream.JetStream
+	res    *events.Resources
+	store  *records
+	log    zerolog.Logger
+	hooks  Hooks
+	now    func() time.Time
+	rnd    *rand.Rand
+	maxAge time.Duration
+}
+
+// New returns the owner of the namespace's jobs, over its streams and
+// buckets.
+func New(ns events.Namespace, js jetstream.JetStream, res *events.Resources, cfg Config) *Owner {
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	return &Owner{
+		ns: ns, js: js, res: res, log: cfg.Logger, hooks: cfg.Hooks, now: now,
+		store:  &records{kv: res.Jobs, js: js, now: now},
+		rnd:    schedule.NewRand(cfg.Seed),
+		maxAge: cfg.Options.WithDefaults().EventsMaxAge,
+	}
+}
+
+// Namespace returns the namespace the owner works in.
+func (o *Owner) Namespace() events.Namespace { return o.ns }
+
+// Get returns job id's record, or state.ErrNotFound.
+func (o *Owner) Get(ctx context.Context, id string) (*state.Job, error) {
+	r, err := o.store.get(ctx, id)
+	return r.Job, err
+}
+
+// Each calls fn for every job record, in no particular order, until fn
+// returns an error; a record that does not decode is passed as fn's error.
+func (o *Owner) Each(ctx context.Context, fn func(*state.Job, error) error) error {
+	return o.store.each(ctx, fn)
+}
+
+// CheckView is a job's check message as it stands, for operators and
+// tests.
+type CheckView struct {
+	// Check is the message (nil when it does not decode); Seq its stream
+	// sequence, 0 when the job has no check; Published when it was
+	// published.
+	Check     *events.Check
+	Seq       uint64
+	Published time.Time
+}
+
+// Check returns job id's check message on route.
+func (o *Owner) Check(ctx context.Context, route, id string) (CheckView, error) {
+	s, err := o.currentCheck(ctx, route, id)
+	return CheckView{Check: s.check, Seq: s.seq, Published: s.published}, err
+}
+
+// Reject publishes a rejected event for an intake message on the job's
+// event subject (the route and id are replaced by "_" placeholders when
+// they are not valid tokens). A redelivered message is rejected once.
+func (o *Owner) Reject(ctx context.Context, route, id string, r events.Rejection) error {
+	if !events.ValidToken(route) {
+		route = "_"
+	}
+	if !events.ValidToken(id) {
+		id = "_"
+	}
+	ev := &events.Event{V: events.Version, Type: events.EventRejected, Time: o.now().UTC(), Route: route, JobID: id, Rejection: &r}
+	b, err := ev.Encode()
+	if err != nil {
+		return err
+	}
+	var opts []jetstream.PublishOpt
+	if r.IntakeSeq > 0 {
+		opts = append(opts, jetstream.WithMsgID(fmt.Sprintf("rejected:%d", r.IntakeSeq)))
+	}
+	if _, err := o.js.Publish(ctx, o.ns.Event(route, id), b, opts...); err != nil {
+		return fmt.Errorf("publish rejection: %w", err)
+	}
+	if o.hooks.Published != nil {
+		o.hooks.Published(route, events.EventRejected)
+	}
+	return nil
+}
+
+// finished calls the Terminal hook when a write took the job from
+// unfinished (or unsettled) to terminal with its polls final.
+func (o *Owner) finished(was *state.Job, now *state.Job) {
+	if o.hooks.Terminal == nil || !now.State.Terminal() || now.PollsOpen {
+		return
+	}
+	if was != nil && was.State.Terminal() && !was.PollsOpen {
+		return // final before this write
+	}
+	o.hooks.Terminal(now)
+}
+
+// keepRetrying runs fn until it succeeds or ctx ends, waiting a growing,
+// jittered delay between attempts (100 ms up to 5 s). It is how the owner
+// keeps a result the provider gave: a failure of NATS, however long, only
+// delays it. Failures are logged with the job's fields, the first at once
+// and then about every 30 s.
+func (o *Owner) keepRetrying(ctx context.Context, log zerolog.Logger, what string, fn func(context.Context) error) error {
+	backoff := schedule.Backoff{Base: 100 * time.Millisecond, Max: 5 * time.Second}
+	var lastLog time.Time
+	for n := 1; ; n++ {
+		err := fn(ctx)
+		if err == nil {
+			if n > 1 {
+				log.Info().Int("attempts", n).Msg(what + ": done after retrying")
+			}
+			return nil
+		}
+		if errors.Is(err, errPermanent) || ctx.Err() != nil {
+			return err
+		}
+		if time.Since(lastLog) > 30*time.Second {
+			log.Warn().Err(err).Int("attempt", n).Msg(what + " failed; retrying until it succeeds")
+			lastLog = time.Now()
+		}
+		t := time.NewTimer(backoff.Next(n, o.rnd))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%s: %w (last failure: %w)", what, ctx.Err(), err)
+		case <-t.C:
+		}
+	}
+}
+
+// errPermanent marks a failure retrying cannot mend.
+var errPermanent = errors.New("permanent")

@@ -1,0 +1,187 @@
+package jobs_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pollux-dev/pollux/internal/jobs"
+	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/provider"
+	"github.com/pollux-dev/pollux/pkg/state"
+)
+
+// Polls that learn nothing write nothing and are counted by the check's
+// deliveries; the poll that learns something writes the record once, with
+// every poll counted, and the job's count is exact when it ends.
+func TestQuietPollsAreCountedByTheCheck(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	r.submit("q1", false, time.Now())
+	rev := r.revision("q1")
+
+	d, msg := r.poll() // running: a change
+	f := d.Fold(jobs.Call{At: time.Now(), Status: running()})
+	require.True(t, f.Changed)
+	res, err := r.o.Polled(r.ctx, d, f, jobs.Decision{Due: time.Now()})
+	require.NoError(t, err)
+	r.settle(msg, res.Outcome)
+	require.Equal(t, rev+1, r.revision("q1"))
+	require.Equal(t, 1, r.get("q1").Polls)
+
+	for i := range 3 { // running again: quiet
+		d, msg := r.poll()
+		require.Equal(t, 1+i, d.Live.Polls, "the check's count and its quiet deliveries")
+		f := d.Fold(jobs.Call{At: time.Now(), Status: running()})
+		require.True(t, f.Quiet)
+		require.Equal(t, 2+i, f.After.Polls)
+		require.Equal(t, 1+i, f.After.Unchanged)
+		res, err := r.o.Polled(r.ctx, d, f, jobs.Decision{Due: time.Now()})
+		require.NoError(t, err)
+		require.True(t, res.Outcome.IsLater(), "the check goes back")
+		require.Nil(t, res.Job)
+		r.settle(msg, res.Outcome)
+	}
+	require.Equal(t, rev+1, r.revision("q1"), "quiet polls wrote nothing")
+	require.Empty(t, r.hooks.finished())
+
+	d, msg = r.poll()
+	f = d.Fold(jobs.Call{At: time.Now(), Status: done()})
+	res, err = r.o.Polled(r.ctx, d, f, jobs.Decision{Due: time.Now()})
+	require.NoError(t, err)
+	require.True(t, res.Outcome.IsStop())
+	require.True(t, res.Finished)
+	r.settle(msg, res.Outcome)
+	j := r.get("q1")
+	require.Equal(t, state.Succeeded, j.State)
+	require.Equal(t, 5, j.Polls, "every status call counted")
+	require.Equal(t, rev+2, r.revision("q1"), "one write per change")
+	require.Equal(t, []string{events.EventSubmitted, events.EventRunning, events.EventSucceeded}, types(r.events("q1")))
+	fin := r.hooks.finished()
+	require.Len(t, fin, 1)
+	require.Equal(t, 5, fin[0].Polls, "the hook sees the final count")
+	require.Zero(t, r.check("q1").Seq, "the check ended")
+}
+
+// A job expecting a webhook is polled rarely, and each of its polls
+// publishes a new check counting it, so an outsider ending the job knows
+// the exact count at any moment.
+func TestPollsOfAWebhookJobAreInItsCheck(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	r.submit("w1", true, time.Now())
+	for i := range 3 {
+		d, msg := r.poll()
+		require.Equal(t, uint64(2), d.N, "a new check each time")
+		f := d.Fold(jobs.Call{At: time.Now(), Status: provider.Status{Observation: state.Observation{State: state.Queued, Raw: "starting"}}})
+		require.True(t, f.Quiet)
+		res, err := r.o.Polled(r.ctx, d, f, jobs.Decision{Due: time.Now()})
+		require.NoError(t, err)
+		require.True(t, res.Outcome.IsStop(), "replaced, not sent back")
+		r.settle(msg, res.Outcome)
+		require.Equal(t, i+1, r.check("w1").Check.Poll.Polls)
+	}
+	require.Equal(t, uint64(2), r.revision("w1"), "no record write")
+}
+
+// What a status call does to the counters, by how it failed.
+func TestFold(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	for name, tc := range map[string]struct {
+		live                                 events.PollState
+		call                                 jobs.Call
+		errors, notFound, refused, unchanged int
+		quiet, changed                       bool
+		state                                state.State
+	}{
+		"same answer": {live: events.PollState{State: state.Running, Raw: "processing", Unchanged: 2},
+			call: jobs.Call{Status: running()}, unchanged: 3, quiet: true, state: state.Running},
+		"a change": {live: events.PollState{State: state.Queued, Raw: "starting", Unchanged: 2},
+			call: jobs.Call{Status: running()}, changed: true, state: state.Running},
+		"a raw status change only": {live: events.PollState{State: state.Running, Raw: "booting"},
+			call: jobs.Call{Status: running()}, unchanged: 1, state: state.Running},
+		"ends a run of failures": {live: events.PollState{State: state.Running, Raw: "processing", Errors: 2},
+			call: jobs.Call{Status: running()}, unchanged: 1, state: state.Running},
+		"timeout": {live: events.PollState{State: state.Running, Errors: 1, Unchanged: 2},
+			call: jobs.Call{Err: errTimeout}, errors: 2, unchanged: 2, state: state.Running},
+		"unknown job": {live: events.PollState{State: state.Running, NotFound: 1, Errors: 1},
+			call: jobs.Call{Err: &provider.Error{Class: provider.NotFound}}, errors: 2, notFound: 2, state: state.Running},
+		"refused": {live: events.PollState{State: state.Running},
+			call: jobs.Call{Err: &provider.Error{Class: provider.Invalid}}, errors: 1, refused: 1, state: state.Running},
+		"rate limited": {live: events.PollState{State: state.Running, Errors: 1},
+			call: jobs.Call{Err: &provider.Error{Class: provider.RateLimited}}, errors: 1, state: state.Running},
+		"auth": {live: events.PollState{State: state.Running},
+			call: jobs.Call{Err: &provider.Error{Class: provider.Auth}}, state: state.Running},
+		"backwards is ignored": {live: events.PollState{State: state.Running, Raw: "processing"},
+			call:      jobs.Call{Status: provider.Status{Observation: state.Observation{State: state.Queued, Raw: "processing"}}},
+			unchanged: 1, quiet: true, state: state.Running},
+	} {
+		live := tc.live
+		live.RemoteID, live.Polls = "x", 4
+		if live.State == state.Running {
+			live.StartedAt = at.Add(-time.Minute)
+		}
+		d := &jobs.Delivery{Route: "r", JobID: "j", N: 2, Live: &live}
+		tc.call.At = at
+		f := d.Fold(tc.call)
+		require.Equal(t, 5, f.After.Polls, name)
+		require.Equal(t, at, f.After.LastPolledAt, name)
+		require.Equal(t, tc.errors, f.After.Errors, name+": errors")
+		require.Equal(t, tc.notFound, f.After.NotFound, name+": not found")
+		require.Equal(t, tc.refused, f.After.Refused, name+": refused")
+		require.Equal(t, tc.unchanged, f.After.Unchanged, name+": unchanged")
+		require.Equal(t, tc.quiet, f.Quiet, name+": quiet")
+		require.Equal(t, tc.changed, f.Changed, name+": changed")
+		require.Equal(t, tc.state, f.After.State, name)
+		require.Equal(t, 4, live.Polls, name+": the delivery's state is left as it was")
+	}
+}
+
+// A provider that gives no completion time is taken to have finished
+// halfway between the poll that last saw the job running and this one.
+func TestFoldDatesAnUndatedCompletion(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	live := events.PollState{RemoteID: "x", State: state.Running, LastPolledAt: at.Add(-time.Minute), CreatedAt: at.Add(-time.Hour)}
+	d := &jobs.Delivery{Route: "r", JobID: "j", N: 2, Live: &live}
+	f := d.Fold(jobs.Call{At: at, Status: done()})
+	require.Equal(t, at.Add(-30*time.Second), f.Obs.CompletedAt)
+	f = d.Fold(jobs.Call{At: at, Status: done(), Prev: at.Add(-20 * time.Second)})
+	require.Equal(t, at.Add(-10*time.Second), f.Obs.CompletedAt, "the caller knows a later poll")
+}
+
+// A poll may end the job by the poller's decision (lost, expired): the
+// record ends with it, and the check with the record.
+func TestPolledEndsAJobByDecision(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	r.submit("e1", false, time.Now())
+	d, msg := r.poll()
+	f := d.Fold(jobs.Call{At: time.Now(), Err: &provider.Error{Class: provider.NotFound}})
+	lost := &state.Observation{State: state.Lost, Reason: "gone", Source: state.FromPollux, At: time.Now()}
+	res, err := r.o.Polled(r.ctx, d, f, jobs.Decision{End: lost})
+	require.NoError(t, err)
+	require.True(t, res.Finished)
+	r.settle(msg, res.Outcome)
+	j := r.get("e1")
+	require.Equal(t, state.Lost, j.State)
+	require.Equal(t, 1, j.NotFound)
+	require.Equal(t, 1, j.Polls)
+	require.NotEmpty(t, j.LastError)
+}
+
+// Postponing (a paused route) sends the check back without counting the
+// delivery as a poll.
+func TestPostponeDoesNotCount(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	r.submit("p1", false, time.Now())
+	d, msg := r.poll()
+	out := r.o.Postpone(r.ctx, d, time.Now())
+	require.True(t, out.IsStop(), "replaced by a check carrying the count")
+	r.settle(msg, out)
+	d, _ = r.poll()
+	require.Equal(t, 0, d.Live.Polls)
+}

@@ -1,0 +1,79 @@
+// Package problem is the JSON error body every Pollux HTTP endpoint (the
+// front door, the webhook receiver) answers a failed request with:
+//
+//	{"error": {"code": "invalid_field", "message": "...", "field": "model"}}
+//
+// The code is stable (part of the contract: new codes may be added,
+// existing ones keep their meaning), the message is for humans, and the
+// field names the offending body field, path segment, query parameter or
+// header when there is one.
+package problem
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Code is a stable error code.
+type Code string
+
+// The codes both the front door and the webhook receiver answer with, with
+// the HTTP status each comes with.
+const (
+	// CodeInvalidParameter (400): a path segment, query parameter or header
+	// is invalid; field names it.
+	CodeInvalidParameter Code = "invalid_parameter"
+	// CodeNotFound (404): no such endpoint.
+	CodeNotFound Code = "not_found"
+	// CodeMethodNotAllowed (405): the endpoint does not take that method;
+	// the Allow header lists the one it takes.
+	CodeMethodNotAllowed Code = "method_not_allowed"
+	// CodeBodyTooLarge (413): the body is larger than the limit.
+	CodeBodyTooLarge Code = "body_too_large"
+	// CodeUnsupportedMediaType (415): the body's type or encoding is not
+	// accepted.
+	CodeUnsupportedMediaType Code = "unsupported_media_type"
+	// CodeUnavailable (503): NATS did not answer in time or refused the
+	// message; retry after the Retry-After header's seconds.
+	CodeUnavailable Code = "unavailable"
+)
+
+// Body is the body of every error response.
+type Body struct {
+	Error Detail `json:"error"`
+}
+
+// Detail says what went wrong.
+type Detail struct {
+	// Code is the stable error code.
+	Code Code `json:"code"`
+	// Message explains the problem to a human.
+	Message string `json:"message"`
+	// Field names the offending body field, path segment, query parameter
+	// or header, when there is one.
+	Field string `json:"field,omitempty"`
+}
+
+// RetryAfter is what a 429 or 503 asks the caller to wait.
+const RetryAfter = 2 * time.Second
+
+// Write answers with status and the problem body of d; a 429 or 503 also
+// says when to retry.
+func Write(w http.ResponseWriter, status int, d Detail) {
+	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", strconv.Itoa(int(RetryAfter.Seconds())))
+	}
+	WriteJSON(w, status, Body{Error: d})
+}
+
+// WriteJSON answers with status and v as JSON, never cached.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
