@@ -175,7 +175,17 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, now time.T
 	m := s.modelFor(full, pc.model, pc.version)
 	base := s.baseURL(r)
 
-	writeJSON(w, http.StatusCreated, s.createOrReplay(pc, m, base, now))
+	created := s.createOrReplay(pc, m, base, now)
+	if d := time.Duration(s.cfg.CreateDelay); d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-r.Context().Done(): // the client gave up: the prediction stays
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+	writeJSON(w, http.StatusCreated, created)
 }
 
 // createOrReplay makes a prediction, or finds the one made with the same

@@ -217,6 +217,11 @@ type Config struct {
 	// Latency is service time added to every /v1 call, so that concurrency
 	// can be observed. Default 0.
 	Latency Duration `json:"latency" yaml:"latency"`
+	// CreateDelay holds a create's answer back this long after the
+	// prediction is made: its webhooks may arrive before the answer, and a
+	// client that gives up first never learns the id of a prediction that
+	// exists. Default 0.
+	CreateDelay Duration `json:"create_delay" yaml:"create_delay"`
 	// BaseURL is how the server writes its own URLs (urls.get, urls.cancel),
 	// e.g. "http://127.0.0.1:8080". Default "": taken from each create
 	// request's Host.
@@ -315,6 +320,9 @@ func (c Config) validate() error {
 	}
 	if c.Latency < 0 {
 		return fmt.Errorf("latency: %v must be >= 0", c.Latency)
+	}
+	if c.CreateDelay < 0 {
+		return fmt.Errorf("create_delay: %v must be >= 0", c.CreateDelay)
 	}
 	if c.WebhookSecret != "" {
 		if _, err := decodeSecret(c.WebhookSecret); err != nil {

@@ -328,3 +328,20 @@ func TestRunOnlyOnce(t *testing.T) {
 		require.Error(t, s.Run(context.Background()))
 	})
 }
+
+// With a create delay, an instant prediction's completion webhook is sent
+// before the create is answered, as a fast provider's may be.
+func TestCreateDelayLetsTheWebhookGoFirst(t *testing.T) {
+	t.Parallel()
+	url, hooks := receiver(t, nil)
+	e := setup(t, sim.Config{Default: exact(time.Millisecond, time.Millisecond), TimeScale: 1,
+		CreateDelay: sim.Duration(300 * time.Millisecond)})
+	e.run()
+	resp, b := e.do(http.MethodPost, "/v1/predictions", webhookBody(url))
+	answered := time.Now()
+	require.Equal(t, http.StatusCreated, resp.StatusCode, "%s", b)
+	h := recv(t, hooks)
+	require.Equal(t, "succeeded", h.pred.Status)
+	require.Equal(t, decode[wirePred](t, b).ID, h.pred.ID)
+	require.True(t, h.at.Before(answered), "the webhook came %s before the answer", answered.Sub(h.at))
+}
