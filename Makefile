@@ -7,6 +7,8 @@ FUZZTIME ?= 20s
 TESTFLAGS ?= -race -count=1 -timeout 9m
 # The nats CLI the shell example (examples/cli) runs.
 NATSCLI  ?= v0.5.0
+# The linter make lint runs (installed into bin/ from the Go module proxy).
+GOLANGCI ?= v2.15.0
 
 .DEFAULT_GOAL := help
 
@@ -47,10 +49,13 @@ chaos: ## The fault suites ten times bigger (POLLUX_CHAOS=long): tens of minutes
 	POLLUX_CHAOS=long $(GO) test -race -count=1 -timeout 90m -run 'Chaos' -v ./internal/e2e
 
 .PHONY: lint
-lint: ## gofmt, go vet, and golangci-lint when installed
+lint: ## gofmt, go vet and golangci-lint (.golangci.yml: the linters and the import rules), installing the linter when missing
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
-	@if command -v golangci-lint >/dev/null; then golangci-lint run; else echo "golangci-lint not installed: skipped"; fi
+	@$(BIN)/golangci-lint version 2>/dev/null | grep -q ' $(patsubst v%,%,$(GOLANGCI)) ' || { \
+		echo "installing golangci-lint $(GOLANGCI) into $(BIN)/"; \
+		GOBIN=$(CURDIR)/$(BIN) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI); }
+	$(BIN)/golangci-lint run ./...
 
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME each

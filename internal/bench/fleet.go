@@ -183,7 +183,7 @@ func (r *runner) pollerProcesses(ctx context.Context, s *server, sm *simProvider
 		var total time.Duration
 		for _, p := range procs {
 			if p.exited() {
-				return 0, fmt.Errorf("%s exited: %v (its log: %s)", p.name, p.err, p.logs.Name())
+				return 0, fmt.Errorf("%s exited: %w (its log: %s)", p.name, p.err, p.logs.Name())
 			}
 			u, err := p.usage()
 			if err != nil {

@@ -182,7 +182,7 @@ func (s *server) waitReady(ctx context.Context, cluster bool) error {
 		}
 		for _, p := range s.procs {
 			if p.exited() {
-				return fmt.Errorf("%s exited: %v (see its log in the work directory)", p.name, p.err)
+				return fmt.Errorf("%s exited: %w (see its log in the work directory)", p.name, p.err)
 			}
 		}
 		select {

@@ -133,7 +133,7 @@ func TestRunSweepsWorkQueueOrphans(t *testing.T) {
 			seqs := publish(t, js, 20, "l.x")["l.x"]
 			c, err := s.CreateConsumer(context.Background(), jetstream.ConsumerConfig{Durable: "c", AckPolicy: jetstream.AckExplicitPolicy})
 			require.NoError(t, err)
-			var stream jetstream.Stream = s
+			stream := jetstream.Stream(s)
 			if tc.queue {
 				stream = asWorkQueue{s}
 			}

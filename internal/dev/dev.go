@@ -168,7 +168,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	return sum, waitErr
 }
 
-// ErrIncomplete: not every job finished.
+// ErrIncomplete is returned when not every job finished.
 var ErrIncomplete = errors.New("not every job finished")
 
 func startNATS(cfg Config) (url string, stop func(), err error) {

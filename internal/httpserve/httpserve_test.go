@@ -29,7 +29,10 @@ func TestRunServesUntilTheContextEnds(t *testing.T) {
 	cancel()
 	require.NoError(t, <-done)
 	<-stopped // onStop ran
-	_, err = http.Get("http://" + ln.Addr().String())
+	resp, err = http.Get("http://" + ln.Addr().String())
+	if err == nil {
+		_ = resp.Body.Close()
+	}
 	require.Error(t, err, "the listener is closed")
 }
 

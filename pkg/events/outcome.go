@@ -21,17 +21,18 @@ const (
 	outcomeStop
 )
 
-// Done: the message did its job; remove it (Ack).
+// Done is the outcome of a message that did its job: remove it (Ack).
 func Done() Outcome { return Outcome{kind: outcomeDone} }
 
-// Later: deliver the message again after d (NakWithDelay). A check message
-// comes back this way at its next poll time.
+// Later is the outcome of a message to deliver again after d
+// (NakWithDelay). A check message comes back this way at its next poll
+// time.
 func Later(d time.Duration) Outcome {
 	return Outcome{kind: outcomeLater, delay: max(d, 0)}
 }
 
-// Stop: never deliver the message again (Term): a terminal job's check, or
-// an intake message that was rejected.
+// Stop is the outcome of a message never to deliver again (Term): a
+// terminal job's check, or an intake message that was rejected.
 func Stop() Outcome { return Outcome{kind: outcomeStop} }
 
 // Delay returns the redelivery delay of a Later outcome.

@@ -42,8 +42,8 @@ func ParsePath(s string) (Path, error) {
 	}
 	i := 0
 	for i < len(s) {
-		switch {
-		case s[i] == '[':
+		switch s[i] {
+		case '[':
 			end := strings.IndexByte(s[i:], ']')
 			if end < 0 {
 				return p, fmt.Errorf("path %q: unclosed [", s)
@@ -62,7 +62,7 @@ func ParsePath(s string) (Path, error) {
 			if i < len(s) && s[i] != '.' && s[i] != '[' {
 				return p, fmt.Errorf("path %q: unexpected %q after ]", s, s[i])
 			}
-		case s[i] == '.' || s[i] == ']':
+		case '.', ']':
 			return p, fmt.Errorf("path %q: unexpected %q at %d", s, s[i], i)
 		default:
 			end := strings.IndexAny(s[i:], ".[]")

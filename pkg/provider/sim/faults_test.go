@@ -122,7 +122,7 @@ func TestConcurrentStats(t *testing.T) {
 		Faults: sim.Faults{ServerErrorRate: 0.2}, Seed: 11})
 
 	type tally struct {
-		created, got, canceled, fiveXX, statusCalls, cancelCalls, dup int
+		created, got, canceled, fiveXX, statusCalls, cancelCalls int
 	}
 	var (
 		mu  sync.Mutex

@@ -101,8 +101,14 @@ func (e *env) run() {
 	})
 }
 
+// reply is a response whose body was read (and closed).
+type reply struct {
+	StatusCode int
+	Header     http.Header
+}
+
 // do sends a request; hdr holds header name/value pairs.
-func (e *env) do(method, path, body string, hdr ...string) (*http.Response, []byte) {
+func (e *env) do(method, path, body string, hdr ...string) (reply, []byte) {
 	e.t.Helper()
 	var r io.Reader
 	if body != "" {
@@ -121,7 +127,7 @@ func (e *env) do(method, path, body string, hdr ...string) (*http.Response, []by
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(e.t, err)
-	return resp, b
+	return reply{StatusCode: resp.StatusCode, Header: resp.Header}, b
 }
 
 func decode[T any](t *testing.T, b []byte) T {
