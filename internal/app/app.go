@@ -207,6 +207,7 @@ func Open(ctx context.Context, g *errgroup.Group, cfg *config.Config, nc *nats.C
 			m.Terminal(j)
 			stats.Observe(j)
 		},
+		LatePolls: m.LatePolls,
 	}})
 	return &Env{
 		Config: cfg, NC: nc, JS: js, NS: ns, Res: res, Routes: routes, Pauses: pauses, Stats: stats,

@@ -245,6 +245,22 @@ func TestLifecycleUnderFaults(t *testing.T) {
 		waitFor(t, "checks stream empty", 30*time.Second, func() bool { return e.streamMsgs(t, e.Env.Res.Checks) == 0 })
 	})
 
+	t.Run("polls counted exactly, in the records and the metric", func(t *testing.T) {
+		waitFor(t, "checks stream empty", 30*time.Second, func() bool { return e.streamMsgs(t, e.Env.Res.Checks) == 0 })
+		byKey := map[string][]sim.Prediction{}
+		for _, p := range e.Sim.Predictions() {
+			byKey[p.IdempotencyKey] = append(byKey[p.IdempotencyKey], p)
+		}
+		ids := make([]string, 0, len(jobs))
+		for id := range jobs {
+			ids = append(ids, id)
+		}
+		requireExactPolls(t, e.Env.Jobs, ids, byKey)
+		// Every status call is one of these jobs': the count of finished
+		// jobs' polls is the provider's count of status calls.
+		require.InDelta(t, float64(e.Sim.Stats().StatusCalls), histogramSum(t, e, "pollux_finished_job_polls_total"), 0)
+	})
+
 	t.Run("malformed intake is rejected by name", func(t *testing.T) {
 		waitFor(t, "every rejection", 30*time.Second, func() bool { return len(e.log.rejections()) >= len(malformed) })
 		rej := e.log.rejections()
@@ -260,6 +276,55 @@ func TestLifecycleUnderFaults(t *testing.T) {
 			require.True(t, found, "a rejection of %.60s on %s naming %q", m.body, m.subject, m.field)
 		}
 	})
+}
+
+// TestWebhooksBeforeTheCreateAnswer runs an instant model whose provider
+// sends each job's completion webhook before it answers the create: the
+// record does not know the remote id yet when the webhook comes, and the
+// webhook must still be what finds every job done — kept until the
+// create's answer is recorded, then applied — not a reconciliation poll
+// half a minute later.
+func TestWebhooksBeforeTheCreateAnswer(t *testing.T) {
+	e := start(t, dev.StackConfig{
+		Sim: sim.Config{TimeScale: 1, Seed: 5, CreateDelay: d(200 * time.Millisecond),
+			Default: sim.Model{QueueMedian: d(time.Millisecond), RunMedian: d(time.Millisecond)}},
+		Route: config.Route{Workers: config.Workers{Submit: 8}},
+	})
+	ids := submitN(t, e, "wb", 100, func(int) (string, float64) { return "instant/model", 0 })
+	e.waitTerminal(t, ids, 60*time.Second)
+	for _, id := range ids {
+		j, err := e.Env.Jobs.Get(context.Background(), id)
+		require.NoError(t, err)
+		require.Equal(t, state.FromWebhook, j.DetectedBy, "job %s: found by its webhook", id)
+		require.Zero(t, j.Polls, "job %s: no poll needed", id)
+	}
+	st := e.Sim.Stats()
+	require.GreaterOrEqual(t, st.WebhooksSent, len(ids))
+	require.Zero(t, st.StatusCalls)
+	require.Zero(t, histogramSum(t, e, "pollux_webhooks_dropped_total"), "no delivery dropped")
+}
+
+// histogramSum is the sum of a metric of the stack's: a histogram's sum,
+// or a counter's total, over its labels.
+func histogramSum(t *testing.T, e *env, name string) float64 {
+	t.Helper()
+	families, err := e.Metrics.Registry().Gather()
+	require.NoError(t, err)
+	var sum float64
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			switch {
+			case m.GetHistogram() != nil:
+				sum += m.GetHistogram().GetSampleSum()
+			case m.GetCounter() != nil:
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
 }
 
 // TestResubmissionMinutesLater shows that deduplication outlives the

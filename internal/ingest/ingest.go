@@ -426,6 +426,10 @@ func (s *Service) find(ctx context.Context, r *route.Route, f provider.Finder, j
 	if err != nil {
 		return provider.Status{}, false, err
 	}
+	if d := s.pauses.Remaining(r.Name); d > 0 {
+		lease.Unused()
+		return provider.Status{}, false, &paused{wait: d}
+	}
 	cctx, cancel := context.WithTimeout(ctx, s.callTimeout(r))
 	start := time.Now()
 	st, found, err := f.Find(cctx, s.request(r, j))
@@ -487,8 +491,19 @@ func (s *Service) created(ctx context.Context, in intake, rec jobs.Record, st pr
 	}
 	log.Info().Str("remote_id", rec.RemoteID).Str("state", string(rec.State)).Msg("submitted")
 	if !rec.CancelRequestedAt.IsZero() && !rec.State.Terminal() {
-		if err := s.cancelRemote(ctx, r, rec, log); err != nil {
-			log.Warn().Err(err).Msg("canceling the job after it was submitted failed; polling follows it")
+		// The cancel's own message has gone: this one carries it out.
+		for {
+			err := s.cancelRemote(ctx, r, rec, log)
+			var p *paused
+			if !errors.As(err, &p) {
+				if err != nil {
+					log.Warn().Err(err).Msg("canceling the job after it was submitted failed; polling follows it")
+				}
+				break
+			}
+			if !sleep(ctx, p.wait) {
+				break
+			}
 		}
 	}
 	return events.Done(), "submitted"
@@ -595,10 +610,33 @@ func (s *Service) cancel(ctx context.Context, in intake) (events.Outcome, string
 	if d := s.pauses.Remaining(in.routeName); d > 0 {
 		return events.Later(d), "retry"
 	}
-	if err := s.cancelRemote(ctx, in.route, rec, log); err != nil {
+	err = s.cancelRemote(ctx, in.route, rec, log)
+	var p *paused
+	switch {
+	case errors.As(err, &p):
+		return events.Later(p.wait), "retry"
+	case err != nil:
 		return events.Later(s.backoff(in)), "retry"
 	}
 	return events.Done(), "canceled"
+}
+
+// paused is the refusal of a call because the route is paused: wait is
+// how long until it may be made.
+type paused struct{ wait time.Duration }
+
+func (p *paused) Error() string { return fmt.Sprintf("the route is paused for %s", p.wait) }
+
+// sleep waits d or until ctx ends, and reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }
 
 // cancelRemote asks the provider to cancel the job and hands its answer to
@@ -607,6 +645,10 @@ func (s *Service) cancelRemote(ctx context.Context, r *route.Route, rec jobs.Rec
 	lease, err := s.statusBudgets[r.Name].Acquire(ctx)
 	if err != nil {
 		return err
+	}
+	if d := s.pauses.Remaining(r.Name); d > 0 {
+		lease.Unused() // paused while the lease was awaited
+		return &paused{wait: d}
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.callTimeout(r))
 	start := time.Now()

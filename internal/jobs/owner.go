@@ -23,6 +23,11 @@ type Hooks struct {
 	// Terminal is called once for each job that became terminal, with its
 	// final record (its polls final too), in the process that finished it.
 	Terminal func(j *state.Job)
+	// LatePolls is called for polls counted into a job after its Terminal
+	// call: a poll that was under way when a webhook or a cancel ended the
+	// job. With Terminal's j.Polls they sum to every status call of the
+	// jobs that finished.
+	LatePolls func(route string, n int)
 }
 
 // Config configures an Owner. Zero values mean the defaults on each field.
@@ -131,13 +136,19 @@ func (o *Owner) Reject(ctx context.Context, route, id string, r events.Rejection
 // finished calls the Terminal hook when a write took the job from
 // unfinished (or unsettled) to terminal with its polls final.
 func (o *Owner) finished(was *state.Job, now *state.Job) {
-	if o.hooks.Terminal == nil || !now.State.Terminal() || now.PollsOpen {
+	if !now.State.Terminal() || now.PollsOpen {
 		return
 	}
 	if was != nil && was.State.Terminal() && !was.PollsOpen {
-		return // final before this write
+		// Final before this write: only polls can come in late.
+		if n := now.Polls - was.Polls; n > 0 && o.hooks.LatePolls != nil {
+			o.hooks.LatePolls(now.Route, n)
+		}
+		return
 	}
-	o.hooks.Terminal(now)
+	if o.hooks.Terminal != nil {
+		o.hooks.Terminal(now)
+	}
 }
 
 // keepRetrying runs fn until it succeeds or ctx ends, waiting a growing,

@@ -28,6 +28,7 @@ type Metrics struct {
 	statusCalls     *prometheus.HistogramVec
 	completions     *prometheus.CounterVec
 	pollsPerJob     *prometheus.HistogramVec
+	finishedPolls   *prometheus.CounterVec
 	detectionDelay  *prometheus.HistogramVec
 	lateness        *prometheus.HistogramVec
 	pauses          *prometheus.CounterVec
@@ -73,6 +74,10 @@ func New() *Metrics {
 		Name:    "pollux_polls_per_completion",
 		Help:    "Status calls a job needed before it reached its terminal state, by route.",
 		Buckets: []float64{0, 1, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 50, 100},
+	}, []string{"route"})
+	m.finishedPolls = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pollux_finished_job_polls_total",
+		Help: "Status calls made for jobs that reached their terminal state, by route: exactly the provider's count of them. Divided by pollux_jobs_terminal_total, polls per completion.",
 	}, []string{"route"})
 	m.detectionDelay = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "pollux_detection_delay_seconds",
@@ -144,7 +149,7 @@ func New() *Metrics {
 // Collectors lists Pollux's own collectors (the runtime's excepted).
 func (m *Metrics) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.submissions, m.providerCalls, m.statusCalls, m.completions,
-		m.pollsPerJob, m.detectionDelay, m.lateness, m.pauses, m.pausedSeconds, m.eventsPublished,
+		m.pollsPerJob, m.finishedPolls, m.detectionDelay, m.lateness, m.pauses, m.pausedSeconds, m.eventsPublished,
 		m.webhooks, m.webhooksApplied, m.webhooksDropped, m.reconciled, m.callbackHints, m.overrun, m.age, m.orphans}
 }
 
@@ -160,6 +165,7 @@ func (m *Metrics) Handler() http.Handler {
 func (m *Metrics) terminal(j *state.Job) {
 	m.completions.WithLabelValues(j.Route, string(j.State), string(j.DetectedBy)).Inc()
 	m.pollsPerJob.WithLabelValues(j.Route).Observe(float64(j.Polls))
+	m.finishedPolls.WithLabelValues(j.Route).Add(float64(j.Polls))
 	switch j.State {
 	case state.Succeeded, state.Failed, state.Canceled:
 		if !j.CompletedAt.IsZero() && !j.DetectedAt.IsZero() {
@@ -180,6 +186,9 @@ func (m *Metrics) Paused(route, kind string, d time.Duration) {
 	m.pauses.WithLabelValues(route, kind).Inc()
 	m.pausedSeconds.WithLabelValues(route, kind).Add(d.Seconds())
 }
+
+// LatePolls records polls counted into a job after it finished (jobs.Hooks).
+func (m *Metrics) LatePolls(route string, n int) { m.finishedPolls.WithLabelValues(route).Add(float64(n)) }
 
 // Published records an event published.
 func (m *Metrics) Published(_, typ string) { m.eventsPublished.WithLabelValues(typ).Inc() }

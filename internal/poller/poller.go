@@ -369,11 +369,17 @@ type middle struct{}
 func (middle) Uint64() uint64 { return 1 << 63 }
 
 // cancelExpired asks the provider to stop work on an expired job; best
-// effort, as the job is already final for Pollux.
+// effort, as the job is already final for Pollux (and was given the
+// deadline where the provider takes one). Never while the route is paused.
 func (s *Service) cancelExpired(ctx context.Context, r *route.Route, j *state.Job, log zerolog.Logger) {
 	lease, err := s.budgets[r.Name].Acquire(ctx)
 	if err != nil {
 		log.Warn().Err(err).Msg("no budget to cancel the expired job at the provider")
+		return
+	}
+	if s.pauses.Remaining(r.Name) > 0 {
+		lease.Unused()
+		log.Info().Msg("the route is paused: the expired job is not canceled at the provider")
 		return
 	}
 	defer lease.Release()

@@ -46,7 +46,7 @@ type Adapter struct {
 
 	mu       sync.Mutex
 	verifier *signature.Verifier
-	retryAt  time.Time // no secret fetch before this, after a failed one
+	retryAt  time.Time // no secret fetch before this: after a failed one, or a rate limit
 	failures int       // failed secret fetches in a row
 }
 
@@ -191,9 +191,28 @@ func checkID(id string) error {
 func (a *Adapter) call(ctx context.Context, method, path string, body any, h http.Header) (provider.Status, error) {
 	resp, err := a.api.Do(ctx, method, path, body, h)
 	if err != nil {
-		return provider.Status{}, throttle(err)
+		return provider.Status{}, a.throttled(throttle(err))
 	}
 	return parse(resp.Body)
+}
+
+// throttled notes a rate limit the account met: no secret fetch is made
+// until its Retry-After passes (the route's other calls wait for the
+// route's pause; this one the adapter makes on its own).
+func (a *Adapter) throttled(err error) error {
+	if d := provider.RetryAfterOf(err); d > 0 && provider.ClassOf(err) == provider.RateLimited {
+		a.mu.Lock()
+		a.retryAt = later(a.retryAt, time.Now().Add(d))
+		a.mu.Unlock()
+	}
+	return err
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 var resetsRe = regexp.MustCompile(`resets in ~?(\d+)\s*s`)
@@ -354,12 +373,15 @@ func (a *Adapter) signingVerifier(ctx context.Context) (*signature.Verifier, err
 		return a.verifier, nil
 	}
 	if time.Now().Before(a.retryAt) {
-		return nil, errors.New("webhook signing secret unavailable (fetch failed recently)")
+		return nil, errors.New("webhook signing secret unavailable (fetch failed or rate limited recently)")
 	}
 	v, err := a.fetchSecret(ctx)
 	if err != nil {
 		a.failures++
 		a.retryAt = time.Now().Add(min(secretRetryBase<<min(a.failures-1, 10), secretRetryMax))
+		if d := provider.RetryAfterOf(err); d > 0 {
+			a.retryAt = later(a.retryAt, time.Now().Add(d))
+		}
 		return nil, err
 	}
 	a.verifier, a.failures = v, 0

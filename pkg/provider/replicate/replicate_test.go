@@ -361,7 +361,7 @@ func TestWebhookSecretFetchRetriedSoon(t *testing.T) {
 		return err
 	}
 	require.Error(t, verify(), "the fetch failed")
-	require.ErrorContains(t, verify(), "fetch failed recently", "not fetched again at once")
+	require.ErrorContains(t, verify(), "fetch failed or rate limited recently", "not fetched again at once")
 	require.Equal(t, int32(1), fetches.Load())
 	require.Eventually(t, func() bool { return verify() == nil }, 5*time.Second, 50*time.Millisecond)
 	require.Equal(t, int32(2), fetches.Load(), "fetched again once, then kept")
@@ -412,4 +412,27 @@ func FuzzParseWebhook(f *testing.F) {
 		}
 		require.LessOrEqual(t, len(st.Outputs), 100)
 	})
+}
+
+// A rate limit the account met on any call holds the signing secret's
+// fetch back until its Retry-After passes: the route's pause covers the
+// calls Pollux makes for jobs, not this one the adapter makes itself.
+func TestWebhookSecretNotFetchedWhileRateLimited(t *testing.T) {
+	t.Parallel()
+	var fetches atomic.Int32
+	f := newFake(t, func(r *http.Request) (int, http.Header, []byte) {
+		if r.URL.Path == "/v1/webhooks/default/secret" {
+			fetches.Add(1)
+			return 200, nil, []byte(`{"key":"` + testSecret + `"}`)
+		}
+		return 429, http.Header{"Retry-After": {"60"}}, []byte(`{"detail":"Request was throttled."}`)
+	})
+	a := newAdapter(t, f.URL, "")
+	_, err := a.Status(context.Background(), provider.Ref{ID: "p1"})
+	require.Equal(t, provider.RateLimited, provider.ClassOf(err))
+	body := fixture(t, "succeeded.json")
+	_, err = a.VerifyWebhook(context.Background(), signed(t, testSecret, "m", time.Now(), body), body)
+	require.ErrorContains(t, err, "rate limited recently")
+	require.False(t, errors.Is(err, provider.ErrSignature), "answered 503: the provider retries")
+	require.Zero(t, fetches.Load(), "no call while the account is throttled")
 }
