@@ -273,9 +273,6 @@ func (p Policy) coldDelay(j *Job, rnd *rand.Rand) time.Duration {
 	elapsed := time.Duration(float64(j.Now.Sub(j.Submitted)) * p.Scale)
 	expected := time.Duration(float64(j.Expected) * p.Scale)
 	if expected <= 0 {
-		if j.Polls == 0 {
-			return p.jitter(unknownFirst, rnd)
-		}
 		return p.jitter(min(p.MaxDelay, doubled(unknownFirst, j.Unchanged)), rnd)
 	}
 

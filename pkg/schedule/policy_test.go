@@ -79,6 +79,15 @@ func TestUnknownBacksOffToMaxDelay(t *testing.T) {
 	within(t, p, j, 48*time.Second, 72*time.Second)
 }
 
+// MaxDelay bounds the wait for a job's first poll as well as the later
+// ones: a route that tolerates 2s of delay is never left 5s unpolled.
+func TestMaxDelayBoundsTheFirstPoll(t *testing.T) {
+	t.Parallel()
+	j := schedule.Job{Now: t0, Submitted: t0}
+	within(t, schedule.Policy{}, j, 4*time.Second, 6*time.Second)
+	within(t, schedule.Policy{MaxDelay: 2 * time.Second, MinDelay: 100 * time.Millisecond}, j, 1600*time.Millisecond, 2400*time.Millisecond)
+}
+
 func TestQueuedPollsSlowly(t *testing.T) {
 	t.Parallel()
 	j := schedule.Job{Now: t0.Add(10 * time.Second), Submitted: t0, Expected: time.Minute, Polls: 1, Phase: schedule.PhaseQueued}
