@@ -120,6 +120,9 @@ func (o *Owner) load(ctx context.Context, d *Delivery) error {
 	return nil
 }
 
+// Seq is the check message's stream sequence: which check this is.
+func (d *Delivery) Seq() uint64 { return d.seq }
+
 // Ended reports whether the job is terminal (or gone) and its check must
 // end (see Settle).
 func (d *Delivery) Ended() bool { return d.ended }

@@ -188,7 +188,9 @@ func (m *Metrics) Paused(route, kind string, d time.Duration) {
 }
 
 // LatePolls records polls counted into a job after it finished (jobs.Hooks).
-func (m *Metrics) LatePolls(route string, n int) { m.finishedPolls.WithLabelValues(route).Add(float64(n)) }
+func (m *Metrics) LatePolls(route string, n int) {
+	m.finishedPolls.WithLabelValues(route).Add(float64(n))
+}
 
 // Published records an event published.
 func (m *Metrics) Published(_, typ string) { m.eventsPublished.WithLabelValues(typ).Inc() }

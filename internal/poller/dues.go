@@ -7,7 +7,7 @@ import (
 
 // dues remembers, for each check this process sent back with a delay, when
 // that check is due and when the poll that sent it back was made: a check
-// carrying its job's poll context cannot say either, and both are needed
+// carrying its job's poll state cannot say either, and both are needed
 // at its next delivery (the lateness metric; the previous poll time that
 // dates a completion the provider does not date). With several processes
 // a check usually comes back to another one, which then goes without

@@ -199,25 +199,23 @@ func (s *Service) check(ctx context.Context, r *route.Route, msg jetstream.Msg) 
 		s.log.Warn().Err(err).Str("subject", msg.Subject()).Msg("reading the job failed; retrying")
 		return events.Later(s.retryDelay())
 	}
-	log := s.log.With().Str("job_id", d.JobID).Str("route", r.Name).Uint64("attempt", d.N).Logger()
 	switch {
 	case d.Ended():
 		out, err := s.jobs.Settle(ctx, d)
 		if err != nil {
-			log.Warn().Err(err).Msg("settling the finished job's check failed; retrying")
+			s.jobLog(r, d).Warn().Err(err).Msg("settling the finished job's check failed; retrying")
 			return events.Later(s.retryDelay())
 		}
 		return out
 	case d.Unsubmitted():
 		return events.Later(schedule.Jitter(unsubmittedWait, schedule.RetryJitter, s.rnd))
 	case d.N <= 1 && d.Check.Poll != nil:
-		return s.arm(r, d, msg, now)
+		return s.arm(r, d, now)
 	}
 	if wait := d.Wait(now); wait > 0 {
 		return events.Later(wait)
 	}
-	seq := seqOf(msg)
-	last, known := s.dues.take(seq, d.N)
+	last, known := s.dues.take(d.Seq(), d.N)
 	s.observeDue(r, d, last, known, now)
 	if wait := s.pauses.Remaining(r.Name); wait > 0 {
 		return s.jobs.Postpone(ctx, d, now.Add(wait))
@@ -227,12 +225,19 @@ func (s *Service) check(ctx context.Context, r *route.Route, msg jetstream.Msg) 
 		// Polled last by another process: about one interval ago.
 		prev = now.Add(-r.NextPoll(d.Live, now, 0, s.cfg.Learned, noJitter))
 	}
-	return s.poll(ctx, r, d, seq, prev, log)
+	return s.poll(ctx, r, d, prev)
+}
+
+// jobLog is the logger of a line about d's job. It is made only for a
+// line to be written: a quiet poll logs nothing and allocates no logger.
+func (s *Service) jobLog(r *route.Route, d *jobs.Delivery) *zerolog.Logger {
+	l := s.log.With().Str("job_id", d.JobID).Str("route", r.Name).Uint64("attempt", d.N).Logger()
+	return &l
 }
 
 // arm handles a check's first delivery: it waits until the check's first
 // poll is due.
-func (s *Service) arm(r *route.Route, d *jobs.Delivery, msg jetstream.Msg, now time.Time) events.Outcome {
+func (s *Service) arm(r *route.Route, d *jobs.Delivery, now time.Time) events.Outcome {
 	wait := d.Check.Due.Sub(now)
 	if -wait > r.Policy.Longest() {
 		// Delivered for the first time long after it was due: a new
@@ -242,7 +247,7 @@ func (s *Service) arm(r *route.Route, d *jobs.Delivery, msg jetstream.Msg, now t
 		wait = schedule.Spread(r.Policy.Longest(), s.rnd)
 	}
 	wait = max(wait, 0)
-	s.dues.put(seqOf(msg), d.N, time.Time{}, now.Add(wait))
+	s.dues.put(d.Seq(), d.N, time.Time{}, now.Add(wait))
 	return events.Later(wait)
 }
 
@@ -262,18 +267,10 @@ func (s *Service) observeDue(r *route.Route, d *jobs.Delivery, last due, known b
 	}
 }
 
-func seqOf(msg jetstream.Msg) uint64 {
-	md, err := msg.Metadata()
-	if err != nil {
-		return 0
-	}
-	return md.Sequence.Stream
-}
-
 // poll makes one status call and hands its outcome, with what follows
 // from it, to the jobs' owner.
 // prev is when the job was polled before, as well as this process knows.
-func (s *Service) poll(ctx context.Context, r *route.Route, d *jobs.Delivery, seq uint64, prev time.Time, log zerolog.Logger) events.Outcome {
+func (s *Service) poll(ctx context.Context, r *route.Route, d *jobs.Delivery, prev time.Time) events.Outcome {
 	lease, err := s.budgets[r.Name].Acquire(ctx)
 	if err != nil {
 		// The route's budget is in use across the fleet: come back soon.
@@ -305,20 +302,21 @@ func (s *Service) poll(ctx context.Context, r *route.Route, d *jobs.Delivery, se
 	dec := s.decide(r, f, st, pause, now)
 	res, err := s.jobs.Polled(ctx, d, f, dec)
 	if err != nil {
-		log.Warn().Err(err).Msg("recording the poll failed; retrying")
+		s.jobLog(r, d).Warn().Err(err).Msg("recording the poll failed; retrying")
 		return events.Later(s.retryDelay())
 	}
 	s.succeeded()
 	if res.Outcome.IsLater() {
-		s.dues.put(seq, d.N, now, dec.Due)
+		s.dues.put(d.Seq(), d.N, now, dec.Due)
 	}
 	if res.Finished {
 		j := res.Job
+		log := s.jobLog(r, d)
 		log.Info().Str("state", string(j.State)).Int("polls", j.Polls).Str("detected_by", string(j.DetectedBy)).Msg("job finished")
 		// Expired by its deadline here (not canceled by the provider at
 		// it): the provider is asked to stop the work.
 		if j.State == state.Expired && j.DetectedBy == state.FromPollux && r.Adapter.Info().Cancel {
-			s.cancelExpired(ctx, r, j, log)
+			s.cancelExpired(ctx, r, j, *log)
 		}
 	}
 	return res.Outcome

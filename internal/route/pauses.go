@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -58,13 +60,33 @@ type Pauses struct {
 	// AuthBase is the first authentication pause (default AuthPauseBase).
 	AuthBase time.Duration
 
-	mu sync.RWMutex
-	m  map[string]Pause
+	// m maps routes to their pauses. It is read on every call and written
+	// on a pause's start and end, so readers load it without a lock and
+	// writers (serialised by mu) replace it with a changed copy.
+	mu sync.Mutex
+	m  atomic.Pointer[map[string]Pause]
+}
+
+// pause returns the route's pause as last seen.
+func (p *Pauses) pause(route string) (Pause, bool) {
+	ps, ok := (*p.m.Load())[route]
+	return ps, ok
+}
+
+// change replaces the pauses with a copy that fn changed.
+func (p *Pauses) change(fn func(m map[string]Pause)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	m := maps.Clone(*p.m.Load())
+	fn(m)
+	p.m.Store(&m)
 }
 
 // NewPauses returns a mirror of the routes bucket; Run keeps it current.
 func NewPauses(kv jetstream.KeyValue, log zerolog.Logger) *Pauses {
-	return &Pauses{kv: kv, log: log, now: time.Now, rnd: schedule.NewRand(0), m: map[string]Pause{}}
+	p := &Pauses{kv: kv, log: log, now: time.Now, rnd: schedule.NewRand(0)}
+	p.m.Store(&map[string]Pause{})
+	return p
 }
 
 // Run watches the bucket until ctx ends. It returns once the initial values
@@ -96,10 +118,8 @@ func (p *Pauses) Run(ctx context.Context, ready chan<- struct{}) error {
 }
 
 func (p *Pauses) apply(e jetstream.KeyValueEntry) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	if e.Operation() != jetstream.KeyValuePut {
-		delete(p.m, e.Key())
+		p.change(func(m map[string]Pause) { delete(m, e.Key()) })
 		return
 	}
 	var ps Pause
@@ -107,16 +127,16 @@ func (p *Pauses) apply(e jetstream.KeyValueEntry) {
 		p.log.Warn().Err(err).Str("route", e.Key()).Msg("ignoring unreadable route pause")
 		return
 	}
-	if cur, ok := p.m[e.Key()]; !ok || !ps.Until.Before(cur.Until) || ps.Strikes != cur.Strikes {
-		p.m[e.Key()] = ps
-	}
+	p.change(func(m map[string]Pause) {
+		if cur, ok := m[e.Key()]; !ok || !ps.Until.Before(cur.Until) || ps.Strikes != cur.Strikes {
+			m[e.Key()] = ps
+		}
+	})
 }
 
 // Active returns the route's pause when one is in force.
 func (p *Pauses) Active(route string) (Pause, bool) {
-	p.mu.RLock()
-	ps, ok := p.m[route]
-	p.mu.RUnlock()
+	ps, ok := p.pause(route)
 	if !ok || !p.now().Before(ps.Until) {
 		return Pause{}, false
 	}
@@ -153,13 +173,13 @@ const DefaultRateLimitPause = 5 * time.Second
 // every process. op names the call ("submit", "status", "cancel") in the
 // log.
 func (p *Pauses) After(ctx context.Context, route, op string, callErr error) time.Duration {
-	log := p.log.With().Str("route", route).Str("op", op).Logger()
 	if callErr == nil {
 		if err := p.Recovered(ctx, route); err != nil {
-			log.Warn().Err(err).Msg("clearing the route's auth strikes failed")
+			p.log.Warn().Err(err).Str("route", route).Str("op", op).Msg("clearing the route's auth strikes failed")
 		}
 		return 0
 	}
+	log := p.log.With().Str("route", route).Str("op", op).Logger()
 	var ps Pause
 	var started bool
 	var err error
@@ -230,9 +250,7 @@ func (p *Pauses) authFailed(ctx context.Context, route, reason string) (Pause, b
 
 // Recovered clears the auth strikes of a route after a successful call.
 func (p *Pauses) Recovered(ctx context.Context, route string) error {
-	p.mu.RLock()
-	cur, ok := p.m[route]
-	p.mu.RUnlock()
+	cur, ok := p.pause(route)
 	if !ok || cur.Strikes == 0 {
 		return nil
 	}
@@ -243,9 +261,7 @@ func (p *Pauses) Recovered(ctx context.Context, route string) error {
 	if err := p.kv.Delete(ctx, route, jetstream.LastRevision(e.Revision())); err != nil && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 		return err
 	}
-	p.mu.Lock()
-	delete(p.m, route)
-	p.mu.Unlock()
+	p.change(func(m map[string]Pause) { delete(m, route) })
 	return nil
 }
 
@@ -296,9 +312,9 @@ func (p *Pauses) extend(ctx context.Context, route string, next func(Pause, time
 
 // remember applies a pause locally at once, before the watch brings it.
 func (p *Pauses) remember(route string, ps Pause) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if cur, ok := p.m[route]; !ok || ps.Until.After(cur.Until) || ps.Strikes != cur.Strikes {
-		p.m[route] = ps
-	}
+	p.change(func(m map[string]Pause) {
+		if cur, ok := m[route]; !ok || ps.Until.After(cur.Until) || ps.Strikes != cur.Strikes {
+			m[route] = ps
+		}
+	})
 }
