@@ -68,7 +68,7 @@ func (r *runner) cycleRows(ctx context.Context, group string, s *server, nc *nat
 	poll, raw := median(polls), median(raws)
 	r.report.add(Row{Group: group, Name: "check cycles/s through the real poller", Value: poll, Unit: "/s", Reference: raw,
 		Note: fmt.Sprintf("instant in-process provider, 1 process, %d workers; median of %d alternating rounds, ratios %s", statusWorkers, cycleRounds, strings.Join(rounds, " "))}).
-		atLeast(0.5, true, "≥ 0.5 of raw")
+		atLeast(0.8, true, "≥ 0.8 of raw")
 	r.report.add(Row{Group: group, Name: "check cycles/s through the real poller, vs raw stateful cycle", Value: poll, Unit: "/s",
 		Reference: stateful.perSecond, Note: "reference: fetch + KV get + compare-and-set + NakWithDelay"})
 	r.report.add(Row{Group: group, Name: "server CPU per check cycle", Value: median(pollCPU), Unit: "µs", Reference: median(rawCPU),

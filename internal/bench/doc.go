@@ -15,7 +15,12 @@
 //     status budget adds to a poll's cost (poller and nats-server CPU per
 //     call), one process with the budget off and on in three alternating
 //     rounds, the median ratio reported;
-//   - ingest: submissions per second through ingest vs raw KV Create;
+//   - ingest: submissions per second through ingest vs raw KV Create, and
+//     the server CPU each costs; and the KV writes a job costs from its
+//     submission to its end, for jobs of a scripted provider that go
+//     queued → running → succeeded through the real ingest and poller
+//     (the fresh bucket's last stream sequence is every write made; the
+//     events stream says what each job went through);
 //   - webhook: signed deliveries per second and p99 time to a 2xx;
 //   - capacity: 100k and 300k tracked jobs (and the largest again,
 //     partitioned), polls spread at 2000/s: server and poller memory per

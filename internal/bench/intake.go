@@ -33,13 +33,13 @@ const submitWorkers = 64
 // create, submit to an instant provider, state write, event, armed check)
 // against the raw KV Create rate at the same concurrency.
 func (r *runner) ingest(ctx context.Context) error {
-	return r.withServer(ctx, false, func(_ *server, nc *nats.Conn, js jetstream.JetStream) error {
+	return r.withServer(ctx, false, func(s *server, nc *nats.Conn, js jetstream.JetStream) error {
 		r.progress("raw KV Create, %d concurrent creators", submitWorkers)
-		raw, err := rawCreates(ctx, js, 1, submitWorkers, r.cfg.Window)
+		raw, err := rawCreates(ctx, s, js, 1, submitWorkers, r.cfg.Window)
 		if err != nil {
 			return err
 		}
-		r.progress("  %.0f/s", raw)
+		r.progress("  %.0f/s, server CPU %.0f µs each", raw.perSecond, raw.cpuPer)
 		rg, err := openRig(ctx, nc, config.Streams{}, config.Route{Workers: config.Workers{Submit: submitWorkers}}, instant{})
 		if err != nil {
 			return err
@@ -78,37 +78,51 @@ func (r *runner) ingest(ctx context.Context) error {
 		}
 		rg.g.Go(func() error { return svc.Run(rg.ctx) })
 		r.progress("ingest with %d submit workers, instant provider", submitWorkers)
-		rate, err := between(ctx, done.Load, int64(n/10), int64(n*9/10), 5*time.Minute)
+		got, err := between(ctx, done.Load, int64(n/10), int64(n*9/10), 5*time.Minute, s)
 		if err != nil {
 			return err
 		}
 		if b := bad.Load(); b > 0 {
 			return fmt.Errorf("%d submissions were not submitted", b)
 		}
-		r.progress("  %.0f/s", rate)
-		r.report.add(Row{Group: "ingest", Name: "submissions/s through ingest (dedupe + create + submit + arm)", Value: rate, Unit: "/s",
-			Reference: raw, Note: fmt.Sprintf("%d workers, instant provider; reference: raw KV Create at the same concurrency", submitWorkers)})
-		return nil
+		r.progress("  %.0f/s, server CPU %.0f µs each", got.perSecond, got.cpuPer)
+		r.report.add(Row{Group: "ingest", Name: "submissions/s through ingest (dedupe + create + submit + arm)", Value: got.perSecond, Unit: "/s",
+			Reference: raw.perSecond, Note: fmt.Sprintf("%d workers, instant provider; reference: raw KV Create at the same concurrency", submitWorkers)}).
+			atLeast(0.25, true, "≥ 0.25 of raw")
+		r.report.add(Row{Group: "ingest", Name: "server CPU per submission", Value: got.cpuPer, Unit: "µs", Reference: raw.cpuPer,
+			Note: "reference: per raw KV Create"})
+		return r.writes(ctx, nc)
 	})
 }
 
-// between returns how fast count went from lo to hi, per second.
-func between(ctx context.Context, count func() int64, lo, hi int64, limit time.Duration) (float64, error) {
+// between returns how fast count went from lo to hi, per second, and the
+// server's CPU per unit meanwhile.
+func between(ctx context.Context, count func() int64, lo, hi int64, limit time.Duration, s *server) (rate, error) {
 	deadline := time.Now().Add(limit)
 	var t0 time.Time
+	var u0 usage
 	for {
 		c := count()
 		if t0.IsZero() && c >= lo {
 			t0 = time.Now()
+			var err error
+			if u0, err = s.usage(); err != nil {
+				return rate{}, err
+			}
 		}
 		if c >= hi {
-			return float64(hi-lo) / time.Since(t0).Seconds(), nil
+			elapsed := time.Since(t0)
+			u1, err := s.usage()
+			if err != nil {
+				return rate{}, err
+			}
+			return rate{perSecond: float64(hi-lo) / elapsed.Seconds(), cpuPer: float64((u1.CPU - u0.CPU).Microseconds()) / float64(hi-lo)}, nil
 		}
 		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("only %d of %d done within %s", c, hi, limit)
+			return rate{}, fmt.Errorf("only %d of %d done within %s", c, hi, limit)
 		}
 		if err := sleep(ctx, 5*time.Millisecond); err != nil {
-			return 0, err
+			return rate{}, err
 		}
 	}
 }

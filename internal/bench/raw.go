@@ -49,18 +49,17 @@ func rawCycles(ctx context.Context, s *server, js jetstream.JetStream, replicas,
 
 // rawCreates is the engine's KV Create rate: workers goroutines creating
 // new keys with one synchronous round trip each, for window.
-func rawCreates(ctx context.Context, js jetstream.JetStream, replicas, workers int, window time.Duration) (float64, error) {
+func rawCreates(ctx context.Context, s *server, js jetstream.JetStream, replicas, workers int, window time.Duration) (rate, error) {
 	const name = "bench-raw"
 	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: name, Replicas: replicas})
 	if err != nil {
-		return 0, fmt.Errorf("raw creates: %w", err)
+		return rate{}, fmt.Errorf("raw creates: %w", err)
 	}
 	defer func() { _ = js.DeleteKeyValue(context.WithoutCancel(ctx), name) }()
 	var count atomic.Int64
-	wctx, cancel := context.WithTimeout(ctx, window)
+	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errs := make(chan error, workers)
-	start := time.Now()
 	for w := range workers {
 		go func() {
 			for i := 0; ; i++ {
@@ -77,14 +76,16 @@ func rawCreates(ctx context.Context, js jetstream.JetStream, replicas, workers i
 			}
 		}()
 	}
-	var all []error
+	got, merr := measure(ctx, count.Load, time.Second, window, s)
+	cancel()
+	all := []error{merr}
 	for range workers {
 		all = append(all, <-errs)
 	}
 	if err := errors.Join(all...); err != nil {
-		return 0, fmt.Errorf("raw creates: %w", err)
+		return rate{}, fmt.Errorf("raw creates: %w", err)
 	}
-	return float64(count.Load()) / time.Since(start).Seconds(), nil
+	return got, nil
 }
 
 // publishN publishes n messages asynchronously with a bounded window.
