@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,6 +34,7 @@ type natsNode struct {
 	args []string
 	mu   sync.Mutex
 	cur  *proc
+	all  []*proc // every run, for their logs
 	runs int
 }
 
@@ -48,7 +50,22 @@ func (n *natsNode) start() {
 	defer n.mu.Unlock()
 	n.runs++
 	n.cur = launch(n.t, fmt.Sprintf("%s-%d", n.name, n.runs), n.env, n.bin, n.args...)
+	n.all = append(n.all, n.cur)
 }
+
+// violations are the permission violations every run of the server logged.
+func (n *natsNode) violations() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var seen []string
+	for _, p := range n.all {
+		seen = append(seen, violationLine.FindAllString(readLog(n.t, p), -1)...)
+	}
+	return seen
+}
+
+// violationLine is a server's log line about a permission violation.
+var violationLine = regexp.MustCompile(`(?m)^.*Violation.*$`)
 
 // stop stops the server with sig and waits for it to exit.
 func (n *natsNode) stop(sig syscall.Signal) {
@@ -248,6 +265,9 @@ func TestChaosClusterLeaderKilledDuringCreates(t *testing.T) {
 	<-time.After(10 * time.Second) // one node down
 	node.start()
 	st := f.check(4 * time.Minute)
+	for _, node := range nodes {
+		require.Empty(t, node.violations(), "%s: every service's traffic is allowed by deploy/nats/accounts.conf", node.name)
+	}
 	t.Logf("FAULTS %-28s jobs %d · creates %d · duplicate creates %d", "cluster leader SIGKILL mid-create", n, st.Creates, st.DuplicateCreates)
 }
 

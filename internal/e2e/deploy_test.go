@@ -153,11 +153,7 @@ func TestNATSCluster(t *testing.T) {
 	clusterPorts := []int{freePort(t), freePort(t), freePort(t)}
 	var urls []string
 	for i := range 3 {
-		node, err := filepath.Rel(dir, filepath.Join(deployDir(t), "nats", "cluster", fmt.Sprintf("nats-%d.conf", i+1)))
-		require.NoError(t, err)
-		conf := filepath.Join(dir, fmt.Sprintf("nats-%d.conf", i+1))
-		require.NoError(t, os.WriteFile(conf, []byte(fmt.Sprintf("include %q\njetstream {store_dir: %q, max_file_store: 64GB}\n",
-			node, filepath.Join(dir, fmt.Sprintf("js-%d", i+1)))), 0o600))
+		conf := clusterNodeConf(t, dir, i)
 		var routes []string
 		for j, p := range clusterPorts {
 			if j != i {

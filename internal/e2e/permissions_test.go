@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -236,7 +235,7 @@ routes:
 	}
 
 	// Not one violation by a service or the client in all of that.
-	violations := regexp.MustCompile(`(?m)^.*Violation.*$`)
+	violations := violationLine
 	seen := violations.FindAllString(readLog(t, server), -1)
 	require.Empty(t, seen, "permissions violations")
 
