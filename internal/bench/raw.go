@@ -232,6 +232,7 @@ func rawStatefulCycles(ctx context.Context, s *server, js jetstream.JetStream, r
 	}
 	defer it.Stop()
 	var count atomic.Int64
+	var lastErr atomic.Value // the latest failure, for a run that had no success
 	sem := make(chan struct{}, workers)
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -242,6 +243,7 @@ func rawStatefulCycles(ctx context.Context, s *server, js jetstream.JetStream, r
 				return
 			}
 			if err != nil { // a missed heartbeat, a reconnect: the iterator goes on
+				lastErr.Store(fmt.Errorf("next message: %w", err))
 				time.Sleep(10 * time.Millisecond)
 				continue
 			}
@@ -255,10 +257,17 @@ func rawStatefulCycles(ctx context.Context, s *server, js jetstream.JetStream, r
 				}
 				if err == nil {
 					count.Add(1)
+				} else {
+					lastErr.Store(fmt.Errorf("read and write %s: %w", key, err))
 				}
 				_ = m.NakWithDelay(delay)
 			}()
 		}
 	}()
-	return measure(ctx, count.Load, warm, window, s)
+	out, err := measure(ctx, count.Load, warm, window, s)
+	if err == nil && out.perSecond == 0 {
+		// A reference of 0 would print as none: say why instead.
+		err = fmt.Errorf("raw stateful cycles: not one cycle in %s (latest failure: %v)", window, lastErr.Load())
+	}
+	return out, err
 }
