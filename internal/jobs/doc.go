@@ -54,6 +54,14 @@
 // confirming the end, adds its polls and ends. The Terminal hook sees each
 // job once, with its final count.
 //
+// The count is exact but for three cases, each bounded: a delivery lost in
+// transit (the server restarted or its stream leader failed over while the
+// delivery was on its way, or the process holding it died) counts as a
+// poll although no status call may have been made, one per lost delivery;
+// a route repartitioned while a check waits is handed over as a new check,
+// forgetting the quiet polls the old one made; and a poll under way when a
+// hint brings a counted check forward may go uncounted (one at most).
+//
 // # Results in hand
 //
 // A provider's acceptance of a job is never thrown away: Submitted retries

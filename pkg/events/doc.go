@@ -26,6 +26,19 @@
 // break a reader gets a new "v" and new subjects. Decoders reject bad input
 // with a *FieldError that names the offending field.
 //
+// # Checks
+//
+// A job's check message is its poll timer, and a small versioned message
+// of its own (Check): the job id, when its first poll is due, and the
+// job's poll state (PollState: what a poll needs — remote id, model, state,
+// progress, times, schedule counters — as of the check's publication). The
+// polls a check made since are its delivery count, so a poll that learns
+// nothing changes no message and no record; one that learns something
+// makes the jobs' owner publish a new check in place of the old one. A
+// check from before poll states (a "not_before" time and a partial "job"
+// record) still decodes, with its due time and no poll state: its job's
+// record then says what to poll.
+//
 // # Outcomes
 //
 // Handlers return an Outcome (Done, Later, Stop) rather than settling

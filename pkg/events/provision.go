@@ -415,7 +415,7 @@ func streamConflicts(have, want jetstream.StreamConfig) []string {
 }
 
 // reconcileStream returns have with want's limits, replicas and per-subject
-// discard policy (checks streams from before poll contexts refused a
+// discard policy (checks streams from before poll states refused a
 // second message per subject instead of replacing the first), and whether
 // anything changed.
 func reconcileStream(have, want jetstream.StreamConfig) (jetstream.StreamConfig, bool) {
