@@ -267,7 +267,10 @@ func short(d time.Duration) string {
 }
 
 // Live keeps a report current from the events stream, after one scan of
-// the job records: what `pollux watch` shows.
+// the job records: what `pollux watch` shows. Its polls per completion
+// counts each job's polls as its terminal event has them: a status call
+// counted into a job after its end (one under way when a webhook ended
+// it) is in the record, `pollux stats` and the metrics, not here.
 type Live struct {
 	routes map[string]*Route
 	jobs   map[string]state.State
