@@ -24,7 +24,14 @@
 // Nats-Msg-Id job:seq). Nothing writes again just to empty the outbox: the
 // next write empties it, after making sure its events are out (the check
 // says up to which seq they were published; else the job's latest event in
-// the stream says). One write per change.
+// the stream says). One write per change. Every writer settles what earlier
+// writers left before it makes its own change, even when it then writes
+// nothing: a job's end may be in its record only (its writer died before
+// publishing it), and whoever ends the job's check is the last to look.
+// An end is a result in hand: the poller that ends a job publishes the end
+// however long NATS is away (a stop leaves the check out, for its next
+// poll to publish it), and an outsider whose end cannot be published fails,
+// keeping the check, for its retry to publish it.
 //
 // # Its check
 //

@@ -22,9 +22,10 @@ import (
 // write empties it, after making sure its events are in the events stream
 // — known published (a check carries the seq its writer published up to),
 // or found there (the job's latest event is one message get), or published
-// then. A terminal job keeps its last events in the record; only a reader
-// recovering from a process that died mid-write (settleOutbox's callers)
-// looks at them again.
+// then. A terminal job keeps its last events in the record, and whoever
+// ends its check — the poller's delivery that finds it ended, an outsider
+// that finds it ended already — republishes them first: the writer that
+// ended it may have died before it published them.
 
 // publish publishes j's outbox events and returns the seq up to which they
 // are out.

@@ -112,3 +112,59 @@ func TestRejectOncePerIntakeMessage(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "_", ev.Route)
 }
+
+// deadEnd ends job id the way a writer that died right after its write
+// leaves it: the record terminal, the end in its outbox, unpublished, and
+// the check still out.
+func (r *rig) deadEnd(id, delivery string) {
+	r.t.Helper()
+	e, err := r.res.Jobs.Get(r.ctx, id)
+	require.NoError(r.t, err)
+	j, err := state.Decode(e.Value())
+	require.NoError(r.t, err)
+	if delivery != "" {
+		require.True(r.t, j.Delivered(delivery))
+	}
+	j.Apply(state.Observation{State: state.Succeeded, Raw: "succeeded", Source: state.FromPoll, At: time.Now().UTC()})
+	require.Equal(r.t, state.Succeeded, j.State)
+	b, err := json.Marshal(j)
+	require.NoError(r.t, err)
+	_, err = r.res.Jobs.Update(r.ctx, id, b, e.Revision())
+	require.NoError(r.t, err)
+	require.NotZero(r.t, r.check(id).Seq, "the check is still out")
+}
+
+// A poller that ended a job and died before publishing the end leaves its
+// check out: the next poll of that check finds the job ended, and before
+// the check ends the end is published.
+func TestAPollPublishesAnEndADeadWriterLeft(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	r.submit("de1", false, time.Now())
+	r.deadEnd("de1", "")
+	d, msg := r.poll()
+	f := d.Fold(jobs.Call{At: time.Now(), Status: done()})
+	res, err := r.o.Polled(r.ctx, d, f, jobs.Decision{Due: time.Now()})
+	require.NoError(t, err)
+	require.True(t, res.Outcome.IsStop())
+	r.settle(msg, res.Outcome)
+	require.Equal(t, []string{events.EventSubmitted, events.EventSucceeded}, types(r.events("de1")))
+	require.Zero(t, r.check("de1").Seq)
+}
+
+// The same when the writer was the webhook applier and the transport
+// redelivers the delivery: the duplicate changes nothing, and the end is
+// published before the check is removed.
+func TestADuplicateDeliveryPublishesAnEndADeadWriterLeft(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	r.submit("de2", true, time.Now().Add(time.Hour))
+	r.deadEnd("de2", "d1")
+	n := succeeded("d1", "rem-de2")
+	n.JobID = "de2"
+	a, err := r.o.Webhook(r.ctx, n)
+	require.NoError(t, err)
+	require.False(t, a.Changed)
+	require.Equal(t, []string{events.EventSubmitted, events.EventSucceeded}, types(r.events("de2")))
+	require.Zero(t, r.check("de2").Seq, "polling stopped")
+}

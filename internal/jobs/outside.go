@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/pollux-dev/pollux/pkg/state"
@@ -49,11 +50,15 @@ func (o *Owner) outside(ctx context.Context, id, route string, r Record, c chang
 	wrote := false
 	r, err := o.store.mutate(ctx, id, r, func(cur *state.Job) error {
 		was, wrote = cloneJob(cur), false
-		if !c.apply(cur) {
-			return errNoWrite
-		}
+		// The events earlier writers left go out before this change is
+		// made (a change's own events go out after its write): one that
+		// ended the job may have died before publishing the end, and the
+		// check this change removes would be the last to look.
 		if err := o.settleOutbox(ctx, cur, known); err != nil {
 			return err
+		}
+		if !c.apply(cur) {
+			return errNoWrite
 		}
 		if cur.State.Terminal() && !was.State.Terminal() {
 			cur.Polls = max(cur.Polls, polls)
@@ -68,9 +73,14 @@ func (o *Owner) outside(ctx context.Context, id, route string, r Record, c chang
 	published := uint64(0)
 	if wrote {
 		if published, err = o.publish(ctx, r.Job); err != nil {
-			// The events are in the record; whoever reads or writes it
-			// next publishes them (and a retry of this change finds
-			// nothing to write, so it would not).
+			if r.State.Terminal() {
+				// No later write would publish the end: the caller's retry
+				// finds the job ended and publishes it before the check
+				// goes (below).
+				o.finished(was, r.Job)
+				return Record{}, fmt.Errorf("publish the end of job %s: %w", id, err)
+			}
+			// The events are in the record; the next write publishes them.
 			o.log.Warn().Err(err).Str("job_id", id).Msg("publishing events failed; the next write publishes them")
 		}
 		o.finished(was, r.Job)

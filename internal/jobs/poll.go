@@ -292,13 +292,16 @@ func (o *Owner) Polled(ctx context.Context, d *Delivery, f Fold, dec Decision) (
 	known := d.Live.Published
 	r, err := o.store.mutate(ctx, d.JobID, d.rec, func(cur *state.Job) error {
 		was = cloneJob(cur)
+		// First the events earlier writers left: one that ended the job
+		// may have died before publishing the end, and this check, about
+		// to end, would be the last to look.
+		if err := o.settleOutbox(ctx, cur, known); err != nil {
+			return err
+		}
 		if cur.State.Terminal() {
 			// Ended by someone else (a cancel, a webhook) while this check
 			// was out: its polls go in, and it ends.
 			return settlePolls(cur, f.After.Polls)
-		}
-		if err := o.settleOutbox(ctx, cur, known); err != nil {
-			return err
 		}
 		cur.Polls = max(cur.Polls, f.After.Polls)
 		cur.Unchanged, cur.Errors, cur.NotFound, cur.Refused = f.After.Unchanged, f.After.Errors, f.After.NotFound, f.After.Refused
@@ -329,15 +332,25 @@ func (o *Owner) Polled(ctx context.Context, d *Delivery, f Fold, dec Decision) (
 		return Polled{Outcome: events.Stop(), Job: r.Job}, nil
 	}
 	published := known
+	if r.State.Terminal() {
+		// The end is a result in hand: no later write would publish it,
+		// and the check ends, so it goes out however long NATS is away.
+		log := o.log.With().Str("job_id", d.JobID).Str("route", d.Route).Logger()
+		if err := o.keepRetrying(ctx, log, "publishing the job's end", func(ctx context.Context) error {
+			_, err := o.publish(ctx, r.Job)
+			return err
+		}); err != nil {
+			return Polled{}, err // stopping: the check comes back, and its next poll publishes the end
+		}
+		o.finished(was, r.Job)
+		return Polled{Outcome: events.Stop(), Job: r.Job, Finished: was != nil && !was.State.Terminal()}, nil
+	}
 	if last, err := o.publish(ctx, r.Job); err != nil {
 		o.log.Warn().Err(err).Str("job_id", d.JobID).Msg("publishing events failed; the next write publishes them")
 	} else if last > 0 {
 		published = last
 	}
 	o.finished(was, r.Job)
-	if r.State.Terminal() {
-		return Polled{Outcome: events.Stop(), Job: r.Job, Finished: was != nil && !was.State.Terminal()}, nil
-	}
 	switch err := o.publishCheck(ctx, d.Route, newCheck(r.Job, dec.Due, published), d.seq); {
 	case err == nil:
 		return Polled{Outcome: events.Stop(), Job: r.Job}, nil
