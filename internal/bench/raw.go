@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/pollux-dev/pollux/pkg/schedule"
 )
 
 // rawCycles is the engine's own check cycle, with nothing of Pollux: n
@@ -177,15 +179,12 @@ func measure(ctx context.Context, count func() int64, warm, window time.Duration
 	return out, nil
 }
 
+// sleep waits d; ctx's error when it ended first.
 func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
+	if !schedule.Sleep(ctx, d) {
 		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
+	return nil
 }
 
 // rawStatefulCycles is the engine's own stateful check cycle: like

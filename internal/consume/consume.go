@@ -32,6 +32,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/schedule"
 )
 
 // Handler handles one message and says what to do with it.
@@ -123,7 +124,7 @@ func Recreate(ctx context.Context, c jetstream.Consumer, ensure func(context.Con
 			return err
 		}
 		o.Logger.Warn().Err(err).Msg("the consumer was deleted while in use; creating it again")
-		sleep(ctx, time.Second)
+		schedule.Sleep(ctx, time.Second)
 		if c, err = ensure(ctx); err != nil {
 			return err
 		}
@@ -189,7 +190,7 @@ func (r *runner) run(ctx context.Context) error {
 		}
 		if r.o.Hold != nil {
 			if d := r.o.Hold(); d > 0 {
-				sleep(ctx, d)
+				schedule.Sleep(ctx, d)
 				continue
 			}
 		}
@@ -356,7 +357,7 @@ func (r *runner) wait() {
 func (r *runner) pause(ctx context.Context, backoff time.Duration, err error, what string) time.Duration {
 	backoff = min(max(2*backoff, 100*time.Millisecond), 5*time.Second)
 	r.o.Logger.Warn().Err(err).Dur("retry_in", backoff).Msg(what)
-	sleep(ctx, backoff)
+	schedule.Sleep(ctx, backoff)
 	return backoff
 }
 
@@ -388,14 +389,5 @@ func (k *keeper) stop() {
 	k.stopped.Store(true)
 	if t := k.t.Load(); t != nil {
 		t.Stop()
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/pollux-dev/pollux/pkg/schedule"
 )
 
 // Orphans are messages a work-queue stream still stores although its
@@ -99,7 +101,7 @@ func (r *runner) sweeping(ctx context.Context) (stop func()) {
 	go func() {
 		defer close(done)
 		for {
-			sleep(ctx, every+rand.N(every/10+1))
+			schedule.Sleep(ctx, every+rand.N(every/10+1))
 			if ctx.Err() != nil {
 				return
 			}

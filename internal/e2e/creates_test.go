@@ -219,11 +219,40 @@ func TestChaosClusterLeaderKilledDuringCreates(t *testing.T) {
 	t.Parallel()
 	bin := binaries(t)
 	dir := t.TempDir()
+	c := startShippedCluster(t, bin, dir)
+	js := c.connect(t)
+	f := startCreatingFleet(t, bin, dir, js, c.urlsAs, 3, false)
+	n := size(150, 1500)
+	f.submit(n)
+	f.whenCreating(n / 5)
+	leader := streamLeader(t, js, "KV_"+events.Default.JobsBucket())
+	node, ok := c.nodes[leader]
+	require.True(t, ok, "the job bucket's leader %q is one of the nodes", leader)
+	node.stop(syscall.SIGKILL)
+	t.Logf("SIGKILLed %s, the job bucket's leader, with %d of %d jobs created", leader, simStats(t, f.simURL).Creates, n)
+	<-time.After(10 * time.Second) // one node down
+	node.start()
+	st := f.check(4 * time.Minute)
+	for _, node := range c.nodes {
+		require.Empty(t, node.violations(), "%s: every service's traffic is allowed by deploy/nats/accounts.conf", node.name)
+	}
+	t.Logf("FAULTS %-28s jobs %d · creates %d · duplicate creates %d", "cluster leader SIGKILL mid-create", n, st.Creates, st.DuplicateCreates)
+}
+
+// shippedCluster is deploy/nats/cluster's three nodes run as processes,
+// their addresses moved to free local ports (flags override the files; the
+// store directory goes into a wrapper file, as the server refuses -sd over
+// a file that sets it).
+type shippedCluster struct {
+	nodes map[string]*natsNode // by server name
+	ports []int                // client ports
+}
+
+func startShippedCluster(t *testing.T, bin, dir string) *shippedCluster {
+	t.Helper()
 	clusterPorts := []int{freePort(t), freePort(t), freePort(t)}
-	ports := []int{freePort(t), freePort(t), freePort(t)}
-	nodes := map[string]*natsNode{}
+	c := &shippedCluster{nodes: map[string]*natsNode{}, ports: []int{freePort(t), freePort(t), freePort(t)}}
 	for i := range 3 {
-		conf := clusterNodeConf(t, dir, i)
 		var routes []string
 		for j, p := range clusterPorts {
 			if j != i {
@@ -231,18 +260,26 @@ func TestChaosClusterLeaderKilledDuringCreates(t *testing.T) {
 			}
 		}
 		name := fmt.Sprintf("nats-%d", i+1)
-		nodes[name] = startNode(t, name, filepath.Join(bin, "nats-server"), natsPasswordEnv(), "-c", conf,
-			"-a", "127.0.0.1", "-p", strconv.Itoa(ports[i]), "-m", strconv.Itoa(freePort(t)),
+		c.nodes[name] = startNode(t, name, filepath.Join(bin, "nats-server"), natsPasswordEnv(), "-c", clusterNodeConf(t, dir, i),
+			"-a", "127.0.0.1", "-p", strconv.Itoa(c.ports[i]), "-m", strconv.Itoa(freePort(t)),
 			"--cluster", fmt.Sprintf("nats://127.0.0.1:%d", clusterPorts[i]), "--routes", strings.Join(routes, ","))
 	}
-	urlsAs := func(user string) string {
-		var urls []string
-		for _, p := range ports {
-			urls = append(urls, fmt.Sprintf("nats://%s:%s@127.0.0.1:%d", user, natsPasswords[user], p))
-		}
-		return strings.Join(urls, ",")
+	return c
+}
+
+// urlsAs is the cluster's client URLs, as user.
+func (c *shippedCluster) urlsAs(user string) string {
+	var urls []string
+	for _, p := range c.ports {
+		urls = append(urls, fmt.Sprintf("nats://%s:%s@127.0.0.1:%d", user, natsPasswords[user], p))
 	}
-	nc, err := nats.Connect(urlsAs("admin"), nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	return strings.Join(urls, ",")
+}
+
+// connect connects as admin once the cluster has a JetStream meta leader.
+func (c *shippedCluster) connect(t *testing.T) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(c.urlsAs("admin"), nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
@@ -253,22 +290,7 @@ func TestChaosClusterLeaderKilledDuringCreates(t *testing.T) {
 		_, err := js.AccountInfo(ctx)
 		return err == nil
 	})
-	f := startCreatingFleet(t, bin, dir, js, urlsAs, 3, false)
-	n := size(150, 1500)
-	f.submit(n)
-	f.whenCreating(n / 5)
-	leader := streamLeader(t, js, "KV_"+events.Default.JobsBucket())
-	node, ok := nodes[leader]
-	require.True(t, ok, "the job bucket's leader %q is one of the nodes", leader)
-	node.stop(syscall.SIGKILL)
-	t.Logf("SIGKILLed %s, the job bucket's leader, with %d of %d jobs created", leader, simStats(t, f.simURL).Creates, n)
-	<-time.After(10 * time.Second) // one node down
-	node.start()
-	st := f.check(4 * time.Minute)
-	for _, node := range nodes {
-		require.Empty(t, node.violations(), "%s: every service's traffic is allowed by deploy/nats/accounts.conf", node.name)
-	}
-	t.Logf("FAULTS %-28s jobs %d · creates %d · duplicate creates %d", "cluster leader SIGKILL mid-create", n, st.Creates, st.DuplicateCreates)
+	return js
 }
 
 // clusterNodeConf writes node i's configuration: deploy/nats/cluster's
@@ -288,18 +310,26 @@ func streamLeader(t *testing.T, js jetstream.JetStream, stream string) string {
 	t.Helper()
 	var leader string
 	waitFor(t, "a leader of "+stream, 30*time.Second, func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		s, err := js.Stream(ctx, stream)
-		if err != nil {
-			return false
+		if ci := streamCluster(js, stream); ci != nil {
+			leader = ci.Leader
 		}
-		info, err := s.Info(ctx)
-		if err != nil || info.Cluster == nil {
-			return false
-		}
-		leader = info.Cluster.Leader
 		return leader != ""
 	})
 	return leader
+}
+
+// streamCluster is a stream's cluster information; nil when it cannot be
+// read now.
+func streamCluster(js jetstream.JetStream, stream string) *jetstream.ClusterInfo {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		return nil
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return nil
+	}
+	return info.Cluster
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/compose-spec/compose-go/v2/cli"
 	"github.com/compose-spec/compose-go/v2/types"
 	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 	yamlv3 "go.yaml.in/yaml/v3"
@@ -139,10 +138,9 @@ func TestNATSConfigs(t *testing.T) {
 	}
 }
 
-// TestNATSCluster runs the three nodes of deploy/nats/cluster with their
-// addresses moved to free local ports (flags override the files; the store
-// directory goes into a wrapper file, as the server refuses -sd over a file
-// that sets it) and sets up Pollux's streams and buckets with three replicas.
+// TestNATSCluster runs the three nodes of deploy/nats/cluster (see
+// shippedCluster) and sets up Pollux's streams and buckets with three
+// replicas.
 func TestNATSCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs nats-server")
@@ -150,34 +148,7 @@ func TestNATSCluster(t *testing.T) {
 	t.Parallel()
 	bin := binaries(t)
 	dir := t.TempDir()
-	clusterPorts := []int{freePort(t), freePort(t), freePort(t)}
-	var urls []string
-	for i := range 3 {
-		conf := clusterNodeConf(t, dir, i)
-		var routes []string
-		for j, p := range clusterPorts {
-			if j != i {
-				routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", p))
-			}
-		}
-		port := freePort(t)
-		urls = append(urls, fmt.Sprintf("nats://admin:%s@127.0.0.1:%d", natsPasswords["admin"], port))
-		launch(t, fmt.Sprintf("nats-%d", i+1), natsPasswordEnv(), filepath.Join(bin, "nats-server"), "-c", conf,
-			"-a", "127.0.0.1", "-p", strconv.Itoa(port), "-m", strconv.Itoa(freePort(t)),
-			"--cluster", fmt.Sprintf("nats://127.0.0.1:%d", clusterPorts[i]), "--routes", strings.Join(routes, ","))
-	}
-
-	nc, err := nats.Connect(strings.Join(urls, ","), nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1))
-	require.NoError(t, err)
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
-	waitFor(t, "a JetStream meta leader", 30*time.Second, func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_, err := js.AccountInfo(ctx)
-		return err == nil
-	})
+	js := startShippedCluster(t, bin, dir).connect(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	res, err := events.Default.Setup(ctx, js, events.Options{Replicas: 3})

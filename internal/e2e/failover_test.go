@@ -1,7 +1,6 @@
 package e2e_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -50,31 +49,18 @@ func TestChaosClusterFailover(t *testing.T) {
 	streams := []string{ns.IntakeStream(), ns.ChecksStream(), ns.WebhooksStream(), ns.SlotsStream(), ns.EventsStream(),
 		"KV_" + ns.JobsBucket(), "KV_" + ns.RoutesBucket(), "KV_" + ns.DeliveriesBucket(), "KV_" + ns.StatsBucket()}
 	leader := func(stream string) string {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		s, err := js.Stream(ctx, stream)
-		if err != nil {
-			return ""
+		if ci := streamCluster(js, stream); ci != nil {
+			return ci.Leader
 		}
-		info, err := s.Info(ctx)
-		if err != nil || info.Cluster == nil {
-			return ""
-		}
-		return info.Cluster.Leader
+		return ""
 	}
 	// current reports whether both of the stream's followers are caught up.
 	current := func(stream string) bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		s, err := js.Stream(ctx, stream)
-		if err != nil {
+		ci := streamCluster(js, stream)
+		if ci == nil || len(ci.Replicas) != 2 {
 			return false
 		}
-		info, err := s.Info(ctx)
-		if err != nil || info.Cluster == nil || len(info.Cluster.Replicas) != 2 {
-			return false
-		}
-		for _, r := range info.Cluster.Replicas {
+		for _, r := range ci.Replicas {
 			if !r.Current || r.Offline {
 				return false
 			}

@@ -347,6 +347,13 @@ func (s *Service) resume(ctx context.Context, in intake, rec jobs.Record, log ze
 	case stepInDoubt:
 		return s.inDoubt(ctx, in, rec, false, log)
 	}
+	return s.submitAgain(ctx, in, rec, log)
+}
+
+// submitAgain makes another submit call for a job whose submission is
+// not known to have reached the provider: a lease, the attempt marked,
+// then the call — unless the record moved on meanwhile.
+func (s *Service) submitAgain(ctx context.Context, in intake, rec jobs.Record, log zerolog.Logger) (events.Outcome, string) {
 	lease, out, ok := s.lease(ctx, in.route)
 	if !ok {
 		return out, "retry"
@@ -401,43 +408,43 @@ func (s *Service) inDoubt(ctx context.Context, in intake, rec jobs.Record, inter
 		}
 		log.Info().Msg("the provider does not have the submission in doubt; submitting it")
 	}
-	// Submit (again): the provider deduplicates, or it said it has no
-	// such job.
-	lease, out, ok := s.lease(ctx, r)
-	if !ok {
-		return out, "retry"
-	}
-	rec, err := s.jobs.Attempt(ctx, rec, s.attemptID())
-	if err != nil {
-		lease.Unused()
-		return s.retry(log, err, "recording the submit attempt")
-	}
-	if nextStep(rec.Job, in.routeName, in.seq) != stepInDoubt {
-		lease.Unused() // changed meanwhile
-		return s.resume(ctx, in, rec, log)
-	}
-	return s.call(ctx, in, rec, lease, log)
+	// Submit again: the provider deduplicates, or it said it has no such
+	// job.
+	return s.submitAgain(ctx, in, rec, log)
 }
 
 // find asks the provider for the job a submission created, under the
 // status budget.
-func (s *Service) find(ctx context.Context, r *route.Route, f provider.Finder, j *state.Job) (provider.Status, bool, error) {
+func (s *Service) find(ctx context.Context, r *route.Route, f provider.Finder, j *state.Job) (st provider.Status, found bool, err error) {
+	_, err = s.statusCall(ctx, r, "find", func(ctx context.Context) error {
+		var err error
+		st, found, err = f.Find(ctx, s.request(r, j))
+		return err
+	})
+	return st, found, err
+}
+
+// statusCall makes a provider call under the route's status budget (a
+// find, a cancel) and reports whether it was made: not without a lease,
+// nor while the route is paused (*paused), before or while the lease was
+// awaited. The answer's rate-limit and auth signals pause the route.
+func (s *Service) statusCall(ctx context.Context, r *route.Route, op string, call func(context.Context) error) (bool, error) {
 	lease, err := s.statusBudgets[r.Name].Acquire(ctx)
 	if err != nil {
-		return provider.Status{}, false, err
+		return false, err
 	}
 	if d := s.pauses.Remaining(r.Name); d > 0 {
-		lease.Unused()
-		return provider.Status{}, false, &paused{wait: d}
+		lease.Unused() // paused while the lease was awaited
+		return false, &paused{wait: d}
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.callTimeout(r))
 	start := time.Now()
-	st, found, err := f.Find(cctx, s.request(r, j))
+	err = call(cctx)
 	cancel()
 	lease.Release()
-	s.observeCall(r.Name, "find", err, time.Since(start))
-	s.pauses.After(ctx, r.Name, "find", err)
-	return st, found, err
+	s.observeCall(r.Name, op, err, time.Since(start))
+	s.pauses.After(ctx, r.Name, op, err)
+	return true, err
 }
 
 func (s *Service) request(r *route.Route, j *state.Job) provider.SubmitRequest {
@@ -501,7 +508,7 @@ func (s *Service) created(ctx context.Context, in intake, rec jobs.Record, st pr
 				}
 				break
 			}
-			if !sleep(ctx, p.wait) {
+			if !schedule.Sleep(ctx, p.wait) {
 				break
 			}
 		}
@@ -627,37 +634,19 @@ type paused struct{ wait time.Duration }
 
 func (p *paused) Error() string { return fmt.Sprintf("the route is paused for %s", p.wait) }
 
-// sleep waits d or until ctx ends, and reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
-
 // cancelRemote asks the provider to cancel the job and hands its answer to
 // the owner.
 func (s *Service) cancelRemote(ctx context.Context, r *route.Route, rec jobs.Record, log zerolog.Logger) error {
-	lease, err := s.statusBudgets[r.Name].Acquire(ctx)
-	if err != nil {
+	var st provider.Status
+	called, err := s.statusCall(ctx, r, "cancel", func(ctx context.Context) error {
+		var err error
+		st, err = r.Adapter.Cancel(ctx, provider.JobRef(rec.Job))
 		return err
-	}
-	if d := s.pauses.Remaining(r.Name); d > 0 {
-		lease.Unused() // paused while the lease was awaited
-		return &paused{wait: d}
-	}
-	cctx, cancel := context.WithTimeout(ctx, s.callTimeout(r))
-	start := time.Now()
-	st, err := r.Adapter.Cancel(cctx, provider.JobRef(rec.Job))
-	cancel()
-	lease.Release()
-	s.observeCall(r.Name, "cancel", err, time.Since(start))
-	s.pauses.After(ctx, r.Name, "cancel", err)
-	if err != nil {
+	})
+	switch {
+	case !called:
+		return err
+	case err != nil:
 		if provider.ClassOf(err) == provider.NotFound {
 			log.Warn().Msg("cancel: the provider does not know the job; polling will reconcile")
 			return nil

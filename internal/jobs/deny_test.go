@@ -8,12 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pollux-dev/pollux/internal/jobs"
+	"github.com/pollux-dev/pollux/internal/natstest"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
@@ -37,23 +36,8 @@ accounts {
   }
 }
 `, filepath.Join(dir, "js"))), 0o600))
-	opts, err := server.ProcessConfigFile(conf)
-	require.NoError(t, err)
-	opts.NoSigs, opts.NoLog = true, true
-	srv, err := server.NewServer(opts)
-	require.NoError(t, err)
-	go srv.Start()
-	require.True(t, srv.ReadyForConnections(10*time.Second))
-	t.Cleanup(srv.Shutdown)
-	connect := func(user string) jetstream.JetStream {
-		nc, err := nats.Connect(srv.ClientURL(), nats.UserInfo(user, user), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
-		require.NoError(t, err)
-		t.Cleanup(nc.Close)
-		js, err := jetstream.New(nc)
-		require.NoError(t, err)
-		return js
-	}
-	return connect("admin"), connect("mute")
+	srv := natstest.ServerWithConfig(t, conf)
+	return natstest.ConnectAs(t, srv, "admin"), natstest.ConnectAs(t, srv, "mute")
 }
 
 // A poll that ends a job whose end cannot be published keeps trying while

@@ -174,12 +174,8 @@ func (o *Owner) keepRetrying(ctx context.Context, log zerolog.Logger, what strin
 			log.Warn().Err(err).Int("attempt", n).Msg(what + " failed; retrying until it succeeds")
 			lastLog = time.Now()
 		}
-		t := time.NewTimer(backoff.Next(n, o.rnd))
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !schedule.Sleep(ctx, backoff.Next(n, o.rnd)) {
 			return fmt.Errorf("%s: %w (last failure: %w)", what, ctx.Err(), err)
-		case <-t.C:
 		}
 	}
 }

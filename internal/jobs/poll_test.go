@@ -185,3 +185,32 @@ func TestPostponeDoesNotCount(t *testing.T) {
 	d, _ = r.poll()
 	require.Equal(t, 0, d.Live.Polls)
 }
+
+// A check whose job ended without it (a writer that died before removing
+// it) reads the record every 32 quiet polls, and ends then: the provider
+// saying "running" for ever would not end it otherwise.
+func TestQuietPollsReadTheRecordEvery32(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	r.submit("v1", false, time.Now())
+	r.deadEnd("v1", "")
+	for quiet := 0; ; quiet++ {
+		d, msg := r.poll()
+		if d.Ended() {
+			require.Equal(t, 32, quiet, "the record was read at the 32nd quiet poll, not before")
+			out, err := r.o.Settle(r.ctx, d)
+			require.NoError(t, err)
+			r.settle(msg, out)
+			break
+		}
+		require.Less(t, quiet, 32, "the record read at the 32nd quiet poll ends the check")
+		f := d.Fold(jobs.Call{At: time.Now(), Status: provider.Status{Observation: state.Observation{State: state.Queued, Raw: "starting"}}})
+		require.True(t, f.Quiet, "the provider says nothing new")
+		res, err := r.o.Polled(r.ctx, d, f, jobs.Decision{Due: time.Now()})
+		require.NoError(t, err)
+		r.settle(msg, res.Outcome)
+	}
+	require.Zero(t, r.check("v1").Seq, "the check ended")
+	require.Equal(t, []string{events.EventSubmitted, events.EventSucceeded}, types(r.events("v1")), "the end the dead writer left is published")
+	require.Equal(t, 32, r.get("v1").Polls, "its quiet polls counted")
+}

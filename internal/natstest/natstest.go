@@ -30,6 +30,39 @@ func Server(t testing.TB) *server.Server {
 	return s
 }
 
+// ServerWithConfig starts a server from the configuration file at conf
+// (its listen address, store directory, accounts and permissions), shut
+// down when the test ends. The test may rewrite the file and Reload.
+func ServerWithConfig(t testing.TB, conf string) *server.Server {
+	t.Helper()
+	opts, err := server.ProcessConfigFile(conf)
+	require.NoError(t, err)
+	opts.NoSigs, opts.NoLog = true, true
+	s, err := server.NewServer(opts)
+	require.NoError(t, err)
+	go s.Start()
+	require.True(t, s.ReadyForConnections(10*time.Second), "the server from %s starts", conf)
+	t.Cleanup(func() {
+		s.Shutdown()
+		s.WaitForShutdown()
+	})
+	return s
+}
+
+// ConnectAs connects to s as user, whose password is the user's name, and
+// returns the JetStream context; permission errors the server sends
+// asynchronously are not logged. The connection is closed when the test
+// ends.
+func ConnectAs(t testing.TB, s *server.Server, user string) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(s.ClientURL(), nats.UserInfo(user, user), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	return js
+}
+
 // Connect connects to s and returns the connection and its JetStream
 // context; the connection is closed when the test ends.
 func Connect(t testing.TB, s *server.Server) (*nats.Conn, jetstream.JetStream) {

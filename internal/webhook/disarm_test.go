@@ -9,13 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pollux-dev/pollux/internal/config"
 	"github.com/pollux-dev/pollux/internal/jobs"
+	"github.com/pollux-dev/pollux/internal/natstest"
 	"github.com/pollux-dev/pollux/internal/route"
 	"github.com/pollux-dev/pollux/internal/webhook"
 	"github.com/pollux-dev/pollux/pkg/events"
@@ -53,23 +52,8 @@ func TestRemovalRetriedUntilTheCheckGoes(t *testing.T) {
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "nats.conf")
 	require.NoError(t, os.WriteFile(conf, []byte(serverConf(dir, false)), 0o600))
-	opts, err := server.ProcessConfigFile(conf)
-	require.NoError(t, err)
-	opts.NoSigs, opts.NoLog = true, true
-	srv, err := server.NewServer(opts)
-	require.NoError(t, err)
-	go srv.Start()
-	require.True(t, srv.ReadyForConnections(10*time.Second))
-	t.Cleanup(srv.Shutdown)
-
-	connect := func(user string) jetstream.JetStream {
-		nc, err := nats.Connect(srv.ClientURL(), nats.UserInfo(user, user), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
-		require.NoError(t, err)
-		t.Cleanup(nc.Close)
-		js, err := jetstream.New(nc)
-		require.NoError(t, err)
-		return js
-	}
+	srv := natstest.ServerWithConfig(t, conf)
+	connect := func(user string) jetstream.JetStream { return natstest.ConnectAs(t, srv, user) }
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	admin := connect("admin")

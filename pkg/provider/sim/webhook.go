@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/pollux-dev/pollux/pkg/schedule"
 )
 
 // Webhook delivery of a "completed" event: up to webhookMaxAttempts, the
@@ -200,7 +202,7 @@ func (s *Server) newDelivery(p *prediction, t time.Time, attempts int) delivery 
 
 // send delivers d (twice for a duplicate), after its lateness.
 func (s *Server) send(ctx context.Context, d delivery) {
-	if d.lateBy > 0 && !sleepCtx(ctx, d.lateBy) {
+	if d.lateBy > 0 && !schedule.Sleep(ctx, d.lateBy) {
 		return
 	}
 	s.deliver(ctx, d)
@@ -245,7 +247,7 @@ func (s *Server) deliver(ctx context.Context, d delivery) {
 		if retryAfter > 0 {
 			wait = min(retryAfter, webhookMaxRetryAfter)
 		}
-		if !sleepCtx(ctx, wait) {
+		if !schedule.Sleep(ctx, wait) {
 			return
 		}
 	}
@@ -292,16 +294,4 @@ func sign(key []byte, id, ts string, body []byte) string {
 	mac.Write([]byte{'.'})
 	mac.Write(body)
 	return base64.StdEncoding.EncodeToString(mac.Sum(nil))
-}
-
-// sleepCtx waits d; false when ctx ended first.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

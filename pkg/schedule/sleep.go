@@ -1,0 +1,19 @@
+package schedule
+
+import (
+	"context"
+	"time"
+)
+
+// Sleep waits d, or until ctx ends; it reports whether d passed. It is
+// how every Pollux goroutine waits out a delay it drew here.
+func Sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
