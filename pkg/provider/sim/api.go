@@ -175,7 +175,11 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, now time.T
 	m := s.modelFor(full, pc.model, pc.version)
 	base := s.baseURL(r)
 
-	created := s.createOrReplay(pc, m, base, now)
+	created, refused := s.createOrReplay(pc, m, base, now)
+	if refused != nil {
+		writeJSON(w, http.StatusTooManyRequests, refused)
+		return
+	}
 	if d := time.Duration(s.cfg.CreateDelay); d > 0 {
 		t := time.NewTimer(d)
 		select {
@@ -189,30 +193,46 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, now time.T
 }
 
 // createOrReplay makes a prediction, or finds the one made with the same
-// Idempotency-Key, and renders it.
-func (s *Server) createOrReplay(pc parsedCreate, m Model, base string, now time.Time) wirePrediction {
+// Idempotency-Key, and renders it. A create that would make a prediction
+// while Limits.Running are running is refused instead: it makes nothing,
+// counts as rate limited rather than as a create, and returns the 429 body.
+// A replay makes nothing, so the limit does not apply to it.
+func (s *Server) createOrReplay(pc parsedCreate, m Model, base string, now time.Time) (wirePrediction, *problem) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var p *prediction
+	id, seen := s.keys[pc.key]
+	seen = seen && pc.key != ""
+	if seen && !s.cfg.Faults.NotIdempotent {
+		p = s.preds[id]
+	}
+	if p == nil {
+		now = s.moment(now)
+		running := s.pruneActive(now)
+		if limit := s.cfg.Limits.Running; limit > 0 && running >= limit {
+			s.c.rateLimited++
+			s.c.runningRefused++
+			refused := runningLimitProblem(limit)
+			return wirePrediction{}, &refused
+		}
+		p = s.create(pc, m, base, now)
+		if p.runningAt(now) {
+			s.active = append(s.active, p)
+		}
+		s.c.peakRunning = max(s.c.peakRunning, len(s.active))
+		if pc.key != "" && !seen {
+			s.keys[pc.key] = p.id
+		}
+	}
 	if pc.key != "" {
-		id, seen := s.keys[pc.key]
 		if seen {
 			s.c.duplicateCreates++
-			if !s.cfg.Faults.NotIdempotent {
-				p = s.preds[id]
-			}
 		}
 		s.c.keyCreates[pc.key]++
 		s.c.maxCreatesPerKey = max(s.c.maxCreatesPerKey, s.c.keyCreates[pc.key])
 	}
-	if p == nil {
-		p = s.create(pc, m, base, now)
-		if _, seen := s.keys[pc.key]; pc.key != "" && !seen {
-			s.keys[pc.key] = p.id
-		}
-	}
 	s.c.creates++
-	return p.wire(now)
+	return p.wire(now), nil
 }
 
 // create makes a prediction and queues its webhook events. Call with s.mu
@@ -288,10 +308,16 @@ func (s *Server) answer(w http.ResponseWriter, id string, now time.Time, cancel 
 			s.c.notFound++
 			return wirePrediction{}, false
 		}
-		if cancel && !isTerminal(p.at(now).status) {
-			p.canceled = now
-			if p.webhook != "" && p.wantDone {
-				s.schedule(now, p.id, eventCompleted)
+		if cancel {
+			// A cancel is a change: it takes effect no earlier than
+			// the last create, whose running count it would
+			// otherwise rewrite.
+			now = s.moment(now)
+			if !isTerminal(p.at(now).status) {
+				p.canceled = now
+				if p.webhook != "" && p.wantDone {
+					s.schedule(now, p.id, eventCompleted)
+				}
 			}
 		}
 		if !cancel && s.regress() {

@@ -404,7 +404,7 @@ func TestSimEndpoints(t *testing.T) {
 		"status_calls", "cancel_calls", "peak_concurrent_status", "peak_concurrent_creates",
 		"calls_before_retry_after", "rate_limited", "server_errors", "not_found", "webhooks_sent",
 		"webhook_attempts", "webhooks_failed", "webhooks_duplicated", "webhooks_missing",
-		"predictions_by_status", "lost"} {
+		"predictions_by_status", "lost", "peak_running", "running", "running_refused", "rate_refused"} {
 		require.Contains(t, st, k)
 	}
 	require.EqualValues(t, 7, st["seed"])

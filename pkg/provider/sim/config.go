@@ -190,6 +190,30 @@ type Faults struct {
 	RegressRate float64 `json:"regress_rate" yaml:"regress_rate"`
 }
 
+// Limits are the account's own limits: what the provider enforces on the
+// token whatever the client does, as opposed to Faults, which strike at
+// random. A client that respects them is never refused; one that does not
+// is answered 429 without Retry-After, as providers answer a concurrency
+// cap, so that tests can see whether a client keeps within limits it is
+// not told. They apply with or without Config.Token (the sim has one
+// account), are real time like Faults, and are independent of throttle
+// episodes. The zero value limits nothing.
+type Limits struct {
+	// Running is the most predictions that may be non-terminal ("starting"
+	// or "processing", not lost) at once. A create that would make one more
+	// is answered 429 {"title":"Concurrency limit reached",...} without
+	// Retry-After and makes nothing; an Idempotency-Key create that returns
+	// an existing prediction is not refused. Default 0: no limit.
+	Running int `json:"running" yaml:"running"`
+	// Rate is the most /v1 calls per second the account may make, as a
+	// token bucket holding max(1, ceil(Rate)) calls (the burst) that
+	// refills at Rate per second. Every /v1 call that passes authentication
+	// and is not answered by a throttle episode takes a token; a call that
+	// finds none is answered 429 {"title":"Too Many Requests",...} without
+	// Retry-After and has no effect. Default 0: no limit.
+	Rate float64 `json:"rate" yaml:"rate"`
+}
+
 // Config configures a Server. The zero value is a valid configuration.
 type Config struct {
 	// Models holds per-model behaviour by model name ("owner/name") or
@@ -207,6 +231,9 @@ type Config struct {
 	Seed int64 `json:"seed" yaml:"seed"`
 	// Faults are the injected failures. Default none.
 	Faults Faults `json:"faults" yaml:"faults"`
+	// Limits are the account's concurrency and rate limits, which the sim
+	// enforces on every client of Token. Default none.
+	Limits Limits `json:"limits" yaml:"limits"`
 	// WebhookSecret signs webhooks: "whsec_" + standard base64 of 24..64
 	// bytes. Default: a random 32-byte secret.
 	WebhookSecret string `json:"webhook_secret" yaml:"webhook_secret"`
@@ -258,6 +285,9 @@ func (c Config) withDefaults() Config {
 	}
 	return c
 }
+
+// burst is the most calls Limits.Rate's bucket holds: max(1, ceil(Rate)).
+func (l Limits) burst() float64 { return max(1, math.Ceil(l.Rate)) }
 
 func (m Model) withDefaults() Model {
 	m.QueueMedian = cmp.Or(m.QueueMedian, Duration(DefaultQueueMedian))
@@ -317,6 +347,12 @@ func (c Config) validate() error {
 		if d.v <= 0 {
 			return fmt.Errorf("%s: %v must be > 0", d.name, d.v)
 		}
+	}
+	if c.Limits.Running < 0 {
+		return fmt.Errorf("limits.running: %d must be >= 0", c.Limits.Running)
+	}
+	if !(c.Limits.Rate >= 0) || math.IsInf(c.Limits.Rate, 0) {
+		return fmt.Errorf("limits.rate: %v must be a finite number >= 0", c.Limits.Rate)
 	}
 	if c.Latency < 0 {
 		return fmt.Errorf("latency: %v must be >= 0", c.Latency)

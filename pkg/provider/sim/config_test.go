@@ -88,6 +88,7 @@ func TestLoadConfigExample(t *testing.T) {
 	require.Equal(t, dur(200*time.Millisecond), cfg.Faults.RetryAfterGrace)
 	require.Equal(t, dur(10*time.Second), cfg.Faults.WebhookLateBy)
 	require.False(t, cfg.Faults.NotIdempotent)
+	require.Equal(t, sim.Limits{Running: 10, Rate: 20}, cfg.Limits)
 	s, err := sim.New(cfg)
 	require.NoError(t, err)
 	require.Equal(t, cfg.WebhookSecret, s.WebhookSecret())
@@ -110,6 +111,8 @@ func TestLoadConfigStrict(t *testing.T) {
 		{"bad duration", "d.yaml", "latency: soon\n", "soon"},
 		{"bad JSON duration", "e.json", `{"latency":true}`, "duration"},
 		{"invalid value", "f.yaml", "faults:\n  lost_rate: 1.5\n", "faults.lost_rate"},
+		{"invalid limit", "i.yaml", "limits:\n  running: -2\n", "limits.running"},
+		{"unknown limit", "j.json", `{"limits":{"concurrency":2}}`, "concurrency"},
 		{"two YAML documents", "g.yaml", "seed: 1\n---\nseed: 2\n", "more than one"},
 		{"trailing JSON", "h.json", `{"seed":1}{"seed":2}`, "after"},
 		{"missing file", "nope.yaml", "", "no such file"},
@@ -125,12 +128,13 @@ func TestLoadConfigStrict(t *testing.T) {
 	}
 
 	cfg, err := sim.LoadConfig(write("ok.json", `{"time_scale":10,"latency":0.25,"default":{"run_median":"2m"},
-		"faults":{"retry_after":"3s","not_idempotent":true}}`))
+		"faults":{"retry_after":"3s","not_idempotent":true},"limits":{"running":3,"rate":1.5}}`))
 	require.NoError(t, err)
 	require.Equal(t, dur(250*time.Millisecond), cfg.Latency)
 	require.Equal(t, dur(2*time.Minute), cfg.Default.RunMedian)
 	require.Equal(t, dur(3*time.Second), cfg.Faults.RetryAfter)
 	require.True(t, cfg.Faults.NotIdempotent)
+	require.Equal(t, sim.Limits{Running: 3, Rate: 1.5}, cfg.Limits)
 
 	cfg, err = sim.LoadConfig(write("empty.yaml", ""))
 	require.NoError(t, err)

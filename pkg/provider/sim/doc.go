@@ -39,7 +39,7 @@
 // 201, unless Faults.NotIdempotent; "Prefer: wait" is ignored (the answer
 // never waits).
 // When Config.Token is set every /v1 call needs "Authorization: Bearer
-// <token>".
+// <token>". Any /v1 call may be answered 429 (see Faults and Limits).
 //
 // # Time
 //
@@ -60,14 +60,40 @@
 // Per /v1 call (after Latency and authentication): during a throttle
 // episode the call is answered 429 with Retry-After (the time left in whole
 // seconds, at least 1) and {"detail":"Request was throttled. Your rate
-// limit resets in ~Ns."}; otherwise with probability RateLimitRate it
-// starts an episode lasting RetryAfter, for the whole account. Calls later
-// than RetryAfterGrace after an episode's first 429 and before its end are
-// counted as Stats.CallsBeforeRetryAfter. Then, with probability
-// ServerErrorRate, the call gets 500, 502 (an HTML body) or 503 and has no
-// effect. Per prediction: LostRate makes it vanish at a random moment
-// before its natural end (404 from then on, no webhook); the webhook rates
-// drop, duplicate or delay its "completed" webhook.
+// limit resets in ~Ns."}; otherwise, unless Limits.Rate refuses it (see
+// Limits), with probability RateLimitRate it starts an episode lasting
+// RetryAfter, for the whole account. Calls later than RetryAfterGrace after
+// an episode's first 429 and before its end are counted as
+// Stats.CallsBeforeRetryAfter. Then, with probability ServerErrorRate, the
+// call gets 500, 502 (an HTML body) or 503 and has no effect. Per
+// prediction: LostRate makes it vanish at a random moment before its
+// natural end (404 from then on, no webhook); the webhook rates drop,
+// duplicate or delay its "completed" webhook.
+//
+// # Limits
+//
+// Config.Limits are the account's hidden limits, which a client must keep
+// to without being told them: unlike a throttle episode's, their 429s carry
+// no Retry-After and no time to wait in the body. They are independent of
+// the faults, and zero limits nothing.
+//
+// Limits.Rate is a token bucket over every /v1 call that passes
+// authentication and is not answered by a throttle episode (creates,
+// status calls, cancels, the secret): it holds max(1, ceil(Rate)) calls and
+// refills at Rate per second of real time. A call that finds it empty is
+// answered 429 {"title":"Too Many Requests","detail":"Request was
+// throttled: the account is limited to R requests per second.",
+// "status":429} and has no effect (no fault is drawn for it).
+//
+// Limits.Running caps the predictions non-terminal at once ("starting" or
+// "processing"; lost ones no longer count). A create that would make one
+// more, after it passed validation, is answered 429 {"title":"Concurrency
+// limit reached","detail":"You have reached the limit of N predictions
+// running at once. Wait for one to finish before creating another.",
+// "status":429} and makes nothing; a create that returns an existing
+// prediction for its Idempotency-Key makes none, so it is not refused.
+// Both refusals count in Stats.RateLimited (not in Creates), and in
+// Stats.RateRefused or Stats.RunningRefused.
 //
 // # Webhooks
 //
@@ -86,8 +112,13 @@
 // # Ground truth
 //
 // Stats counts creates, duplicate creates per Idempotency-Key, status and
-// cancel calls, peak concurrency, 429s and Retry-After violations, 5xx,
-// 404s and webhook attempts and outcomes. Predictions gives, per
+// cancel calls, peak concurrency of calls, 429s and Retry-After
+// violations, the calls the limits refused, 5xx, 404s and webhook attempts
+// and outcomes. It also gives the predictions running now and the most
+// that were running at once (PeakRunning): a prediction runs from its
+// create to the moment it becomes terminal, is canceled or vanishes, and
+// the count is taken at every create, the only moment it can rise, so the
+// peak is exact whatever the clients saw. Predictions gives, per
 // prediction, its true status and times (even those no client saw),
 // whether it is lost or never finishes, its status calls and whether its
 // webhook was delivered.

@@ -8,3 +8,11 @@ func SetFaults(s *Server, f Faults) {
 	defer s.mu.Unlock()
 	s.cfg.Faults = f
 }
+
+// ActivePredictions returns how many predictions the server keeps as
+// possibly running, so a test can see that ended ones are dropped.
+func ActivePredictions(s *Server) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.active)
+}

@@ -189,6 +189,12 @@ func (p *prediction) lostBy(t time.Time) bool {
 	return !p.lostAt.IsZero() && !t.Before(p.lostAt)
 }
 
+// runningAt reports whether the prediction is non-terminal at t: created by
+// then, neither terminal nor lost.
+func (p *prediction) runningAt(t time.Time) bool {
+	return !t.Before(p.createdAt) && !p.lostBy(t) && !isTerminal(p.at(t).status)
+}
+
 // at returns the prediction's state at t. A lost prediction stays as it
 // was when it vanished.
 func (p *prediction) at(t time.Time) snapshot {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	mrand "math/rand/v2"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -43,6 +44,15 @@ type Server struct {
 	c             counters
 	events        eventHeap
 	nextEvent     uint64
+
+	// Limits.Rate's token bucket: the tokens it held at bucketAt.
+	bucketTokens float64
+	bucketAt     time.Time
+	// active holds every prediction that may still be non-terminal; the
+	// others are terminal for good. lastChange is the latest moment a
+	// prediction was created or canceled at (see moment).
+	active     []*prediction
+	lastChange time.Time
 }
 
 // New validates cfg, fills its defaults and returns a Server. Errors name
@@ -63,6 +73,7 @@ func New(cfg Config) (*Server, error) {
 		preds:  make(map[string]*prediction),
 		keys:   make(map[string]string),
 	}
+	s.bucketTokens = cfg.Limits.burst()
 	if s.seed == 0 {
 		s.seed = time.Now().UnixNano()
 	}
@@ -128,8 +139,10 @@ const (
 )
 
 // v1 wraps a /v1 handler: in-flight accounting, Latency, authentication,
-// call counting and fault injection, in that order. The handler gets the
-// moment the call was admitted.
+// call counting, throttle episodes, Limits.Rate and the other faults, in
+// that order (see admit). Limits.Running is the create handler's to apply,
+// once it knows whether the create makes a prediction. The handler gets
+// the moment the call was admitted.
 func (s *Server) v1(kind callKind, h func(http.ResponseWriter, *http.Request, time.Time)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.enter(kind)
@@ -206,9 +219,14 @@ type fault struct {
 	retryAfter int           // seconds, for 429
 	hang       time.Duration // hang this long first (then 503)
 	malformed  bool          // 200 with a truncated body
+	body       *problem      // the body as is, with no Retry-After
 }
 
 func (f *fault) write(w http.ResponseWriter) {
+	if f.body != nil {
+		writeJSON(w, f.code, f.body)
+		return
+	}
 	if f.malformed {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusOK)
@@ -235,7 +253,11 @@ func (f *fault) write(w http.ResponseWriter) {
 	}
 }
 
-// admit counts the call and decides whether a fault answers it.
+// admit counts the call and decides whether a fault answers it: a throttle
+// episode under way (which keeps its Retry-After whatever the limits), then
+// Limits.Rate, then the faults drawn at random. A call refused by the rate
+// limit draws no fault, so it has no effect at all; status and cancel calls
+// are counted whatever answers them.
 func (s *Server) admit(kind callKind, id string, now time.Time) *fault {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -255,6 +277,11 @@ func (s *Server) admit(kind callKind, id string, now time.Time) *fault {
 			s.c.callsBeforeRetryAfter++
 		}
 		return &fault{code: http.StatusTooManyRequests, retryAfter: ceilSeconds(s.throttleUntil.Sub(now))}
+	}
+	if s.cfg.Limits.Rate > 0 && !s.takeToken(now) {
+		s.c.rateLimited++
+		s.c.rateRefused++
+		return &fault{code: http.StatusTooManyRequests, body: rateLimitProblem(s.cfg.Limits.Rate)}
 	}
 	if f.RateLimitRate > 0 && s.faultRNG.Float64() < f.RateLimitRate {
 		s.throttleFirst = now
@@ -286,6 +313,92 @@ func (s *Server) admit(kind callKind, id string, now time.Time) *fault {
 		}
 	}
 	return nil
+}
+
+// takeToken refills Limits.Rate's bucket up to now and takes a call's
+// token from it, reporting false (and taking nothing) when less than one is
+// left. Call with s.mu held.
+func (s *Server) takeToken(now time.Time) bool {
+	l := s.cfg.Limits
+	if d := now.Sub(s.bucketAt); d > 0 {
+		s.bucketTokens = min(l.burst(), s.bucketTokens+d.Seconds()*l.Rate)
+		s.bucketAt = now
+	}
+	// The slack absorbs rounding: 1/Rate seconds in whole nanoseconds
+	// refill a token that may fall a hair short of 1.
+	const slack = 1e-6
+	if s.bucketTokens < 1-slack {
+		return false
+	}
+	s.bucketTokens = max(0, s.bucketTokens-1)
+	return true
+}
+
+// rateLimitProblem is the answer to a call past Limits.Rate. It gives no
+// time to wait, in the header or in the body: a client must find the pace
+// the account allows by itself.
+func rateLimitProblem(rate float64) *problem {
+	return &problem{
+		Title:  "Too Many Requests",
+		Detail: fmt.Sprintf("Request was throttled: the account is limited to %g requests per second.", rate),
+		Status: http.StatusTooManyRequests,
+	}
+}
+
+// runningLimitProblem is the answer to a create past Limits.Running: like
+// Runway's and Kling's answer to a concurrency cap, it says the cap is
+// reached and gives no time to wait.
+func runningLimitProblem(limit int) problem {
+	return problem{
+		Title: "Concurrency limit reached",
+		Detail: fmt.Sprintf("You have reached the limit of %d predictions running at once. "+
+			"Wait for one to finish before creating another.", limit),
+		Status: http.StatusTooManyRequests,
+	}
+}
+
+// moment returns the moment a change (a create or a cancel) admitted at now
+// takes effect: now, or the latest change's moment if that is later. Racing
+// calls read the clock before they take the lock, so without it a change
+// could land before one already made, and the running counts of earlier
+// creates (PeakRunning, Limits.Running) would no longer hold. Call with
+// s.mu held.
+func (s *Server) moment(now time.Time) time.Time {
+	if now.Before(s.lastChange) {
+		now = s.lastChange
+	}
+	s.lastChange = now
+	return now
+}
+
+// pruneActive drops from s.active the predictions not running at t and
+// returns how many are. A prediction dropped is terminal at t and so at
+// every later change, since changes only move forward in time (moment).
+// Call with s.mu held and t = moment(...).
+func (s *Server) pruneActive(t time.Time) int {
+	s.active = slices.DeleteFunc(s.active, func(p *prediction) bool { return !p.runningAt(t) })
+	return len(s.active)
+}
+
+// runningAt counts the predictions running at t without pruning (t may be
+// later than the next change's moment). Call with s.mu held.
+func (s *Server) runningAt(t time.Time) int {
+	t = later(t, s.lastChange)
+	n := 0
+	for _, p := range s.active {
+		if p.runningAt(t) {
+			n++
+		}
+	}
+	return n
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // regress decides whether a status call shows an earlier moment.
@@ -320,6 +433,10 @@ func (s *Server) Stats() Stats {
 		CancelCalls:           c.cancelCalls,
 		PeakConcurrentStatus:  c.peakStatus,
 		PeakConcurrentCreates: c.peakCreates,
+		PeakRunning:           c.peakRunning,
+		Running:               s.runningAt(now),
+		RunningRefused:        c.runningRefused,
+		RateRefused:           c.rateRefused,
 		CallsBeforeRetryAfter: c.callsBeforeRetryAfter,
 		RateLimited:           c.rateLimited,
 		ThrottleEpisodes:      c.throttleEpisodes,
@@ -349,13 +466,17 @@ func (s *Server) Stats() Stats {
 	return st
 }
 
-// ResetStats zeroes the counters, including peaks and each prediction's
-// status call count. Predictions, idempotency keys and throttle state stay.
+// ResetStats zeroes the counters and each prediction's status call count.
+// The peaks start again from what is in flight or running now.
+// Predictions, idempotency keys, throttle state and Limits.Rate's bucket
+// stay.
 func (s *Server) ResetStats() {
+	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.c = counters{keyCreates: make(map[string]int)}
 	s.c.peakStatus, s.c.peakCreates = s.inStatus, s.inCreates
+	s.c.peakRunning = s.runningAt(now)
 	for _, p := range s.order {
 		p.statusCalls = 0
 	}

@@ -27,11 +27,25 @@ type Stats struct {
 	PeakConcurrentStatus int `json:"peak_concurrent_status"`
 	// PeakConcurrentCreates is the most create calls in flight at once.
 	PeakConcurrentCreates int `json:"peak_concurrent_creates"`
+	// PeakRunning is the most predictions non-terminal ("starting" or
+	// "processing", not lost) at the same moment, taken at each create:
+	// what Limits.Running caps, and what a client's own concurrency limit
+	// should keep at or below its figure. After a reset it starts from
+	// Running.
+	PeakRunning int `json:"peak_running"`
+	// Running is the number of predictions non-terminal now.
+	Running int `json:"running"`
+	// RunningRefused counts creates refused because Limits.Running
+	// predictions were running; they count in RateLimited too.
+	RunningRefused int `json:"running_refused"`
+	// RateRefused counts /v1 calls refused by Limits.Rate; they count in
+	// RateLimited too.
+	RateRefused int `json:"rate_refused"`
 	// CallsBeforeRetryAfter counts /v1 calls made during a throttle episode
 	// later than Faults.RetryAfterGrace after its first 429: calls that
 	// ignored Retry-After.
 	CallsBeforeRetryAfter int `json:"calls_before_retry_after"`
-	// RateLimited counts 429 answers.
+	// RateLimited counts 429 answers: throttle episodes' and the limits'.
 	RateLimited int `json:"rate_limited"`
 	// ThrottleEpisodes counts throttle episodes started.
 	ThrottleEpisodes int `json:"throttle_episodes"`
@@ -77,6 +91,8 @@ type counters struct {
 	maxCreatesPerKey                    int
 	statusCalls, cancelCalls            int
 	peakStatus, peakCreates             int
+	peakRunning                         int
+	runningRefused, rateRefused         int
 	callsBeforeRetryAfter, rateLimited  int
 	throttleEpisodes, serverErrors      int
 	notFound, unauthorized, badRequests int
