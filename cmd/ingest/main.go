@@ -32,7 +32,8 @@ func main() {
 	os.Exit(app.Run(cli.Flags, "ingest", os.Stderr, func(ctx context.Context, env *app.Env) error {
 		svc, err := ingest.New(ingest.Config{
 			Routes: env.Routes, Options: env.Options(), Logger: env.Log, Metrics: env.Metrics.Ingest(), Learned: env.Stats.Lookup,
-			Sweep: env.Config.Streams.SweepInterval,
+			Sweep:          env.Config.Streams.SweepInterval,
+			RepairInterval: env.Config.RunningRepair.Interval, RepairGrace: env.Config.RunningRepair.Grace,
 		}, env.JS, env.NS, env.Res, env.Jobs, env.Pauses)
 		if err != nil {
 			return err

@@ -22,6 +22,7 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/pollux-dev/pollux/internal/budget"
 	"github.com/pollux-dev/pollux/internal/census"
 	"github.com/pollux-dev/pollux/internal/config"
 	"github.com/pollux-dev/pollux/internal/httpserve"
@@ -208,7 +209,7 @@ func Open(ctx context.Context, g *errgroup.Group, cfg *config.Config, nc *nats.C
 			stats.Observe(j)
 		},
 		LatePolls: m.LatePolls,
-	}})
+	}, Slots: budget.NewReleaser(js, ns)})
 	return &Env{
 		Config: cfg, NC: nc, JS: js, NS: ns, Res: res, Routes: routes, Pauses: pauses, Stats: stats,
 		Metrics: m, Log: log, Jobs: owner,

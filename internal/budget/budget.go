@@ -96,12 +96,15 @@ const (
 	reuseIdle = 10 * time.Millisecond
 )
 
-// Budget is one route's budget of one kind. A nil *Budget limits nothing.
+// Budget is one scope's budget of one kind (a route's, an account's, the
+// global one: see Level). A nil *Budget limits nothing.
 type Budget struct {
-	route, kind string
-	cons        jetstream.Consumer
-	cooldown    time.Duration
-	leaseWait   time.Duration
+	scope, kind string
+	// level names the scope in errors ("route x", "account y", "global").
+	level     string
+	cons      jetstream.Consumer
+	cooldown  time.Duration
+	leaseWait time.Duration
 	// Wait bounds Acquire (default DefaultWait).
 	Wait time.Duration
 
@@ -109,23 +112,24 @@ type Budget struct {
 	idle []*Lease // released leases kept for reuse, newest last
 }
 
-// Ensure sets up the budget of a route and kind (events.SlotSubmit or
-// events.SlotStatus) and returns it; nil when the limit limits nothing.
+// Ensure sets up the budget of a scope (events.Scope; a route's scope is
+// its name) and kind (events.SlotSubmit or events.SlotStatus) and returns
+// it; nil when the limit limits nothing.
 func Ensure(ctx context.Context, js jetstream.JetStream, ns events.Namespace, slots jetstream.Stream,
-	route, kind string, l Limit, o events.Options) (*Budget, error) {
+	scope, kind string, l Limit, o events.Options) (*Budget, error) {
 	if l.IsZero() {
 		return nil, nil
 	}
 	n, cooldown := l.leases()
 	leaseWait := cmp.Or(l.LeaseWait, DefaultLeaseWait)
-	cons, err := events.EnsureConsumer(ctx, slots, ns.BudgetConsumerConfig(route, kind, n, leaseWait, o))
+	cons, err := events.EnsureConsumer(ctx, slots, ns.BudgetConsumerConfig(scope, kind, n, leaseWait, o))
 	if err != nil {
-		return nil, fmt.Errorf("%s budget of route %s: %w", kind, route, err)
+		return nil, fmt.Errorf("%s budget of %s: %w", kind, scope, err)
 	}
-	if err := setLeases(ctx, js, ns, slots, route, kind, n); err != nil {
-		return nil, fmt.Errorf("%s budget of route %s: %w", kind, route, err)
+	if err := setLeases(ctx, js, ns, slots, scope, kind, n); err != nil {
+		return nil, fmt.Errorf("%s budget of %s: %w", kind, scope, err)
 	}
-	return &Budget{route: route, kind: kind, cons: cons, cooldown: cooldown, leaseWait: leaseWait}, nil
+	return &Budget{scope: scope, level: "route " + scope, kind: kind, cons: cons, cooldown: cooldown, leaseWait: leaseWait}, nil
 }
 
 // setLeases makes leases 0..n-1 exist and removes any beyond.
@@ -201,14 +205,14 @@ func (b *Budget) Acquire(ctx context.Context) (*Lease, error) {
 	}
 	batch, err := b.cons.Fetch(1, jetstream.FetchMaxWait(wait))
 	if err != nil {
-		return nil, fmt.Errorf("%s budget of route %s: %w", b.kind, b.route, err)
+		return nil, fmt.Errorf("%s budget of %s: %w", b.kind, b.level, err)
 	}
 	for msg := range batch.Messages() {
 		// A long call extends its lease.
 		return &Lease{b: b, msg: msg, keep: consume.KeepAlive(msg, b.leaseWait/3)}, nil
 	}
 	if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, context.DeadlineExceeded) {
-		return nil, fmt.Errorf("%s budget of route %s: %w", b.kind, b.route, err)
+		return nil, fmt.Errorf("%s budget of %s: %w", b.kind, b.level, err)
 	}
 	if ctx.Err() != nil {
 		return nil, ctx.Err()

@@ -31,8 +31,34 @@ type Config struct {
 	NATS NATS `yaml:"nats"`
 	// Streams sizes the streams and buckets.
 	Streams Streams `yaml:"streams"`
+	// Budgets are the global level: limits on everything Pollux calls,
+	// whatever the route or account.
+	Budgets Budgets `yaml:"budgets"`
+	// Accounts are the provider accounts by name: limits shared by every
+	// route that names the account.
+	Accounts map[string]Account `yaml:"accounts"`
+	// RunningRepair tunes the repair of running slots no job holds.
+	RunningRepair RunningRepair `yaml:"running_repair"`
 	// Routes are the provider routes by name.
 	Routes map[string]Route `yaml:"routes"`
+}
+
+// RunningRepair tunes how running slots left by a process that died are
+// found and freed (see budget.Running.Repair).
+type RunningRepair struct {
+	// Interval is how often every ingest process looks (default 30s).
+	Interval time.Duration `yaml:"interval"`
+	// Grace is how old a slot no job record names must be before it is
+	// freed (default 2m): longer than a take and the write recording it.
+	Grace time.Duration `yaml:"grace"`
+}
+
+// Account is one provider account that any number of routes reach (one
+// per model family, say, or two hosts billing one account). The routes'
+// tokens may differ; its budgets are shared by all of them.
+type Account struct {
+	// Budgets are the account's limits.
+	Budgets Budgets `yaml:"budgets"`
 }
 
 // NATS is the connection to the NATS server. Use at most one way of
@@ -126,10 +152,14 @@ func (s Streams) Options() events.Options {
 	}
 }
 
-// Route is one provider account.
+// Route is one way to a provider: an adapter, its token and settings, and
+// the account it spends.
 type Route struct {
 	// Kind selects the adapter (replicate, ...).
 	Kind string `yaml:"kind"`
+	// Account names the provider account the route spends (one of
+	// Config.Accounts); "" for a route whose only limits are its own.
+	Account string `yaml:"account"`
 	// BaseURL overrides the provider's API URL.
 	BaseURL string `yaml:"base_url"`
 	// TokenEnv / TokenFile name where the API token is.
@@ -184,11 +214,35 @@ type Workers struct {
 	Status int `yaml:"status"`
 }
 
-// Budgets are a route's fleet-wide call limits: submit calls, and status
-// calls (cancels count as status calls). Unset means unlimited.
+// Budgets are the fleet-wide limits of one level (global, account or
+// route): submit calls, status calls (cancels and lookups count as status
+// calls), and jobs running at the provider. Unset means unlimited, and
+// costs nothing.
 type Budgets struct {
 	Submit Budget `yaml:"submit"`
 	Status Budget `yaml:"status"`
+	// Running caps the jobs created at the provider and not yet ended.
+	// A submission past it waits in JetStream for a job to end.
+	Running int `yaml:"running"`
+}
+
+// MaxRunning is the largest running cap.
+const MaxRunning = 100_000
+
+func (b Budgets) validate() error {
+	switch {
+	case b.Submit.Concurrency < 0 || b.Status.Concurrency < 0:
+		return errors.New("concurrency must not be negative")
+	case b.Submit.Concurrency > 10_000 || b.Status.Concurrency > 10_000:
+		return errors.New("concurrency above 10000 is no limit; leave it unset")
+	case b.Submit.LeaseWait < 0 || b.Status.LeaseWait < 0:
+		return errors.New("lease_wait must not be negative")
+	case b.Running < 0:
+		return errors.New("running must not be negative")
+	case b.Running > MaxRunning:
+		return fmt.Errorf("running above %d is no limit; leave it unset", MaxRunning)
+	}
+	return nil
 }
 
 // Budget is one fleet-wide limit.
@@ -300,6 +354,23 @@ func (c *Config) Validate() error {
 	if c.Streams.Replicas != 0 && (c.Streams.Replicas < 1 || c.Streams.Replicas > 5) {
 		return fmt.Errorf("streams.replicas: %d is not between 1 and 5", c.Streams.Replicas)
 	}
+	if c.RunningRepair.Interval < 0 || c.RunningRepair.Grace < 0 {
+		return errors.New("running_repair: durations must not be negative")
+	}
+	if g := c.RunningRepair.Grace; g != 0 && g < 5*time.Second {
+		return fmt.Errorf("running_repair.grace: %s is too short to let a take's write land; at least 5s", g)
+	}
+	if err := c.Budgets.validate(); err != nil {
+		return fmt.Errorf("budgets: %w", err)
+	}
+	for _, name := range sortedKeys(c.Accounts) {
+		if !events.ValidToken(name) {
+			return fmt.Errorf("accounts.%s: an account name must be 1-128 characters of [A-Za-z0-9_-]", name)
+		}
+		if err := c.Accounts[name].Budgets.validate(); err != nil {
+			return fmt.Errorf("accounts.%s.budgets: %w", name, err)
+		}
+	}
 	if len(c.Routes) == 0 {
 		return errors.New("routes: at least one route is required")
 	}
@@ -310,14 +381,21 @@ func (c *Config) Validate() error {
 		if !events.ValidToken(name) {
 			return fmt.Errorf("routes.%s: a route name must be 1-128 characters of [A-Za-z0-9_-]", name)
 		}
+		if a := c.Routes[name].Account; a != "" {
+			if _, ok := c.Accounts[a]; !ok {
+				return fmt.Errorf("routes.%s.account: no account named %q under accounts", name, a)
+			}
+		}
 	}
 	return nil
 }
 
 // RouteNames lists the route names in order.
-func (c *Config) RouteNames() []string {
-	names := make([]string, 0, len(c.Routes))
-	for n := range c.Routes {
+func (c *Config) RouteNames() []string { return sortedKeys(c.Routes) }
+
+func sortedKeys[V any](m map[string]V) []string {
+	names := make([]string, 0, len(m))
+	for n := range m {
 		names = append(names, n)
 	}
 	sort.Strings(names)
@@ -340,10 +418,8 @@ func (r Route) validate() error {
 		return fmt.Errorf("deadline: %s is beyond max_deadline %s", r.Deadline, r.MaxDeadline)
 	case r.Workers.Submit < 0 || r.Workers.Status < 0:
 		return errors.New("workers: must not be negative")
-	case r.Budgets.Submit.Concurrency < 0 || r.Budgets.Status.Concurrency < 0:
-		return errors.New("budgets: concurrency must not be negative")
-	case r.Budgets.Submit.Concurrency > 10_000 || r.Budgets.Status.Concurrency > 10_000:
-		return errors.New("budgets: concurrency above 10000 is no limit; leave it unset")
+	case r.Budgets.validate() != nil:
+		return fmt.Errorf("budgets: %w", r.Budgets.validate())
 	case r.NotFoundLimit < 0:
 		return errors.New("not_found_limit: must not be negative")
 	case r.Partitions < 0 || r.Partitions > events.CheckSlots:

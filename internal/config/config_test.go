@@ -157,3 +157,33 @@ func TestNATSAuth(t *testing.T) {
 		require.ErrorContains(t, err, want, y)
 	}
 }
+
+func TestBudgetLevels(t *testing.T) {
+	c, err := config.Parse(strings.NewReader(`
+budgets: {submit: {rate: 50/s}, running: 100}
+accounts:
+  runway-main:
+    budgets: {submit: {rate: 5/s}, status: {concurrency: 8}, running: 5}
+routes:
+  gen4: {kind: runway, account: runway-main, budgets: {running: 3}}
+  turbo: {kind: runway, account: runway-main}
+`))
+	require.NoError(t, err)
+	require.Equal(t, 100, c.Budgets.Running)
+	require.Equal(t, 5, c.Accounts["runway-main"].Budgets.Running)
+	require.Equal(t, config.Rate(5), c.Accounts["runway-main"].Budgets.Submit.Rate)
+	require.Equal(t, "runway-main", c.Routes["turbo"].Account)
+
+	for conf, problem := range map[string]string{
+		"routes: {r: {kind: x, account: nope}}":                                         `routes.r.account: no account named "nope" under accounts`,
+		"accounts: {a: {budgets: {running: -1}}}\nroutes: {r: {kind: x}}":               "accounts.a.budgets: running must not be negative",
+		"budgets: {running: 200000}\nroutes: {r: {kind: x}}":                            "budgets: running above 100000 is no limit",
+		"accounts: {'a.b': {}}\nroutes: {r: {kind: x}}":                                 "accounts.a.b: an account name must be",
+		"running_repair: {grace: 1s}\nroutes: {r: {kind: x}}":                           "running_repair.grace: 1s is too short",
+		"routes: {r: {kind: x, budgets: {status: {concurrency: -2}}}}":                  "routes.r.budgets: concurrency must not be negative",
+		"accounts: {a: {budgets: {submit: {lease_wait: -1s}}}}\nroutes: {r: {kind: x}}": "accounts.a.budgets: lease_wait must not be negative",
+	} {
+		_, err := config.Parse(strings.NewReader(conf))
+		require.ErrorContains(t, err, problem, conf)
+	}
+}

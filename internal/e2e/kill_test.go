@@ -82,6 +82,27 @@ func (s *supervisor) kill() {
 	_ = cur.cmd.Process.Kill()
 }
 
+// killAtRandom SIGKILLs one of sups at random every every+[0, spread)
+// until the returned stop is called, which returns the number of kills.
+func killAtRandom(sups []*supervisor, rnd *rand.Rand, every, spread time.Duration) (stop func() int) {
+	done := make(chan struct{})
+	killed := make(chan int)
+	go func() {
+		k := 0
+		defer func() { killed <- k }()
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(every + time.Duration(rnd.Int64N(int64(spread)))):
+			}
+			sups[rnd.IntN(len(sups))].kill()
+			k++
+		}
+	}()
+	return func() int { close(done); return <-killed }
+}
+
 // killRun is one run of the kill scenario.
 func killRun(t *testing.T, idempotent bool) {
 	bin := binaries(t)
@@ -149,25 +170,9 @@ routes:
 	}
 
 	// Kill a random process every 1-2.5 s until every job is done.
-	kills := 0
-	stop := make(chan struct{})
-	killed := make(chan int)
-	go func() {
-		k := 0
-		defer func() { killed <- k }()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(time.Duration(1000+rnd.IntN(1500)) * time.Millisecond):
-			}
-			sups[rnd.IntN(len(sups))].kill()
-			k++
-		}
-	}()
+	stopKilling := killAtRandom(sups, rnd, time.Second, 1500*time.Millisecond)
 	waitTerminal(t, js, log, ids, time.Duration(size(150, 900))*time.Second)
-	close(stop)
-	kills = <-killed
+	kills := stopKilling()
 
 	st := simStats(t, "http://"+simAddr)
 	var truth []sim.Prediction

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -52,6 +53,11 @@ type Metrics struct {
 	// Orphans counts intake messages removed although acknowledged
 	// (consume.SweepOrphans).
 	Orphans func(n int)
+	// Waiting counts submissions that found a level's running slots all
+	// taken and went back to wait, by level ("account x").
+	Waiting func(level string)
+	// Repaired counts running slots the repair freed, by level.
+	Repaired func(level string, n int)
 }
 
 // Config configures the service. Zero values mean the defaults on each field.
@@ -68,6 +74,10 @@ type Config struct {
 	Sweep time.Duration
 	// CallTimeout bounds one provider call (default 30s).
 	CallTimeout time.Duration
+	// RepairInterval is how often running slots no job holds are looked
+	// for (default budget.RepairInterval), and RepairGrace how old a slot
+	// no record names must be to be freed (default budget.RepairGrace).
+	RepairInterval, RepairGrace time.Duration
 	// Logger receives the service's log lines (default: none).
 	Logger zerolog.Logger
 	// Metrics observe the service.
@@ -91,9 +101,22 @@ type Service struct {
 	log    zerolog.Logger
 	rnd    *rand.Rand
 
-	// submitBudgets and statusBudgets are the routes' budgets (nil:
-	// unlimited), set up by Run; cancels and finds use the status budget.
-	submitBudgets, statusBudgets map[string]*budget.Budget
+	// pool holds the budgets of every level; budgets are each route's, set
+	// up by Run.
+	pool    *budget.Pool
+	budgets map[string]*routeBudgets
+	// full is when each route last found a level's running slots all
+	// taken (Unix nanoseconds): its intake is held a moment, instead of
+	// every message trying in turn.
+	full map[string]*atomic.Int64
+}
+
+// routeBudgets are what a route's calls and jobs need a lease of: the
+// submit and status budgets of every level (cancels and finds use the
+// status budget), and the running slots.
+type routeBudgets struct {
+	submit, status budget.Chain
+	running        budget.Slots
 }
 
 // New validates the configuration and prepares the service.
@@ -103,6 +126,7 @@ func New(cfg Config, js jetstream.JetStream, ns events.Namespace, res *events.Re
 	}
 	cfg.SweepInterval = cmp.Or(cfg.SweepInterval, 5*time.Second)
 	cfg.CallTimeout = cmp.Or(cfg.CallTimeout, 30*time.Second)
+	cfg.RepairInterval = cmp.Or(cfg.RepairInterval, budget.RepairInterval)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -116,14 +140,9 @@ func New(cfg Config, js jetstream.JetStream, ns events.Namespace, res *events.Re
 // before any route starts: a setup that fails returns with nothing left
 // running.
 func (s *Service) Run(ctx context.Context) error {
-	s.submitBudgets, s.statusBudgets = map[string]*budget.Budget{}, map[string]*budget.Budget{}
-	defer func() {
-		for _, bs := range []map[string]*budget.Budget{s.submitBudgets, s.statusBudgets} {
-			for _, b := range bs {
-				b.Close() // leases kept for reuse go back to the fleet now
-			}
-		}
-	}()
+	s.pool = budget.NewPool(s.js, s.ns, s.res.Slots, s.cfg.Options)
+	s.budgets, s.full = map[string]*routeBudgets{}, map[string]*atomic.Int64{}
+	defer s.pool.Close() // leases kept for reuse go back to the fleet now
 	consumers := map[string]jetstream.Consumer{}
 	for _, r := range s.cfg.Routes {
 		if err := s.setup(ctx, r, consumers); err != nil {
@@ -135,7 +154,7 @@ func (s *Service) Run(ctx context.Context) error {
 		g.Go(func() error {
 			return consume.Recreate(ctx, consumers[r.Name], s.ensure(r), consume.Options{
 				Workers: r.SubmitWorkers,
-				Hold:    func() time.Duration { return s.pauses.Remaining(r.Name) },
+				Hold:    func() time.Duration { return max(s.pauses.Hold(r), s.fullHold(r)) },
 				Stream:  s.res.Intake,
 				Sweep:   s.cfg.Sweep,
 				Swept:   s.cfg.Metrics.Orphans,
@@ -146,6 +165,7 @@ func (s *Service) Run(ctx context.Context) error {
 		})
 	}
 	g.Go(func() error { return s.sweep(ctx) })
+	g.Go(func() error { return s.repair(ctx) })
 	s.log.Info().Int("routes", len(s.cfg.Routes)).Msg("ingest running")
 	return g.Wait()
 }
@@ -154,14 +174,18 @@ func (s *Service) Run(ctx context.Context) error {
 func (s *Service) setup(ctx context.Context, r *route.Route, consumers map[string]jetstream.Consumer) error {
 	sctx, cancel := context.WithTimeout(ctx, startupTimeout)
 	defer cancel()
-	sub, err := budget.Ensure(sctx, s.js, s.ns, s.res.Slots, r.Name, events.SlotSubmit, r.SubmitBudget, s.cfg.Options)
-	if err != nil {
-		return err
+	var b routeBudgets
+	var err error
+	if b.submit, err = s.pool.Calls(sctx, r.Levels, events.SlotSubmit); err != nil {
+		return fmt.Errorf("route %s: %w", r.Name, err)
 	}
-	s.submitBudgets[r.Name] = sub
-	if s.statusBudgets[r.Name], err = budget.Ensure(sctx, s.js, s.ns, s.res.Slots, r.Name, events.SlotStatus, r.StatusBudget, s.cfg.Options); err != nil {
-		return err
+	if b.status, err = s.pool.Calls(sctx, r.Levels, events.SlotStatus); err != nil {
+		return fmt.Errorf("route %s: %w", r.Name, err)
 	}
+	if b.running, err = s.pool.Running(sctx, r.Levels); err != nil {
+		return fmt.Errorf("route %s: %w", r.Name, err)
+	}
+	s.budgets[r.Name], s.full[r.Name] = &b, &atomic.Int64{}
 	consumers[r.Name], err = s.ensure(r)(ctx)
 	return err
 }
@@ -270,25 +294,45 @@ func (s *Service) submit(ctx context.Context, in intake) (events.Outcome, string
 	}
 	r := in.route
 	id := jobID(r.Name, m, in.seq, in.stored)
-	dl, err := deadline(r, m.Deadline, m.TimeoutS, now)
+	// A relative deadline counts from the submission's acceptance, not
+	// from this delivery: a submission that waited has waited its time.
+	dl, err := deadline(r, m.Deadline, m.TimeoutS, in.stored)
 	if err != nil {
 		return s.reject(ctx, in, id, err)
 	}
 	log := in.logger(s.log, id)
-	// The record is created with its first attempt marked, right before
-	// the call: the route must be free to call.
-	lease, out, ok := s.lease(ctx, r)
-	if !ok {
-		return out, "retry"
-	}
 	j := &state.Job{
 		ID: id, Route: r.Name, Model: m.Model, ConfigKey: m.ConfigKey, State: state.Pending,
 		Input: m.Input, Metadata: m.Metadata, IdempotencyKey: cmp.Or(m.IdempotencyKey, id), IntakeSeq: in.seq,
 		CreatedAt: now, Deadline: dl,
 		ExpectedDuration: state.Duration(m.ExpectedDurationS * float64(time.Second)),
 		WebhookExpected:  r.WebhookURL != "" && (m.Webhook == nil || *m.Webhook),
-		SubmitAttempts:   1, SubmitInDoubt: true, AttemptedAt: now, AttemptID: s.attemptID(),
 	}
+	if in.attempt > 1 || !now.Before(dl) {
+		// A redelivery: the job is most likely stored already (waiting for
+		// a slot, in doubt, created); its record says what is next. One
+		// whose deadline passed while it waited expires without a create
+		// (submitAgain).
+		return s.store(ctx, in, j, log)
+	}
+	// The record is created with its first attempt marked and its running
+	// slots named, right before the call: a slot must be free at every
+	// level, and the route free to call.
+	slots, full, err := s.budgets[r.Name].running.Take(ctx, id, nil)
+	if err != nil {
+		return s.retry(log, err, "taking a running slot")
+	}
+	if full != nil {
+		j.WaitingFor = full.Level().String()
+		return s.waitForSlot(ctx, in, j, full, log)
+	}
+	s.full[r.Name].Store(0)
+	lease, out, ok := s.lease(ctx, r)
+	if !ok {
+		return out, "retry" // a slot taken stays the job's: its next delivery finds it
+	}
+	j.Slots = slots
+	j.SubmitAttempts, j.SubmitInDoubt, j.AttemptedAt, j.AttemptID = 1, true, now, s.attemptID()
 	rec, created, err := s.jobs.Accept(ctx, j)
 	if err != nil {
 		lease.Unused()
@@ -298,22 +342,85 @@ func (s *Service) submit(ctx context.Context, in intake) (events.Outcome, string
 		return s.call(ctx, in, rec, lease, log)
 	}
 	lease.Unused()
+	if st := nextStep(rec.Job, in.routeName, in.seq); st == stepFinished || st == stepResume {
+		// Created or ended already (a redelivery): the slots just taken
+		// that its record does not name are nobody's.
+		if err := s.budgets[r.Name].running.Free(ctx, id, rec.Slots); err != nil {
+			log.Warn().Err(err).Msg("freeing running slots taken for a job created already failed; the repair frees them")
+		}
+	}
 	return s.resume(ctx, in, rec, log)
+}
+
+// store stores a submission's job without a submit attempt, and takes it
+// from there as a redelivery would.
+func (s *Service) store(ctx context.Context, in intake, j *state.Job, log zerolog.Logger) (events.Outcome, string) {
+	rec, _, err := s.jobs.Accept(ctx, j)
+	if err != nil {
+		return s.retry(log, err, "creating the job")
+	}
+	return s.resume(ctx, in, rec, log)
+}
+
+// waitForSlot sends a submission back to wait in JetStream, its job
+// stored (so that it can be seen, and canceled, while it waits), because
+// level full has no running slot free. The route's intake is held a
+// moment: the next message would find the level full too.
+func (s *Service) waitForSlot(ctx context.Context, in intake, j *state.Job, full *budget.Running, log zerolog.Logger) (events.Outcome, string) {
+	if j != nil {
+		rec, created, err := s.jobs.Accept(ctx, j)
+		if err != nil {
+			return s.retry(log, err, "creating the job")
+		}
+		if !created {
+			return s.resume(ctx, in, rec, log) // stored meanwhile
+		}
+	}
+	s.full[in.routeName].Store(s.cfg.Now().UnixNano())
+	if s.cfg.Metrics.Waiting != nil {
+		s.cfg.Metrics.Waiting(full.Level().String())
+	}
+	log.Debug().Str("level", full.Level().String()).Msg("no running slot free; waiting")
+	return events.Later(schedule.Jitter(slotWait, schedule.RetryJitter, s.rnd)), "waiting"
+}
+
+// slotWait is how long a submission that found no running slot free waits
+// before it tries again, and slotHold how long its route's intake is held
+// then: shorter, so that new submissions are still read (and stored, to be
+// seen and canceled) between the waiting ones' tries, while the tries of a
+// full level stay a few per second per process, however many wait.
+const (
+	slotWait = time.Second
+	slotHold = 250 * time.Millisecond
+)
+
+// fullHold is how much longer route r's intake is held because a level's
+// running slots were all taken a moment ago.
+func (s *Service) fullHold(r *route.Route) time.Duration {
+	f := s.full[r.Name]
+	if f == nil {
+		return 0
+	}
+	at := f.Load()
+	if at == 0 {
+		return 0
+	}
+	return max(0, time.Duration(at+int64(slotHold)-s.cfg.Now().UnixNano()))
 }
 
 // lease takes a submit lease for a call on r: false (with the outcome to
 // settle the message with) when the fleet's budget is in use or the route
 // is paused.
-func (s *Service) lease(ctx context.Context, r *route.Route) (*budget.Lease, events.Outcome, bool) {
-	if d := s.pauses.Remaining(r.Name); d > 0 {
+func (s *Service) lease(ctx context.Context, r *route.Route) (budget.Leases, events.Outcome, bool) {
+	if d := s.pauses.Hold(r); d > 0 {
 		return nil, events.Later(d), false
 	}
-	lease, err := s.submitBudgets[r.Name].Acquire(ctx)
+	lease, err := s.budgets[r.Name].submit.Acquire(ctx)
 	if err != nil {
-		// The fleet's submit budget is in use.
+		// The fleet's submit budget is in use at some level.
 		return nil, events.Later(schedule.Jitter(500*time.Millisecond, schedule.RetryJitter, s.rnd)), false
 	}
-	if d := s.pauses.Remaining(r.Name); d > 0 {
+	if d := s.pauses.Hold(r); d > 0 {
 		lease.Unused()
 		return nil, events.Later(d), false
 	}
@@ -351,14 +458,32 @@ func (s *Service) resume(ctx context.Context, in intake, rec jobs.Record, log ze
 }
 
 // submitAgain makes another submit call for a job whose submission is
-// not known to have reached the provider: a lease, the attempt marked,
-// then the call — unless the record moved on meanwhile.
+// not known to have reached the provider: its running slots, a lease, the
+// attempt marked, then the call — unless the record moved on meanwhile.
+// A job that never reached the provider and whose deadline has passed
+// (it waited for a slot that long) expires instead, without a create.
 func (s *Service) submitAgain(ctx context.Context, in intake, rec jobs.Record, log zerolog.Logger) (events.Outcome, string) {
+	if !rec.SubmitInDoubt && !s.cfg.Now().Before(rec.Deadline) {
+		obs := state.Observation{State: state.Expired, Reason: "the deadline passed before the job could be submitted", Source: state.FromPollux, At: s.cfg.Now().UTC()}
+		if _, err := s.jobs.End(ctx, rec, obs); err != nil {
+			return s.retry(log, err, "recording the job expired")
+		}
+		log.Info().Str("waited_for", rec.WaitingFor).Msg("expired before it was submitted")
+		return events.Done(), "expired"
+	}
+	slots, full, err := s.budgets[in.routeName].running.Take(ctx, rec.ID, rec.Slots)
+	if err != nil {
+		return s.retry(log, err, "taking a running slot")
+	}
+	if full != nil {
+		return s.waitForSlot(ctx, in, nil, full, log)
+	}
+	s.full[in.routeName].Store(0)
 	lease, out, ok := s.lease(ctx, in.route)
 	if !ok {
 		return out, "retry"
 	}
-	rec, err := s.jobs.Attempt(ctx, rec, s.attemptID())
+	rec, err = s.jobs.Attempt(ctx, rec, s.attemptID(), slots)
 	if err != nil {
 		lease.Unused()
 		return s.retry(log, err, "recording the submit attempt")
@@ -429,11 +554,11 @@ func (s *Service) find(ctx context.Context, r *route.Route, f provider.Finder, j
 // nor while the route is paused (*paused), before or while the lease was
 // awaited. The answer's rate-limit and auth signals pause the route.
 func (s *Service) statusCall(ctx context.Context, r *route.Route, op string, call func(context.Context) error) (bool, error) {
-	lease, err := s.statusBudgets[r.Name].Acquire(ctx)
+	lease, err := s.budgets[r.Name].status.Acquire(ctx)
 	if err != nil {
 		return false, err
 	}
-	if d := s.pauses.Remaining(r.Name); d > 0 {
+	if d := s.pauses.Hold(r); d > 0 {
 		lease.Unused() // paused while the lease was awaited
 		return false, &paused{wait: d}
 	}
@@ -443,7 +568,7 @@ func (s *Service) statusCall(ctx context.Context, r *route.Route, op string, cal
 	cancel()
 	lease.Release()
 	s.observeCall(r.Name, op, err, time.Since(start))
-	s.pauses.After(ctx, r.Name, op, err)
+	s.pauses.After(ctx, r, op, err)
 	return true, err
 }
 
@@ -458,7 +583,7 @@ func (s *Service) request(r *route.Route, j *state.Job) provider.SubmitRequest {
 }
 
 // call makes the submit call the record's attempt marked, holding lease.
-func (s *Service) call(ctx context.Context, in intake, rec jobs.Record, lease *budget.Lease, log zerolog.Logger) (events.Outcome, string) {
+func (s *Service) call(ctx context.Context, in intake, rec jobs.Record, lease budget.Leases, log zerolog.Logger) (events.Outcome, string) {
 	r := in.route
 	cctx, cancel := context.WithTimeout(ctx, s.callTimeout(r))
 	start := time.Now()
@@ -466,7 +591,7 @@ func (s *Service) call(ctx context.Context, in intake, rec jobs.Record, lease *b
 	cancel()
 	lease.Release()
 	s.observeCall(r.Name, "submit", err, time.Since(start))
-	s.pauses.After(ctx, r.Name, "submit", err)
+	s.pauses.After(ctx, r, "submit", err)
 	if err != nil {
 		return s.submitFailed(ctx, in, rec, err, log)
 	}
@@ -533,7 +658,7 @@ func (s *Service) submitFailed(ctx context.Context, in intake, rec jobs.Record, 
 		if _, uerr := s.jobs.Refused(ctx, rec, provider.MessageOf(err), nil); uerr != nil {
 			return s.retry(log, uerr, "clearing the attempt")
 		}
-		return events.Later(s.pauses.Remaining(r.Name) + schedule.Jitter(100*time.Millisecond, schedule.RetryJitter, s.rnd)), "retry"
+		return events.Later(s.pauses.Hold(r) + schedule.Jitter(100*time.Millisecond, schedule.RetryJitter, s.rnd)), "retry"
 	case outAnswered:
 		if _, uerr := s.jobs.Refused(ctx, rec, provider.MessageOf(err), nil); uerr != nil {
 			return s.retry(log, uerr, "clearing the attempt")
@@ -614,7 +739,7 @@ func (s *Service) cancel(ctx context.Context, in intake) (events.Outcome, string
 	case cancelUnsupported:
 		return s.reject(ctx, in, m.ID, fmt.Errorf("route %s's provider cannot cancel jobs; the job is still tracked", in.routeName))
 	}
-	if d := s.pauses.Remaining(in.routeName); d > 0 {
+	if d := s.pauses.Hold(in.route); d > 0 {
 		return events.Later(d), "retry"
 	}
 	err = s.cancelRemote(ctx, in.route, rec, log)

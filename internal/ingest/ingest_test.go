@@ -326,3 +326,55 @@ func TestRunFailingOnASecondRouteLeavesNothingRunning(t *testing.T) {
 	cancel()
 	require.NoError(t, g.Wait())
 }
+
+// A route capped at one running job: submissions wait for the slot
+// (stored, visible, cancelable, never created), one whose deadline passes
+// while it waits expires without a create, and the slot is freed by each
+// kind of end — a cancel, a refused create — so the next job starts.
+func TestRunningSlotsAdmitOneJobAtATime(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	f.answers["b"] = []error{errRefused}
+	s := start(t, f, config.Route{Budgets: config.Budgets{Running: 1}}, nil)
+	slots := func() uint64 {
+		st, err := s.env.JS.Stream(s.ctx, s.env.NS.RunningStream(events.LevelRoute, "fake"))
+		require.NoError(t, err)
+		return st.CachedInfo().State.Msgs
+	}
+	s.submit("a")
+	a := s.until("a", submitted)
+	require.Equal(t, []string{"fake"}, a.Slots, "the job names the slot it holds")
+	s.submit("b")
+	b, err := json.Marshal(events.Submit{V: events.Version, ID: "d", Model: "m", Input: json.RawMessage(`{}`), TimeoutS: 2})
+	require.NoError(t, err)
+	_, err = s.env.JS.Publish(s.ctx, s.env.NS.Submit("fake"), b)
+	require.NoError(t, err)
+	s.submit("e")
+	for _, id := range []string{"b", "e"} {
+		j := s.until(id, func(j *state.Job) bool { return j.WaitingFor != "" })
+		require.Equal(t, "route fake", j.WaitingFor)
+		require.Equal(t, state.Pending, j.State)
+	}
+	s.publish(s.env.NS.Cancel("fake"), events.Cancel{V: events.Version, ID: "e", Reason: "not needed"})
+	e := s.until("e", func(j *state.Job) bool { return j.State.Terminal() })
+	require.Equal(t, state.Canceled, e.State, "a waiting job is canceled without a create")
+	d := s.until("d", func(j *state.Job) bool { return j.State.Terminal() })
+	require.Equal(t, state.Expired, d.State, "its deadline passed while it waited")
+	require.Equal(t, 1, f.createsOf("a"))
+	for _, id := range []string{"b", "d", "e"} {
+		require.Zero(t, f.createsOf(id), "job %s waited: no create", id)
+	}
+	require.EqualValues(t, 1, slots())
+
+	// a's cancel frees its slot: b starts, is refused, and frees it too.
+	s.publish(s.env.NS.Cancel("fake"), events.Cancel{V: events.Version, ID: "a"})
+	b2 := s.until("b", func(j *state.Job) bool { return j.State.Terminal() })
+	require.Equal(t, state.Failed, b2.State)
+	require.Empty(t, b2.Slots, "the end clears the slots it held")
+	require.Equal(t, state.Canceled, s.until("a", func(j *state.Job) bool { return j.State.Terminal() }).State)
+	s.submit("c")
+	c := s.until("c", submitted)
+	require.Equal(t, []string{"fake"}, c.Slots, "b's refused create freed the slot")
+	s.intakeDone()
+	require.EqualValues(t, 1, slots(), "c alone holds a slot")
+}

@@ -8,7 +8,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/pollux-dev/pollux/internal/budget"
 	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/schedule"
 )
 
 // sweep periodically rejects intake published to routes that no process
@@ -92,4 +94,42 @@ func (s *Service) rejectUnserved(ctx context.Context, subject, kind, routeName s
 		return err
 	}
 	return nil
+}
+
+// repair frees, every budget.RepairInterval (jittered), the running slots
+// of this process's routes that no job holds: the slots of jobs whose end
+// was written by a process that died before freeing them, and of takes
+// whose record never landed. Every process does it; it is idempotent.
+func (s *Service) repair(ctx context.Context) error {
+	seen := map[string]bool{}
+	var levels []*budget.Running
+	for _, b := range s.budgets {
+		for _, r := range b.running {
+			if !seen[r.Level().Scope()] {
+				seen[r.Level().Scope()] = true
+				levels = append(levels, r)
+			}
+		}
+	}
+	if len(levels) == 0 {
+		return nil
+	}
+	for {
+		if !schedule.Sleep(ctx, schedule.Jitter(s.cfg.RepairInterval, schedule.RetryJitter, s.rnd)) {
+			return nil
+		}
+		for _, r := range levels {
+			n, err := r.Repair(ctx, s.jobs.Get, s.cfg.Now(), s.cfg.RepairGrace)
+			if n > 0 {
+				s.log.Warn().Str("level", r.Level().String()).Int("freed", n).
+					Msg("freed running slots no job holds (a process died between a job's end and freeing its slot)")
+				if s.cfg.Metrics.Repaired != nil {
+					s.cfg.Metrics.Repaired(r.Level().String(), n)
+				}
+			}
+			if err != nil && ctx.Err() == nil {
+				s.log.Warn().Err(err).Str("level", r.Level().String()).Msg("repairing running slots failed")
+			}
+		}
+	}
 }

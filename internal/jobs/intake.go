@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -72,11 +73,12 @@ func (o *Owner) Resume(ctx context.Context, r Record) error {
 
 // Attempt marks the start of another submit call on the job, attempt id
 // its random id, so that a process that dies during the call leaves the
-// attempt in doubt (see state.Job.SubmitInDoubt). It writes nothing for a
-// job that is submitted or terminal, and returns the record either way.
-// The mark is retried until it lands or ctx ends; a try whose answer was
-// lost is known by the attempt id.
-func (o *Owner) Attempt(ctx context.Context, r Record, attempt string) (Record, error) {
+// attempt in doubt (see state.Job.SubmitInDoubt), and records the running
+// slots the call holds (slots: every scope the job holds a slot in). It
+// writes nothing for a job that is submitted or terminal, and returns the
+// record either way. The mark is retried until it lands or ctx ends; a try
+// whose answer was lost is known by the attempt id.
+func (o *Owner) Attempt(ctx context.Context, r Record, attempt string, slots []string) (Record, error) {
 	now := o.now().UTC()
 	log := o.log.With().Str("job_id", r.ID).Str("route", r.Route).Logger()
 	id, from := r.ID, r
@@ -89,6 +91,12 @@ func (o *Owner) Attempt(ctx context.Context, r Record, attempt string) (Record, 
 			cur.SubmitInDoubt = true
 			cur.AttemptedAt = now
 			cur.AttemptID = attempt
+			cur.WaitingFor = ""
+			for _, sc := range slots {
+				if !slices.Contains(cur.Slots, sc) {
+					cur.Slots = append(cur.Slots, sc)
+				}
+			}
 			return nil
 		})
 		if errors.Is(err, state.ErrNotFound) {

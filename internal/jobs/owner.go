@@ -43,6 +43,15 @@ type Config struct {
 	Now func() time.Time
 	// Seed seeds the jitter of retries (default: random).
 	Seed uint64
+	// Slots frees the running slots of jobs that end (nil: no route caps
+	// its running jobs).
+	Slots Releaser
+}
+
+// Releaser frees a job's running slots in the given budget scopes
+// (budget.Releaser). Freeing a slot twice does nothing.
+type Releaser interface {
+	Release(ctx context.Context, id string, scopes []string) error
 }
 
 // Owner is the one owner of every job: see the package documentation.
@@ -65,12 +74,21 @@ func New(ns events.Namespace, js jetstream.JetStream, res *events.Resources, cfg
 	if now == nil {
 		now = time.Now
 	}
-	return &Owner{
+	o := &Owner{
 		ns: ns, js: js, res: res, log: cfg.Logger, hooks: cfg.Hooks, now: now,
 		store:  &records{kv: res.Jobs, js: js, now: now},
 		rnd:    schedule.NewRand(cfg.Seed),
 		maxAge: cfg.Options.WithDefaults().EventsMaxAge,
 	}
+	if cfg.Slots != nil {
+		o.store.release = func(ctx context.Context, id string, scopes []string) {
+			// The end is written: a stop does not keep the slots taken.
+			if err := cfg.Slots.Release(context.WithoutCancel(ctx), id, scopes); err != nil {
+				o.log.Warn().Err(err).Str("job_id", id).Msg("freeing the ended job's running slots failed; the repair frees them")
+			}
+		}
+	}
+	return o
 }
 
 // Namespace returns the namespace the owner works in.

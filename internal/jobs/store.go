@@ -24,6 +24,9 @@ type records struct {
 	now func() time.Time
 	// conflicts bounds mutate's attempts (0: maxConflicts).
 	conflicts int
+	// release frees the running slots of a job whose end was just written
+	// (nil: nobody takes slots).
+	release func(ctx context.Context, id string, scopes []string)
 }
 
 // Record is a job's record as the owner last read or wrote it. Services
@@ -79,17 +82,32 @@ func (s *records) get(ctx context.Context, id string) (Record, error) {
 
 // update writes r's job if its latest revision is still r's, and returns
 // it at its new revision, or state.ErrConflict.
+//
+// A write that ends a job holding running slots clears them, and once it
+// has landed the slots are freed: every end of every job passes here,
+// whoever saw it, and frees the slots once. A process that dies in
+// between leaves them to budget.Running.Repair.
 func (s *records) update(ctx context.Context, r Record) (Record, error) {
+	var freed []string
+	if r.State.Terminal() && len(r.Slots) > 0 {
+		freed, r.Slots = r.Slots, nil
+	}
 	b, err := s.encode(r.Job)
 	if err != nil {
+		r.Slots = freed
 		return Record{}, err
 	}
 	rev, err := s.kv.Update(ctx, r.ID, b, r.rev)
 	switch {
 	case errors.Is(err, jetstream.ErrKeyRevisionMismatch):
+		r.Slots = freed
 		return Record{}, fmt.Errorf("update job %s at revision %d: %w", r.ID, r.rev, state.ErrConflict)
 	case err != nil:
+		r.Slots = freed
 		return Record{}, fmt.Errorf("update job %s: %w", r.ID, err)
+	}
+	if len(freed) > 0 && s.release != nil {
+		s.release(ctx, r.ID, freed)
 	}
 	return Record{Job: r.Job, rev: rev}, nil
 }
@@ -211,5 +229,6 @@ func cloneJob(j *state.Job) *state.Job {
 	c.Outbox = append([]state.OutboxEvent(nil), j.Outbox...)
 	c.Deliveries = append([]string(nil), j.Deliveries...)
 	c.Outputs = append([]string(nil), j.Outputs...)
+	c.Slots = append([]string(nil), j.Slots...)
 	return &c
 }

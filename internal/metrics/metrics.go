@@ -42,6 +42,8 @@ type Metrics struct {
 	overrun         *prometheus.HistogramVec
 	age             *prometheus.HistogramVec
 	orphans         *prometheus.CounterVec
+	slotWaits       *prometheus.CounterVec
+	slotRepairs     *prometheus.CounterVec
 }
 
 // New creates the metrics on a fresh registry, with the Go runtime and
@@ -140,6 +142,15 @@ func New() *Metrics {
 		Help: "Messages a work-queue stream kept after they were acknowledged (left by a NATS server shutdown) that this process removed, by stream (intake, checks, webhooks).",
 	}, []string{"stream"})
 
+	m.slotWaits = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pollux_running_waits_total",
+		Help: "Submissions that found a budget level's running slots all taken and went back to wait in JetStream, by level (\"account x\", \"route y\", \"global\").",
+	}, []string{"level"})
+	m.slotRepairs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pollux_running_repairs_total",
+		Help: "Running slots no job held (left by a process that died) that the repair freed, by level.",
+	}, []string{"level"})
+
 	for _, c := range m.Collectors() {
 		f(c)
 	}
@@ -150,7 +161,8 @@ func New() *Metrics {
 func (m *Metrics) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.submissions, m.providerCalls, m.statusCalls, m.completions,
 		m.pollsPerJob, m.finishedPolls, m.detectionDelay, m.lateness, m.pauses, m.pausedSeconds, m.eventsPublished,
-		m.webhooks, m.webhooksApplied, m.webhooksDropped, m.reconciled, m.callbackHints, m.overrun, m.age, m.orphans}
+		m.webhooks, m.webhooksApplied, m.webhooksDropped, m.reconciled, m.callbackHints, m.overrun, m.age, m.orphans,
+		m.slotWaits, m.slotRepairs}
 }
 
 // Registry returns the registry.
@@ -206,6 +218,10 @@ func (m *Metrics) Ingest() ingest.Metrics {
 			m.providerCalls.WithLabelValues(route, op, class).Observe(d.Seconds())
 		},
 		Orphans: m.orphansOf("intake"),
+		Waiting: func(level string) { m.slotWaits.WithLabelValues(level).Inc() },
+		Repaired: func(level string, n int) {
+			m.slotRepairs.WithLabelValues(level).Add(float64(n))
+		},
 	}
 }
 

@@ -58,7 +58,7 @@ func (s *Service) consumeAll(ctx context.Context, r *route.Route, cs []jetstream
 		g.Go(func() error {
 			return consume.Run(gctx, c, consume.Options{
 				Workers: workers,
-				Hold:    func() time.Duration { return s.pauses.Remaining(r.Name) },
+				Hold:    func() time.Duration { return s.pauses.Hold(r) },
 				Stream:  s.res.Checks,
 				Sweep:   s.cfg.Sweep,
 				Swept:   s.cfg.Metrics.Orphans,

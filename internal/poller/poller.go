@@ -101,8 +101,9 @@ type Service struct {
 	// dues are the due times of the checks this process sent back.
 	dues dues
 
-	// budgets are the routes' status budgets (nil: unlimited), set up by Run.
-	budgets map[string]*budget.Budget
+	// budgets are the routes' status budgets at every level (nil:
+	// unlimited), set up by Run.
+	budgets map[string]budget.Chain
 }
 
 // New validates the configuration and prepares the service.
@@ -123,16 +124,13 @@ func New(cfg Config, js jetstream.JetStream, ns events.Namespace, res *events.Re
 // Run polls every route until ctx ends. Everything is set up before any
 // route starts: a setup that fails returns with nothing left running.
 func (s *Service) Run(ctx context.Context) error {
-	s.budgets = map[string]*budget.Budget{}
-	defer func() {
-		for _, b := range s.budgets {
-			b.Close() // leases kept for reuse go back to the fleet now
-		}
-	}()
+	pool := budget.NewPool(s.js, s.ns, s.res.Slots, s.cfg.Options)
+	s.budgets = map[string]budget.Chain{}
+	defer pool.Close() // leases kept for reuse go back to the fleet now
 	consumers := map[string][]jetstream.Consumer{}
 	for _, r := range s.cfg.Routes {
 		sctx, cancel := context.WithTimeout(ctx, startupTimeout)
-		b, err := budget.Ensure(sctx, s.js, s.ns, s.res.Slots, r.Name, events.SlotStatus, r.StatusBudget, s.cfg.Options)
+		b, err := pool.Calls(sctx, r.Levels, events.SlotStatus)
 		if err == nil {
 			s.budgets[r.Name] = b
 			consumers[r.Name], err = s.repartition(sctx, r)
@@ -217,7 +215,7 @@ func (s *Service) check(ctx context.Context, r *route.Route, msg jetstream.Msg) 
 	}
 	last, known := s.dues.take(d.Seq(), d.N)
 	s.observeDue(r, d, last, known, now)
-	if wait := s.pauses.Remaining(r.Name); wait > 0 {
+	if wait := s.pauses.Hold(r); wait > 0 {
 		return s.jobs.Postpone(ctx, d, now.Add(wait))
 	}
 	prev := last.polled
@@ -279,7 +277,7 @@ func (s *Service) poll(ctx context.Context, r *route.Route, d *jobs.Delivery, pr
 		}
 		return s.jobs.Postpone(ctx, d, s.cfg.Now().Add(schedule.Jitter(budgetBusyWait, schedule.RetryJitter, s.rnd)))
 	}
-	if wait := s.pauses.Remaining(r.Name); wait > 0 {
+	if wait := s.pauses.Hold(r); wait > 0 {
 		lease.Release() // paused while we waited for the lease
 		return s.jobs.Postpone(ctx, d, s.cfg.Now().Add(wait))
 	}
@@ -295,7 +293,7 @@ func (s *Service) poll(ctx context.Context, r *route.Route, d *jobs.Delivery, pr
 		}
 		s.cfg.Metrics.StatusCall(r.Name, class, time.Since(start))
 	}
-	pause := s.pauses.After(ctx, r.Name, "status", callErr)
+	pause := s.pauses.After(ctx, r, "status", callErr)
 
 	now := s.cfg.Now().UTC()
 	f := d.Fold(jobs.Call{At: now, Status: st, Err: callErr, Prev: prev})
@@ -375,7 +373,7 @@ func (s *Service) cancelExpired(ctx context.Context, r *route.Route, j *state.Jo
 		log.Warn().Err(err).Msg("no budget to cancel the expired job at the provider")
 		return
 	}
-	if s.pauses.Remaining(r.Name) > 0 {
+	if s.pauses.Hold(r) > 0 {
 		lease.Unused()
 		log.Info().Msg("the route is paused: the expired job is not canceled at the provider")
 		return
@@ -384,7 +382,7 @@ func (s *Service) cancelExpired(ctx context.Context, r *route.Route, j *state.Jo
 	cctx, cancel := context.WithTimeout(ctx, cmp.Or(r.CallTimeout, s.cfg.CallTimeout))
 	defer cancel()
 	_, err = r.Adapter.Cancel(cctx, provider.JobRef(j))
-	s.pauses.After(ctx, r.Name, "cancel", err)
+	s.pauses.After(ctx, r, "cancel", err)
 	if err != nil {
 		log.Warn().Err(err).Msg("canceling the expired job at the provider failed")
 	}

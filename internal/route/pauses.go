@@ -37,6 +37,9 @@ type Pause struct {
 	// Strikes counts consecutive authentication failures; each doubles the
 	// next auth pause.
 	Strikes int `json:"strikes,omitempty"`
+	// RateStrikes counts consecutive rate limits that named no
+	// Retry-After; each doubles the next such pause.
+	RateStrikes int `json:"rate_strikes,omitempty"`
 	// Since is when the route was first paused in this episode.
 	Since time.Time `json:"since"`
 }
@@ -128,7 +131,7 @@ func (p *Pauses) apply(e jetstream.KeyValueEntry) {
 		return
 	}
 	p.change(func(m map[string]Pause) {
-		if cur, ok := m[e.Key()]; !ok || !ps.Until.Before(cur.Until) || ps.Strikes != cur.Strikes {
+		if cur, ok := m[e.Key()]; !ok || !ps.Until.Before(cur.Until) || ps.Strikes != cur.Strikes || ps.RateStrikes != cur.RateStrikes {
 			m[e.Key()] = ps
 		}
 	})
@@ -160,8 +163,34 @@ func (p *Pauses) spread(d time.Duration) time.Duration {
 }
 
 // DefaultRateLimitPause is the pause after a rate limit that names no
-// Retry-After.
+// Retry-After; each one in a row doubles it, up to RateLimitPauseMax.
 const DefaultRateLimitPause = 5 * time.Second
+
+// RateLimitPauseMax bounds the pause after rate limits without
+// Retry-After.
+const RateLimitPauseMax = 5 * time.Minute
+
+// PauseKey is where route r's rate-limit pauses are kept: its account's
+// key ("account.<name>", which no route name can be) when it names one —
+// the provider limits the account, whichever route's call it refused —
+// else the route's own. Authentication pauses stay the route's: its token
+// may be its own.
+func (r *Route) PauseKey() string {
+	if r.Account != "" {
+		return "account." + r.Account
+	}
+	return r.Name
+}
+
+// Hold is how long calls on route r wait: the longer of its own pause and
+// its account's, spread as Remaining spreads it.
+func (p *Pauses) Hold(r *Route) time.Duration {
+	d := p.Remaining(r.Name)
+	if k := r.PauseKey(); k != r.Name {
+		d = max(d, p.Remaining(k))
+	}
+	return d
+}
 
 // After is the one place that decides what a provider call's outcome
 // means for its route: a rate limit pauses the route for the provider's
@@ -170,12 +199,21 @@ const DefaultRateLimitPause = 5 * time.Second
 // no job; a success ends a run of authentication failures. Any other
 // failure is the job's, not the route's. It returns how long calls wait
 // now, spread over the fleet (0: no pause), after writing the pause for
-// every process. op names the call ("submit", "status", "cancel") in the
-// log.
-func (p *Pauses) After(ctx context.Context, route, op string, callErr error) time.Duration {
+// every process. A rate limit pauses the route's account when it names
+// one (PauseKey); one without Retry-After pauses longer each time in a row
+// (DefaultRateLimitPause doubling up to RateLimitPauseMax) until a call
+// succeeds. op names the call ("submit", "status", "cancel") in the log.
+func (p *Pauses) After(ctx context.Context, r *Route, op string, callErr error) time.Duration {
+	route := r.Name
 	if callErr == nil {
-		if err := p.Recovered(ctx, route); err != nil {
-			p.log.Warn().Err(err).Str("route", route).Str("op", op).Msg("clearing the route's auth strikes failed")
+		keys := []string{route}
+		if k := r.PauseKey(); k != route {
+			keys = append(keys, k)
+		}
+		for _, key := range keys {
+			if err := p.Recovered(ctx, key); err != nil {
+				p.log.Warn().Err(err).Str("route", route).Str("op", op).Msg("clearing the route's strikes failed")
+			}
 		}
 		return 0
 	}
@@ -185,11 +223,12 @@ func (p *Pauses) After(ctx context.Context, route, op string, callErr error) tim
 	var err error
 	switch provider.ClassOf(callErr) {
 	case provider.RateLimited:
-		d := cmp.Or(provider.RetryAfterOf(callErr), DefaultRateLimitPause)
-		ps, started, err = p.rateLimited(ctx, route, d, provider.MessageOf(callErr))
+		key := r.PauseKey()
+		ps, started, err = p.rateLimitedBy(ctx, key, provider.RetryAfterOf(callErr), provider.MessageOf(callErr))
 		if started {
-			log.Warn().Dur("pause", d).Msg("rate limited; route paused")
+			log.Warn().Str("paused", key).Time("paused_until", ps.Until).Int("strikes", ps.RateStrikes).Msg("rate limited; paused")
 		}
+		route = key
 	case provider.Auth:
 		ps, started, err = p.authFailed(ctx, route, provider.MessageOf(callErr))
 		if started {
@@ -229,6 +268,26 @@ func (p *Pauses) rateLimited(ctx context.Context, route string, d time.Duration,
 	})
 }
 
+// rateLimitedBy pauses key after a rate limit: for retryAfter when the
+// provider named one, else for DefaultRateLimitPause doubled by each such
+// rate limit in a row (one per episode: calls refused while the pause
+// holds add none).
+func (p *Pauses) rateLimitedBy(ctx context.Context, key string, retryAfter time.Duration, reason string) (Pause, bool, error) {
+	return p.extend(ctx, key, func(cur Pause, now time.Time) Pause {
+		cur.Kind, cur.Reason = PauseRateLimit, reason
+		if retryAfter > 0 {
+			cur.Until = now.Add(retryAfter)
+			return cur
+		}
+		if now.Before(cur.Until) {
+			return cur // paused already: the calls under way when it began
+		}
+		cur.RateStrikes++
+		cur.Until = now.Add(min(DefaultRateLimitPause<<min(cur.RateStrikes-1, 16), RateLimitPauseMax))
+		return cur
+	})
+}
+
 // AuthFailed pauses the route after refused credentials, each consecutive
 // failure doubling the pause from AuthPauseBase up to AuthPauseMax.
 func (p *Pauses) AuthFailed(ctx context.Context, route, reason string) (Pause, error) {
@@ -248,11 +307,17 @@ func (p *Pauses) authFailed(ctx context.Context, route, reason string) (Pause, b
 	})
 }
 
-// Recovered clears the auth strikes of a route after a successful call.
+// Recovered clears the strikes (auth, rate limits) of a route or account
+// key after a successful call, once its pause is over.
 func (p *Pauses) Recovered(ctx context.Context, route string) error {
 	cur, ok := p.pause(route)
-	if !ok || cur.Strikes == 0 {
+	switch {
+	case !ok:
 		return nil
+	case cur.Strikes > 0:
+		// The token works again: an auth pause ends at once.
+	case cur.RateStrikes == 0 || p.now().Before(cur.Until):
+		return nil // a call under way when the rate-limit pause began
 	}
 	e, err := p.kv.Get(ctx, route)
 	if err != nil {
@@ -288,7 +353,7 @@ func (p *Pauses) extend(ctx context.Context, route string, next func(Pause, time
 			cur.Since = now
 		}
 		want := next(cur, now)
-		if !want.Until.After(cur.Until) && want.Strikes == cur.Strikes {
+		if !want.Until.After(cur.Until) && want.Strikes == cur.Strikes && want.RateStrikes == cur.RateStrikes {
 			p.remember(route, cur)
 			return cur, false, nil
 		}
@@ -313,7 +378,7 @@ func (p *Pauses) extend(ctx context.Context, route string, next func(Pause, time
 // remember applies a pause locally at once, before the watch brings it.
 func (p *Pauses) remember(route string, ps Pause) {
 	p.change(func(m map[string]Pause) {
-		if cur, ok := m[route]; !ok || ps.Until.After(cur.Until) || ps.Strikes != cur.Strikes {
+		if cur, ok := m[route]; !ok || ps.Until.After(cur.Until) || ps.Strikes != cur.Strikes || ps.RateStrikes != cur.RateStrikes {
 			m[route] = ps
 		}
 	})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pollux-dev/pollux/internal/natstest"
 	"github.com/pollux-dev/pollux/internal/route"
+	"github.com/pollux-dev/pollux/pkg/provider"
 )
 
 // fleet returns n Pauses mirrors of one bucket, as n processes would have.
@@ -97,4 +98,49 @@ func TestAuthFailuresBackOffAndRecover(t *testing.T) {
 	require.NoError(t, ps[0].Recovered(ctx, "r"))
 	require.Eventually(t, func() bool { _, ok := ps[1].Active("r"); return !ok }, 5*time.Second, 5*time.Millisecond,
 		"a success clears the pause everywhere")
+}
+
+// A rate limit pauses the route's account: every route of it waits, and
+// a route of no account keeps calling. Rate limits without Retry-After in
+// a row double the pause; a success after the pause resets it.
+func TestRateLimitsPauseTheAccountAndEscalate(t *testing.T) {
+	t.Parallel()
+	p := fleet(t, 1)[0]
+	ctx := context.Background()
+	var mu sync.Mutex
+	now := time.Now()
+	p.SetNow(func() time.Time { mu.Lock(); defer mu.Unlock(); return now })
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	a := &route.Route{Name: "a", Account: "acct"}
+	b := &route.Route{Name: "b", Account: "acct"}
+	solo := &route.Route{Name: "solo"}
+	throttled := &provider.Error{Class: provider.RateLimited, HTTPStatus: 429, Message: "concurrency limit"}
+
+	var pauses []time.Duration
+	for range 4 {
+		require.Positive(t, p.After(ctx, a, "submit", throttled))
+		ps, ok := p.Active(a.PauseKey())
+		require.True(t, ok)
+		pauses = append(pauses, ps.Until.Sub(now))
+		require.Positive(t, p.Hold(b), "route b spends the same account")
+		require.Zero(t, p.Hold(solo))
+		// A call under way when the pause began adds no strike.
+		p.After(ctx, b, "status", throttled)
+		advance(ps.Until.Sub(now) + time.Millisecond)
+	}
+	base := route.DefaultRateLimitPause
+	require.Equal(t, []time.Duration{base, 2 * base, 4 * base, 8 * base}, pauses, "each rate limit in a row doubles the pause")
+
+	require.Zero(t, p.After(ctx, b, "status", nil), "a success after the pause")
+	p.After(ctx, a, "submit", throttled)
+	ps, _ := p.Active(a.PauseKey())
+	require.Equal(t, base, ps.Until.Sub(now), "the success reset the strikes")
+
+	// Retry-After is obeyed as given, and adds no strike.
+	advance(time.Minute)
+	withHint := &provider.Error{Class: provider.RateLimited, HTTPStatus: 429, RetryAfter: 42 * time.Second}
+	p.After(ctx, a, "submit", withHint)
+	ps, _ = p.Active(a.PauseKey())
+	require.Equal(t, 42*time.Second, ps.Until.Sub(now))
+	require.Equal(t, 1, ps.RateStrikes)
 }

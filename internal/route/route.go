@@ -53,8 +53,12 @@ type Route struct {
 	Deadline, MaxDeadline time.Duration
 	// SubmitWorkers and StatusWorkers are the per-process concurrency.
 	SubmitWorkers, StatusWorkers int
-	// SubmitBudget and StatusBudget are the fleet-wide call limits.
-	SubmitBudget, StatusBudget budget.Limit
+	// Account is the provider account the route spends ("" for none).
+	Account string
+	// Levels are the budget levels the route's calls and running jobs
+	// count against, widest first: the global level, the account's, the
+	// route's own. Build sets all three; New the route's.
+	Levels []budget.Level
 	// NotFoundLimit consecutive "unknown job" answers mark a job lost.
 	NotFoundLimit int
 	// Partitions is how many consumers share the route's checks.
@@ -124,6 +128,22 @@ func limit(b config.Budget) budget.Limit {
 	return budget.Limit{Concurrency: b.Concurrency, Rate: float64(b.Rate), LeaseWait: b.LeaseWait}
 }
 
+// level is one budget level from its configuration.
+func level(lvl, name string, b config.Budgets) budget.Level {
+	return budget.Level{Level: lvl, Name: name, Submit: limit(b.Submit), Status: limit(b.Status), Running: b.Running}
+}
+
+// Level returns the route's budget level of kind lvl (events.LevelGlobal,
+// LevelAccount, LevelRoute), and whether the route has it.
+func (r *Route) Level(lvl string) (budget.Level, bool) {
+	for _, l := range r.Levels {
+		if l.Level == lvl {
+			return l, true
+		}
+	}
+	return budget.Level{}, false
+}
+
 // Build makes the routes of a configuration, reading each route's secrets.
 // Scale compresses the schedule for demos and tests (0 or 1: real time).
 func Build(c *config.Config, reg provider.Registry, hc *http.Client, scale float64, log zerolog.Logger) (map[string]*Route, error) {
@@ -153,6 +173,11 @@ func Build(c *config.Config, reg provider.Registry, hc *http.Client, scale float
 		if err != nil {
 			return nil, err
 		}
+		levels := []budget.Level{level(events.LevelGlobal, "", c.Budgets)}
+		if rc.Account != "" {
+			levels = append(levels, level(events.LevelAccount, rc.Account, c.Accounts[rc.Account].Budgets))
+		}
+		r.Levels = append(levels, r.Levels...)
 		cs, err := rc.CallbackSecret()
 		if err != nil {
 			return nil, fmt.Errorf("route %s: %w", name, err)
@@ -180,8 +205,8 @@ func New(name string, a provider.Adapter, rc config.Route, scale float64) (*Rout
 		Partitions:     max(rc.Partitions, 1),
 		CallTimeout:    rc.CallTimeout,
 		WebhookMaxBody: cmp.Or(rc.WebhookMaxBody, DefaultWebhookMaxBody),
-		SubmitBudget:   limit(rc.Budgets.Submit),
-		StatusBudget:   limit(rc.Budgets.Status),
+		Account:        rc.Account,
+		Levels:         []budget.Level{level(events.LevelRoute, name, rc.Budgets)},
 		Policy: schedule.Policy{
 			MaxDelay: rc.Poll.MaxDelay, MinDelay: rc.Poll.MinDelay, Jitter: rc.Poll.Jitter,
 			WebhookGrace: rc.Poll.WebhookGrace, Reconcile: rc.Poll.Reconcile, ErrorBase: rc.Poll.ErrorBase,

@@ -138,13 +138,69 @@ func (n Namespace) Event(route, job string) string { return n.subject("events", 
 // Events is the filter for every event of every job.
 func (n Namespace) Events() string { return n.subject("events", ">") }
 
-// Slot is the subject of lease i of a route's budget of the given kind.
-func (n Namespace) Slot(route, kind string, i int) string {
-	return n.subject("slots", route, kind, strconv.Itoa(i))
+// Budget levels: a call needs a lease at every level it belongs to.
+const (
+	// LevelGlobal is everything Pollux calls.
+	LevelGlobal = "global"
+	// LevelAccount is a provider account, shared by any number of routes.
+	LevelAccount = "account"
+	// LevelRoute is one route.
+	LevelRoute = "route"
+)
+
+// Scope is the subject token of a budget level: a route's own name (so a
+// route's leases keep the subjects they had before levels existed),
+// "account~<name>" for an account and "~global" for the global level.
+// Route and account names are [A-Za-z0-9_-], so no two scopes collide.
+func Scope(level, name string) string {
+	switch level {
+	case LevelGlobal:
+		return "~global"
+	case LevelAccount:
+		return "account~" + name
+	}
+	return name
 }
 
-// Slots is the filter for all leases of a route's budget of a kind.
-func (n Namespace) Slots(route, kind string) string { return n.subject("slots", route, kind, "*") }
+// ParseScope returns the level and name of a scope token (see Scope).
+func ParseScope(scope string) (level, name string) {
+	switch {
+	case scope == "~global":
+		return LevelGlobal, ""
+	case strings.HasPrefix(scope, "account~"):
+		return LevelAccount, strings.TrimPrefix(scope, "account~")
+	}
+	return LevelRoute, scope
+}
+
+// Slot is the subject of lease i of a scope's budget of the given kind.
+func (n Namespace) Slot(scope, kind string, i int) string {
+	return n.subject("slots", scope, kind, strconv.Itoa(i))
+}
+
+// Slots is the filter for all leases of a scope's budget of a kind.
+func (n Namespace) Slots(scope, kind string) string { return n.subject("slots", scope, kind, "*") }
+
+// RunningStream names the stream of a scope's running slots: one message
+// per job created at the provider and not yet ended, at most the level's
+// running cap (MaxMsgs with DiscardNew).
+func (n Namespace) RunningStream(level, name string) string {
+	switch level {
+	case LevelGlobal:
+		return n.stream("RUNNING_G")
+	case LevelAccount:
+		return n.stream("RUNNING_A_" + name)
+	}
+	return n.stream("RUNNING_R_" + name)
+}
+
+// Running is the subject of job's running slot in scope.
+func (n Namespace) Running(scope, job string) string { return n.subject("running", scope, job) }
+
+// RunningJob returns the job id of a running slot's subject.
+func (n Namespace) RunningJob(subject string) string {
+	return subject[strings.LastIndexByte(subject, '.')+1:]
+}
 
 // ErrSubject reports a subject that is not of the expected shape.
 var ErrSubject = errors.New("unexpected subject")

@@ -224,6 +224,35 @@ func (n Namespace) BudgetConsumerConfig(route, kind string, limit int, leaseWait
 	}
 }
 
+// RunningStreamConfig is the stream of a budget level's running slots:
+// one message per job (subject Running(scope, job)) from just before its
+// create call until it ends, at most limit of them. A take past the limit
+// is refused (MaxMsgs with DiscardNew), and so is a second take by the
+// same job (one message per subject, DiscardNewPerSubject): the server
+// alone decides, so the cap holds however many processes take at once.
+// Lowering the limit keeps the slots taken (the server drops none); takes
+// are refused until enough jobs end.
+func (n Namespace) RunningStreamConfig(level, name string, limit int, o Options) jetstream.StreamConfig {
+	o = o.WithDefaults()
+	desc := "Pollux running slots of the global level"
+	if level != LevelGlobal {
+		desc = "Pollux running slots of " + level + " " + name
+	}
+	return jetstream.StreamConfig{
+		Name:                 n.RunningStream(level, name),
+		Description:          desc,
+		Subjects:             []string{n.Running(Scope(level, name), "*")},
+		Retention:            jetstream.LimitsPolicy,
+		Storage:              o.storage(),
+		Replicas:             o.Replicas,
+		MaxMsgs:              int64(limit),
+		MaxMsgsPerSubject:    1,
+		Discard:              jetstream.DiscardNew,
+		DiscardNewPerSubject: true,
+		MaxMsgSize:           1 << 10,
+	}
+}
+
 // WebhookConsumerConfig is the durable consumer that applies verified
 // webhook deliveries to job state.
 func (n Namespace) WebhookConsumerConfig(o Options) jetstream.ConsumerConfig {
@@ -423,6 +452,7 @@ func reconcileStream(have, want jetstream.StreamConfig) (jetstream.StreamConfig,
 	upd.MaxAge = want.MaxAge
 	upd.MaxBytes = cmp.Or(want.MaxBytes, -1)
 	upd.MaxMsgSize = cmp.Or(want.MaxMsgSize, -1)
+	upd.MaxMsgs = cmp.Or(want.MaxMsgs, -1)
 	upd.Replicas = want.Replicas
 	upd.Description = want.Description
 	upd.DiscardNewPerSubject = want.DiscardNewPerSubject
@@ -430,7 +460,7 @@ func reconcileStream(have, want jetstream.StreamConfig) (jetstream.StreamConfig,
 		upd.Duplicates = want.Duplicates
 	}
 	changed := upd.MaxAge != have.MaxAge || upd.MaxBytes != have.MaxBytes ||
-		upd.MaxMsgSize != have.MaxMsgSize || upd.Replicas != have.Replicas ||
+		upd.MaxMsgSize != have.MaxMsgSize || upd.MaxMsgs != have.MaxMsgs || upd.Replicas != have.Replicas ||
 		upd.Duplicates != have.Duplicates || upd.Description != have.Description ||
 		upd.DiscardNewPerSubject != have.DiscardNewPerSubject
 	return upd, changed

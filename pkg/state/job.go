@@ -123,6 +123,14 @@ type Job struct {
 	// may not have landed (its answer was lost) knows its own by it.
 	AttemptedAt time.Time `json:"attempted_at,omitzero"`
 	AttemptID   string    `json:"attempt_id,omitempty"`
+	// Slots are the budget scopes whose running slots the job holds,
+	// taken before its create call. The write that ends the job clears
+	// them, and its writer frees the slots.
+	Slots []string `json:"slots,omitempty"`
+	// WaitingFor names the budget level ("account x") whose running slots
+	// were all taken when the job last tried to start; it waits in
+	// JetStream for one to come free. Cleared when its create call starts.
+	WaitingFor string `json:"waiting_for,omitempty"`
 
 	// CreatedAt is when Pollux accepted the job.
 	CreatedAt time.Time `json:"created_at"`

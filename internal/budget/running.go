@@ -1,0 +1,229 @@
+package budget
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/state"
+)
+
+// Running slots cap the jobs a level has running at the provider: jobs
+// created there and not yet ended. A slot is a message on a stream of the
+// level's own (events.RunningStreamConfig), on the subject of its job, and
+// the stream holds at most the level's cap of them: the server refuses a
+// take past the cap, and a second take by the same job, so the cap holds
+// across the fleet with one publish per take.
+//
+// A submission takes its slots just before its create call (the job's
+// record then names them, state.Job.Slots) and waits in JetStream while a
+// level is full. The write that ends the job clears Slots, and its writer
+// releases them (purging the job's subject, which a second time does
+// nothing). A process that dies between the end and the release, or
+// between a take and the write that records it, leaves a slot no job
+// holds: Repair, run by every ingest process every RepairInterval, finds
+// and frees it.
+
+// RepairGrace is how old a slot whose job does not name it must be before
+// Repair frees it, by default: the take happens just before the write
+// that records it, and this is far longer than that takes.
+const RepairGrace = 2 * time.Minute
+
+// Running is one level's running slots.
+type Running struct {
+	level  Level
+	js     jetstream.JetStream
+	ns     events.Namespace
+	stream jetstream.Stream
+}
+
+// EnsureRunning sets up the running slots of level l (its cap l.Running,
+// changed live on any process's start: a lower cap keeps the slots taken
+// and refuses takes until enough jobs end).
+func EnsureRunning(ctx context.Context, js jetstream.JetStream, ns events.Namespace, l Level, o events.Options) (*Running, error) {
+	s, err := events.EnsureStream(ctx, js, ns.RunningStreamConfig(l.Level, l.Name, l.Running, o))
+	if err != nil {
+		return nil, fmt.Errorf("running slots of %s: %w", l, err)
+	}
+	return &Running{level: l, js: js, ns: ns, stream: s}, nil
+}
+
+// Level is the level whose slots these are.
+func (r *Running) Level() Level { return r.level }
+
+// take takes job's slot: false when the level is full. A job that holds
+// its slot already gets it again.
+func (r *Running) take(ctx context.Context, job string) (bool, error) {
+	_, err := r.js.Publish(ctx, r.ns.Running(r.level.Scope(), job), nil)
+	switch {
+	case err == nil:
+		return true, nil
+	case events.IsAPIError(err, events.CodeStoreFailed):
+		// "maximum messages per subject exceeded": the job's slot is
+		// there; "maximum messages exceeded": the level is full.
+		var apiErr *jetstream.APIError
+		return errors.As(err, &apiErr) && strings.Contains(apiErr.Description, "per subject"), nil
+	}
+	return false, fmt.Errorf("take a running slot of %s: %w", r.level, err)
+}
+
+// InUse is how many of the level's slots are taken.
+func (r *Running) InUse(ctx context.Context) (int, error) {
+	info, err := r.stream.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("running slots of %s: %w", r.level, err)
+	}
+	return int(info.State.Msgs), nil
+}
+
+// Slots are the running slots a route's submissions take, narrowest level
+// first. Nil caps nothing.
+type Slots []*Running
+
+// Take takes job's slot at every level whose scope is not in have (the
+// slots its record names already) and returns the scopes it holds then.
+// When a level is full it releases what it took and returns full, the
+// level that is full; the job waits.
+func (s Slots) Take(ctx context.Context, job string, have []string) (held []string, full *Running, err error) {
+	held = slices.Clone(have)
+	var took []*Running
+	undo := func() {
+		for _, r := range took {
+			_ = r.release(context.WithoutCancel(ctx), job)
+		}
+	}
+	for _, r := range s {
+		if slices.Contains(have, r.level.Scope()) {
+			continue
+		}
+		ok, err := r.take(ctx, job)
+		if err != nil || !ok {
+			undo()
+			if err != nil {
+				return have, nil, err
+			}
+			return have, r, nil
+		}
+		took = append(took, r)
+		held = append(held, r.level.Scope())
+	}
+	return held, nil, nil
+}
+
+// Free frees job's slots at the levels whose scope is not in keep.
+func (s Slots) Free(ctx context.Context, job string, keep []string) error {
+	var errs []error
+	for _, r := range s {
+		if !slices.Contains(keep, r.level.Scope()) {
+			errs = append(errs, r.release(ctx, job))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (r *Running) release(ctx context.Context, job string) error {
+	return r.stream.Purge(ctx, jetstream.WithPurgeSubject(r.ns.Running(r.level.Scope(), job)))
+}
+
+// Repair frees the level's slots that no job holds: slots of jobs that
+// ended (their end was written, their release was not), that do not exist,
+// or whose record does not name the slot (a take whose write never
+// landed), the last two once older than grace (RepairGrace when 0). get
+// reads a job's record (state.ErrNotFound when there is none). It returns
+// how many slots it freed; any process may run it at any time.
+func (r *Running) Repair(ctx context.Context, get func(context.Context, string) (*state.Job, error), now time.Time, grace time.Duration) (int, error) {
+	grace = cmp.Or(grace, RepairGrace)
+	scope := r.level.Scope()
+	info, err := r.stream.Info(ctx, jetstream.WithSubjectFilter(r.ns.Running(scope, "*")))
+	if err != nil {
+		return 0, fmt.Errorf("running slots of %s: %w", r.level, err)
+	}
+	freed := 0
+	for subject := range info.State.Subjects {
+		job := r.ns.RunningJob(subject)
+		j, err := get(ctx, job)
+		if err != nil && !errors.Is(err, state.ErrNotFound) {
+			return freed, fmt.Errorf("repair running slots of %s: %w", r.level, err)
+		}
+		if j != nil && !j.State.Terminal() && slices.Contains(j.Slots, scope) {
+			continue // held
+		}
+		if j == nil || !j.State.Terminal() {
+			m, err := r.stream.GetLastMsgForSubject(ctx, subject)
+			if errors.Is(err, jetstream.ErrMsgNotFound) {
+				continue // released meanwhile
+			}
+			if err != nil {
+				return freed, fmt.Errorf("repair running slots of %s: %w", r.level, err)
+			}
+			if now.Sub(m.Time) < grace {
+				continue // being taken: its write is under way
+			}
+		}
+		if err := r.release(ctx, job); err != nil {
+			return freed, fmt.Errorf("repair running slots of %s: %w", r.level, err)
+		}
+		freed++
+	}
+	return freed, nil
+}
+
+// Releaser frees the running slots of jobs that ended, by the scopes their
+// records named. It finds each level's stream by its scope, once.
+type Releaser struct {
+	js jetstream.JetStream
+	ns events.Namespace
+
+	mu      sync.Mutex
+	streams map[string]jetstream.Stream
+}
+
+// NewReleaser returns a releaser for the namespace's running slots.
+func NewReleaser(js jetstream.JetStream, ns events.Namespace) *Releaser {
+	return &Releaser{js: js, ns: ns, streams: map[string]jetstream.Stream{}}
+}
+
+// Release frees job's slots in scopes. Releasing a slot twice, or one the
+// job does not hold, does nothing; a level whose stream is gone (its cap
+// removed) has nothing to free.
+func (r *Releaser) Release(ctx context.Context, job string, scopes []string) error {
+	var errs []error
+	for _, scope := range scopes {
+		s, err := r.stream(ctx, scope)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			continue
+		}
+		if err == nil {
+			err = s.Purge(ctx, jetstream.WithPurgeSubject(r.ns.Running(scope, job)))
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("release the running slot of job %s in %s: %w", job, scope, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (r *Releaser) stream(ctx context.Context, scope string) (jetstream.Stream, error) {
+	r.mu.Lock()
+	s, ok := r.streams[scope]
+	r.mu.Unlock()
+	if ok {
+		return s, nil
+	}
+	s, err := r.js.Stream(ctx, r.ns.RunningStream(events.ParseScope(scope)))
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	r.streams[scope] = s
+	r.mu.Unlock()
+	return s, nil
+}

@@ -1,0 +1,103 @@
+package e2e_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pollux-dev/pollux/pkg/events"
+)
+
+// TestRunningSlotsHoldAcrossTheFleet runs real binaries — two ingest and
+// two poller processes and the webhook receiver — over three routes that
+// reach one provider account with `running: 5`, and SIGKILLs them at
+// random moments while 300 jobs go through. The simulated provider, which
+// enforces no cap of its own here, never has more than 5 jobs running (its
+// ground truth), every job finishes, and once the fleet is idle every
+// running slot is free again: those a killed process left are repaired.
+func TestRunningSlotsHoldAcrossTheFleet(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs processes")
+	}
+	const running, perRoute = 5, 100
+	bin := binaries(t)
+	dir := t.TempDir()
+	natsURL, js := natsProcess(t, bin, dir)
+	tokenEnv := []string{"SIM_TOKEN=account-token"}
+	_, simAddr := simProcess(t, bin, dir, "sim", `
+time_scale: 50
+seed: 16
+latency: 2ms
+default: {queue_median: 1s, queue_sigma: 0.5, run_median: 8s, run_sigma: 0.5, fail_rate: 0.05}
+faults: {webhook_missing_rate: 0.3}
+`, tokenEnv, "SIM_TOKEN")
+
+	hookAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	routes := []string{"gen-a", "gen-b", "gen-c"}
+	var conf strings.Builder
+	fmt.Fprintf(&conf, `
+streams: {intake_ack_wait: 6s, check_ack_wait: 4s}
+running_repair: {interval: 2s, grace: 5s}
+accounts:
+  acct:
+    budgets: {running: %d}
+routes:
+`, running)
+	for _, r := range routes {
+		fmt.Fprintf(&conf, `  %s:
+    kind: replicate
+    account: acct
+    base_url: http://%s
+    token_env: SIM_TOKEN
+    webhook_url: http://%s/webhooks/%s
+    workers: {submit: 4, status: 8}
+    options: {idempotent: true}
+`, r, simAddr, hookAddr, r)
+	}
+	cfg := filepath.Join(dir, "pollux.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte(conf.String()), 0o600))
+	svcEnv := append(tokenEnv, "POLLUX_NATS_URL="+natsURL, "POLLUX_CONFIG="+cfg, "POLLUX_METRICS_ADDR=",
+		"POLLUX_TIME_SCALE=50", "POLLUX_WEBHOOK_ADDR="+hookAddr)
+	var n atomic.Int64
+	var sups []*supervisor
+	for _, name := range []string{"ingest-a", "ingest-b", "poller-a", "poller-b", "webhook"} {
+		path := filepath.Join(bin, strings.TrimSuffix(strings.TrimSuffix(name, "-a"), "-b"))
+		sups = append(sups, supervise(t, name, func() *proc { return launch(t, fmt.Sprintf("%s-%d", name, n.Add(1)), svcEnv, path) }))
+	}
+	log := followFleet(t, js)
+
+	var ids []string
+	for i := range perRoute {
+		for _, r := range routes {
+			key := fmt.Sprintf("run-%s-%04d", r, i)
+			ids = append(ids, events.KeyID(r, key))
+			msg, _ := json.Marshal(events.Submit{V: 1, IdempotencyKey: key, Model: "acct/model", Input: json.RawMessage(`{}`)})
+			_, err := js.Publish(context.Background(), events.Default.Submit(r), msg)
+			require.NoError(t, err)
+		}
+	}
+
+	stopKilling := killAtRandom(sups, rand.New(rand.NewPCG(16, 16)), 1500*time.Millisecond, 2*time.Second)
+	waitTerminal(t, js, log, ids, 240*time.Second)
+	kills := stopKilling()
+
+	st := simStats(t, "http://"+simAddr)
+	require.LessOrEqual(t, st.PeakRunning, running, "the provider never had more jobs running than the account's cap")
+	require.Equal(t, len(ids), st.IdempotencyKeys, "every job was created once")
+	stream, err := js.Stream(context.Background(), events.Default.RunningStream(events.LevelAccount, "acct"))
+	require.NoError(t, err)
+	waitFor(t, "every running slot free", 60*time.Second, func() bool {
+		info, err := stream.Info(context.Background())
+		return err == nil && info.State.Msgs == 0
+	})
+	t.Logf("%d jobs over 3 routes of one account, running cap %d: provider peak %d, %d kills", len(ids), running, st.PeakRunning, kills)
+}

@@ -1,0 +1,6 @@
+package route
+
+import "time"
+
+// SetNow sets the mirror's clock.
+func (p *Pauses) SetNow(now func() time.Time) { p.now = now }
