@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -48,10 +49,23 @@ type Leases struct {
 	Cap int `json:"cap"`
 }
 
+// Level is one shared budget level's sample (an account, the global
+// level): its leases by kind, and its running slots.
+type Level struct {
+	// Level names it: "account x", "global", "route y" (a route's own
+	// leases are in its Route sample; its running slots are here).
+	Level  string            `json:"level"`
+	Leases map[string]Leases `json:"leases,omitempty"`
+	// Running are the running slots taken (Out) and the cap.
+	Running *Leases `json:"running,omitempty"`
+}
+
 // Snapshot is the fleet at one moment.
 type Snapshot struct {
 	At     time.Time `json:"at"`
 	Routes []Route   `json:"routes"`
+	// Levels are the budget levels with shared leases or running slots.
+	Levels []Level `json:"levels,omitempty"`
 	// Webhooks counts stored deliveries not yet applied.
 	Webhooks uint64 `json:"webhooks_backlog"`
 	// Events and EventBytes are what the events stream holds.
@@ -77,6 +91,11 @@ func Take(ctx context.Context, ns events.Namespace, res *events.Resources, route
 		}
 		s.Routes = append(s.Routes, r)
 	}
+	levels, err := takeLevels(ctx, ns, res)
+	if err != nil {
+		return nil, err
+	}
+	s.Levels = levels
 	for _, st := range []struct {
 		s    jetstream.Stream
 		msgs *uint64
@@ -164,6 +183,75 @@ func takeRoute(ctx context.Context, ns events.Namespace, res *events.Resources, 
 		return r, err
 	}
 	return r, nil
+}
+
+// takeLevels samples the accounts' and the global level's leases (a
+// route's are in its own sample), and every level's running slots.
+func takeLevels(ctx context.Context, ns events.Namespace, res *events.Resources) ([]Level, error) {
+	byScope := map[string]*Level{}
+	level := func(scope string) *Level {
+		if l, ok := byScope[scope]; ok {
+			return l
+		}
+		lvl, name := events.ParseScope(scope)
+		l := &Level{Level: strings.TrimSpace(lvl + " " + name), Leases: map[string]Leases{}}
+		byScope[scope] = l
+		return l
+	}
+	names := res.Slots.ConsumerNames(ctx)
+	for name := range names.Name() {
+		scope, kind, ok := parseBudgetConsumer(name)
+		if !ok || !strings.Contains(scope, "~") {
+			continue
+		}
+		ci, err := consumerInfo(ctx, res.Slots, name)
+		if err != nil {
+			return nil, err
+		}
+		if ci != nil {
+			level(scope).Leases[kind] = Leases{Out: ci.NumAckPending, Cap: ci.Config.MaxAckPending}
+		}
+	}
+	if err := names.Err(); err != nil {
+		return nil, err
+	}
+	if res.JS != nil {
+		streams := res.JS.ListStreams(ctx, jetstream.WithStreamListSubject(ns.Running("*", "*")))
+		for info := range streams.Info() {
+			subj := info.Config.Subjects
+			if len(subj) != 1 {
+				continue
+			}
+			// <prefix>.running.<scope>.*
+			parts := strings.Split(subj[0], ".")
+			if len(parts) < 2 {
+				continue
+			}
+			l := level(parts[len(parts)-2])
+			l.Running = &Leases{Out: int(info.State.Msgs), Cap: int(info.Config.MaxMsgs)}
+		}
+		if err := streams.Err(); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]Level, 0, len(byScope))
+	for _, scope := range slices.Sorted(maps.Keys(byScope)) {
+		out = append(out, *byScope[scope])
+	}
+	return out, nil
+}
+
+// parseBudgetConsumer reads "budget-<scope>-<kind>" (Namespace.BudgetConsumer).
+func parseBudgetConsumer(name string) (scope, kind string, ok bool) {
+	rest, ok := strings.CutPrefix(name, "budget-")
+	if !ok {
+		return "", "", false
+	}
+	i := strings.LastIndexByte(rest, '-')
+	if i <= 0 {
+		return "", "", false
+	}
+	return rest[:i], rest[i+1:], true
 }
 
 // consumerInfo returns a consumer's info, nil when it does not exist.

@@ -82,3 +82,33 @@ pollux_route_paused{kind="rate_limit",route="r"} 1
 	cancel()
 	require.NoError(t, <-done)
 }
+
+// The census shows the shared levels' leases and every level's running
+// slots.
+func TestTakeLevels(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, _, js := natstest.JetStream(t)
+	ns := events.Default
+	res, err := ns.Setup(ctx, js, events.Options{})
+	require.NoError(t, err)
+	p := budget.NewPool(js, ns, res.Slots, events.Options{})
+	defer p.Close()
+	levels := []budget.Level{
+		{Level: events.LevelAccount, Name: "acct", Submit: budget.Limit{Concurrency: 4}, Running: 3},
+		{Level: events.LevelRoute, Name: "r", Running: 2},
+	}
+	_, err = p.Calls(ctx, levels, events.SlotSubmit)
+	require.NoError(t, err)
+	slots, err := p.Running(ctx, levels)
+	require.NoError(t, err)
+	_, full, err := slots.Take(ctx, "j1", nil)
+	require.NoError(t, err)
+	require.Nil(t, full)
+	s, err := census.Take(ctx, ns, res, []string{})
+	require.NoError(t, err)
+	require.Equal(t, []census.Level{
+		{Level: "account acct", Leases: map[string]census.Leases{"submit": {Out: 0, Cap: 4}}, Running: &census.Leases{Out: 1, Cap: 3}},
+		{Level: "route r", Leases: map[string]census.Leases{}, Running: &census.Leases{Out: 1, Cap: 2}},
+	}, s.Levels)
+}

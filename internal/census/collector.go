@@ -60,6 +60,10 @@ var (
 	descCap      = prometheus.NewDesc("pollux_budget_leases_cap", "Budget cap, by route and kind.", []string{"route", "kind"}, nil)
 	descPaused   = prometheus.NewDesc("pollux_route_paused", "1 while a route is paused, by route and kind (rate_limit, auth).", []string{"route", "kind"}, nil)
 	descPauseFor = prometheus.NewDesc("pollux_route_pause_remaining_seconds", "Time left in a route's pause.", []string{"route"}, nil)
+	descLevelOut = prometheus.NewDesc("pollux_level_leases_out", "Budget leases out at a shared level (an account, global), by level and kind.", []string{"level", "kind"}, nil)
+	descLevelCap = prometheus.NewDesc("pollux_level_leases_cap", "Budget cap at a shared level, by level and kind.", []string{"level", "kind"}, nil)
+	descRunning  = prometheus.NewDesc("pollux_running_slots", "Running slots taken (jobs created at the provider and not yet ended), by budget level.", []string{"level"}, nil)
+	descRunCap   = prometheus.NewDesc("pollux_running_cap", "Running cap, by budget level.", []string{"level"}, nil)
 	descWebhooks = prometheus.NewDesc("pollux_webhooks_backlog", "Stored webhook deliveries not yet applied.", nil, nil)
 	descEvents   = prometheus.NewDesc("pollux_events_stored", "Events held in the events stream.", nil, nil)
 	descAge      = prometheus.NewDesc("pollux_census_age_seconds", "Age of the fleet census these gauges come from.", nil, nil)
@@ -68,7 +72,7 @@ var (
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descTracked, descBacklog, descOldest, descIntake, descLeases, descCap,
-		descPaused, descPauseFor, descWebhooks, descEvents, descAge} {
+		descLevelOut, descLevelCap, descRunning, descRunCap, descPaused, descPauseFor, descWebhooks, descEvents, descAge} {
 		ch <- d
 	}
 }
@@ -105,6 +109,16 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			left = max(time.Until(r.Pause.Until).Seconds(), 0)
 		}
 		g(descPauseFor, left, r.Route)
+	}
+	for _, l := range s.Levels {
+		for kind, ls := range l.Leases {
+			g(descLevelOut, float64(ls.Out), l.Level, kind)
+			g(descLevelCap, float64(ls.Cap), l.Level, kind)
+		}
+		if l.Running != nil {
+			g(descRunning, float64(l.Running.Out), l.Level)
+			g(descRunCap, float64(l.Running.Cap), l.Level)
+		}
 	}
 	g(descWebhooks, float64(s.Webhooks))
 	g(descEvents, float64(s.Events))

@@ -273,6 +273,9 @@ func (n Namespace) WebhookConsumerConfig(o Options) jetstream.ConsumerConfig {
 type Resources struct {
 	Intake, Checks, Webhooks, Slots, Events jetstream.Stream
 	Jobs, Routes, Stats, Deliveries         jetstream.KeyValue
+	// JS is the JetStream they were found in (the running-slot streams,
+	// one per capped budget level, are looked up through it).
+	JS jetstream.JetStream
 }
 
 // Setup creates or updates every stream and bucket of the namespace. It is
@@ -325,7 +328,7 @@ func forming(err error) bool {
 }
 
 func (n Namespace) setup(ctx context.Context, js jetstream.JetStream, o Options) (*Resources, error) {
-	var r Resources
+	r := Resources{JS: js}
 	streams := n.Streams(o)
 	dst := []*jetstream.Stream{&r.Intake, &r.Checks, &r.Webhooks, &r.Slots, &r.Events}
 	for i, cfg := range streams {
@@ -349,7 +352,7 @@ func (n Namespace) setup(ctx context.Context, js jetstream.JetStream, o Options)
 // Open looks up the namespace's streams and buckets without creating or
 // changing anything: for tools that only read.
 func (n Namespace) Open(ctx context.Context, js jetstream.JetStream) (*Resources, error) {
-	var r Resources
+	r := Resources{JS: js}
 	dst := []*jetstream.Stream{&r.Intake, &r.Checks, &r.Webhooks, &r.Slots, &r.Events}
 	for i, cfg := range n.Streams(Options{}) {
 		s, err := js.Stream(ctx, cfg.Name)
