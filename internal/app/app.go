@@ -86,11 +86,26 @@ func (e *Env) RouteNames() []string {
 	return names
 }
 
+// Scopes are the budget scopes of the process's routes that limit
+// anything: shared leases or running slots.
+func (e *Env) Scopes() []string {
+	var out []string
+	for _, name := range e.RouteNames() {
+		for _, l := range e.Routes[name].Levels {
+			limits := l.Running > 0 || !l.Submit.IsZero() || !l.Status.IsZero()
+			if limits && !slices.Contains(out, l.Scope()) {
+				out = append(out, l.Scope())
+			}
+		}
+	}
+	return out
+}
+
 // RunCensus exports the fleet census (see package census) as gauges on the
 // process's metrics, refreshed every 15 s, until ctx ends.
 func (e *Env) RunCensus(ctx context.Context) error {
 	c := census.NewCollector(func(ctx context.Context) (*census.Snapshot, error) {
-		return census.Take(ctx, e.NS, e.Res, e.RouteNames())
+		return census.Take(ctx, e.NS, e.Res, e.RouteNames(), e.Scopes()...)
 	}, 15*time.Second, e.Log)
 	if err := e.Metrics.Registry().Register(c); err != nil {
 		return fmt.Errorf("census metrics: %w", err)

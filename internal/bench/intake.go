@@ -16,8 +16,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/pollux-dev/pollux/internal/budget"
 	"github.com/pollux-dev/pollux/internal/config"
 	"github.com/pollux-dev/pollux/internal/ingest"
+	"github.com/pollux-dev/pollux/internal/route"
 	"github.com/pollux-dev/pollux/internal/webhook"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/provider"
@@ -40,59 +42,149 @@ func (r *runner) ingest(ctx context.Context) error {
 			return err
 		}
 		r.progress("  %.0f/s, server CPU %.0f µs each", raw.perSecond, raw.cpuPer)
-		rg, err := openRig(ctx, nc, config.Streams{}, config.Route{Workers: config.Workers{Submit: submitWorkers}}, instant{})
-		if err != nil {
-			return err
-		}
-		defer func() { _ = rg.close() }()
 		n := 4 * r.cfg.Jobs
-		r.progress("publishing %d submissions", n)
-		w := &pubWindow{js: rg.env.JS}
-		for i := range n {
-			b, err := json.Marshal(events.Submit{V: events.Version, IdempotencyKey: fmt.Sprintf("bench-%07d", i), Model: "bench/model", Input: json.RawMessage(`{}`)})
-			if err != nil {
-				return err
-			}
-			if err := w.publish(ctx, rg.env.NS.Submit(benchRoute), b); err != nil {
-				return err
-			}
-		}
-		if err := w.flush(ctx); err != nil {
-			return err
-		}
-		var done, bad atomic.Int64
-		m := rg.env.Metrics.Ingest()
-		observe := m.Submission
-		m.Submission = func(route, kind, outcome string) {
-			observe(route, kind, outcome)
-			if outcome == "submitted" {
-				done.Add(1)
-			} else {
-				bad.Add(1)
-			}
-		}
-		svc, err := ingest.New(ingest.Config{Routes: rg.env.Routes, Options: rg.env.Options(), Metrics: m},
-			rg.env.JS, rg.env.NS, rg.env.Res, rg.env.Jobs, rg.env.Pauses)
+		plain, _, err := r.submissions(ctx, s, nc, n, "", nil)
 		if err != nil {
 			return err
 		}
-		rg.g.Go(func() error { return svc.Run(rg.ctx) })
-		r.progress("ingest with %d submit workers, instant provider", submitWorkers)
-		got, err := between(ctx, done.Load, int64(n/10), int64(n*9/10), 5*time.Minute, s)
-		if err != nil {
-			return err
-		}
-		if b := bad.Load(); b > 0 {
-			return fmt.Errorf("%d submissions were not submitted", b)
-		}
-		r.progress("  %.0f/s, server CPU %.0f µs each", got.perSecond, got.cpuPer)
-		r.report.add(Row{Group: "ingest", Name: "submissions/s through ingest (dedupe + create + submit + arm)", Value: got.perSecond, Unit: "/s",
+		r.report.add(Row{Group: "ingest", Name: "submissions/s through ingest (dedupe + create + submit + arm)", Value: plain.perSecond, Unit: "/s",
 			Reference: raw.perSecond, Note: fmt.Sprintf("%d workers, instant provider; reference: raw KV Create at the same concurrency", submitWorkers)}).
 			atLeast(0.25, true, "≥ 0.25 of raw")
-		r.report.add(Row{Group: "ingest", Name: "server CPU per submission", Value: got.cpuPer, Unit: "µs", Reference: raw.cpuPer,
+		r.report.add(Row{Group: "ingest", Name: "server CPU per submission", Value: plain.cpuPer, Unit: "µs", Reference: raw.cpuPer,
 			Note: "reference: per raw KV Create"})
+
+		// A running cap the run never reaches: every job takes a slot,
+		// and then frees it (as its end would), measured apart.
+		capped, release, err := r.submissions(ctx, s, nc, n, "running slots", func(rt *route.Route) {
+			rt.Levels = []budget.Level{{Level: events.LevelAccount, Name: "bench", Running: config.MaxRunning}, rt.Levels[0]}
+		})
+		if err != nil {
+			return err
+		}
+		perJob := capped.cpuPer + release
+		r.report.add(Row{Group: "ingest", Name: "cost a running slot adds per job (server CPU: take at submit + free at the end)",
+			Value: (perJob/plain.cpuPer - 1) * 100, Unit: "%",
+			Note: fmt.Sprintf("%.0f µs per job against %.0f µs without a cap, same run: the take adds %.0f µs to the submission, the free costs %.0f µs",
+				perJob, plain.cpuPer, capped.cpuPer-plain.cpuPer, release)}).
+			atMost(20, "< 20%")
+
+		three := budget.Limit{Concurrency: submitWorkers}
+		levels, _, err := r.submissions(ctx, s, nc, n, "three budget levels", func(rt *route.Route) {
+			rt.Levels = []budget.Level{
+				{Level: events.LevelGlobal, Submit: three},
+				{Level: events.LevelAccount, Name: "bench", Submit: three},
+				{Level: events.LevelRoute, Name: rt.Name, Submit: three},
+			}
+		})
+		if err != nil {
+			return err
+		}
+		r.report.add(Row{Group: "ingest", Name: "submissions/s with submit budgets at three levels (global, account, route)", Value: levels.perSecond, Unit: "/s",
+			Reference: plain.perSecond, Note: fmt.Sprintf("concurrency %d at each level; server CPU %.0f µs per submission; reference: no budget, same run", submitWorkers, levels.cpuPer)})
 		return r.writes(ctx, nc)
 	})
+}
+
+// submissions runs ingest over n submissions (with its route changed by
+// tune, when set) and returns how fast they went through and the server's
+// CPU per submission; with running slots, it then frees every job's slot
+// and returns the server's CPU per free.
+func (r *runner) submissions(ctx context.Context, s *server, nc *nats.Conn, n int, what string, tune func(*route.Route)) (rate, float64, error) {
+	rg, err := openRig(ctx, nc, config.Streams{}, config.Route{Workers: config.Workers{Submit: submitWorkers}}, instant{})
+	if err != nil {
+		return rate{}, 0, err
+	}
+	defer func() { _ = rg.close() }()
+	if tune != nil {
+		tune(rg.route)
+	}
+	r.progress("publishing %d submissions", n)
+	w := &pubWindow{js: rg.env.JS}
+	ids := make([]string, n)
+	for i := range n {
+		key := fmt.Sprintf("bench-%07d", i)
+		ids[i] = events.KeyID(benchRoute, key)
+		b, err := json.Marshal(events.Submit{V: events.Version, IdempotencyKey: key, Model: "bench/model", Input: json.RawMessage(`{}`)})
+		if err != nil {
+			return rate{}, 0, err
+		}
+		if err := w.publish(ctx, rg.env.NS.Submit(benchRoute), b); err != nil {
+			return rate{}, 0, err
+		}
+	}
+	if err := w.flush(ctx); err != nil {
+		return rate{}, 0, err
+	}
+	var done, bad atomic.Int64
+	m := rg.env.Metrics.Ingest()
+	observe := m.Submission
+	m.Submission = func(route, kind, outcome string) {
+		observe(route, kind, outcome)
+		if outcome == "submitted" {
+			done.Add(1)
+		} else {
+			bad.Add(1)
+		}
+	}
+	svc, err := ingest.New(ingest.Config{Routes: rg.env.Routes, Options: rg.env.Options(), Metrics: m},
+		rg.env.JS, rg.env.NS, rg.env.Res, rg.env.Jobs, rg.env.Pauses)
+	if err != nil {
+		return rate{}, 0, err
+	}
+	rg.g.Go(func() error { return svc.Run(rg.ctx) })
+	label := "ingest"
+	if what != "" {
+		label += " with " + what
+	}
+	r.progress("%s, %d submit workers, instant provider", label, submitWorkers)
+	got, err := between(ctx, done.Load, int64(n/10), int64(n*9/10), 5*time.Minute, s)
+	if err != nil {
+		return rate{}, 0, err
+	}
+	if b := bad.Load(); b > 0 {
+		return rate{}, 0, fmt.Errorf("%d submissions were not submitted", b)
+	}
+	r.progress("  %.0f/s, server CPU %.0f µs each", got.perSecond, got.cpuPer)
+	if _, err := between(ctx, done.Load, int64(n), int64(n), 5*time.Minute, s); err != nil {
+		return rate{}, 0, err
+	}
+	var scopes []string
+	for _, l := range rg.route.Levels {
+		if l.Running > 0 {
+			scopes = append(scopes, l.Scope())
+		}
+	}
+	if len(scopes) == 0 {
+		return got, 0, nil
+	}
+	rel := budget.NewReleaser(rg.env.JS, rg.env.NS)
+	u0, err := s.usage()
+	if err != nil {
+		return rate{}, 0, err
+	}
+	var wg sync.WaitGroup
+	var next atomic.Int64
+	var firstErr atomic.Value
+	for range submitWorkers {
+		wg.Go(func() {
+			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+				if err := rel.Release(ctx, ids[i], scopes); err != nil {
+					firstErr.CompareAndSwap(nil, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	u1, err := s.usage()
+	if err != nil {
+		return rate{}, 0, err
+	}
+	if err, _ := firstErr.Load().(error); err != nil {
+		return rate{}, 0, err
+	}
+	free := float64((u1.CPU - u0.CPU).Microseconds()) / float64(n)
+	r.progress("  freeing a slot: server CPU %.0f µs each", free)
+	return got, free, nil
 }
 
 // between returns how fast count went from lo to hi, per second, and the

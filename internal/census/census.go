@@ -74,8 +74,11 @@ type Snapshot struct {
 }
 
 // Take samples the fleet. With routes nil it finds the routes from the
-// pollers' consumers.
-func Take(ctx context.Context, ns events.Namespace, res *events.Resources, routes []string) (*Snapshot, error) {
+// pollers' consumers, and the budget levels from the budget consumers and
+// running-slot streams; with routes given, scopes names the budget levels
+// (events.Scope) to sample, so that a process allowed only its own
+// consumers and streams lists none.
+func Take(ctx context.Context, ns events.Namespace, res *events.Resources, routes []string, scopes ...string) (*Snapshot, error) {
 	now := time.Now()
 	if routes == nil {
 		var err error
@@ -91,7 +94,7 @@ func Take(ctx context.Context, ns events.Namespace, res *events.Resources, route
 		}
 		s.Routes = append(s.Routes, r)
 	}
-	levels, err := takeLevels(ctx, ns, res)
+	levels, err := takeLevels(ctx, ns, res, routes == nil, scopes)
 	if err != nil {
 		return nil, err
 	}
@@ -185,60 +188,83 @@ func takeRoute(ctx context.Context, ns events.Namespace, res *events.Resources, 
 	return r, nil
 }
 
-// takeLevels samples the accounts' and the global level's leases (a
-// route's are in its own sample), and every level's running slots.
-func takeLevels(ctx context.Context, ns events.Namespace, res *events.Resources) ([]Level, error) {
-	byScope := map[string]*Level{}
-	level := func(scope string) *Level {
-		if l, ok := byScope[scope]; ok {
-			return l
+// takeLevels samples the budget levels of scopes (discover: and of every
+// level found in the slots stream's consumers and the running-slot
+// streams): an account's and the global level's leases (a route's are in
+// its own sample), and every level's running slots.
+func takeLevels(ctx context.Context, ns events.Namespace, res *events.Resources, discover bool, scopes []string) ([]Level, error) {
+	scopes = slices.Clone(scopes)
+	add := func(scope string) {
+		if !slices.Contains(scopes, scope) {
+			scopes = append(scopes, scope)
 		}
+	}
+	if discover {
+		names := res.Slots.ConsumerNames(ctx)
+		for name := range names.Name() {
+			if scope, _, ok := parseBudgetConsumer(name); ok && strings.Contains(scope, "~") {
+				add(scope)
+			}
+		}
+		if err := names.Err(); err != nil {
+			return nil, err
+		}
+		if res.JS != nil {
+			streams := res.JS.StreamNames(ctx, jetstream.WithStreamListSubject(ns.Running("*", "*")))
+			for name := range streams.Name() {
+				if scope, ok := scopeOf(ns, name); ok {
+					add(scope)
+				}
+			}
+			if err := streams.Err(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	out := make([]Level, 0, len(scopes))
+	slices.Sort(scopes)
+	for _, scope := range scopes {
 		lvl, name := events.ParseScope(scope)
-		l := &Level{Level: strings.TrimSpace(lvl + " " + name), Leases: map[string]Leases{}}
-		byScope[scope] = l
-		return l
-	}
-	names := res.Slots.ConsumerNames(ctx)
-	for name := range names.Name() {
-		scope, kind, ok := parseBudgetConsumer(name)
-		if !ok || !strings.Contains(scope, "~") {
-			continue
-		}
-		ci, err := consumerInfo(ctx, res.Slots, name)
-		if err != nil {
-			return nil, err
-		}
-		if ci != nil {
-			level(scope).Leases[kind] = Leases{Out: ci.NumAckPending, Cap: ci.Config.MaxAckPending}
-		}
-	}
-	if err := names.Err(); err != nil {
-		return nil, err
-	}
-	if res.JS != nil {
-		streams := res.JS.ListStreams(ctx, jetstream.WithStreamListSubject(ns.Running("*", "*")))
-		for info := range streams.Info() {
-			subj := info.Config.Subjects
-			if len(subj) != 1 {
-				continue
+		l := Level{Level: strings.TrimSpace(lvl + " " + name), Leases: map[string]Leases{}}
+		if lvl != events.LevelRoute {
+			for _, kind := range []string{events.SlotSubmit, events.SlotStatus} {
+				ci, err := consumerInfo(ctx, res.Slots, ns.BudgetConsumer(scope, kind))
+				if err != nil {
+					return nil, err
+				}
+				if ci != nil {
+					l.Leases[kind] = Leases{Out: ci.NumAckPending, Cap: ci.Config.MaxAckPending}
+				}
 			}
-			// <prefix>.running.<scope>.*
-			parts := strings.Split(subj[0], ".")
-			if len(parts) < 2 {
-				continue
+		}
+		if res.JS != nil {
+			st, err := res.JS.Stream(ctx, ns.RunningStream(lvl, name))
+			switch {
+			case err == nil:
+				info := st.CachedInfo()
+				l.Running = &Leases{Out: int(info.State.Msgs), Cap: int(info.Config.MaxMsgs)}
+			case !errors.Is(err, jetstream.ErrStreamNotFound):
+				return nil, err
 			}
-			l := level(parts[len(parts)-2])
-			l.Running = &Leases{Out: int(info.State.Msgs), Cap: int(info.Config.MaxMsgs)}
 		}
-		if err := streams.Err(); err != nil {
-			return nil, err
+		if len(l.Leases) > 0 || l.Running != nil {
+			out = append(out, l)
 		}
-	}
-	out := make([]Level, 0, len(byScope))
-	for _, scope := range slices.Sorted(maps.Keys(byScope)) {
-		out = append(out, *byScope[scope])
 	}
 	return out, nil
+}
+
+// scopeOf returns the scope of a running-slot stream's name.
+func scopeOf(ns events.Namespace, name string) (string, bool) {
+	if name == ns.RunningStream(events.LevelGlobal, "") {
+		return events.Scope(events.LevelGlobal, ""), true
+	}
+	for _, lvl := range []string{events.LevelAccount, events.LevelRoute} {
+		if rest, ok := strings.CutPrefix(name, ns.RunningStream(lvl, "")); ok && rest != "" {
+			return events.Scope(lvl, rest), true
+		}
+	}
+	return "", false
 }
 
 // parseBudgetConsumer reads "budget-<scope>-<kind>" (Namespace.BudgetConsumer).

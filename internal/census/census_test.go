@@ -105,10 +105,14 @@ func TestTakeLevels(t *testing.T) {
 	_, full, err := slots.Take(ctx, "j1", nil)
 	require.NoError(t, err)
 	require.Nil(t, full)
-	s, err := census.Take(ctx, ns, res, []string{})
-	require.NoError(t, err)
-	require.Equal(t, []census.Level{
+	want := []census.Level{
 		{Level: "account acct", Leases: map[string]census.Leases{"submit": {Out: 0, Cap: 4}}, Running: &census.Leases{Out: 1, Cap: 3}},
 		{Level: "route r", Leases: map[string]census.Leases{}, Running: &census.Leases{Out: 1, Cap: 2}},
-	}, s.Levels)
+	}
+	s, err := census.Take(ctx, ns, res, []string{}, "account~acct", "r")
+	require.NoError(t, err)
+	require.Equal(t, want, s.Levels, "the scopes named")
+	s, err = census.Take(ctx, ns, res, nil)
+	require.NoError(t, err)
+	require.Equal(t, want, s.Levels, "found from the streams")
 }
