@@ -86,15 +86,17 @@ func (e *Env) RouteNames() []string {
 	return names
 }
 
-// Scopes are the budget scopes of the process's routes that limit
-// anything: shared leases or running slots.
-func (e *Env) Scopes() []string {
-	var out []string
+// Levels are the budget levels of the process's routes that limit
+// anything (shared leases or running slots), for the census.
+func (e *Env) Levels() []census.Want {
+	var out []census.Want
+	seen := map[string]bool{}
 	for _, name := range e.RouteNames() {
 		for _, l := range e.Routes[name].Levels {
 			limits := l.Running > 0 || !l.Submit.IsZero() || !l.Status.IsZero()
-			if limits && !slices.Contains(out, l.Scope()) {
-				out = append(out, l.Scope())
+			if limits && !seen[l.Scope()] {
+				seen[l.Scope()] = true
+				out = append(out, census.Want{Scope: l.Scope(), Running: l.Running > 0})
 			}
 		}
 	}
@@ -105,7 +107,7 @@ func (e *Env) Scopes() []string {
 // process's metrics, refreshed every 15 s, until ctx ends.
 func (e *Env) RunCensus(ctx context.Context) error {
 	c := census.NewCollector(func(ctx context.Context) (*census.Snapshot, error) {
-		return census.Take(ctx, e.NS, e.Res, e.RouteNames(), e.Scopes()...)
+		return census.Take(ctx, e.NS, e.Res, e.RouteNames(), e.Levels()...)
 	}, 15*time.Second, e.Log)
 	if err := e.Metrics.Registry().Register(c); err != nil {
 		return fmt.Errorf("census metrics: %w", err)

@@ -43,6 +43,13 @@ type Route struct {
 	Pause *route.Pause `json:"pause,omitempty"`
 }
 
+// Want is a budget level to sample: its scope (events.Scope), and whether
+// it caps running jobs (it has a running-slot stream then).
+type Want struct {
+	Scope   string
+	Running bool
+}
+
 // Leases are a budget's leases out (in calls or resting) and its cap.
 type Leases struct {
 	Out int `json:"out"`
@@ -75,10 +82,10 @@ type Snapshot struct {
 
 // Take samples the fleet. With routes nil it finds the routes from the
 // pollers' consumers, and the budget levels from the budget consumers and
-// running-slot streams; with routes given, scopes names the budget levels
-// (events.Scope) to sample, so that a process allowed only its own
-// consumers and streams lists none.
-func Take(ctx context.Context, ns events.Namespace, res *events.Resources, routes []string, scopes ...string) (*Snapshot, error) {
+// running-slot streams; with routes given, want names the budget levels
+// to sample, so that a process allowed only its own consumers and streams
+// lists none.
+func Take(ctx context.Context, ns events.Namespace, res *events.Resources, routes []string, want ...Want) (*Snapshot, error) {
 	now := time.Now()
 	if routes == nil {
 		var err error
@@ -94,7 +101,7 @@ func Take(ctx context.Context, ns events.Namespace, res *events.Resources, route
 		}
 		s.Routes = append(s.Routes, r)
 	}
-	levels, err := takeLevels(ctx, ns, res, routes == nil, scopes)
+	levels, err := takeLevels(ctx, ns, res, routes == nil, want)
 	if err != nil {
 		return nil, err
 	}
@@ -192,18 +199,23 @@ func takeRoute(ctx context.Context, ns events.Namespace, res *events.Resources, 
 // level found in the slots stream's consumers and the running-slot
 // streams): an account's and the global level's leases (a route's are in
 // its own sample), and every level's running slots.
-func takeLevels(ctx context.Context, ns events.Namespace, res *events.Resources, discover bool, scopes []string) ([]Level, error) {
-	scopes = slices.Clone(scopes)
-	add := func(scope string) {
+func takeLevels(ctx context.Context, ns events.Namespace, res *events.Resources, discover bool, want []Want) ([]Level, error) {
+	running := map[string]bool{}
+	var scopes []string
+	add := func(scope string, capped bool) {
 		if !slices.Contains(scopes, scope) {
 			scopes = append(scopes, scope)
 		}
+		running[scope] = running[scope] || capped
+	}
+	for _, w := range want {
+		add(w.Scope, w.Running)
 	}
 	if discover {
 		names := res.Slots.ConsumerNames(ctx)
 		for name := range names.Name() {
 			if scope, _, ok := parseBudgetConsumer(name); ok && strings.Contains(scope, "~") {
-				add(scope)
+				add(scope, false)
 			}
 		}
 		if err := names.Err(); err != nil {
@@ -213,7 +225,7 @@ func takeLevels(ctx context.Context, ns events.Namespace, res *events.Resources,
 			streams := res.JS.StreamNames(ctx, jetstream.WithStreamListSubject(ns.Running("*", "*")))
 			for name := range streams.Name() {
 				if scope, ok := scopeOf(ns, name); ok {
-					add(scope)
+					add(scope, true)
 				}
 			}
 			if err := streams.Err(); err != nil {
@@ -237,7 +249,7 @@ func takeLevels(ctx context.Context, ns events.Namespace, res *events.Resources,
 				}
 			}
 		}
-		if res.JS != nil {
+		if res.JS != nil && running[scope] {
 			st, err := res.JS.Stream(ctx, ns.RunningStream(lvl, name))
 			switch {
 			case err == nil:

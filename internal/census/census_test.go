@@ -109,7 +109,7 @@ func TestTakeLevels(t *testing.T) {
 		{Level: "account acct", Leases: map[string]census.Leases{"submit": {Out: 0, Cap: 4}}, Running: &census.Leases{Out: 1, Cap: 3}},
 		{Level: "route r", Leases: map[string]census.Leases{}, Running: &census.Leases{Out: 1, Cap: 2}},
 	}
-	s, err := census.Take(ctx, ns, res, []string{}, "account~acct", "r")
+	s, err := census.Take(ctx, ns, res, []string{}, census.Want{Scope: "account~acct", Running: true}, census.Want{Scope: "r", Running: true})
 	require.NoError(t, err)
 	require.Equal(t, want, s.Levels, "the scopes named")
 	s, err = census.Take(ctx, ns, res, nil)

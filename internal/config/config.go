@@ -59,6 +59,10 @@ type RunningRepair struct {
 type Account struct {
 	// Budgets are the account's limits.
 	Budgets Budgets `yaml:"budgets"`
+	// TenantWeights are the tenants' shares of the account's running slots
+	// when submissions wait for them (default 1 each; see
+	// Route.TenantKey).
+	TenantWeights map[string]float64 `yaml:"tenant_weights"`
 }
 
 // NATS is the connection to the NATS server. Use at most one way of
@@ -160,6 +164,13 @@ type Route struct {
 	// Account names the provider account the route spends (one of
 	// Config.Accounts); "" for a route whose only limits are its own.
 	Account string `yaml:"account"`
+	// TenantKey names the submission metadata key that carries its tenant:
+	// submissions waiting for running slots are admitted by weighted fair
+	// queueing across tenants, each tenant's in order ("": one tenant).
+	TenantKey string `yaml:"tenant_key"`
+	// TenantWeights are the tenants' shares when the route names no
+	// account (an account's routes share the account's weights).
+	TenantWeights map[string]float64 `yaml:"tenant_weights"`
 	// BaseURL overrides the provider's API URL.
 	BaseURL string `yaml:"base_url"`
 	// TokenEnv / TokenFile name where the API token is.
@@ -370,6 +381,9 @@ func (c *Config) Validate() error {
 		if err := c.Accounts[name].Budgets.validate(); err != nil {
 			return fmt.Errorf("accounts.%s.budgets: %w", name, err)
 		}
+		if err := validWeights(c.Accounts[name].TenantWeights); err != nil {
+			return fmt.Errorf("accounts.%s.tenant_weights: %w", name, err)
+		}
 	}
 	if len(c.Routes) == 0 {
 		return errors.New("routes: at least one route is required")
@@ -420,6 +434,12 @@ func (r Route) validate() error {
 		return errors.New("workers: must not be negative")
 	case r.Budgets.validate() != nil:
 		return fmt.Errorf("budgets: %w", r.Budgets.validate())
+	case len(r.TenantKey) > events.MaxMetadataKey:
+		return fmt.Errorf("tenant_key: longer than %d bytes", events.MaxMetadataKey)
+	case validWeights(r.TenantWeights) != nil:
+		return fmt.Errorf("tenant_weights: %w", validWeights(r.TenantWeights))
+	case r.Account != "" && len(r.TenantWeights) > 0:
+		return errors.New("tenant_weights: the route's account shares its weights (accounts.<name>.tenant_weights)")
 	case r.NotFoundLimit < 0:
 		return errors.New("not_found_limit: must not be negative")
 	case r.Partitions < 0 || r.Partitions > events.CheckSlots:
@@ -436,6 +456,15 @@ func (r Route) validate() error {
 		return fmt.Errorf("webhook_url: %q is not an http(s) URL", r.WebhookURL)
 	case r.WebhookMaxBody < 0:
 		return errors.New("webhook_max_body: must not be negative")
+	}
+	return nil
+}
+
+func validWeights(w map[string]float64) error {
+	for tenant, v := range w {
+		if !(v > 0 && v <= 1000) {
+			return fmt.Errorf("%s: %v is not in (0, 1000]", tenant, v)
+		}
 	}
 	return nil
 }

@@ -161,6 +161,7 @@ func TestLifecycleUnderFaults(t *testing.T) {
 	// Duplicates published last must not create anything either.
 	waitFor(t, "intake drained", 30*time.Second, func() bool { return e.streamMsgs(t, e.Env.Res.Intake) == 0 })
 
+	unsubmitted := 0 // jobs that expired before their create
 	t.Run("one terminal state per job, agreeing with the provider", func(t *testing.T) {
 		truth := map[string]sim.Prediction{}
 		for _, p := range e.Sim.Predictions() {
@@ -181,6 +182,12 @@ func TestLifecycleUnderFaults(t *testing.T) {
 				require.Equal(t, w.state, got, "job %s", id)
 			}
 			p, ok := truth[j.IdempotencyKey]
+			if !ok && got == state.Expired && j.RemoteID == "" && !j.SubmitInDoubt {
+				// Its 3 s deadline passed while rate limits held its create
+				// back: it expired without one.
+				unsubmitted++
+				continue
+			}
 			require.True(t, ok, "job %s was created at the provider", id)
 			require.Equal(t, p.ID, j.RemoteID)
 			switch got {
@@ -202,7 +209,7 @@ func TestLifecycleUnderFaults(t *testing.T) {
 		st := e.Sim.Stats()
 		t.Logf("sim: creates %d, status calls %d, 429s %d, 5xx %d, 404s %d, webhooks sent %d (missing %d, duplicated %d)",
 			st.Creates, st.StatusCalls, st.RateLimited, st.ServerErrors, st.NotFound, st.WebhooksSent, st.WebhooksMissing, st.WebhooksDuplicated)
-		require.Equal(t, len(jobs), st.IdempotencyKeys)
+		require.Equal(t, len(jobs)-unsubmitted, st.IdempotencyKeys, "every job created but those that expired before their create")
 		require.Equal(t, 0, st.DuplicateCreates)
 		require.Equal(t, 1, st.MaxCreatesPerKey)
 		require.Equal(t, 0, st.CallsBeforeRetryAfter)
@@ -216,6 +223,9 @@ func TestLifecycleUnderFaults(t *testing.T) {
 		for id, evs := range e.log.jobs() {
 			if _, ok := jobs[id]; !ok {
 				continue
+			}
+			if len(evs) == 1 && evs[0].Type == events.EventExpired {
+				continue // expired before it was submitted
 			}
 			require.Equal(t, events.EventSubmitted, evs[0].Type, "job %s starts with submitted", id)
 			for i, ev := range evs {

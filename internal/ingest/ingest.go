@@ -17,11 +17,11 @@ package ingest
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -105,10 +105,10 @@ type Service struct {
 	// up by Run.
 	pool    *budget.Pool
 	budgets map[string]*routeBudgets
-	// full is when each route last found a level's running slots all
-	// taken (Unix nanoseconds): its intake is held a moment, instead of
-	// every message trying in turn.
-	full map[string]*atomic.Int64
+	// queues are the admission queues of the capped routes, by queue
+	// name (route.Route.Queue); waiting is their tickets' stream.
+	queues  map[string]*queue
+	waiting jetstream.Stream
 }
 
 // routeBudgets are what a route's calls and jobs need a lease of: the
@@ -141,7 +141,7 @@ func New(cfg Config, js jetstream.JetStream, ns events.Namespace, res *events.Re
 // running.
 func (s *Service) Run(ctx context.Context) error {
 	s.pool = budget.NewPool(s.js, s.ns, s.res.Slots, s.cfg.Options)
-	s.budgets, s.full = map[string]*routeBudgets{}, map[string]*atomic.Int64{}
+	s.budgets, s.queues = map[string]*routeBudgets{}, map[string]*queue{}
 	defer s.pool.Close() // leases kept for reuse go back to the fleet now
 	consumers := map[string]jetstream.Consumer{}
 	for _, r := range s.cfg.Routes {
@@ -154,7 +154,7 @@ func (s *Service) Run(ctx context.Context) error {
 		g.Go(func() error {
 			return consume.Recreate(ctx, consumers[r.Name], s.ensure(r), consume.Options{
 				Workers: r.SubmitWorkers,
-				Hold:    func() time.Duration { return max(s.pauses.Hold(r), s.fullHold(r)) },
+				Hold:    func() time.Duration { return s.pauses.Hold(r) },
 				Stream:  s.res.Intake,
 				Sweep:   s.cfg.Sweep,
 				Swept:   s.cfg.Metrics.Orphans,
@@ -166,6 +166,9 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	g.Go(func() error { return s.sweep(ctx) })
 	g.Go(func() error { return s.repair(ctx) })
+	for _, q := range s.queues {
+		g.Go(func() error { return s.admitLoop(ctx, q) })
+	}
 	s.log.Info().Int("routes", len(s.cfg.Routes)).Msg("ingest running")
 	return g.Wait()
 }
@@ -185,7 +188,20 @@ func (s *Service) setup(ctx context.Context, r *route.Route, consumers map[strin
 	if b.running, err = s.pool.Running(sctx, r.Levels); err != nil {
 		return fmt.Errorf("route %s: %w", r.Name, err)
 	}
-	s.budgets[r.Name], s.full[r.Name] = &b, &atomic.Int64{}
+	s.budgets[r.Name] = &b
+	if r.Capped() {
+		if s.waiting == nil {
+			if s.waiting, err = events.EnsureStream(sctx, s.js, s.ns.WaitingStreamConfig(s.cfg.Options)); err != nil {
+				return fmt.Errorf("route %s: admission queue: %w", r.Name, err)
+			}
+		}
+		q := s.queues[r.Queue()]
+		if q == nil {
+			q = newQueue(r.Queue())
+			s.queues[r.Queue()] = q
+		}
+		q.add(r)
+	}
 	consumers[r.Name], err = s.ensure(r)(ctx)
 	return err
 }
@@ -229,7 +245,8 @@ func (s *Service) handle(ctx context.Context, r *route.Route, msg jetstream.Msg)
 	return out
 }
 
-// intake is one intake message being handled.
+// intake is one intake message being handled, or a job the admission
+// queue starts (queued: no message; seq is the job's own intake seq).
 type intake struct {
 	kind      string
 	routeName string
@@ -238,6 +255,7 @@ type intake struct {
 	seq       uint64
 	stored    time.Time
 	attempt   uint64
+	queued    bool
 }
 
 func (in intake) logger(log zerolog.Logger, jobID string) zerolog.Logger {
@@ -260,7 +278,10 @@ func (s *Service) backoff(in intake) time.Duration {
 
 // reject publishes a rejected event naming the problem; the message ends.
 func (s *Service) reject(ctx context.Context, in intake, jobID string, err error) (events.Outcome, string) {
-	rj := events.Rejection{Kind: in.kind, Subject: in.msg.Subject(), IntakeSeq: in.seq, Error: err.Error()}
+	rj := events.Rejection{Kind: in.kind, Subject: s.ns.Intake(in.kind, in.routeName), IntakeSeq: in.seq, Error: err.Error()}
+	if in.msg != nil {
+		rj.Subject = in.msg.Subject()
+	}
 	var fe *events.FieldError
 	if errors.As(err, &fe) {
 		rj.Field = fe.Field
@@ -318,15 +339,19 @@ func (s *Service) submit(ctx context.Context, in intake) (events.Outcome, string
 	// The record is created with its first attempt marked and its running
 	// slots named, right before the call: a slot must be free at every
 	// level, and the route free to call.
+	if q := s.queues[r.Queue()]; q != nil && q.busy() {
+		// Others wait for the slots: it queues behind them.
+		j.WaitingFor = "queue " + q.name
+		return s.enqueue(ctx, in, j, false, log)
+	}
 	slots, full, err := s.budgets[r.Name].running.Take(ctx, id, nil)
 	if err != nil {
 		return s.retry(log, err, "taking a running slot")
 	}
 	if full != nil {
 		j.WaitingFor = full.Level().String()
-		return s.waitForSlot(ctx, in, j, full, log)
+		return s.enqueue(ctx, in, j, false, log)
 	}
-	s.full[r.Name].Store(0)
 	lease, out, ok := s.lease(ctx, r)
 	if !ok {
 		return out, "retry" // a slot taken stays the job's: its next delivery finds it
@@ -362,51 +387,44 @@ func (s *Service) store(ctx context.Context, in intake, j *state.Job, log zerolo
 	return s.resume(ctx, in, rec, log)
 }
 
-// waitForSlot sends a submission back to wait in JetStream, its job
-// stored (so that it can be seen, and canceled, while it waits), because
-// level full has no running slot free. The route's intake is held a
-// moment: the next message would find the level full too.
-func (s *Service) waitForSlot(ctx context.Context, in intake, j *state.Job, full *budget.Running, log zerolog.Logger) (events.Outcome, string) {
-	if j != nil {
+// enqueue stores a submission's job, waiting (so that it can be seen,
+// and canceled, while it waits), and publishes its admission ticket: the
+// job waits in JetStream for the admission queue (queue.go) to start it.
+// The intake message is done then. A job stored already is taken from
+// where it stands; one handled by the queue itself just goes back to it.
+func (s *Service) enqueue(ctx context.Context, in intake, j *state.Job, stored bool, log zerolog.Logger) (events.Outcome, string) {
+	r := in.route
+	if in.queued {
+		return events.Later(slotWait), "waiting"
+	}
+	if !stored {
 		rec, created, err := s.jobs.Accept(ctx, j)
 		if err != nil {
 			return s.retry(log, err, "creating the job")
 		}
-		if !created {
-			return s.resume(ctx, in, rec, log) // stored meanwhile
+		if !created && nextStep(rec.Job, in.routeName, in.seq) != stepSubmit {
+			return s.resume(ctx, in, rec, log) // moved on meanwhile
 		}
 	}
-	s.full[in.routeName].Store(s.cfg.Now().UnixNano())
+	b, err := json.Marshal(events.Ticket{V: events.Version, JobID: j.ID, Route: r.Name})
+	if err != nil {
+		return s.retry(log, err, "encoding the admission ticket")
+	}
+	q := s.queues[r.Queue()]
+	if _, err := s.js.Publish(ctx, s.ns.Waiting(q.name, r.Tenant(j.Metadata)), b, jetstream.WithMsgID(events.TicketID(j.ID))); err != nil {
+		return s.retry(log, err, "queueing the job for a running slot")
+	}
+	q.queued()
 	if s.cfg.Metrics.Waiting != nil {
-		s.cfg.Metrics.Waiting(full.Level().String())
+		s.cfg.Metrics.Waiting(cmp.Or(j.WaitingFor, "queue "+q.name))
 	}
-	log.Debug().Str("level", full.Level().String()).Msg("no running slot free; waiting")
-	return events.Later(schedule.Jitter(slotWait, schedule.RetryJitter, s.rnd)), "waiting"
+	log.Debug().Str("waiting_for", j.WaitingFor).Msg("waiting for a running slot")
+	return events.Done(), "waiting"
 }
 
-// slotWait is how long a submission that found no running slot free waits
-// before it tries again, and slotHold how long its route's intake is held
-// then: shorter, so that new submissions are still read (and stored, to be
-// seen and canceled) between the waiting ones' tries, while the tries of a
-// full level stay a few per second per process, however many wait.
-const (
-	slotWait = time.Second
-	slotHold = 250 * time.Millisecond
-)
-
-// fullHold is how much longer route r's intake is held because a level's
-// running slots were all taken a moment ago.
-func (s *Service) fullHold(r *route.Route) time.Duration {
-	f := s.full[r.Name]
-	if f == nil {
-		return 0
-	}
-	at := f.Load()
-	if at == 0 {
-		return 0
-	}
-	return max(0, time.Duration(at+int64(slotHold)-s.cfg.Now().UnixNano()))
-}
+// slotWait is how long a job the admission queue tried to start, and that
+// found a level full, waits before it is tried again.
+const slotWait = time.Second
 
 // lease takes a submit lease for a call on r: false (with the outcome to
 // settle the message with) when the fleet's budget is in use or the route
@@ -476,20 +494,25 @@ func (s *Service) submitAgain(ctx context.Context, in intake, rec jobs.Record, l
 		return s.retry(log, err, "taking a running slot")
 	}
 	if full != nil {
-		return s.waitForSlot(ctx, in, nil, full, log)
+		return s.enqueue(ctx, in, rec.Job, true, log)
 	}
-	s.full[in.routeName].Store(0)
 	lease, out, ok := s.lease(ctx, in.route)
 	if !ok {
 		return out, "retry"
 	}
-	rec, err = s.jobs.Attempt(ctx, rec, s.attemptID(), slots)
+	// Exclusive unless resolving a doubt: a job the queue and a
+	// redelivery start at once is attempted once.
+	attempt := s.attemptID()
+	rec, err = s.jobs.Attempt(ctx, rec, attempt, slots, !rec.SubmitInDoubt)
 	if err != nil {
 		lease.Unused()
 		return s.retry(log, err, "recording the submit attempt")
 	}
-	if nextStep(rec.Job, in.routeName, in.seq) != stepInDoubt {
-		lease.Unused() // changed meanwhile
+	if rec.AttemptID != attempt {
+		lease.Unused() // changed meanwhile: another process's attempt, or the job moved on
+		if rec.SubmitInDoubt && rec.RemoteID == "" && !rec.State.Terminal() {
+			return events.Later(s.callTimeout(in.route)), "retry"
+		}
 		return s.resume(ctx, in, rec, log)
 	}
 	return s.call(ctx, in, rec, lease, log)
@@ -734,6 +757,15 @@ func (s *Service) cancel(ctx context.Context, in intake) (events.Outcome, string
 		log.Info().Str("state", string(rec.State)).Msg("cancel of a finished job ignored")
 		return events.Done(), "duplicate"
 	case cancelUnsubmitted:
+		if !rec.SubmitInDoubt {
+			// Not reaching the provider (waiting for a slot, or between
+			// tries): it ends now; a call that starts meanwhile sees the
+			// request instead.
+			obs := state.Observation{State: state.Canceled, Reason: "canceled before it was submitted", Source: state.FromCancel, At: s.cfg.Now().UTC()}
+			if _, err := s.jobs.Withdraw(ctx, rec, obs); err != nil {
+				return s.retry(log, err, "recording the cancel")
+			}
+		}
 		log.Info().Msg("cancel requested before submission")
 		return events.Done(), "canceled"
 	case cancelUnsupported:

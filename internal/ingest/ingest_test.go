@@ -122,7 +122,7 @@ func start(t *testing.T, a provider.Adapter, rc config.Route, tune func(*app.Env
 	if tune != nil {
 		tune(env)
 	}
-	svc, err := ingest.New(ingest.Config{Routes: env.Routes, Options: env.Options(), CallTimeout: time.Second},
+	svc, err := ingest.New(ingest.Config{Routes: env.Routes, Options: env.Options(), CallTimeout: time.Second, RepairInterval: time.Second},
 		env.JS, env.NS, env.Res, env.Jobs, env.Pauses)
 	require.NoError(t, err)
 	g.Go(func() error { return svc.Run(gctx) })

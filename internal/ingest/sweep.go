@@ -99,7 +99,9 @@ func (s *Service) rejectUnserved(ctx context.Context, subject, kind, routeName s
 // repair frees, every budget.RepairInterval (jittered), the running slots
 // of this process's routes that no job holds: the slots of jobs whose end
 // was written by a process that died before freeing them, and of takes
-// whose record never landed. Every process does it; it is idempotent.
+// whose record never landed. It also sweeps the admission queues (jobs
+// whose deadline passed while they waited expire). Every process does it;
+// it is idempotent.
 func (s *Service) repair(ctx context.Context) error {
 	seen := map[string]bool{}
 	var levels []*budget.Running
@@ -117,6 +119,11 @@ func (s *Service) repair(ctx context.Context) error {
 	for {
 		if !schedule.Sleep(ctx, schedule.Jitter(s.cfg.RepairInterval, schedule.RetryJitter, s.rnd)) {
 			return nil
+		}
+		for _, q := range s.queues {
+			if _, err := s.sweepQueue(ctx, q); err != nil && ctx.Err() == nil {
+				s.log.Warn().Err(err).Str("queue", q.name).Msg("sweeping the admission queue failed")
+			}
 		}
 		for _, r := range levels {
 			n, err := r.Repair(ctx, s.jobs.Get, s.cfg.Now(), s.cfg.RepairGrace)

@@ -75,16 +75,18 @@ func (o *Owner) Resume(ctx context.Context, r Record) error {
 // its random id, so that a process that dies during the call leaves the
 // attempt in doubt (see state.Job.SubmitInDoubt), and records the running
 // slots the call holds (slots: every scope the job holds a slot in). It
-// writes nothing for a job that is submitted or terminal, and returns the
+// writes nothing for a job that is submitted or terminal — nor, when
+// exclusive, for one whose submission is in doubt (another process's
+// attempt under way: the caller finds it is not its own) — and returns the
 // record either way. The mark is retried until it lands or ctx ends; a try
 // whose answer was lost is known by the attempt id.
-func (o *Owner) Attempt(ctx context.Context, r Record, attempt string, slots []string) (Record, error) {
+func (o *Owner) Attempt(ctx context.Context, r Record, attempt string, slots []string, exclusive bool) (Record, error) {
 	now := o.now().UTC()
 	log := o.log.With().Str("job_id", r.ID).Str("route", r.Route).Logger()
 	id, from := r.ID, r
 	err := o.keepRetrying(ctx, log, "recording the submit attempt", func(ctx context.Context) error {
 		next, err := o.store.mutate(ctx, id, from, func(cur *state.Job) error {
-			if cur.RemoteID != "" || cur.State.Terminal() || cur.AttemptID == attempt {
+			if cur.RemoteID != "" || cur.State.Terminal() || cur.AttemptID == attempt || exclusive && cur.SubmitInDoubt {
 				return errNoWrite
 			}
 			cur.SubmitAttempts++
@@ -234,6 +236,20 @@ func (o *Owner) Refused(ctx context.Context, r Record, lastError string, final *
 // as Late).
 func (o *Owner) End(ctx context.Context, r Record, obs state.Observation) (Record, error) {
 	return o.outside(ctx, r.ID, r.Route, r, change{apply: func(cur *state.Job) bool {
+		return cur.Apply(obs) != ""
+	}})
+}
+
+// Withdraw ends a job that never reached the provider — no remote id, no
+// submit call under way or in doubt — with obs (a cancel, an expiry while
+// it waited for a running slot). It writes nothing when a call started
+// meanwhile: the submission then carries the cancel out, or the poller the
+// deadline.
+func (o *Owner) Withdraw(ctx context.Context, r Record, obs state.Observation) (Record, error) {
+	return o.outside(ctx, r.ID, r.Route, r, change{apply: func(cur *state.Job) bool {
+		if cur.RemoteID != "" || cur.SubmitInDoubt || cur.State.Terminal() {
+			return false
+		}
 		return cur.Apply(obs) != ""
 	}})
 }

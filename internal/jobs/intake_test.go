@@ -55,10 +55,10 @@ func TestAcceptKnowsItsOwnCreate(t *testing.T) {
 	require.Equal(t, "a1", again.AttemptID)
 
 	// A second attempt is marked once, however often its mark is retried.
-	rec, err := r.o.Attempt(r.ctx, again, "a3", nil)
+	rec, err := r.o.Attempt(r.ctx, again, "a3", nil, false)
 	require.NoError(t, err)
 	require.Equal(t, 2, rec.SubmitAttempts)
-	rec, err = r.o.Attempt(r.ctx, rec, "a3", nil)
+	rec, err = r.o.Attempt(r.ctx, rec, "a3", nil, false)
 	require.NoError(t, err)
 	require.Equal(t, 2, rec.SubmitAttempts, "the same attempt again")
 }
@@ -205,7 +205,7 @@ func TestGiveUpYieldsToARecordedResult(t *testing.T) {
 
 	rec, _, err := r.o.Accept(r.ctx, submission("g2", false))
 	require.NoError(t, err)
-	_, err = r.o.Attempt(r.ctx, rec, "a2", nil)
+	_, err = r.o.Attempt(r.ctx, rec, "a2", nil, false)
 	require.NoError(t, err)
 	got, err = r.o.GiveUp(r.ctx, rec, lost) // judged on attempt a1
 	require.NoError(t, err)

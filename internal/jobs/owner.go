@@ -100,6 +100,12 @@ func (o *Owner) Get(ctx context.Context, id string) (*state.Job, error) {
 	return r.Job, err
 }
 
+// Read returns job id's record as it stands, to decide on and hand back
+// with the write that follows (state.ErrNotFound when there is none).
+func (o *Owner) Read(ctx context.Context, id string) (Record, error) {
+	return o.store.get(ctx, id)
+}
+
 // Each calls fn for every job record, in no particular order, until fn
 // returns an error; a record that does not decode is passed as fn's error.
 func (o *Owner) Each(ctx context.Context, fn func(*state.Job, error) error) error {

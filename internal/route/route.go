@@ -55,6 +55,11 @@ type Route struct {
 	SubmitWorkers, StatusWorkers int
 	// Account is the provider account the route spends ("" for none).
 	Account string
+	// TenantKey is the metadata key of a submission's tenant ("": every
+	// submission is one tenant's), and Weights the tenants' shares of the
+	// admission queue (default 1).
+	TenantKey string
+	Weights   map[string]float64
 	// Levels are the budget levels the route's calls and running jobs
 	// count against, widest first: the global level, the account's, the
 	// route's own. Build sets all three; New the route's.
@@ -133,6 +138,55 @@ func level(lvl, name string, b config.Budgets) budget.Level {
 	return budget.Level{Level: lvl, Name: name, Submit: limit(b.Submit), Status: limit(b.Status), Running: b.Running}
 }
 
+// weights keys tenant weights by their subject tokens.
+func weights(w map[string]float64) map[string]float64 {
+	if len(w) == 0 {
+		return nil
+	}
+	out := make(map[string]float64, len(w))
+	for tenant, v := range w {
+		out[events.TenantToken(tenant)] = v
+	}
+	return out
+}
+
+// Queue is the admission queue of the route's submissions that wait for
+// running slots: its account's scope when it names one (the account's
+// routes share it and its fairness), else its own.
+func (r *Route) Queue() string {
+	if r.Account != "" {
+		return events.Scope(events.LevelAccount, r.Account)
+	}
+	return events.Scope(events.LevelRoute, r.Name)
+}
+
+// Capped reports whether any of the route's levels caps its running jobs.
+func (r *Route) Capped() bool {
+	for _, l := range r.Levels {
+		if l.Running > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// Tenant is the tenant of a submission with metadata md, as a subject
+// token (events.TenantToken).
+func (r *Route) Tenant(md map[string]string) string {
+	if r.TenantKey == "" {
+		return events.NoTenant
+	}
+	return events.TenantToken(md[r.TenantKey])
+}
+
+// Weight is a tenant's share (token as Tenant returns it).
+func (r *Route) Weight(tenant string) float64 {
+	if w, ok := r.Weights[tenant]; ok {
+		return w
+	}
+	return 1
+}
+
 // Level returns the route's budget level of kind lvl (events.LevelGlobal,
 // LevelAccount, LevelRoute), and whether the route has it.
 func (r *Route) Level(lvl string) (budget.Level, bool) {
@@ -178,6 +232,9 @@ func Build(c *config.Config, reg provider.Registry, hc *http.Client, scale float
 			levels = append(levels, level(events.LevelAccount, rc.Account, c.Accounts[rc.Account].Budgets))
 		}
 		r.Levels = append(levels, r.Levels...)
+		if rc.Account != "" {
+			r.Weights = weights(c.Accounts[rc.Account].TenantWeights)
+		}
 		cs, err := rc.CallbackSecret()
 		if err != nil {
 			return nil, fmt.Errorf("route %s: %w", name, err)
@@ -206,6 +263,8 @@ func New(name string, a provider.Adapter, rc config.Route, scale float64) (*Rout
 		CallTimeout:    rc.CallTimeout,
 		WebhookMaxBody: cmp.Or(rc.WebhookMaxBody, DefaultWebhookMaxBody),
 		Account:        rc.Account,
+		TenantKey:      rc.TenantKey,
+		Weights:        weights(rc.TenantWeights),
 		Levels:         []budget.Level{level(events.LevelRoute, name, rc.Budgets)},
 		Policy: schedule.Policy{
 			MaxDelay: rc.Poll.MaxDelay, MinDelay: rc.Poll.MinDelay, Jitter: rc.Poll.Jitter,

@@ -1,0 +1,134 @@
+package ingest_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pollux-dev/pollux/internal/config"
+	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/provider"
+	"github.com/pollux-dev/pollux/pkg/state"
+)
+
+// turnover is a provider whose jobs are created in the order it records.
+type turnover struct {
+	*fake
+	mu      sync.Mutex
+	order   []string
+	created chan string
+}
+
+func (p *turnover) Submit(ctx context.Context, req provider.SubmitRequest) (provider.Status, error) {
+	st, err := p.fake.Submit(ctx, req)
+	if err == nil {
+		p.mu.Lock()
+		p.order = append(p.order, req.JobID)
+		p.mu.Unlock()
+		p.created <- req.JobID
+	}
+	return st, err
+}
+
+func (p *turnover) started() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.order...)
+}
+
+// Fair share: tenant A publishes 5,000 jobs, then tenant B 20, on a route
+// of 5 running slots whose jobs each run 300 ms; B's jobs all start before
+// 5% of A's have, and each tenant's start in the order they came.
+func TestFairShareAcrossTenants(t *testing.T) {
+	if testing.Short() {
+		t.Skip("5,000 submissions")
+	}
+	t.Parallel()
+	p := &turnover{fake: newFake(), created: make(chan string, 10_000)}
+	s := start(t, p, config.Route{Budgets: config.Budgets{Running: 5}, TenantKey: "tenant", Workers: config.Workers{Submit: 16}}, nil)
+	// Jobs end 300 ms after they start, as the poller would see it.
+	stop := make(chan struct{})
+	var enders sync.WaitGroup
+	enders.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case id := <-p.created:
+				enders.Go(func() {
+					select {
+					case <-stop:
+						return
+					case <-time.After(300 * time.Millisecond):
+					}
+					rec, err := s.env.Jobs.Read(s.ctx, id)
+					if err == nil {
+						_, _ = s.env.Jobs.End(s.ctx, rec, state.Observation{State: state.Succeeded, Raw: "succeeded", Source: state.FromPoll, At: time.Now()})
+					}
+				})
+			}
+		}
+	})
+	t.Cleanup(func() { close(stop); enders.Wait() })
+	publish := func(tenant string, n int) []string {
+		var ids []string
+		for i := range n {
+			id := fmt.Sprintf("%s-%04d", strings.ToLower(tenant), i)
+			ids = append(ids, id)
+			b, err := json.Marshal(events.Submit{V: events.Version, ID: id, Model: "m", Input: json.RawMessage(`{}`), Metadata: map[string]string{"tenant": tenant}})
+			require.NoError(t, err)
+			_, err = s.env.JS.PublishAsync(s.env.NS.Submit("fake"), b)
+			require.NoError(t, err)
+		}
+		select {
+		case <-s.env.JS.PublishAsyncComplete():
+		case <-time.After(30 * time.Second):
+			t.Fatal("publishing timed out")
+		}
+		return ids
+	}
+	publish("A", 5000)
+	bs := publish("B", 20)
+	require.Eventually(t, func() bool {
+		started := p.started()
+		for _, id := range bs {
+			if !contains(started, id) {
+				return false
+			}
+		}
+		return true
+	}, 60*time.Second, 20*time.Millisecond, "B's jobs start")
+	// Order within a tenant is kept up to the intake's concurrency: the
+	// workers that take submissions at once queue them in any order.
+	const window = 2 * 16
+	started := p.started()
+	aBefore, seen := 0, map[byte]int{}
+	for _, id := range started {
+		var n int
+		_, err := fmt.Sscanf(id[2:], "%d", &n)
+		require.NoError(t, err)
+		k := seen[id[0]]
+		seen[id[0]]++
+		require.InDelta(t, k, n, window, "job %s started %d-th of its tenant's: in the order they came", id, k)
+		if id[0] == 'a' && seen['b'] < len(bs) {
+			aBefore++
+		}
+	}
+	t.Logf("%d of A's 5000 jobs started before B's 20 had all started", aBefore)
+	require.Less(t, aBefore, 250, "B's jobs all start before 5%% of A's have")
+}
+
+func contains(xs []string, x string) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
