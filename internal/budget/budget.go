@@ -1,10 +1,14 @@
-// Package budget enforces a route's call budgets across the whole fleet,
-// however many processes run: a cap on calls in flight and an optional rate,
-// separately for submit calls and for status (and cancel) calls, so status
-// polls never eat the submit quota.
+// Package budget enforces call budgets and running caps across the whole
+// fleet, however many processes run, at three levels (Level): the global
+// level, an account shared by any number of routes, and a route. A call
+// budget is a cap on calls in flight and an optional rate, separately for
+// submit calls and for status (and cancel) calls, so status polls never
+// eat the submit quota; a call takes a lease at every level (Chain). A
+// running cap limits the jobs created at the provider and not yet ended
+// (running.go).
 //
 // A budget is cap lease messages on the work-queue stream POLLUX_SLOTS,
-// lease i on subject pollux.slots.<route>.<kind>.<i> (the stream keeps at
+// lease i on subject pollux.slots.<scope>.<kind>.<i> (events.Scope) (the stream keeps at
 // most one message per subject), and a durable consumer over them. To call
 // the provider a worker fetches one lease, makes the call and returns the
 // lease with NakWithDelay(cooldown): cooldown is cap/rate, so each lease is
