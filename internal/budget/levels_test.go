@@ -128,16 +128,20 @@ func TestRunningSlotsCapJobs(t *testing.T) {
 	ctx := context.Background()
 	slots, rel := running(t, events.LevelAccount, "a", 2)
 	scope := events.Scope(events.LevelAccount, "a")
+	taken := map[string][]state.Slot{}
 	for _, job := range []string{"j1", "j2"} {
 		held, full, err := slots.Take(ctx, job, nil)
 		require.NoError(t, err)
 		require.Nil(t, full)
-		require.Equal(t, []string{scope}, held)
+		require.Len(t, held, 1)
+		require.Equal(t, scope, held[0].Scope)
+		require.NotZero(t, held[0].Seq)
+		taken[job] = held
 	}
 	held, full, err := slots.Take(ctx, "j1", nil)
 	require.NoError(t, err)
 	require.Nil(t, full, "j1 holds its slot: taking it again is no second slot")
-	require.Equal(t, []string{scope}, held)
+	require.Equal(t, taken["j1"], held, "the slot it holds, its sequence found")
 	_, full, err = slots.Take(ctx, "j3", nil)
 	require.NoError(t, err)
 	require.NotNil(t, full, "two jobs run; the cap is two")
@@ -146,8 +150,8 @@ func TestRunningSlotsCapJobs(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
 
-	require.NoError(t, rel.Release(ctx, "j1", []string{scope}))
-	require.NoError(t, rel.Release(ctx, "j1", []string{scope}), "a second release does nothing")
+	require.NoError(t, rel.Release(ctx, "j1", taken["j1"]))
+	require.NoError(t, rel.Release(ctx, "j1", taken["j1"]), "a second release does nothing")
 	_, full, err = slots.Take(ctx, "j3", nil)
 	require.NoError(t, err)
 	require.Nil(t, full, "j1's slot is free")
@@ -192,16 +196,21 @@ func TestRunningCapChangesLive(t *testing.T) {
 	}
 	rel := budget.NewReleaser(js, events.Default)
 	s := ensure(3)
+	var a []state.Slot
 	for _, j := range []string{"a", "b", "c"} {
-		_, full, err := s.Take(ctx, j, nil)
+		held, full, err := s.Take(ctx, j, nil)
 		require.NoError(t, err)
 		require.Nil(t, full)
+		if j == "a" {
+			a = held
+		}
 	}
 	s = ensure(2)
 	n, err := s[0].InUse(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 3, n, "a lower cap takes no slot away")
-	require.NoError(t, rel.Release(ctx, "a", []string{"r"}))
+	require.NoError(t, rel.Release(ctx, "a", []state.Slot{{Scope: "r"}}), "a slot without its sequence is freed by its subject")
+	require.NoError(t, rel.Release(ctx, "a", a), "freed already")
 	_, full, err := s.Take(ctx, "d", nil)
 	require.NoError(t, err)
 	require.NotNil(t, full, "two still run: the new cap is reached")
@@ -218,10 +227,10 @@ func TestRunningRepairFreesSlotsNoJobHolds(t *testing.T) {
 	slots, _ := running(t, events.LevelAccount, "a", 10)
 	scope := events.Scope(events.LevelAccount, "a")
 	jobs := map[string]*state.Job{
-		"running":   {ID: "running", State: state.Running, Slots: []string{scope}},
+		"running":   {ID: "running", State: state.Running, Slots: []state.Slot{{Scope: scope}}},
 		"ended":     {ID: "ended", State: state.Succeeded},
 		"unnamed":   {ID: "unnamed", State: state.Pending},
-		"otherslot": {ID: "otherslot", State: state.Running, Slots: []string{"r"}},
+		"otherslot": {ID: "otherslot", State: state.Running, Slots: []state.Slot{{Scope: "r"}}},
 	}
 	for _, id := range []string{"running", "ended", "unnamed", "otherslot", "missing"} {
 		_, full, err := slots.Take(ctx, id, nil)

@@ -59,20 +59,31 @@ func EnsureRunning(ctx context.Context, js jetstream.JetStream, ns events.Namesp
 // Level is the level whose slots these are.
 func (r *Running) Level() Level { return r.level }
 
-// take takes job's slot: false when the level is full. A job that holds
-// its slot already gets it again.
-func (r *Running) take(ctx context.Context, job string) (bool, error) {
-	_, err := r.js.Publish(ctx, r.ns.Running(r.level.Scope(), job), nil)
+// take takes job's slot and returns it; false when the level is full. A
+// job that holds its slot already gets it again.
+func (r *Running) take(ctx context.Context, job string) (state.Slot, bool, error) {
+	subject := r.ns.Running(r.level.Scope(), job)
+	ack, err := r.js.Publish(ctx, subject, nil)
 	switch {
 	case err == nil:
-		return true, nil
+		return state.Slot{Scope: r.level.Scope(), Seq: ack.Sequence}, true, nil
 	case events.IsAPIError(err, events.CodeStoreFailed):
 		// "maximum messages per subject exceeded": the job's slot is
 		// there; "maximum messages exceeded": the level is full.
 		var apiErr *jetstream.APIError
-		return errors.As(err, &apiErr) && strings.Contains(apiErr.Description, "per subject"), nil
+		if !errors.As(err, &apiErr) || !strings.Contains(apiErr.Description, "per subject") {
+			return state.Slot{}, false, nil
+		}
+		m, err := r.stream.GetLastMsgForSubject(ctx, subject)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return r.take(ctx, job) // freed meanwhile
+		}
+		if err != nil {
+			return state.Slot{}, false, fmt.Errorf("take a running slot of %s: %w", r.level, err)
+		}
+		return state.Slot{Scope: r.level.Scope(), Seq: m.Sequence}, true, nil
 	}
-	return false, fmt.Errorf("take a running slot of %s: %w", r.level, err)
+	return state.Slot{}, false, fmt.Errorf("take a running slot of %s: %w", r.level, err)
 }
 
 // InUse is how many of the level's slots are taken.
@@ -88,12 +99,15 @@ func (r *Running) InUse(ctx context.Context) (int, error) {
 // first. Nil caps nothing.
 type Slots []*Running
 
-// Take takes job's slot at every level whose scope is not in have (the
-// slots its record names already) and returns the scopes it holds then.
+// Take takes job's slot at every level it does not hold one at already
+// (have: the slots its record names) and returns the slots it holds then.
 // When a level is full it releases what it took and returns full, the
 // level that is full; the job waits.
-func (s Slots) Take(ctx context.Context, job string, have []string) (held []string, full *Running, err error) {
+func (s Slots) Take(ctx context.Context, job string, have []state.Slot) (held []state.Slot, full *Running, err error) {
 	held = slices.Clone(have)
+	holds := func(scope string) bool {
+		return slices.ContainsFunc(have, func(sl state.Slot) bool { return sl.Scope == scope })
+	}
 	var took []*Running
 	undo := func() {
 		for _, r := range took {
@@ -101,10 +115,10 @@ func (s Slots) Take(ctx context.Context, job string, have []string) (held []stri
 		}
 	}
 	for _, r := range s {
-		if slices.Contains(have, r.level.Scope()) {
+		if holds(r.level.Scope()) {
 			continue
 		}
-		ok, err := r.take(ctx, job)
+		sl, ok, err := r.take(ctx, job)
 		if err != nil || !ok {
 			undo()
 			if err != nil {
@@ -113,16 +127,16 @@ func (s Slots) Take(ctx context.Context, job string, have []string) (held []stri
 			return have, r, nil
 		}
 		took = append(took, r)
-		held = append(held, r.level.Scope())
+		held = append(held, sl)
 	}
 	return held, nil, nil
 }
 
-// Free frees job's slots at the levels whose scope is not in keep.
-func (s Slots) Free(ctx context.Context, job string, keep []string) error {
+// Free frees job's slots at the levels it holds none at by keep.
+func (s Slots) Free(ctx context.Context, job string, keep []state.Slot) error {
 	var errs []error
 	for _, r := range s {
-		if !slices.Contains(keep, r.level.Scope()) {
+		if !slices.ContainsFunc(keep, func(sl state.Slot) bool { return sl.Scope == r.level.Scope() }) {
 			errs = append(errs, r.release(ctx, job))
 		}
 	}
@@ -153,7 +167,7 @@ func (r *Running) Repair(ctx context.Context, get func(context.Context, string) 
 		if err != nil && !errors.Is(err, state.ErrNotFound) {
 			return freed, fmt.Errorf("repair running slots of %s: %w", r.level, err)
 		}
-		if j != nil && !j.State.Terminal() && slices.Contains(j.Slots, scope) {
+		if j != nil && !j.State.Terminal() && j.HoldsSlot(scope) {
 			continue // held
 		}
 		if j == nil || !j.State.Terminal() {
@@ -176,8 +190,10 @@ func (r *Running) Repair(ctx context.Context, get func(context.Context, string) 
 	return freed, nil
 }
 
-// Releaser frees the running slots of jobs that ended, by the scopes their
-// records named. It finds each level's stream by its scope, once.
+// Releaser frees the running slots of jobs that ended, as their records
+// named them: each by its sequence (a delete), or, when that is not known,
+// by its job's subject (a purge, which costs the server more). It finds
+// each level's stream by its scope, once.
 type Releaser struct {
 	js jetstream.JetStream
 	ns events.Namespace
@@ -191,21 +207,27 @@ func NewReleaser(js jetstream.JetStream, ns events.Namespace) *Releaser {
 	return &Releaser{js: js, ns: ns, streams: map[string]jetstream.Stream{}}
 }
 
-// Release frees job's slots in scopes. Releasing a slot twice, or one the
-// job does not hold, does nothing; a level whose stream is gone (its cap
-// removed) has nothing to free.
-func (r *Releaser) Release(ctx context.Context, job string, scopes []string) error {
+// Release frees job's slots. Releasing a slot twice, or one the job does
+// not hold, does nothing (a sequence is never reused); a level whose
+// stream is gone (its cap removed) has nothing to free.
+func (r *Releaser) Release(ctx context.Context, job string, slots []state.Slot) error {
 	var errs []error
-	for _, scope := range scopes {
-		s, err := r.stream(ctx, scope)
+	for _, sl := range slots {
+		s, err := r.stream(ctx, sl.Scope)
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
 			continue
 		}
-		if err == nil {
-			err = s.Purge(ctx, jetstream.WithPurgeSubject(r.ns.Running(scope, job)))
+		switch {
+		case err != nil:
+		case sl.Seq > 0:
+			if err = s.DeleteMsg(ctx, sl.Seq); events.IsAPIError(err, events.CodeNoMessage) || errors.Is(err, jetstream.ErrMsgDeleteUnsuccessful) {
+				err = nil // freed already
+			}
+		default:
+			err = s.Purge(ctx, jetstream.WithPurgeSubject(r.ns.Running(sl.Scope, job)))
 		}
 		if err != nil {
-			errs = append(errs, fmt.Errorf("release the running slot of job %s in %s: %w", job, scope, err))
+			errs = append(errs, fmt.Errorf("release the running slot of job %s in %s: %w", job, sl.Scope, err))
 		}
 	}
 	return errors.Join(errs...)

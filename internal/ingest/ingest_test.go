@@ -343,7 +343,7 @@ func TestRunningSlotsAdmitOneJobAtATime(t *testing.T) {
 	}
 	s.submit("a")
 	a := s.until("a", submitted)
-	require.Equal(t, []string{"fake"}, a.Slots, "the job names the slot it holds")
+	require.Equal(t, []string{"fake"}, scopes(a), "the job names the slot it holds")
 	s.submit("b")
 	b, err := json.Marshal(events.Submit{V: events.Version, ID: "d", Model: "m", Input: json.RawMessage(`{}`), TimeoutS: 2})
 	require.NoError(t, err)
@@ -374,7 +374,15 @@ func TestRunningSlotsAdmitOneJobAtATime(t *testing.T) {
 	require.Equal(t, state.Canceled, s.until("a", func(j *state.Job) bool { return j.State.Terminal() }).State)
 	s.submit("c")
 	c := s.until("c", submitted)
-	require.Equal(t, []string{"fake"}, c.Slots, "b's refused create freed the slot")
+	require.Equal(t, []string{"fake"}, scopes(c), "b's refused create freed the slot")
 	s.intakeDone()
 	require.EqualValues(t, 1, slots(), "c alone holds a slot")
+}
+
+func scopes(j *state.Job) []string {
+	var out []string
+	for _, sl := range j.Slots {
+		out = append(out, sl.Scope)
+	}
+	return out
 }

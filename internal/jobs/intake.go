@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -80,7 +79,7 @@ func (o *Owner) Resume(ctx context.Context, r Record) error {
 // attempt under way: the caller finds it is not its own) — and returns the
 // record either way. The mark is retried until it lands or ctx ends; a try
 // whose answer was lost is known by the attempt id.
-func (o *Owner) Attempt(ctx context.Context, r Record, attempt string, slots []string, exclusive bool) (Record, error) {
+func (o *Owner) Attempt(ctx context.Context, r Record, attempt string, slots []state.Slot, exclusive bool) (Record, error) {
 	now := o.now().UTC()
 	log := o.log.With().Str("job_id", r.ID).Str("route", r.Route).Logger()
 	id, from := r.ID, r
@@ -94,9 +93,9 @@ func (o *Owner) Attempt(ctx context.Context, r Record, attempt string, slots []s
 			cur.AttemptedAt = now
 			cur.AttemptID = attempt
 			cur.WaitingFor = ""
-			for _, sc := range slots {
-				if !slices.Contains(cur.Slots, sc) {
-					cur.Slots = append(cur.Slots, sc)
+			for _, sl := range slots {
+				if !cur.HoldsSlot(sl.Scope) {
+					cur.Slots = append(cur.Slots, sl)
 				}
 			}
 			return nil

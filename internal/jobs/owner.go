@@ -48,10 +48,10 @@ type Config struct {
 	Slots Releaser
 }
 
-// Releaser frees a job's running slots in the given budget scopes
-// (budget.Releaser). Freeing a slot twice does nothing.
+// Releaser frees a job's running slots (budget.Releaser). Freeing a slot
+// twice does nothing.
 type Releaser interface {
-	Release(ctx context.Context, id string, scopes []string) error
+	Release(ctx context.Context, id string, slots []state.Slot) error
 }
 
 // Owner is the one owner of every job: see the package documentation.
@@ -81,9 +81,9 @@ func New(ns events.Namespace, js jetstream.JetStream, res *events.Resources, cfg
 		maxAge: cfg.Options.WithDefaults().EventsMaxAge,
 	}
 	if cfg.Slots != nil {
-		o.store.release = func(ctx context.Context, id string, scopes []string) {
+		o.store.release = func(ctx context.Context, id string, slots []state.Slot) {
 			// The end is written: a stop does not keep the slots taken.
-			if err := cfg.Slots.Release(context.WithoutCancel(ctx), id, scopes); err != nil {
+			if err := cfg.Slots.Release(context.WithoutCancel(ctx), id, slots); err != nil {
 				o.log.Warn().Err(err).Str("job_id", id).Msg("freeing the ended job's running slots failed; the repair frees them")
 			}
 		}

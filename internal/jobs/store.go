@@ -26,7 +26,7 @@ type records struct {
 	conflicts int
 	// release frees the running slots of a job whose end was just written
 	// (nil: nobody takes slots).
-	release func(ctx context.Context, id string, scopes []string)
+	release func(ctx context.Context, id string, slots []state.Slot)
 }
 
 // Record is a job's record as the owner last read or wrote it. Services
@@ -88,7 +88,7 @@ func (s *records) get(ctx context.Context, id string) (Record, error) {
 // whoever saw it, and frees the slots once. A process that dies in
 // between leaves them to budget.Running.Repair.
 func (s *records) update(ctx context.Context, r Record) (Record, error) {
-	var freed []string
+	var freed []state.Slot
 	if r.State.Terminal() && len(r.Slots) > 0 {
 		freed, r.Slots = r.Slots, nil
 	}
@@ -229,6 +229,6 @@ func cloneJob(j *state.Job) *state.Job {
 	c.Outbox = append([]state.OutboxEvent(nil), j.Outbox...)
 	c.Deliveries = append([]string(nil), j.Deliveries...)
 	c.Outputs = append([]string(nil), j.Outputs...)
-	c.Slots = append([]string(nil), j.Slots...)
+	c.Slots = append([]state.Slot(nil), j.Slots...)
 	return &c
 }

@@ -123,10 +123,10 @@ type Job struct {
 	// may not have landed (its answer was lost) knows its own by it.
 	AttemptedAt time.Time `json:"attempted_at,omitzero"`
 	AttemptID   string    `json:"attempt_id,omitempty"`
-	// Slots are the budget scopes whose running slots the job holds,
-	// taken before its create call. The write that ends the job clears
-	// them, and its writer frees the slots.
-	Slots []string `json:"slots,omitempty"`
+	// Slots are the running slots the job holds, taken before its create
+	// call. The write that ends the job clears them, and its writer frees
+	// the slots.
+	Slots []Slot `json:"slots,omitempty"`
 	// WaitingFor names the budget level ("account x") whose running slots
 	// were all taken when the job last tried to start; it waits in
 	// JetStream for one to come free. Cleared when its create call starts.
@@ -296,4 +296,22 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	}
 	*d = Duration(s * float64(time.Second))
 	return nil
+}
+
+// Slot is a running slot a job holds: the budget scope it counts against
+// (a route's name, "account~<name>", "~global") and the sequence of its
+// message in that scope's stream (0 when not known).
+type Slot struct {
+	Scope string `json:"scope"`
+	Seq   uint64 `json:"seq,omitempty"`
+}
+
+// HoldsSlot reports whether the job holds a running slot in scope.
+func (j *Job) HoldsSlot(scope string) bool {
+	for _, s := range j.Slots {
+		if s.Scope == scope {
+			return true
+		}
+	}
+	return false
 }
