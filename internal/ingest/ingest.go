@@ -58,6 +58,9 @@ type Metrics struct {
 	Waiting func(level string)
 	// Repaired counts running slots the repair freed, by level.
 	Repaired func(level string, n int)
+	// Queue observes an admission queue: the jobs waiting in it and how
+	// long the oldest has waited.
+	Queue func(queue string, waiting int, oldest time.Duration)
 }
 
 // Config configures the service. Zero values mean the defaults on each field.

@@ -43,6 +43,8 @@ type queue struct {
 	waiting atomic.Int64
 	wake    chan struct{}
 	sem     chan struct{} // admissions under way
+	// observed is when the queue's gauges were last set.
+	observed time.Time
 
 	mu        sync.Mutex
 	vt        map[string]float64 // each tenant's weighted service
@@ -169,6 +171,7 @@ func (s *Service) admitRound(ctx context.Context, q *queue) error {
 		tenants = append(tenants, s.ns.RunningJob(subject)) // the last token
 	}
 	q.waiting.Store(total)
+	s.observeQueue(ctx, q, total)
 	if total == 0 {
 		return nil
 	}
@@ -191,6 +194,27 @@ func (s *Service) admitRound(ctx context.Context, q *queue) error {
 		}
 	}
 	return nil
+}
+
+// observeQueue reports the queue's length and the age of its oldest
+// ticket, at most once a second.
+func (s *Service) observeQueue(ctx context.Context, q *queue, total int64) {
+	if s.cfg.Metrics.Queue == nil {
+		return
+	}
+	now := s.cfg.Now()
+	if now.Sub(q.observed) < time.Second {
+		return
+	}
+	q.observed = now
+	var oldest time.Duration
+	if total > 0 {
+		m, err := s.waiting.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(s.ns.Waiting(q.name, "*")))
+		if err == nil {
+			oldest = max(now.Sub(m.Time), 0)
+		}
+	}
+	s.cfg.Metrics.Queue(q.name, int(total), oldest)
 }
 
 // admitNext starts tenant's oldest waiting job that is not under way (from

@@ -44,6 +44,8 @@ type Metrics struct {
 	orphans         *prometheus.CounterVec
 	slotWaits       *prometheus.CounterVec
 	slotRepairs     *prometheus.CounterVec
+	queueWaiting    *prometheus.GaugeVec
+	queueOldest     *prometheus.GaugeVec
 }
 
 // New creates the metrics on a fresh registry, with the Go runtime and
@@ -146,6 +148,14 @@ func New() *Metrics {
 		Name: "pollux_running_waits_total",
 		Help: "Submissions that found a budget level's running slots all taken and went back to wait in JetStream, by level (\"account x\", \"route y\", \"global\").",
 	}, []string{"level"})
+	m.queueWaiting = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "pollux_waiting_jobs",
+		Help: "Jobs waiting in an admission queue for running slots, by queue (a budget scope: account~<name> or a route), as this ingest process last saw it.",
+	}, []string{"queue"})
+	m.queueOldest = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "pollux_waiting_oldest_seconds",
+		Help: "How long the oldest job waiting in an admission queue has waited, by queue.",
+	}, []string{"queue"})
 	m.slotRepairs = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "pollux_running_repairs_total",
 		Help: "Running slots no job held (left by a process that died) that the repair freed, by level.",
@@ -162,7 +172,7 @@ func (m *Metrics) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.submissions, m.providerCalls, m.statusCalls, m.completions,
 		m.pollsPerJob, m.finishedPolls, m.detectionDelay, m.lateness, m.pauses, m.pausedSeconds, m.eventsPublished,
 		m.webhooks, m.webhooksApplied, m.webhooksDropped, m.reconciled, m.callbackHints, m.overrun, m.age, m.orphans,
-		m.slotWaits, m.slotRepairs}
+		m.slotWaits, m.slotRepairs, m.queueWaiting, m.queueOldest}
 }
 
 // Registry returns the registry.
@@ -221,6 +231,10 @@ func (m *Metrics) Ingest() ingest.Metrics {
 		Waiting: func(level string) { m.slotWaits.WithLabelValues(level).Inc() },
 		Repaired: func(level string, n int) {
 			m.slotRepairs.WithLabelValues(level).Add(float64(n))
+		},
+		Queue: func(queue string, waiting int, oldest time.Duration) {
+			m.queueWaiting.WithLabelValues(queue).Set(float64(waiting))
+			m.queueOldest.WithLabelValues(queue).Set(oldest.Seconds())
 		},
 	}
 }
