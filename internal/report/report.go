@@ -34,6 +34,11 @@ type Report struct {
 	EventsStored uint64 `json:"events_stored"`
 	// Unreadable counts job records that did not decode.
 	Unreadable int `json:"unreadable_records,omitempty"`
+	// Levels are the budget levels with shared leases or running slots.
+	Levels []census.Level `json:"levels,omitempty"`
+	// Waiting counts the jobs waiting for a running slot, by the level
+	// they last found full.
+	Waiting map[string]int `json:"waiting,omitempty"`
 }
 
 // Route is one route's figures.
@@ -80,7 +85,7 @@ func Build(ctx context.Context, owner *jobs.Owner, res *events.Resources) (*Repo
 	if err != nil {
 		return nil, err
 	}
-	r := &Report{At: snap.At, WebhooksBacklog: snap.Webhooks, EventsStored: snap.Events}
+	r := &Report{At: snap.At, WebhooksBacklog: snap.Webhooks, EventsStored: snap.Events, Levels: snap.Levels}
 	routes := map[string]*Route{}
 	get := func(name string) *Route {
 		if rt := routes[name]; rt != nil {
@@ -99,6 +104,12 @@ func Build(ctx context.Context, owner *jobs.Owner, res *events.Resources) (*Repo
 			return nil
 		}
 		get(j.Route).Add(j)
+		if j.WaitingFor != "" && j.State == state.Pending && !j.SubmitInDoubt {
+			if r.Waiting == nil {
+				r.Waiting = map[string]int{}
+			}
+			r.Waiting[j.WaitingFor]++
+		}
 		return nil
 	})
 	if err != nil {
@@ -234,6 +245,24 @@ func (r *Report) Print(w io.Writer) {
 			}
 			fmt.Fprintf(w, "%-16s learned %s: median %.1fs, p90 %.1fs (%.0f recent jobs)\n", "", name, m.MedianS, m.P90S, m.Samples)
 		}
+	}
+	if len(r.Levels) > 0 {
+		fmt.Fprintln(w)
+	}
+	for _, l := range r.Levels {
+		var notes []string
+		for _, kind := range []string{events.SlotSubmit, events.SlotStatus} {
+			if ls, ok := l.Leases[kind]; ok {
+				notes = append(notes, fmt.Sprintf("%s leases %d/%d", kind, ls.Out, ls.Cap))
+			}
+		}
+		if l.Running != nil {
+			notes = append(notes, fmt.Sprintf("running %d/%d", l.Running.Out, l.Running.Cap))
+		}
+		fmt.Fprintf(w, "%-24s %s\n", l.Level, strings.Join(notes, " · "))
+	}
+	for _, level := range slices.Sorted(maps.Keys(r.Waiting)) {
+		fmt.Fprintf(w, "%-24s %d jobs waiting for a running slot\n", level, r.Waiting[level])
 	}
 	fmt.Fprintf(w, "\nwebhook deliveries waiting %d · events stored %d\n", r.WebhooksBacklog, r.EventsStored)
 	if r.Unreadable > 0 {

@@ -1,0 +1,29 @@
+package report_test
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pollux-dev/pollux/internal/census"
+	"github.com/pollux-dev/pollux/internal/report"
+)
+
+// pollux stats shows each budget level and the jobs waiting for slots.
+func TestPrintShowsLevels(t *testing.T) {
+	r := &report.Report{
+		At: time.Now(),
+		Levels: []census.Level{
+			{Level: "account main", Leases: map[string]census.Leases{"submit": {Out: 2, Cap: 4}}, Running: &census.Leases{Out: 5, Cap: 5}},
+			{Level: "global", Running: &census.Leases{Out: 7, Cap: 100}},
+		},
+		Waiting: map[string]int{"account main": 12},
+	}
+	var b bytes.Buffer
+	r.Print(&b)
+	require.Contains(t, b.String(), "account main             submit leases 2/4 · running 5/5")
+	require.Contains(t, b.String(), "global                   running 7/100")
+	require.Contains(t, b.String(), "account main             12 jobs waiting for a running slot")
+}
