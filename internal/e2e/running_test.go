@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/provider/sim"
 )
 
 // TestRunningSlotsHoldAcrossTheFleet runs real binaries — two ingest and
@@ -100,4 +102,101 @@ routes:
 		return err == nil && info.State.Msgs == 0
 	})
 	t.Logf("%d jobs over 3 routes of one account, running cap %d: provider peak %d, %d kills", len(ids), running, st.PeakRunning, kills)
+}
+
+// TestGlobalRunningCapAcrossAccountsChangedLive runs two ingest
+// processes, each serving the route of a different account, under one
+// global running cap of 4; both accounts reach the same simulated
+// provider, whose ground truth shows the global cap held across the
+// processes. Midway the cap is lowered to 2 in the configuration and one
+// ingest process restarts with it: nothing is lost, and once the jobs
+// running then end, the provider never has more than 2 running.
+func TestGlobalRunningCapAcrossAccountsChangedLive(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs processes")
+	}
+	const perRoute = 40
+	bin := binaries(t)
+	dir := t.TempDir()
+	natsURL, js := natsProcess(t, bin, dir)
+	tokenEnv := []string{"SIM_TOKEN=global-token"}
+	_, simAddr := simProcess(t, bin, dir, "sim", `
+time_scale: 50
+seed: 17
+default: {queue_median: 1s, run_median: 10s, run_sigma: 0.5}
+`, tokenEnv, "SIM_TOKEN")
+	route := func(name, account string) string {
+		return fmt.Sprintf(`  %s:
+    kind: replicate
+    account: %s
+    base_url: http://%s
+    token_env: SIM_TOKEN
+    options: {idempotent: true}
+`, name, account, simAddr)
+	}
+	write := func(file string, running int, routes ...string) string {
+		path := filepath.Join(dir, file)
+		conf := fmt.Sprintf("budgets: {running: %d}\naccounts: {a: {}, b: {}}\nroutes:\n%s", running, strings.Join(routes, ""))
+		require.NoError(t, os.WriteFile(path, []byte(conf), 0o600))
+		return path
+	}
+	confA, confB := write("a.yaml", 4, route("ra", "a")), write("b.yaml", 4, route("rb", "b"))
+	confAll := write("all.yaml", 4, route("ra", "a"), route("rb", "b"))
+	env := func(conf string) []string {
+		return append(tokenEnv, "POLLUX_NATS_URL="+natsURL, "POLLUX_CONFIG="+conf, "POLLUX_METRICS_ADDR=", "POLLUX_TIME_SCALE=50")
+	}
+	ingestA := launch(t, "ingest-a", env(confA), filepath.Join(bin, "ingest"))
+	launch(t, "ingest-b", env(confB), filepath.Join(bin, "ingest"))
+	launch(t, "poller", env(confAll), filepath.Join(bin, "poller"))
+	log := followFleet(t, js)
+
+	var ids []string
+	for i := range perRoute {
+		for _, r := range []string{"ra", "rb"} {
+			key := fmt.Sprintf("global-%s-%03d", r, i)
+			ids = append(ids, events.KeyID(r, key))
+			msg, _ := json.Marshal(events.Submit{V: 1, IdempotencyKey: key, Model: "g/model", Input: json.RawMessage(`{}`)})
+			_, err := js.Publish(context.Background(), events.Default.Submit(r), msg)
+			require.NoError(t, err)
+		}
+	}
+	waitFor(t, "a third of the jobs done", 120*time.Second, func() bool { return len(log.terminal()) >= len(ids)/3 })
+	before := simStats(t, "http://"+simAddr)
+	require.LessOrEqual(t, before.PeakRunning, 4, "two processes, two accounts, one global cap")
+	require.Positive(t, before.PeakRunning)
+
+	// Lower the cap and restart one ingest process with it.
+	write("a.yaml", 2, route("ra", "a"))
+	write("b.yaml", 2, route("rb", "b"))
+	ingestA.kill(t)
+	launch(t, "ingest-a2", env(confA), filepath.Join(bin, "ingest"))
+	stream, err := js.Stream(context.Background(), events.Default.RunningStream(events.LevelGlobal, ""))
+	require.NoError(t, err)
+	waitFor(t, "the running jobs of the old cap end", 60*time.Second, func() bool {
+		info, err := stream.Info(context.Background())
+		return err == nil && info.Config.MaxMsgs == 2 && info.State.Msgs <= 2
+	})
+	resp, err := http.Post("http://"+simAddr+"/_sim/reset-stats", "", nil)
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+
+	waitTerminal(t, js, log, ids, 180*time.Second)
+	after := simStats(t, "http://"+simAddr)
+	require.LessOrEqual(t, after.PeakRunning, 2, "the lowered cap holds")
+	require.Positive(t, after.PeakRunning)
+	var truth []sim.Prediction
+	require.NoError(t, json.Unmarshal([]byte(get(t, "http://"+simAddr+"/_sim/predictions")), &truth))
+	keys := map[string]int{}
+	for _, p := range truth {
+		keys[p.IdempotencyKey]++
+	}
+	require.Len(t, keys, len(ids), "every job created, nothing lost")
+	for k, n := range keys {
+		require.Equal(t, 1, n, "key %s created once", k)
+	}
+	waitFor(t, "every running slot free", 30*time.Second, func() bool {
+		info, err := stream.Info(context.Background())
+		return err == nil && info.State.Msgs == 0
+	})
+	t.Logf("peak %d under the cap of 4, %d after it was lowered to 2; %d jobs", before.PeakRunning, after.PeakRunning, len(ids))
 }
