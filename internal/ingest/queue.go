@@ -45,6 +45,8 @@ type queue struct {
 	sem     chan struct{} // admissions under way
 	// observed is when the queue's gauges were last set.
 	observed time.Time
+	// start runs an admission (set by admitLoop, which waits for them).
+	start func(func(context.Context))
 
 	mu        sync.Mutex
 	vt        map[string]float64 // each tenant's weighted service
@@ -142,8 +144,24 @@ func contains(xs []string, x string) bool {
 	return false
 }
 
-// admitLoop starts waiting jobs as slots come free, until ctx ends.
+// admitDrain is how long admissions under way at a stop may go on: a
+// create answered meanwhile is recorded.
+const admitDrain = 15 * time.Second
+
+// admitLoop starts waiting jobs as slots come free, until ctx ends; then
+// it waits for the admissions under way, for at most admitDrain.
 func (s *Service) admitLoop(ctx context.Context, q *queue) error {
+	actx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	var under sync.WaitGroup
+	defer under.Wait()
+	stop := context.AfterFunc(ctx, func() {
+		t := time.AfterFunc(admitDrain, cancel)
+		under.Wait()
+		t.Stop()
+	})
+	defer stop()
+	q.start = func(f func(context.Context)) { under.Go(func() { f(actx) }) }
 	for {
 		select {
 		case <-ctx.Done():
@@ -256,20 +274,24 @@ func (s *Service) admitNext(ctx context.Context, q *queue, tenant string, cursor
 			continue
 		}
 		if nextStep(rec.Job, rec.Route, rec.IntakeSeq) == stepSubmit && !rec.State.Terminal() && rec.CancelRequestedAt.IsZero() {
-			_, lvl, err := s.budgets[r.Name].running.Take(ctx, rec.ID, rec.Slots)
+			held, lvl, err := s.budgets[r.Name].running.Take(ctx, rec.ID, rec.Slots)
 			if err != nil {
 				return false, false, err
 			}
 			if lvl != nil {
 				return false, true, nil
 			}
+			// Held now: the start records them with its attempt, and
+			// takes none again.
+			rec.Slots = held
 		}
 		q.mu.Lock()
 		q.inflight[t.JobID] = true
 		q.vt[tenant] += 1 / q.weight(tenant)
 		q.mu.Unlock()
 		q.sem <- struct{}{}
-		go s.admit(ctx, q, r, rec, m.Sequence)
+		seq := m.Sequence
+		q.start(func(ctx context.Context) { s.admit(ctx, q, r, rec, seq) })
 		return true, false, nil
 	}
 	return false, false, nil
