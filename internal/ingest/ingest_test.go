@@ -111,6 +111,12 @@ type stack struct {
 
 func start(t *testing.T, a provider.Adapter, rc config.Route, tune func(*app.Env)) *stack {
 	t.Helper()
+	return startWith(t, a, rc, tune, nil)
+}
+
+// startWith is start with the ingest configuration changed by set.
+func startWith(t *testing.T, a provider.Adapter, rc config.Route, tune func(*app.Env), set func(*ingest.Config)) *stack {
+	t.Helper()
 	_, nc, _ := natstest.JetStream(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	rt, err := route.New("fake", a, rc, 1)
@@ -122,8 +128,11 @@ func start(t *testing.T, a provider.Adapter, rc config.Route, tune func(*app.Env
 	if tune != nil {
 		tune(env)
 	}
-	svc, err := ingest.New(ingest.Config{Routes: env.Routes, Options: env.Options(), CallTimeout: time.Second, RepairInterval: time.Second},
-		env.JS, env.NS, env.Res, env.Jobs, env.Pauses)
+	cfg := ingest.Config{Routes: env.Routes, Options: env.Options(), CallTimeout: time.Second, RepairInterval: time.Second}
+	if set != nil {
+		set(&cfg)
+	}
+	svc, err := ingest.New(cfg, env.JS, env.NS, env.Res, env.Jobs, env.Pauses)
 	require.NoError(t, err)
 	g.Go(func() error { return svc.Run(gctx) })
 	t.Cleanup(func() { cancel(); require.NoError(t, g.Wait()) })
@@ -385,4 +394,36 @@ func scopes(j *state.Job) []string {
 		out = append(out, sl.Scope)
 	}
 	return out
+}
+
+// The admission queue reports how many jobs wait and how long the oldest
+// has; submissions that wait are counted by the level they found full.
+func TestAdmissionQueueIsObserved(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	waiting, oldest, waits := 0, time.Duration(0), map[string]int{}
+	s := startWith(t, newFake(), config.Route{Budgets: config.Budgets{Running: 1}}, nil, func(c *ingest.Config) {
+		c.Metrics.Queue = func(queue string, n int, old time.Duration) {
+			mu.Lock()
+			defer mu.Unlock()
+			require.Equal(t, "fake", queue)
+			waiting, oldest = n, old
+		}
+		c.Metrics.Waiting = func(level string) {
+			mu.Lock()
+			defer mu.Unlock()
+			waits[level]++
+		}
+	})
+	for _, id := range []string{"q1", "q2", "q3"} {
+		s.submit(id)
+	}
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return waiting == 2 && oldest > time.Second
+	}, 10*time.Second, 20*time.Millisecond, "two jobs wait (one runs), the oldest for over a second")
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, 2, waits["route fake"]+waits["queue fake"], "each waiting submission counted once")
 }
