@@ -26,6 +26,9 @@ type Level struct {
 	// Running caps the level's jobs created at the provider and not yet
 	// ended (0: no cap).
 	Running int
+	// Learn learns the running cap from the provider's refusals (see
+	// Running.Refused), from Running or, unset, from Uncapped.
+	Learn bool
 }
 
 // Scope is the level's subject token (events.Scope).
@@ -107,7 +110,7 @@ func (p *Pool) Running(ctx context.Context, levels []Level) (Slots, error) {
 	var s Slots
 	for i := len(levels) - 1; i >= 0; i-- {
 		l := levels[i]
-		if l.Running <= 0 {
+		if l.Running <= 0 && !l.Learn {
 			continue
 		}
 		p.mu.Lock()

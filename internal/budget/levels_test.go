@@ -3,6 +3,7 @@ package budget_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -259,4 +260,63 @@ func TestRunningRepairFreesSlotsNoJobHolds(t *testing.T) {
 	inUse, err = slots[0].InUse(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1, inUse, "a record that cannot be read frees nothing")
+}
+
+// A learning level lowers its cap to one below the jobs running when the
+// provider refuses a create, keeps what it learned across restarts while
+// the configuration stays, rises by one after ProbeEvery creates accepted
+// at the cap, and never above the configured cap.
+func TestRunningCapIsLearned(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	js, _ := setup(t)
+	level := budget.Level{Level: events.LevelAccount, Name: "a", Running: 6, Learn: true}
+	ensure := func(l budget.Level) *budget.Running {
+		p := budget.NewPool(js, events.Default, nil, events.Options{})
+		s, err := p.Running(ctx, []budget.Level{l})
+		require.NoError(t, err)
+		return s[0]
+	}
+	capOf := func(r *budget.Running) int {
+		st, err := js.Stream(ctx, events.Default.RunningStream(events.LevelAccount, "a"))
+		require.NoError(t, err)
+		return int(st.CachedInfo().Config.MaxMsgs)
+	}
+	r := ensure(level)
+	for i := range 5 {
+		_, full, err := budget.Slots{r}.Take(ctx, fmt.Sprintf("j%d", i), nil)
+		require.NoError(t, err)
+		require.Nil(t, full)
+	}
+	limit, lowered, err := r.Refused(ctx)
+	require.NoError(t, err)
+	require.True(t, lowered)
+	require.Equal(t, 4, limit, "refused at 5 running: the provider's cap is below 5")
+	require.Equal(t, 4, capOf(r))
+	r = ensure(level)
+	require.Equal(t, 4, capOf(r), "a restart keeps the learned cap")
+
+	for range budget.ProbeEvery - 1 {
+		_, raised, err := r.Accepted(ctx)
+		require.NoError(t, err)
+		require.False(t, raised)
+	}
+	limit, raised, err := r.Accepted(ctx)
+	require.NoError(t, err)
+	require.True(t, raised, "5 running at a cap of 4... the cap is reached: probe one more")
+	require.Equal(t, 5, limit)
+	for range 2 * budget.ProbeEvery {
+		_, _, err := r.Accepted(ctx)
+		require.NoError(t, err)
+	}
+	require.Equal(t, 6, capOf(r), "never above the configured cap")
+
+	level.Running = 3
+	ensure(level)
+	require.Equal(t, 3, capOf(r), "a new configured cap replaces what was learned")
+	unconfigured := ensure(budget.Level{Level: events.LevelAccount, Name: "b", Learn: true})
+	st, err := js.Stream(ctx, events.Default.RunningStream(events.LevelAccount, "b"))
+	require.NoError(t, err)
+	require.EqualValues(t, budget.Uncapped, st.CachedInfo().Config.MaxMsgs, "nothing configured: it starts uncapped")
+	_ = unconfigured
 }

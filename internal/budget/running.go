@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -43,17 +45,103 @@ type Running struct {
 	js     jetstream.JetStream
 	ns     events.Namespace
 	stream jetstream.Stream
+	// accepted counts creates accepted in a row by this process (a
+	// learning level's probe).
+	accepted atomic.Int64
 }
+
+// Uncapped is the running cap a level that learns its cap starts from when
+// none is configured.
+const Uncapped = 100_000
+
+// ProbeEvery is how many creates a learning level's process must see
+// accepted in a row, at its cap, before it raises the cap by one.
+const ProbeEvery = 100
+
+// configuredKey is the stream metadata key of a level's configured cap: a
+// learned cap (the stream's MaxMsgs) is kept across restarts while the
+// configuration stays the same.
+const configuredKey = "pollux_running_configured"
 
 // EnsureRunning sets up the running slots of level l (its cap l.Running,
 // changed live on any process's start: a lower cap keeps the slots taken
-// and refuses takes until enough jobs end).
+// and refuses takes until enough jobs end). A level that learns its cap
+// keeps the cap it learned unless its configured cap changed.
 func EnsureRunning(ctx context.Context, js jetstream.JetStream, ns events.Namespace, l Level, o events.Options) (*Running, error) {
-	s, err := events.EnsureStream(ctx, js, ns.RunningStreamConfig(l.Level, l.Name, l.Running, o))
+	limit := l.Running
+	if limit <= 0 {
+		limit = Uncapped
+	}
+	want := ns.RunningStreamConfig(l.Level, l.Name, limit, o)
+	want.Metadata = map[string]string{configuredKey: strconv.Itoa(limit)}
+	if l.Learn {
+		have, err := js.Stream(ctx, want.Name)
+		switch {
+		case err == nil:
+			c := have.CachedInfo().Config
+			if c.Metadata[configuredKey] == want.Metadata[configuredKey] && c.MaxMsgs > 0 && c.MaxMsgs < int64(limit) {
+				want.MaxMsgs = c.MaxMsgs // learned
+			}
+		case !errors.Is(err, jetstream.ErrStreamNotFound):
+			return nil, fmt.Errorf("running slots of %s: %w", l, err)
+		}
+	}
+	s, err := events.EnsureStream(ctx, js, want)
 	if err != nil {
 		return nil, fmt.Errorf("running slots of %s: %w", l, err)
 	}
 	return &Running{level: l, js: js, ns: ns, stream: s}, nil
+}
+
+// Refused learns from a create the provider refused with a rate limit
+// that names no Retry-After (what a concurrency cap answers) while the
+// level had inUse slots taken, the refused job's included: the provider's
+// cap is below that, so the level's cap becomes one less, at least 1. It
+// returns the cap, and whether it lowered it; a level that does not learn
+// changes nothing.
+func (r *Running) Refused(ctx context.Context) (limit int, lowered bool, err error) {
+	r.accepted.Store(0)
+	if !r.level.Learn {
+		return 0, false, nil
+	}
+	info, err := r.stream.Info(ctx)
+	if err != nil {
+		return 0, false, fmt.Errorf("running slots of %s: %w", r.level, err)
+	}
+	cur := int(info.Config.MaxMsgs)
+	next := max(1, min(cur, int(info.State.Msgs))-1)
+	if next >= cur {
+		return cur, false, nil
+	}
+	return next, true, r.setCap(ctx, info.Config, next)
+}
+
+// Accepted learns from a create the provider accepted: after ProbeEvery
+// in a row with the level at its cap, the cap rises by one (up to the
+// configured cap). It returns the cap, and whether it raised it.
+func (r *Running) Accepted(ctx context.Context) (limit int, raised bool, err error) {
+	if !r.level.Learn || r.accepted.Add(1)%ProbeEvery != 0 {
+		return 0, false, nil
+	}
+	info, err := r.stream.Info(ctx)
+	if err != nil {
+		return 0, false, fmt.Errorf("running slots of %s: %w", r.level, err)
+	}
+	cur := int(info.Config.MaxMsgs)
+	configured, _ := strconv.Atoi(info.Config.Metadata[configuredKey])
+	if cur >= configured || int(info.State.Msgs) < cur {
+		return cur, false, nil // at the configured cap, or not at the cap: nothing to probe
+	}
+	return cur + 1, true, r.setCap(ctx, info.Config, cur+1)
+}
+
+// setCap sets the level's cap fleet-wide: the server holds it.
+func (r *Running) setCap(ctx context.Context, c jetstream.StreamConfig, limit int) error {
+	c.MaxMsgs = int64(limit)
+	if _, err := r.js.UpdateStream(ctx, c); err != nil {
+		return fmt.Errorf("running slots of %s: set the learned cap %d: %w", r.level, limit, err)
+	}
+	return nil
 }
 
 // Level is the level whose slots these are.

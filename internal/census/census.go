@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -63,8 +64,11 @@ type Level struct {
 	// leases are in its Route sample; its running slots are here).
 	Level  string            `json:"level"`
 	Leases map[string]Leases `json:"leases,omitempty"`
-	// Running are the running slots taken (Out) and the cap.
-	Running *Leases `json:"running,omitempty"`
+	// Running are the running slots taken (Out) and the cap in force
+	// (learned, for a level that learns it); Configured is the cap the
+	// configuration gives (budget.Uncapped when it gives none).
+	Running    *Leases `json:"running,omitempty"`
+	Configured int     `json:"running_configured,omitempty"`
 }
 
 // Snapshot is the fleet at one moment.
@@ -255,6 +259,7 @@ func takeLevels(ctx context.Context, ns events.Namespace, res *events.Resources,
 			case err == nil:
 				info := st.CachedInfo()
 				l.Running = &Leases{Out: int(info.State.Msgs), Cap: int(info.Config.MaxMsgs)}
+				l.Configured, _ = strconv.Atoi(info.Config.Metadata["pollux_running_configured"])
 			case !errors.Is(err, jetstream.ErrStreamNotFound):
 				return nil, err
 			}

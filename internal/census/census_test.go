@@ -106,8 +106,8 @@ func TestTakeLevels(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, full)
 	want := []census.Level{
-		{Level: "account acct", Leases: map[string]census.Leases{"submit": {Out: 0, Cap: 4}}, Running: &census.Leases{Out: 1, Cap: 3}},
-		{Level: "route r", Leases: map[string]census.Leases{}, Running: &census.Leases{Out: 1, Cap: 2}},
+		{Level: "account acct", Leases: map[string]census.Leases{"submit": {Out: 0, Cap: 4}}, Running: &census.Leases{Out: 1, Cap: 3}, Configured: 3},
+		{Level: "route r", Leases: map[string]census.Leases{}, Running: &census.Leases{Out: 1, Cap: 2}, Configured: 2},
 	}
 	s, err := census.Take(ctx, ns, res, []string{}, census.Want{Scope: "account~acct", Running: true}, census.Want{Scope: "r", Running: true})
 	require.NoError(t, err)

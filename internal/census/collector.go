@@ -63,7 +63,8 @@ var (
 	descLevelOut = prometheus.NewDesc("pollux_level_leases_out", "Budget leases out at a shared level (an account, global), by level and kind.", []string{"level", "kind"}, nil)
 	descLevelCap = prometheus.NewDesc("pollux_level_leases_cap", "Budget cap at a shared level, by level and kind.", []string{"level", "kind"}, nil)
 	descRunning  = prometheus.NewDesc("pollux_running_slots", "Running slots taken (jobs created at the provider and not yet ended), by budget level.", []string{"level"}, nil)
-	descRunCap   = prometheus.NewDesc("pollux_running_cap", "Running cap, by budget level.", []string{"level"}, nil)
+	descRunCap   = prometheus.NewDesc("pollux_running_cap", "Running cap in force (learned, for a level that learns it), by budget level.", []string{"level"}, nil)
+	descRunConf  = prometheus.NewDesc("pollux_running_configured_cap", "Running cap the configuration gives (100000 when a learning level has none), by budget level.", []string{"level"}, nil)
 	descWebhooks = prometheus.NewDesc("pollux_webhooks_backlog", "Stored webhook deliveries not yet applied.", nil, nil)
 	descEvents   = prometheus.NewDesc("pollux_events_stored", "Events held in the events stream.", nil, nil)
 	descAge      = prometheus.NewDesc("pollux_census_age_seconds", "Age of the fleet census these gauges come from.", nil, nil)
@@ -72,7 +73,7 @@ var (
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descTracked, descBacklog, descOldest, descIntake, descLeases, descCap,
-		descLevelOut, descLevelCap, descRunning, descRunCap, descPaused, descPauseFor, descWebhooks, descEvents, descAge} {
+		descLevelOut, descLevelCap, descRunning, descRunCap, descRunConf, descPaused, descPauseFor, descWebhooks, descEvents, descAge} {
 		ch <- d
 	}
 }
@@ -118,6 +119,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		if l.Running != nil {
 			g(descRunning, float64(l.Running.Out), l.Level)
 			g(descRunCap, float64(l.Running.Cap), l.Level)
+			if l.Configured > 0 {
+				g(descRunConf, float64(l.Configured), l.Level)
+			}
 		}
 	}
 	g(descWebhooks, float64(s.Webhooks))

@@ -235,6 +235,12 @@ type Budgets struct {
 	// Running caps the jobs created at the provider and not yet ended.
 	// A submission past it waits in JetStream for a job to end.
 	Running int `yaml:"running"`
+	// LearnRunning learns the level's running cap from the provider: a
+	// create refused with a rate limit that names no Retry-After lowers it
+	// to one below the jobs running then, and it rises by one after
+	// budget.ProbeEvery creates accepted in a row at the cap, never above
+	// Running (unset: no cap to start from).
+	LearnRunning bool `yaml:"learn_running"`
 }
 
 // MaxRunning is the largest running cap.

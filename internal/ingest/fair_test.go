@@ -132,3 +132,82 @@ func contains(xs []string, x string) bool {
 	}
 	return false
 }
+
+// hiddenCap is a provider that runs at most cap jobs at once and refuses a
+// create past that with a 429 naming no Retry-After, as a concurrency cap
+// does; jobs end 200 ms after they start.
+type hiddenCap struct {
+	*fake
+	mu                              sync.Mutex
+	cap, running, refused, accepted int
+	created                         chan string
+}
+
+func (h *hiddenCap) Submit(ctx context.Context, req provider.SubmitRequest) (provider.Status, error) {
+	h.mu.Lock()
+	if h.running >= h.cap {
+		h.refused++
+		h.mu.Unlock()
+		return provider.Status{}, &provider.Error{Class: provider.RateLimited, HTTPStatus: 429, Message: "concurrency limit reached"}
+	}
+	h.running++
+	h.accepted++
+	h.mu.Unlock()
+	st, err := h.fake.Submit(ctx, req)
+	h.created <- req.JobID
+	return st, err
+}
+
+// With nothing configured but learn_running, the route learns the
+// provider's hidden cap of 4 from its refusals, and every job is created
+// once.
+func TestRunningCapLearnedFromRefusals(t *testing.T) {
+	t.Parallel()
+	h := &hiddenCap{fake: newFake(), cap: 4, created: make(chan string, 100)}
+	s := start(t, h, config.Route{Budgets: config.Budgets{LearnRunning: true}, Workers: config.Workers{Submit: 8}}, nil)
+	stop := make(chan struct{})
+	var enders sync.WaitGroup
+	enders.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case id := <-h.created:
+				enders.Go(func() {
+					select {
+					case <-stop:
+						return
+					case <-time.After(200 * time.Millisecond):
+					}
+					h.mu.Lock()
+					h.running--
+					h.mu.Unlock()
+					if rec, err := s.env.Jobs.Read(s.ctx, id); err == nil {
+						_, _ = s.env.Jobs.End(s.ctx, rec, state.Observation{State: state.Succeeded, Raw: "succeeded", Source: state.FromPoll, At: time.Now()})
+					}
+				})
+			}
+		}
+	})
+	t.Cleanup(func() { close(stop); enders.Wait() })
+	const jobs = 40
+	for i := range jobs {
+		s.submit(fmt.Sprintf("l-%02d", i))
+	}
+	require.Eventually(t, func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return h.accepted == jobs
+	}, 60*time.Second, 20*time.Millisecond, "every job is created")
+	st, err := s.env.JS.Stream(s.ctx, s.env.NS.RunningStream(events.LevelRoute, "fake"))
+	require.NoError(t, err)
+	require.EqualValues(t, 4, st.CachedInfo().Config.MaxMsgs, "the learned cap is the provider's")
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t.Logf("%d creates refused while the cap was learned", h.refused)
+	require.Positive(t, h.refused)
+	require.LessOrEqual(t, h.refused, 8, "learning costs at most as many refusals as creates were in flight")
+	for i := range jobs {
+		require.Equal(t, 1, h.createsOf(fmt.Sprintf("l-%02d", i)), "one accepted create per job")
+	}
+}

@@ -618,6 +618,7 @@ func (s *Service) call(ctx context.Context, in intake, rec jobs.Record, lease bu
 	lease.Release()
 	s.observeCall(r.Name, "submit", err, time.Since(start))
 	s.pauses.After(ctx, r, "submit", err)
+	s.learn(ctx, r, err, log)
 	if err != nil {
 		return s.submitFailed(ctx, in, rec, err, log)
 	}
@@ -665,6 +666,38 @@ func (s *Service) created(ctx context.Context, in intake, rec jobs.Record, st pr
 		}
 	}
 	return events.Done(), "submitted"
+}
+
+// learn hands a create's answer to the route's levels that learn their
+// running cap: a rate limit without Retry-After lowers it, creates
+// accepted in a row raise it slowly (budget.Running.Refused, Accepted).
+func (s *Service) learn(ctx context.Context, r *route.Route, callErr error, log zerolog.Logger) {
+	refused := provider.ClassOf(callErr) == provider.RateLimited && provider.RetryAfterOf(callErr) == 0
+	if callErr != nil && !refused {
+		return
+	}
+	for _, lvl := range s.budgets[r.Name].running {
+		if !lvl.Level().Learn {
+			continue
+		}
+		var limit int
+		var changed bool
+		var err error
+		if refused {
+			limit, changed, err = lvl.Refused(ctx)
+		} else {
+			limit, changed, err = lvl.Accepted(ctx)
+		}
+		switch {
+		case err != nil:
+			log.Warn().Err(err).Str("level", lvl.Level().String()).Msg("learning the running cap failed")
+		case changed && refused:
+			log.Warn().Str("level", lvl.Level().String()).Int("running_cap", limit).
+				Msg("the provider refused a create at this many running: learned running cap lowered")
+		case changed:
+			log.Info().Str("level", lvl.Level().String()).Int("running_cap", limit).Msg("learned running cap raised after creates accepted at the cap")
+		}
+	}
 }
 
 // submitFailed carries out what a failed submit call means.

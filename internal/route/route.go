@@ -135,7 +135,7 @@ func limit(b config.Budget) budget.Limit {
 
 // level is one budget level from its configuration.
 func level(lvl, name string, b config.Budgets) budget.Level {
-	return budget.Level{Level: lvl, Name: name, Submit: limit(b.Submit), Status: limit(b.Status), Running: b.Running}
+	return budget.Level{Level: lvl, Name: name, Submit: limit(b.Submit), Status: limit(b.Status), Running: b.Running, Learn: b.LearnRunning}
 }
 
 // weights keys tenant weights by their subject tokens.
@@ -163,7 +163,7 @@ func (r *Route) Queue() string {
 // Capped reports whether any of the route's levels caps its running jobs.
 func (r *Route) Capped() bool {
 	for _, l := range r.Levels {
-		if l.Running > 0 {
+		if l.Running > 0 || l.Learn {
 			return true
 		}
 	}

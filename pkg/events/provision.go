@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -459,13 +460,26 @@ func reconcileStream(have, want jetstream.StreamConfig) (jetstream.StreamConfig,
 	upd.Replicas = want.Replicas
 	upd.Description = want.Description
 	upd.DiscardNewPerSubject = want.DiscardNewPerSubject
+	metaChanged := false
+	for k, v := range want.Metadata {
+		if have.Metadata[k] != v {
+			if !metaChanged {
+				upd.Metadata = maps.Clone(have.Metadata)
+				if upd.Metadata == nil {
+					upd.Metadata = map[string]string{}
+				}
+			}
+			metaChanged = true
+			upd.Metadata[k] = v
+		}
+	}
 	if want.Duplicates > 0 {
 		upd.Duplicates = want.Duplicates
 	}
 	changed := upd.MaxAge != have.MaxAge || upd.MaxBytes != have.MaxBytes ||
 		upd.MaxMsgSize != have.MaxMsgSize || upd.MaxMsgs != have.MaxMsgs || upd.Replicas != have.Replicas ||
 		upd.Duplicates != have.Duplicates || upd.Description != have.Description ||
-		upd.DiscardNewPerSubject != have.DiscardNewPerSubject
+		upd.DiscardNewPerSubject != have.DiscardNewPerSubject || metaChanged
 	return upd, changed
 }
 
