@@ -53,29 +53,7 @@ func TestFairShareAcrossTenants(t *testing.T) {
 	p := &turnover{fake: newFake(), created: make(chan string, 10_000)}
 	s := start(t, p, config.Route{Budgets: config.Budgets{Running: 5}, TenantKey: "tenant", Workers: config.Workers{Submit: 16}}, nil)
 	// Jobs end 300 ms after they start, as the poller would see it.
-	stop := make(chan struct{})
-	var enders sync.WaitGroup
-	enders.Go(func() {
-		for {
-			select {
-			case <-stop:
-				return
-			case id := <-p.created:
-				enders.Go(func() {
-					select {
-					case <-stop:
-						return
-					case <-time.After(300 * time.Millisecond):
-					}
-					rec, err := s.env.Jobs.Read(s.ctx, id)
-					if err == nil {
-						_, _ = s.env.Jobs.End(s.ctx, rec, state.Observation{State: state.Succeeded, Raw: "succeeded", Source: state.FromPoll, At: time.Now()})
-					}
-				})
-			}
-		}
-	})
-	t.Cleanup(func() { close(stop); enders.Wait() })
+	endAfter(t, s, p.created, 300*time.Millisecond, nil)
 	publish := func(tenant string, n int) []string {
 		var ids []string
 		for i := range n {
@@ -165,31 +143,11 @@ func TestRunningCapLearnedFromRefusals(t *testing.T) {
 	t.Parallel()
 	h := &hiddenCap{fake: newFake(), cap: 4, created: make(chan string, 100)}
 	s := start(t, h, config.Route{Budgets: config.Budgets{LearnRunning: true}, Workers: config.Workers{Submit: 8}}, nil)
-	stop := make(chan struct{})
-	var enders sync.WaitGroup
-	enders.Go(func() {
-		for {
-			select {
-			case <-stop:
-				return
-			case id := <-h.created:
-				enders.Go(func() {
-					select {
-					case <-stop:
-						return
-					case <-time.After(200 * time.Millisecond):
-					}
-					h.mu.Lock()
-					h.running--
-					h.mu.Unlock()
-					if rec, err := s.env.Jobs.Read(s.ctx, id); err == nil {
-						_, _ = s.env.Jobs.End(s.ctx, rec, state.Observation{State: state.Succeeded, Raw: "succeeded", Source: state.FromPoll, At: time.Now()})
-					}
-				})
-			}
-		}
+	endAfter(t, s, h.created, 200*time.Millisecond, func(string) {
+		h.mu.Lock()
+		h.running--
+		h.mu.Unlock()
 	})
-	t.Cleanup(func() { close(stop); enders.Wait() })
 	const jobs = 40
 	for i := range jobs {
 		s.submit(fmt.Sprintf("l-%02d", i))
@@ -210,4 +168,35 @@ func TestRunningCapLearnedFromRefusals(t *testing.T) {
 	for i := range jobs {
 		require.Equal(t, 1, h.createsOf(fmt.Sprintf("l-%02d", i)), "one accepted create per job")
 	}
+}
+
+// endAfter ends each job created (its id on created) d after it started,
+// as the poller would see it end: first at the provider (atProvider, when
+// set), then in its record, which frees its running slots.
+func endAfter(t *testing.T, s *stack, created <-chan string, d time.Duration, atProvider func(id string)) {
+	stop := make(chan struct{})
+	var enders sync.WaitGroup
+	enders.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case id := <-created:
+				enders.Go(func() {
+					select {
+					case <-stop:
+						return
+					case <-time.After(d):
+					}
+					if atProvider != nil {
+						atProvider(id)
+					}
+					if rec, err := s.env.Jobs.Read(s.ctx, id); err == nil {
+						_, _ = s.env.Jobs.End(s.ctx, rec, state.Observation{State: state.Succeeded, Raw: "succeeded", Source: state.FromPoll, At: time.Now()})
+					}
+				})
+			}
+		}
+	})
+	t.Cleanup(func() { close(stop); enders.Wait() })
 }
