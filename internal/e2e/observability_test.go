@@ -124,9 +124,15 @@ scrape_configs:
 		delays, _ := query(t, base, `sum(pollux_detection_delay_seconds_count)`)
 		require.Equal(t, float64(completions), delays, "one detection delay per completion")
 		byHook, _ := query(t, base, `sum(pollux_jobs_terminal_total{detected_by="webhook"})`)
-		require.Equal(t, float64(st.WebhooksSent-st.WebhooksDuplicated), byHook, "each delivered webhook finished its job")
+		delivered := float64(st.WebhooksSent - st.WebhooksDuplicated)
+		require.LessOrEqual(t, byHook, delivered, "a job is finished by its webhook at most once")
 		caught, _ := query(t, base, `sum(pollux_reconciliation_catches_total)`)
-		require.Equal(t, float64(st.WebhooksMissing), caught, "each missing webhook was caught by a poll")
+		// Each missing webhook was caught by a poll, and so was each job
+		// whose webhook came after a poll had seen its end (a loaded
+		// machine makes a few): the catches beyond the missing webhooks
+		// are exactly the delivered webhooks that did not finish a job.
+		require.Equal(t, delivered-byHook, caught-float64(st.WebhooksMissing), "every completion seen once, by webhook or by poll")
+		require.GreaterOrEqual(t, caught, float64(st.WebhooksMissing), "each missing webhook was caught by a poll")
 	})
 
 	t.Run("no secret in any log line", func(t *testing.T) {

@@ -153,6 +153,14 @@ func (s *Stats) Run(ctx context.Context, ready chan<- struct{}) error {
 		case <-t.C:
 			s.Flush(ctx)
 		case e, ok := <-w.Updates():
+			if !ok && ctx.Err() != nil {
+				// Stopping: the watcher closed with ctx, before Done was
+				// seen.
+				fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+				s.Flush(fctx)
+				cancel()
+				return nil
+			}
 			if !ok {
 				return errors.New("learned durations watcher closed")
 			}

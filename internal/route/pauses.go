@@ -105,6 +105,9 @@ func (p *Pauses) Run(ctx context.Context, ready chan<- struct{}) error {
 		case <-ctx.Done():
 			return nil
 		case e, ok := <-w.Updates():
+			if !ok && ctx.Err() != nil {
+				return nil // stopping: the watcher closed with ctx
+			}
 			if !ok {
 				return errors.New("route pause watcher closed")
 			}
