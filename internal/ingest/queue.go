@@ -31,8 +31,14 @@ import (
 // slot (a job's slot is its own) and make one attempt (jobs.Owner.Attempt
 // is exclusive): the second finds the first's attempt and leaves it.
 
-// queueTick is how often a queue looks for tickets when nothing wakes it.
-const queueTick = 100 * time.Millisecond
+// How often a queue looks for tickets when nothing wakes it: often while
+// jobs wait (a slot freed by another process is seen this late), seldom
+// while none do (new tickets of this process wake it; another process's
+// are seen this late).
+const (
+	queueTickWaiting = 25 * time.Millisecond
+	queueTickIdle    = 250 * time.Millisecond
+)
 
 // queue is one admission queue as this process serves it.
 type queue struct {
@@ -70,6 +76,14 @@ func (q *queue) add(r *route.Route) {
 		n += r.SubmitWorkers
 	}
 	q.sem = make(chan struct{}, n)
+}
+
+// tick is how long the loop rests when nothing wakes it.
+func (q *queue) tick() time.Duration {
+	if q.busy() {
+		return queueTickWaiting
+	}
+	return queueTickIdle
 }
 
 // busy reports whether tickets wait in the queue.
@@ -167,7 +181,7 @@ func (s *Service) admitLoop(ctx context.Context, q *queue) error {
 		case <-ctx.Done():
 			return nil
 		case <-q.wake:
-		case <-time.After(schedule.Jitter(queueTick, schedule.RetryJitter, s.rnd)):
+		case <-time.After(schedule.Jitter(q.tick(), schedule.RetryJitter, s.rnd)):
 		}
 		if err := s.admitRound(ctx, q); err != nil && ctx.Err() == nil {
 			s.log.Warn().Err(err).Str("queue", q.name).Msg("admitting waiting jobs failed; retrying")
