@@ -88,7 +88,7 @@ routes:
 		}
 	}
 
-	stopKilling := killAtRandom(sups, rand.New(rand.NewPCG(16, 16)), 1500*time.Millisecond, 2*time.Second)
+	stopKilling := killAtRandom(sups, rand.New(rand.NewPCG(16, 16)), 3*time.Second, 2*time.Second)
 	waitTerminal(t, js, log, ids, 240*time.Second)
 	kills := stopKilling()
 
@@ -115,7 +115,7 @@ func TestGlobalRunningCapAcrossAccountsChangedLive(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs processes")
 	}
-	const perRoute = 40
+	const perRoute = 30
 	bin := binaries(t)
 	dir := t.TempDir()
 	natsURL, js := natsProcess(t, bin, dir)
