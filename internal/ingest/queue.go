@@ -1,9 +1,12 @@
 package ingest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"math"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -135,27 +138,15 @@ func (q *queue) order(tenants []string) []string {
 	}
 	// Forget tenants with nothing waiting.
 	for t := range q.vt {
-		if !contains(tenants, t) {
+		if !slices.Contains(tenants, t) {
 			delete(q.vt, t)
 		}
 	}
-	out := append([]string(nil), tenants...)
-	// Insertion sort: few tenants wait at once.
-	for i := 1; i < len(out); i++ {
-		for j := i; j > 0 && (q.vt[out[j]] < q.vt[out[j-1]] || q.vt[out[j]] == q.vt[out[j-1]] && out[j] < out[j-1]); j-- {
-			out[j], out[j-1] = out[j-1], out[j]
-		}
-	}
+	out := slices.Clone(tenants)
+	slices.SortFunc(out, func(a, b string) int {
+		return cmp.Or(cmp.Compare(q.vt[a], q.vt[b]), strings.Compare(a, b))
+	})
 	return out
-}
-
-func contains(xs []string, x string) bool {
-	for _, v := range xs {
-		if v == x {
-			return true
-		}
-	}
-	return false
 }
 
 // admitDrain is how long admissions under way at a stop may go on: a
