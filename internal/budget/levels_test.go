@@ -288,10 +288,15 @@ func TestRunningCapIsLearned(t *testing.T) {
 		require.NoError(t, err)
 		require.Nil(t, full)
 	}
-	limit, lowered, err := r.Refused(ctx)
+	before := budget.Slots{r}.Before(ctx)
+	require.Equal(t, []int{5}, before)
+	// A job ends between the call and the refusal's count: the count read
+	// before the call still bounds the provider's cap.
+	require.NoError(t, budget.Slots{r}.Free(ctx, "j0", nil))
+	limit, lowered, err := r.Refused(ctx, before[0])
 	require.NoError(t, err)
 	require.True(t, lowered)
-	require.Equal(t, 4, limit, "refused at 5 running: the provider's cap is below 5")
+	require.Equal(t, 4, limit, "refused at 5 running: the provider's cap is below 5, not below 4")
 	require.Equal(t, 4, capOf(r))
 	r = ensure(level)
 	require.Equal(t, 4, capOf(r), "a restart keeps the learned cap")
@@ -303,8 +308,11 @@ func TestRunningCapIsLearned(t *testing.T) {
 	}
 	limit, raised, err := r.Accepted(ctx)
 	require.NoError(t, err)
-	require.True(t, raised, "5 running at a cap of 4... the cap is reached: probe one more")
+	require.True(t, raised, "at its cap of 4 for a probe's creates: probe one more")
 	require.Equal(t, 5, limit)
+	_, full, err := budget.Slots{r}.Take(ctx, "j0", nil)
+	require.NoError(t, err)
+	require.Nil(t, full, "the raised cap admits one more")
 	for range 2 * budget.ProbeEvery {
 		_, _, err := r.Accepted(ctx)
 		require.NoError(t, err)

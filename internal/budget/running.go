@@ -94,12 +94,16 @@ func EnsureRunning(ctx context.Context, js jetstream.JetStream, ns events.Namesp
 }
 
 // Refused learns from a create the provider refused with a rate limit
-// that names no Retry-After (what a concurrency cap answers) while the
-// level had inUse slots taken, the refused job's included: the provider's
-// cap is below that, so the level's cap becomes one less, at least 1. It
-// returns the cap, and whether it lowered it; a level that does not learn
-// changes nothing.
-func (r *Running) Refused(ctx context.Context) (limit int, lowered bool, err error) {
+// that names no Retry-After (what a concurrency cap answers). The
+// provider's running jobs all hold slots here, the refused job's aside,
+// so its cap is below the slots taken when it refused: the level's cap
+// becomes one less than that, at least 1. The count is read after the
+// answer, when jobs that ended meanwhile have freed theirs; before is the
+// count read just before the call (Slots.Before), and the larger of the
+// two is taken, so an end between the two reads does not take the cap
+// below the provider's. It returns the cap, and whether it lowered it; a
+// level that does not learn changes nothing.
+func (r *Running) Refused(ctx context.Context, before int) (limit int, lowered bool, err error) {
 	r.accepted.Store(0)
 	if !r.level.Learn {
 		return 0, false, nil
@@ -109,7 +113,7 @@ func (r *Running) Refused(ctx context.Context) (limit int, lowered bool, err err
 		return 0, false, fmt.Errorf("running slots of %s: %w", r.level, err)
 	}
 	cur := int(info.Config.MaxMsgs)
-	next := max(1, min(cur, int(info.State.Msgs))-1)
+	next := max(1, min(cur, max(before, int(info.State.Msgs)))-1)
 	if next >= cur {
 		return cur, false, nil
 	}
@@ -186,6 +190,23 @@ func (r *Running) InUse(ctx context.Context) (int, error) {
 // Slots are the running slots a route's submissions take, narrowest level
 // first. Nil caps nothing.
 type Slots []*Running
+
+// Before reads, just before a create call, how many slots each level that
+// learns its cap has taken (0 at the others, and at a level whose count
+// could not be read): what Running.Refused learns from.
+func (s Slots) Before(ctx context.Context) []int {
+	var n []int
+	for i, r := range s {
+		if !r.level.Learn {
+			continue
+		}
+		if n == nil {
+			n = make([]int, len(s))
+		}
+		n[i], _ = r.InUse(ctx)
+	}
+	return n
+}
 
 // Take takes job's slot at every level it does not hold one at already
 // (have: the slots its record names) and returns the slots it holds then.

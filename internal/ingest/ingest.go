@@ -611,6 +611,7 @@ func (s *Service) request(r *route.Route, j *state.Job) provider.SubmitRequest {
 // call makes the submit call the record's attempt marked, holding lease.
 func (s *Service) call(ctx context.Context, in intake, rec jobs.Record, lease budget.Leases, log zerolog.Logger) (events.Outcome, string) {
 	r := in.route
+	before := s.budgets[r.Name].running.Before(ctx)
 	cctx, cancel := context.WithTimeout(ctx, s.callTimeout(r))
 	start := time.Now()
 	st, err := r.Adapter.Submit(cctx, s.request(r, rec.Job))
@@ -618,7 +619,7 @@ func (s *Service) call(ctx context.Context, in intake, rec jobs.Record, lease bu
 	lease.Release()
 	s.observeCall(r.Name, "submit", err, time.Since(start))
 	s.pauses.After(ctx, r, "submit", err)
-	s.learn(ctx, r, err, log)
+	s.learn(ctx, r, err, before, log)
 	if err != nil {
 		return s.submitFailed(ctx, in, rec, err, log)
 	}
@@ -671,12 +672,14 @@ func (s *Service) created(ctx context.Context, in intake, rec jobs.Record, st pr
 // learn hands a create's answer to the route's levels that learn their
 // running cap: a rate limit without Retry-After lowers it, creates
 // accepted in a row raise it slowly (budget.Running.Refused, Accepted).
-func (s *Service) learn(ctx context.Context, r *route.Route, callErr error, log zerolog.Logger) {
+// before is the slots each level had taken before the call
+// (budget.Slots.Before).
+func (s *Service) learn(ctx context.Context, r *route.Route, callErr error, before []int, log zerolog.Logger) {
 	refused := provider.ClassOf(callErr) == provider.RateLimited && provider.RetryAfterOf(callErr) == 0
 	if callErr != nil && !refused {
 		return
 	}
-	for _, lvl := range s.budgets[r.Name].running {
+	for i, lvl := range s.budgets[r.Name].running {
 		if !lvl.Level().Learn {
 			continue
 		}
@@ -684,7 +687,7 @@ func (s *Service) learn(ctx context.Context, r *route.Route, callErr error, log 
 		var changed bool
 		var err error
 		if refused {
-			limit, changed, err = lvl.Refused(ctx)
+			limit, changed, err = lvl.Refused(ctx, before[i])
 		} else {
 			limit, changed, err = lvl.Accepted(ctx)
 		}
