@@ -89,7 +89,10 @@ type Config struct {
 	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
 	// MaxHeaderBytes caps request headers (default 16 KiB).
 	MaxHeaderBytes int
-	// PublishTimeout bounds the wait for the PubAck (default 5s).
+	// PublishTimeout bounds a delivery's whole wait on NATS: the lookup
+	// of its delivery id, the publish until its PubAck and the recording
+	// of the id (default 5s). A delivery NATS cannot take within it is
+	// answered 503, however long the JetStream context's own API timeout.
 	PublishTimeout time.Duration
 	// Workers apply deliveries concurrently (default 8).
 	Workers int
@@ -301,9 +304,14 @@ func (s *Service) callback(w http.ResponseWriter, req *http.Request, r *route.Ro
 
 // store publishes a verified delivery with its delivery id as Nats-Msg-Id,
 // answers 2xx after the PubAck, and remembers the id for the retry horizon.
+// One deadline, PublishTimeout, bounds all three calls to NATS: while NATS
+// is away the lookup would otherwise wait out the JetStream context's
+// default timeout (5s) before the publish even began.
 func (s *Service) store(w http.ResponseWriter, req *http.Request, name, job, deliveryID string, body []byte, extra nats.Header, log zerolog.Logger) int {
+	pctx, cancel := context.WithTimeout(req.Context(), s.cfg.PublishTimeout)
+	defer cancel()
 	seenKey := deliveryKey(name, deliveryID)
-	if _, err := s.res.Deliveries.Get(req.Context(), seenKey); err == nil {
+	if _, err := s.res.Deliveries.Get(pctx, seenKey); err == nil {
 		return ok(w, reply{OK: true, Duplicate: true})
 	}
 	msg := &nats.Msg{Subject: s.ns.Webhook(name), Data: body, Header: storedHeaders(req.Header)}
@@ -313,8 +321,6 @@ func (s *Service) store(w http.ResponseWriter, req *http.Request, name, job, del
 	for k, v := range extra {
 		msg.Header[k] = v
 	}
-	pctx, cancel := context.WithTimeout(req.Context(), s.cfg.PublishTimeout)
-	defer cancel()
 	ack, err := s.js.PublishMsg(pctx, msg, jetstream.WithMsgID(name+":"+deliveryID))
 	if err != nil {
 		log.Error().Err(err).Str("job_id", job).Msg("storing a webhook failed; asked the provider to retry")

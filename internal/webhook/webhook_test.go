@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sync/errgroup"
 
@@ -221,6 +222,35 @@ func TestReceiverAsksForARetryWhenNATSIsDown(t *testing.T) {
 	code, _, h := do(t, signedRequest(t, r.url+"/webhooks/rep?job=j", "m", time.Now(), prediction))
 	require.Equal(t, http.StatusServiceUnavailable, code)
 	require.Equal(t, "2", h.Get("Retry-After"))
+}
+
+// While NATS is away the receiver answers 503 by its own PublishTimeout,
+// which bounds the lookup of the delivery id as well as the publish: the
+// JetStream context here waits an hour for an API answer, so a lookup
+// bounded only by it holds the delivery until the client below gives up
+// (its timeout only guards against that hang).
+func TestReceiverAsksForARetryWhateverTheJetStreamTimeout(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Server(t)
+	nc, _ := natstest.Connect(t, srv)
+	js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(time.Hour))
+	require.NoError(t, err)
+	res, err := events.Default.Setup(context.Background(), js, events.Options{})
+	require.NoError(t, err)
+	svc, err := webhook.New(webhook.Config{Routes: map[string]*route.Route{"rep": repRoute(t, config.Route{})}, PublishTimeout: 200 * time.Millisecond},
+		js, events.Default, res, jobs.New(events.Default, js, res, jobs.Config{}))
+	require.NoError(t, err)
+	hs := httptest.NewServer(svc.Handler())
+	defer hs.Close()
+	srv.Shutdown()
+	srv.WaitForShutdown()
+
+	client := &http.Client{Timeout: 30 * time.Second}
+	resp, err := client.Do(signedRequest(t, hs.URL+"/webhooks/rep?job=job-1", "msg_1", time.Now(), prediction))
+	require.NoError(t, err, "answered while NATS is down, not held for the JetStream context's timeout")
+	_ = resp.Body.Close()
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	require.Equal(t, "2", resp.Header.Get("Retry-After"))
 }
 
 func TestSlowHeadersAreCutOff(t *testing.T) {
