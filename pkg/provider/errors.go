@@ -47,6 +47,11 @@ type Error struct {
 	HTTPStatus int
 	// RetryAfter is the provider's requested pause, 0 when none was given.
 	RetryAfter time.Duration
+	// Concurrency marks a rate limit the provider says is about jobs
+	// running at once, not about calls per second (a concurrency cap:
+	// httpapi.Classify reads it from the body). Pollux learns a running
+	// cap from such refusals, a call rate from the others.
+	Concurrency bool
 	// Message is the provider's explanation (its error detail), safe to
 	// log and to show in a failed job's reason.
 	Message string
@@ -90,6 +95,13 @@ func RetryAfterOf(err error) time.Duration {
 		return pe.RetryAfter
 	}
 	return 0
+}
+
+// ConcurrencyLimited reports whether err is a rate limit the provider
+// says is about jobs running at once (Error.Concurrency).
+func ConcurrencyLimited(err error) bool {
+	var pe *Error
+	return errors.As(err, &pe) && pe.Class == RateLimited && pe.Concurrency
 }
 
 // MessageOf returns the provider's explanation carried by err, or err's text.

@@ -13,6 +13,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -169,6 +170,7 @@ func Classify(status int, h http.Header, body []byte, now time.Time) *provider.E
 	switch {
 	case status == http.StatusTooManyRequests:
 		e.Class = provider.RateLimited
+		e.Concurrency = speaksOfConcurrency(body)
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
 		e.Class = provider.Auth
 	case status == http.StatusNotFound || status == http.StatusGone:
@@ -184,6 +186,19 @@ func Classify(status int, h http.Header, body []byte, now time.Time) *provider.E
 		e.Class = provider.RateLimited // 503 + Retry-After is an explicit request to back off
 	}
 	return e
+}
+
+// concurrencyWords are what a 429's body says when it refuses a job past a
+// cap on jobs running at once rather than a call past a rate: "concurrency
+// limit reached", "too many concurrent tasks", "N predictions running at
+// once", "parallel task limit".
+var concurrencyWords = []string{"concurren", "at once", "parallel", "simultaneous"}
+
+// speaksOfConcurrency reports whether a refusal's body names a cap on jobs
+// running at once.
+func speaksOfConcurrency(body []byte) bool {
+	b := strings.ToLower(string(body))
+	return slices.ContainsFunc(concurrencyWords, func(w string) bool { return strings.Contains(b, w) })
 }
 
 // RetryAfter reads Retry-After (seconds or an HTTP date) or retry-after-ms,

@@ -52,6 +52,19 @@ func TestClassify(t *testing.T) {
 	e := httpapi.Classify(503, http.Header{"Retry-After": {"2"}}, nil, now)
 	require.Equal(t, provider.RateLimited, e.Class, "503 with Retry-After asks to back off")
 	require.Equal(t, 2*time.Second, e.RetryAfter)
+
+	for body, concurrency := range map[string]bool{
+		`{"title":"Concurrency limit reached","detail":"You have reached the limit of 4 predictions running at once."}`: true,
+		`{"error":{"message":"Too many concurrent tasks"}}`:                                                             true,
+		`{"code":1303,"message":"parallel task over resource pack limit"}`:                                              true,
+		`{"detail":"Request was throttled. Your rate limit resets in ~30s."}`:                                           false,
+		`{"title":"Too Many Requests","detail":"the account is limited to 5 requests per second."}`:                     false,
+	} {
+		e := httpapi.Classify(429, http.Header{}, []byte(body), now)
+		require.Equal(t, concurrency, e.Concurrency, body)
+		require.Equal(t, concurrency, provider.ConcurrencyLimited(e), body)
+	}
+	require.False(t, httpapi.Classify(400, http.Header{}, []byte(`{"detail":"max 4 at once"}`), now).Concurrency, "only a rate limit")
 }
 
 func TestDetail(t *testing.T) {
