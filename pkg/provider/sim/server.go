@@ -261,6 +261,7 @@ func (f *fault) write(w http.ResponseWriter) {
 func (s *Server) admit(kind callKind, id string, now time.Time) *fault {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.c.calls++
 	switch kind {
 	case kindStatus:
 		s.c.statusCalls++
@@ -437,6 +438,7 @@ func (s *Server) Stats() Stats {
 		Running:               s.runningAt(now),
 		RunningRefused:        c.runningRefused,
 		RateRefused:           c.rateRefused,
+		Calls:                 c.calls,
 		CallsBeforeRetryAfter: c.callsBeforeRetryAfter,
 		RateLimited:           c.rateLimited,
 		ThrottleEpisodes:      c.throttleEpisodes,

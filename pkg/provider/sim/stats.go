@@ -41,6 +41,9 @@ type Stats struct {
 	// RateRefused counts /v1 calls refused by Limits.Rate; they count in
 	// RateLimited too.
 	RateRefused int `json:"rate_refused"`
+	// Calls counts every /v1 call that passed authentication, whatever
+	// answered it: what Limits.Rate limits.
+	Calls int `json:"calls"`
 	// CallsBeforeRetryAfter counts /v1 calls made during a throttle episode
 	// later than Faults.RetryAfterGrace after its first 429: calls that
 	// ignored Retry-After.
@@ -93,6 +96,7 @@ type counters struct {
 	peakStatus, peakCreates             int
 	peakRunning                         int
 	runningRefused, rateRefused         int
+	calls                               int
 	callsBeforeRetryAfter, rateLimited  int
 	throttleEpisodes, serverErrors      int
 	notFound, unauthorized, badRequests int
