@@ -40,9 +40,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
 
 	"github.com/pollux-dev/pollux/internal/consume"
 	"github.com/pollux-dev/pollux/pkg/events"
@@ -58,10 +60,13 @@ type Limit struct {
 	// LeaseWait is how long a lease may be held before it returns on its
 	// own when its holder died (default DefaultLeaseWait).
 	LeaseWait time.Duration
+	// Learn learns the rate from the provider's refusals (learn.go),
+	// never above Rate.
+	Learn bool
 }
 
-// IsZero reports whether the limit limits nothing.
-func (l Limit) IsZero() bool { return l.Concurrency <= 0 && l.Rate <= 0 }
+// IsZero reports whether the limit limits nothing, and learns nothing.
+func (l Limit) IsZero() bool { return l.Concurrency <= 0 && l.Rate <= 0 && !l.Learn }
 
 // leases is how many lease messages a limit needs, and cooldown how long a
 // returned lease rests before its next use.
@@ -105,9 +110,13 @@ const (
 type Budget struct {
 	scope, kind string
 	// level names the scope in errors ("route x", "account y", "global").
-	level     string
-	cons      jetstream.Consumer
-	cooldown  time.Duration
+	level string
+	cons  jetstream.Consumer
+	// cooldown is how long a returned lease rests (nanoseconds), open
+	// that calls need no lease: both change as a learned rate does.
+	cooldown  atomic.Int64
+	open      atomic.Bool
+	learner   *learner // nil: the rate is as configured
 	leaseWait time.Duration
 	// Wait bounds Acquire (default DefaultWait).
 	Wait time.Duration
@@ -124,16 +133,33 @@ func Ensure(ctx context.Context, js jetstream.JetStream, ns events.Namespace, sl
 	if l.IsZero() {
 		return nil, nil
 	}
+	return ensure(ctx, js, ns, slots, scope, kind, l, o, "route "+scope, zerolog.Nop())
+}
+
+func ensure(ctx context.Context, js jetstream.JetStream, ns events.Namespace, slots jetstream.Stream,
+	scope, kind string, l Limit, o events.Options, level string, log zerolog.Logger) (*Budget, error) {
 	n, cooldown := l.leases()
+	most := n
+	if l.Learn && l.Concurrency <= 0 {
+		most = maxLearnLeases // a learned rate sets the leases
+	}
 	leaseWait := cmp.Or(l.LeaseWait, DefaultLeaseWait)
-	cons, err := events.EnsureConsumer(ctx, slots, ns.BudgetConsumerConfig(scope, kind, n, leaseWait, o))
+	cons, err := events.EnsureConsumer(ctx, slots, ns.BudgetConsumerConfig(scope, kind, most, leaseWait, o))
 	if err != nil {
-		return nil, fmt.Errorf("%s budget of %s: %w", kind, scope, err)
+		return nil, fmt.Errorf("%s budget of %s: %w", kind, level, err)
+	}
+	b := &Budget{scope: scope, level: level, kind: kind, cons: cons, leaseWait: leaseWait}
+	if l.Learn {
+		if err := b.learn(ctx, js, ns, slots, events.LimitsKey(scope, kind), l, log); err != nil {
+			return nil, fmt.Errorf("%s budget of %s: %w", kind, level, err)
+		}
+		return b, nil
 	}
 	if err := setLeases(ctx, js, ns, slots, scope, kind, n); err != nil {
-		return nil, fmt.Errorf("%s budget of %s: %w", kind, scope, err)
+		return nil, fmt.Errorf("%s budget of %s: %w", kind, level, err)
 	}
-	return &Budget{scope: scope, level: "route " + scope, kind: kind, cons: cons, cooldown: cooldown, leaseWait: leaseWait}, nil
+	b.cooldown.Store(int64(cooldown))
+	return b, nil
 }
 
 // setLeases makes leases 0..n-1 exist and removes any beyond.
@@ -197,6 +223,9 @@ func (b *Budget) Acquire(ctx context.Context) (*Lease, error) {
 	if b == nil {
 		return nil, nil
 	}
+	if b.open.Load() {
+		return &Lease{b: b}, nil // learning, and nothing limits it yet
+	}
 	if l := b.reuse(); l != nil {
 		return l, nil
 	}
@@ -207,13 +236,24 @@ func (b *Budget) Acquire(ctx context.Context) (*Lease, error) {
 	if wait < 10*time.Millisecond {
 		return nil, ErrBusy
 	}
-	batch, err := b.cons.Fetch(1, jetstream.FetchMaxWait(wait))
+	start := time.Now()
+	// The fetch ends with ctx (a stopping process does not wait it out);
+	// the server's request expires a little before wait does.
+	fctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	batch, err := b.cons.Fetch(1, jetstream.FetchContext(fctx))
 	if err != nil {
 		return nil, fmt.Errorf("%s budget of %s: %w", b.kind, b.level, err)
 	}
-	for msg := range batch.Messages() {
+	if msg, ok := <-batch.Messages(); ok { // one at most, or none when the wait ran out
+		if b.learner != nil && time.Since(start) > waited {
+			b.learner.waitedAt.Store(time.Now().UnixNano())
+		}
 		// A long call extends its lease.
 		return &Lease{b: b, msg: msg, keep: consume.KeepAlive(msg, b.leaseWait/3)}, nil
+	}
+	if b.learner != nil {
+		b.learner.waitedAt.Store(time.Now().UnixNano())
 	}
 	if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, context.DeadlineExceeded) {
 		return nil, fmt.Errorf("%s budget of %s: %w", b.kind, b.level, err)
@@ -238,15 +278,41 @@ func (b *Budget) reuse() *Lease {
 	return l
 }
 
-// Release returns the lease, to be used again after the budget's
-// cooldown. Releasing a nil lease does nothing.
-func (l *Lease) Release() {
+// Release returns the lease after a call the provider took (or answered
+// with anything but a refusal: see Refused), to be used again after the
+// budget's cooldown. Releasing a nil lease does nothing.
+func (l *Lease) Release() { l.done(false) }
+
+// Refused returns the lease after a call the provider refused with a rate
+// limit that named no Retry-After: a budget that learns its rate lowers
+// it (learn.go).
+func (l *Lease) Refused() { l.done(true) }
+
+// done returns a lease after its call, teaching a learning budget what
+// the answer was.
+func (l *Lease) done(refused bool) {
 	if l == nil {
 		return
 	}
+	if lr := l.b.learner; lr != nil {
+		lr.calls.add(time.Now())
+		if refused {
+			lr.refused()
+		} else {
+			lr.succeeded()
+		}
+	}
+	l.giveUp()
+}
+
+// giveUp returns a lease that was used.
+func (l *Lease) giveUp() {
 	b := l.b
+	if l.msg == nil {
+		return // taken while the budget was open
+	}
 	l.uses++
-	if b.cooldown == 0 && l.uses < reuseMax {
+	if b.cooldown.Load() == 0 && l.uses < reuseMax {
 		b.mu.Lock()
 		b.idle = append(b.idle, l)
 		if l.expire == nil {
@@ -264,11 +330,11 @@ func (l *Lease) Release() {
 // none): it goes back at once, without its cooldown, as it spent no call
 // of the rate.
 func (l *Lease) Unused() {
-	if l == nil {
+	if l == nil || l.msg == nil {
 		return
 	}
-	if l.b.cooldown == 0 {
-		l.Release()
+	if l.b.cooldown.Load() == 0 {
+		l.giveUp()
 		return
 	}
 	l.keep()
@@ -291,8 +357,8 @@ func (b *Budget) giveBack(l *Lease) {
 // toFleet stops extending the lease and returns it to the server.
 func (l *Lease) toFleet() {
 	l.keep()
-	if l.b.cooldown > 0 {
-		_ = l.msg.NakWithDelay(l.b.cooldown)
+	if d := time.Duration(l.b.cooldown.Load()); d > 0 {
+		_ = l.msg.NakWithDelay(d)
 		return
 	}
 	_ = l.msg.Nak()
@@ -304,6 +370,9 @@ func (l *Lease) toFleet() {
 func (b *Budget) Close() {
 	if b == nil {
 		return
+	}
+	if b.learner != nil {
+		b.learner.close()
 	}
 	b.mu.Lock()
 	idle := b.idle

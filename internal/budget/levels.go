@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
 
 	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/provider"
 )
 
 // Level is one level of limits a route's calls belong to: the global
@@ -57,6 +60,10 @@ func (l Level) Limit(kind string) Limit {
 // to the scope (two routes of one account share its leases, and the
 // leases one of them keeps for reuse serve the other).
 type Pool struct {
+	// Log, when set, gets a line for each change of a learned rate this
+	// process makes.
+	Log zerolog.Logger
+
 	js    jetstream.JetStream
 	ns    events.Namespace
 	slots jetstream.Stream
@@ -87,12 +94,12 @@ func (p *Pool) Calls(ctx context.Context, levels []Level, kind string) (Chain, e
 		p.mu.Unlock()
 		if !ok {
 			var err error
-			if b, err = Ensure(ctx, p.js, p.ns, p.slots, l.Scope(), kind, l.Limit(kind), p.o); err != nil {
+			if b, err = ensure(ctx, p.js, p.ns, p.slots, l.Scope(), kind, l.Limit(kind), p.o, l.String(), p.Log); err != nil {
 				return nil, fmt.Errorf("%s: %w", l, err)
 			}
-			b.level = l.String()
 			p.mu.Lock()
 			if have, ok := p.budgets[key]; ok {
+				b.Close() // another route set it up meanwhile
 				b = have
 			} else {
 				p.budgets[key] = b
@@ -184,6 +191,37 @@ func (ls Leases) Release() {
 	for _, l := range ls {
 		l.Release()
 	}
+}
+
+// Answered returns every lease after a call that answered err. A refusal
+// of calls (Refusal) lowers the rate of the levels that learn theirs
+// (Lease.Refused).
+func (ls Leases) Answered(err error) {
+	refused, concurrency := Refusal(err)
+	for _, l := range ls {
+		if refused && !concurrency {
+			l.Refused()
+		} else {
+			l.Release()
+		}
+	}
+}
+
+// Refusal reports whether err is a refusal Pollux learns from: a rate
+// limit that names no Retry-After (one that names it is obeyed as a route
+// pause, and teaches nothing more), and whether the provider said it is
+// about jobs running at once (provider.Error.Concurrency) rather than
+// calls.
+func Refusal(err error) (refused, concurrency bool) {
+	if provider.ClassOf(err) != provider.RateLimited || provider.RetryAfterOf(err) > 0 {
+		return false, false
+	}
+	return true, provider.ConcurrencyLimited(err)
+}
+
+// Learns reports whether any level of the call learns its rate.
+func (ls Leases) Learns() bool {
+	return slices.ContainsFunc(ls, func(l *Lease) bool { return l != nil && l.b.learner != nil })
 }
 
 // Unused returns every lease of a call that was not made.

@@ -298,6 +298,12 @@ func TestRunningCapIsLearned(t *testing.T) {
 	require.True(t, lowered)
 	require.Equal(t, 4, limit, "refused at 5 running: the provider's cap is below 5, not below 4")
 	require.Equal(t, 4, capOf(r))
+	// The refused job keeps its slot and is refused again while the
+	// slots taken are still above the new cap: nothing more to learn.
+	limit, lowered, err = r.Refused(ctx, 5)
+	require.NoError(t, err)
+	require.False(t, lowered, "refused at 5 taken, the cap 4 already below")
+	require.Equal(t, 4, limit)
 	r = ensure(level)
 	require.Equal(t, 4, capOf(r), "a restart keeps the learned cap")
 

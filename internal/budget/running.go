@@ -97,7 +97,7 @@ func EnsureRunning(ctx context.Context, js jetstream.JetStream, ns events.Namesp
 // that names no Retry-After (what a concurrency cap answers). The
 // provider's running jobs all hold slots here, the refused job's aside,
 // so its cap is below the slots taken when it refused: the level's cap
-// becomes one less than that, at least 1. The count is read after the
+// becomes one less than that, at least 1, unless it is lower already. The count is read after the
 // answer, when jobs that ended meanwhile have freed theirs; before is the
 // count read just before the call (Slots.Before), and the larger of the
 // two is taken, so an end between the two reads does not take the cap
@@ -113,7 +113,9 @@ func (r *Running) Refused(ctx context.Context, before int) (limit int, lowered b
 		return 0, false, fmt.Errorf("running slots of %s: %w", r.level, err)
 	}
 	cur := int(info.Config.MaxMsgs)
-	next := max(1, min(cur, max(before, int(info.State.Msgs)))-1)
+	// A job refused while more slots were taken than the cap (a cap just
+	// lowered keeps the slots taken) says nothing the cap does not.
+	next := max(1, min(cur, max(before, int(info.State.Msgs))-1))
 	if next >= cur {
 		return cur, false, nil
 	}

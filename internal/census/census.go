@@ -8,6 +8,7 @@
 package census
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/pollux-dev/pollux/internal/budget"
 	"github.com/pollux-dev/pollux/internal/route"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/state"
@@ -71,12 +73,28 @@ type Level struct {
 	Configured int     `json:"running_configured,omitempty"`
 }
 
+// Rate is a call rate a level learned (budget.LearnedRate) and is in
+// force.
+type Rate struct {
+	// Level names the level ("global", "account x", "route y"), Kind the
+	// calls (events.SlotSubmit, SlotStatus).
+	Level string `json:"level"`
+	Kind  string `json:"kind"`
+	// Rate is the calls a second in force, Configured the configured rate
+	// (0: none), Lowered how often the provider's refusals lowered it.
+	Rate       float64 `json:"rate"`
+	Configured float64 `json:"configured,omitempty"`
+	Lowered    int     `json:"lowered"`
+}
+
 // Snapshot is the fleet at one moment.
 type Snapshot struct {
 	At     time.Time `json:"at"`
 	Routes []Route   `json:"routes"`
 	// Levels are the budget levels with shared leases or running slots.
 	Levels []Level `json:"levels,omitempty"`
+	// Rates are the learned call rates in force.
+	Rates []Rate `json:"learned_rates,omitempty"`
 	// Webhooks counts stored deliveries not yet applied.
 	Webhooks uint64 `json:"webhooks_backlog"`
 	// Events and EventBytes are what the events stream holds.
@@ -110,6 +128,9 @@ func Take(ctx context.Context, ns events.Namespace, res *events.Resources, route
 		return nil, err
 	}
 	s.Levels = levels
+	if s.Rates, err = takeRates(ctx, res.Limits); err != nil {
+		return nil, err
+	}
 	for _, st := range []struct {
 		s    jetstream.Stream
 		msgs *uint64
@@ -268,6 +289,35 @@ func takeLevels(ctx context.Context, ns events.Namespace, res *events.Resources,
 			out = append(out, l)
 		}
 	}
+	return out, nil
+}
+
+// takeRates reads the learned call rates from the limits bucket (nil: none).
+func takeRates(ctx context.Context, kv jetstream.KeyValue) ([]Rate, error) {
+	if kv == nil {
+		return nil, nil
+	}
+	keys, err := kv.ListKeys(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("learned rates: %w", err)
+	}
+	var out []Rate
+	for key := range keys.Keys() {
+		e, err := kv.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue // back at the configured rate meanwhile
+		}
+		if err != nil {
+			return nil, fmt.Errorf("learned rate %s: %w", key, err)
+		}
+		var lr budget.LearnedRate
+		i := strings.LastIndexByte(key, '.')
+		if i < 0 || json.Unmarshal(e.Value(), &lr) != nil || lr.Rate <= 0 {
+			continue // not a rate Pollux wrote
+		}
+		out = append(out, Rate{Level: strings.Replace(key[:i], ".", " ", 1), Kind: key[i+1:], Rate: lr.Rate, Configured: lr.Configured, Lowered: lr.Lowered})
+	}
+	slices.SortFunc(out, func(a, b Rate) int { return cmp.Or(cmp.Compare(a.Level, b.Level), cmp.Compare(a.Kind, b.Kind)) })
 	return out, nil
 }
 

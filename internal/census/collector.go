@@ -64,6 +64,9 @@ var (
 	descLevelCap = prometheus.NewDesc("pollux_level_leases_cap", "Budget cap at a shared level, by level and kind.", []string{"level", "kind"}, nil)
 	descRunning  = prometheus.NewDesc("pollux_running_slots", "Running slots taken (jobs created at the provider and not yet ended), by budget level.", []string{"level"}, nil)
 	descRunCap   = prometheus.NewDesc("pollux_running_cap", "Running cap in force (learned, for a level that learns it), by budget level.", []string{"level"}, nil)
+	descRate     = prometheus.NewDesc("pollux_learned_rate", "Call rate a level learned from the provider's refusals and calls at now, fleet-wide (calls a second), by level and kind; absent while the configured rate (or none) is in force.", []string{"level", "kind"}, nil)
+	descRateConf = prometheus.NewDesc("pollux_learned_rate_configured", "Configured rate of a level whose learned rate is in force (0: none configured), by level and kind.", []string{"level", "kind"}, nil)
+	descRateLow  = prometheus.NewDesc("pollux_learned_rate_decreases", "How often the provider's refusals lowered a learned rate since it was first learned, by level and kind.", []string{"level", "kind"}, nil)
 	descRunConf  = prometheus.NewDesc("pollux_running_configured_cap", "Running cap the configuration gives (100000 when a learning level has none), by budget level.", []string{"level"}, nil)
 	descWebhooks = prometheus.NewDesc("pollux_webhooks_backlog", "Stored webhook deliveries not yet applied.", nil, nil)
 	descEvents   = prometheus.NewDesc("pollux_events_stored", "Events held in the events stream.", nil, nil)
@@ -73,7 +76,7 @@ var (
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descTracked, descBacklog, descOldest, descIntake, descLeases, descCap,
-		descLevelOut, descLevelCap, descRunning, descRunCap, descRunConf, descPaused, descPauseFor, descWebhooks, descEvents, descAge} {
+		descLevelOut, descLevelCap, descRunning, descRunCap, descRunConf, descRate, descRateConf, descRateLow, descPaused, descPauseFor, descWebhooks, descEvents, descAge} {
 		ch <- d
 	}
 }
@@ -123,6 +126,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 				g(descRunConf, float64(l.Configured), l.Level)
 			}
 		}
+	}
+	for _, r := range s.Rates {
+		g(descRate, r.Rate, r.Level, r.Kind)
+		g(descRateConf, r.Configured, r.Level, r.Kind)
+		g(descRateLow, float64(r.Lowered), r.Level, r.Kind)
 	}
 	g(descWebhooks, float64(s.Webhooks))
 	g(descEvents, float64(s.Events))

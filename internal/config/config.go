@@ -241,6 +241,13 @@ type Budgets struct {
 	// budget.ProbeEvery creates accepted in a row at the cap, never above
 	// Running (unset: no cap to start from).
 	LearnRunning bool `yaml:"learn_running"`
+	// LearnRate learns the level's call rates (submit and status apart)
+	// from the provider: a call refused with a rate limit that names no
+	// Retry-After lowers the rate to budget.Decrease of what it was, fleet-
+	// wide; it rises by budget.Increase every budget.IncreaseEvery while
+	// calls wait for it and none is refused, never above a configured
+	// rate (unset: no rate to start from).
+	LearnRate bool `yaml:"learn_rate"`
 }
 
 // MaxRunning is the largest running cap.

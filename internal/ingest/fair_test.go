@@ -7,11 +7,13 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/pollux-dev/pollux/internal/app"
 	"github.com/pollux-dev/pollux/internal/budget"
 	"github.com/pollux-dev/pollux/internal/config"
 	"github.com/pollux-dev/pollux/pkg/events"
@@ -119,7 +121,7 @@ func (h *hiddenCap) Submit(ctx context.Context, req provider.SubmitRequest) (pro
 	if h.running >= h.cap {
 		h.refused++
 		h.mu.Unlock()
-		return provider.Status{}, &provider.Error{Class: provider.RateLimited, HTTPStatus: 429, Message: "concurrency limit reached"}
+		return provider.Status{}, &provider.Error{Class: provider.RateLimited, HTTPStatus: 429, Concurrency: true, Message: "concurrency limit reached"}
 	}
 	h.running++
 	h.accepted++
@@ -135,7 +137,10 @@ func (h *hiddenCap) Submit(ctx context.Context, req provider.SubmitRequest) (pro
 func TestRunningCapLearnedFromRefusals(t *testing.T) {
 	t.Parallel()
 	h := &hiddenCap{fake: newFake(), cap: 4, created: make(chan string, 100)}
-	s := start(t, h, config.Route{Budgets: config.Budgets{LearnRunning: true}, Workers: config.Workers{Submit: 8}}, nil)
+	var paused atomic.Int64
+	s := start(t, h, config.Route{Budgets: config.Budgets{LearnRunning: true}, Workers: config.Workers{Submit: 8}}, func(env *app.Env) {
+		env.Pauses.Started = func(string, string, time.Duration) { paused.Add(1) }
+	})
 	endAfter(t, s, h.created, 200*time.Millisecond, func(string) {
 		h.mu.Lock()
 		h.running--
@@ -166,6 +171,7 @@ func TestRunningCapLearnedFromRefusals(t *testing.T) {
 	// provider's, and a job refused keeps its slot for its retry: how many
 	// it costs depends on the timing (6 to 17 seen), never a refusal per job.
 	require.Less(t, h.refused, jobs/2, "learning costs fewer refusals than half the jobs")
+	require.Zero(t, paused.Load(), "a job refused for the running cap waits for a slot; the route is not paused")
 	for i := range jobs {
 		require.Equal(t, 1, h.createsOf(fmt.Sprintf("l-%02d", i)), "one accepted create per job")
 	}

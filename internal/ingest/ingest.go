@@ -144,6 +144,7 @@ func New(cfg Config, js jetstream.JetStream, ns events.Namespace, res *events.Re
 // running.
 func (s *Service) Run(ctx context.Context) error {
 	s.pool = budget.NewPool(s.js, s.ns, s.res.Slots, s.cfg.Options)
+	s.pool.Log = s.log
 	s.budgets, s.queues = map[string]*routeBudgets{}, map[string]*queue{}
 	defer s.pool.Close() // leases kept for reuse go back to the fleet now
 	consumers := map[string]jetstream.Consumer{}
@@ -414,7 +415,7 @@ func (s *Service) enqueue(ctx context.Context, in intake, j *state.Job, stored b
 		return s.retry(log, err, "encoding the admission ticket")
 	}
 	q := s.queues[r.Queue()]
-	if _, err := s.js.Publish(ctx, s.ns.Waiting(q.name, r.Tenant(j.Metadata)), b, jetstream.WithMsgID(events.TicketID(j.ID))); err != nil {
+	if _, err := s.js.Publish(ctx, s.ns.Waiting(q.name, r.Tenant(j.Metadata)), b, jetstream.WithMsgID(events.TicketID(j.ID, j.AttemptID))); err != nil {
 		return s.retry(log, err, "queueing the job for a running slot")
 	}
 	q.queued()
@@ -592,7 +593,7 @@ func (s *Service) statusCall(ctx context.Context, r *route.Route, op string, cal
 	start := time.Now()
 	err = call(cctx)
 	cancel()
-	lease.Release()
+	lease.Answered(err)
 	s.observeCall(r.Name, op, err, time.Since(start))
 	s.pauses.After(ctx, r, op, err)
 	return true, err
@@ -616,10 +617,9 @@ func (s *Service) call(ctx context.Context, in intake, rec jobs.Record, lease bu
 	start := time.Now()
 	st, err := r.Adapter.Submit(cctx, s.request(r, rec.Job))
 	cancel()
-	lease.Release()
 	s.observeCall(r.Name, "submit", err, time.Since(start))
 	s.pauses.After(ctx, r, "submit", err)
-	s.learn(ctx, r, err, before, log)
+	s.learn(ctx, r, err, before, lease, log)
 	if err != nil {
 		return s.submitFailed(ctx, in, rec, err, log)
 	}
@@ -669,13 +669,17 @@ func (s *Service) created(ctx context.Context, in intake, rec jobs.Record, st pr
 	return events.Done(), "submitted"
 }
 
-// learn hands a create's answer to the route's levels that learn their
-// running cap: a rate limit without Retry-After lowers it, creates
-// accepted in a row raise it slowly (budget.Running.Refused, Accepted).
-// before is the slots each level had taken before the call
-// (budget.Slots.Before).
-func (s *Service) learn(ctx context.Context, r *route.Route, callErr error, before []int, log zerolog.Logger) {
-	refused := provider.ClassOf(callErr) == provider.RateLimited && provider.RetryAfterOf(callErr) == 0
+// learn hands a create's answer to the levels that learn, and returns
+// the call's leases. A refusal (budget.Refusal) the provider says is
+// about jobs running at once lowers the running caps that are learned
+// (budget.Running.Refused), any other lowers the call rates that are
+// (budget.Leases.Answered) — or, where none is, the running caps; creates
+// accepted in a row raise a learned running cap slowly (Accepted). before
+// is the slots each level had taken before the call (budget.Slots.Before).
+func (s *Service) learn(ctx context.Context, r *route.Route, callErr error, before []int, lease budget.Leases, log zerolog.Logger) {
+	lease.Answered(callErr)
+	refused, concurrency := budget.Refusal(callErr)
+	refused = refused && (concurrency || !lease.Learns())
 	if callErr != nil && !refused {
 		return
 	}
@@ -717,6 +721,17 @@ func (s *Service) submitFailed(ctx context.Context, in intake, rec jobs.Record, 
 		log.Info().Str("reason", reason).Msg("submission refused by the provider")
 		return events.Done(), "failed"
 	case outPaused:
+		if r.SlotRefusal(err) {
+			// The provider runs as many as it allows: the job gives its
+			// slots back and waits for one (its running cap, if learned,
+			// came down meanwhile: learn).
+			after, uerr := s.jobs.Requeue(ctx, rec, provider.MessageOf(err), "the provider's running cap")
+			if uerr != nil {
+				return s.retry(log, uerr, "putting the job back to wait for a slot")
+			}
+			log.Info().Msg("the provider refused the create for its cap on jobs running at once; waiting for a slot")
+			return s.enqueue(ctx, in, after.Job, true, log)
+		}
 		if _, uerr := s.jobs.Refused(ctx, rec, provider.MessageOf(err), nil); uerr != nil {
 			return s.retry(log, uerr, "clearing the attempt")
 		}

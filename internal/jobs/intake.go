@@ -228,6 +228,20 @@ func (o *Owner) Refused(ctx context.Context, r Record, lastError string, final *
 	})
 }
 
+// Requeue records a create the provider refused for its cap on jobs
+// running at once: the attempt is no longer in doubt, and the job gives
+// its running slots back (freed once the write lands, see records.update)
+// to wait for one again, as waitingFor says.
+func (o *Owner) Requeue(ctx context.Context, r Record, lastError, waitingFor string) (Record, error) {
+	return o.store.mutate(ctx, r.ID, r, func(cur *state.Job) error {
+		if cur.RemoteID != "" || cur.State.Terminal() {
+			return errNoWrite // created or ended meanwhile (a retry of this write)
+		}
+		cur.SubmitInDoubt, cur.LastError, cur.WaitingFor, cur.Slots = false, lastError, waitingFor, nil
+		return nil
+	})
+}
+
 // End ends a job with a terminal observation of the caller's: the
 // provider refused the submission (failed), its outcome is in doubt and
 // cannot be retried (lost), it was canceled before it was submitted. A

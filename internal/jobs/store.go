@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -81,33 +82,32 @@ func (s *records) get(ctx context.Context, id string) (Record, error) {
 }
 
 // update writes r's job if its latest revision is still r's, and returns
-// it at its new revision, or state.ErrConflict.
+// it at its new revision, or state.ErrConflict. had are the running slots
+// the job held at that revision.
 //
-// A write that ends a job holding running slots clears them, and once it
-// has landed the slots are freed: every end of every job passes here,
-// whoever saw it, and frees the slots once. A process that dies in
+// A write that ends a job holding running slots clears them, and once a
+// write that drops slots from the record has landed (an end, a job put
+// back to wait for a slot) they are freed: every end of every job passes
+// here, whoever saw it, and frees the slots once. A process that dies in
 // between leaves them to budget.Running.Repair.
-func (s *records) update(ctx context.Context, r Record) (Record, error) {
-	var freed []state.Slot
-	if r.State.Terminal() && len(r.Slots) > 0 {
-		freed, r.Slots = r.Slots, nil
+func (s *records) update(ctx context.Context, r Record, had []state.Slot) (Record, error) {
+	if r.State.Terminal() {
+		r.Slots = nil
 	}
 	b, err := s.encode(r.Job)
 	if err != nil {
-		r.Slots = freed
 		return Record{}, err
 	}
 	rev, err := s.kv.Update(ctx, r.ID, b, r.rev)
 	switch {
 	case errors.Is(err, jetstream.ErrKeyRevisionMismatch):
-		r.Slots = freed
 		return Record{}, fmt.Errorf("update job %s at revision %d: %w", r.ID, r.rev, state.ErrConflict)
 	case err != nil:
-		r.Slots = freed
 		return Record{}, fmt.Errorf("update job %s: %w", r.ID, err)
 	}
-	if len(freed) > 0 && s.release != nil {
-		s.release(ctx, r.ID, freed)
+	dropped := slices.DeleteFunc(slices.Clone(had), func(sl state.Slot) bool { return slices.Contains(r.Slots, sl) })
+	if len(dropped) > 0 && s.release != nil {
+		s.release(ctx, r.ID, dropped)
 	}
 	return Record{Job: r.Job, rev: rev}, nil
 }
@@ -139,13 +139,14 @@ func (s *records) mutate(ctx context.Context, id string, from Record, fn func(*s
 		} else {
 			cur = Record{Job: cloneJob(cur.Job), rev: cur.rev}
 		}
+		had := slices.Clone(cur.Slots)
 		switch err := fn(cur.Job); {
 		case errors.Is(err, errNoWrite):
 			return cur, nil
 		case err != nil:
 			return Record{}, err
 		}
-		next, err := s.update(ctx, cur)
+		next, err := s.update(ctx, cur, had)
 		if errors.Is(err, state.ErrConflict) {
 			floor = max(floor, cur.rev+1)
 			cur = Record{}

@@ -37,10 +37,10 @@ func TestStoreCreateGetUpdate(t *testing.T) {
 	require.Equal(t, "m", got.Model)
 
 	got.State = state.Queued
-	next, err := s.update(ctx, got)
+	next, err := s.update(ctx, got, nil)
 	require.NoError(t, err)
 	require.Greater(t, next.rev, got.rev)
-	_, err = s.update(ctx, got)
+	_, err = s.update(ctx, got, nil)
 	require.ErrorIs(t, err, state.ErrConflict, "stale revision")
 
 	_, err = s.get(ctx, "nope")

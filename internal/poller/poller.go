@@ -125,6 +125,7 @@ func New(cfg Config, js jetstream.JetStream, ns events.Namespace, res *events.Re
 // route starts: a setup that fails returns with nothing left running.
 func (s *Service) Run(ctx context.Context) error {
 	pool := budget.NewPool(s.js, s.ns, s.res.Slots, s.cfg.Options)
+	pool.Log = s.log
 	s.budgets = map[string]budget.Chain{}
 	defer pool.Close() // leases kept for reuse go back to the fleet now
 	consumers := map[string][]jetstream.Consumer{}
@@ -278,14 +279,14 @@ func (s *Service) poll(ctx context.Context, r *route.Route, d *jobs.Delivery, pr
 		return s.jobs.Postpone(ctx, d, s.cfg.Now().Add(schedule.Jitter(budgetBusyWait, schedule.RetryJitter, s.rnd)))
 	}
 	if wait := s.pauses.Hold(r); wait > 0 {
-		lease.Release() // paused while we waited for the lease
+		lease.Unused() // paused while we waited for the lease: no call made
 		return s.jobs.Postpone(ctx, d, s.cfg.Now().Add(wait))
 	}
 	cctx, cancel := context.WithTimeout(ctx, cmp.Or(r.CallTimeout, s.cfg.CallTimeout))
 	start := time.Now()
 	st, callErr := r.Adapter.Status(cctx, provider.Ref{ID: d.Live.RemoteID, Model: d.Live.Model, Data: d.Live.Ref})
 	cancel()
-	lease.Release()
+	lease.Answered(callErr)
 	if s.cfg.Metrics.StatusCall != nil {
 		class := "ok"
 		if callErr != nil {
@@ -378,10 +379,10 @@ func (s *Service) cancelExpired(ctx context.Context, r *route.Route, j *state.Jo
 		log.Info().Msg("the route is paused: the expired job is not canceled at the provider")
 		return
 	}
-	defer lease.Release()
 	cctx, cancel := context.WithTimeout(ctx, cmp.Or(r.CallTimeout, s.cfg.CallTimeout))
-	defer cancel()
 	_, err = r.Adapter.Cancel(cctx, provider.JobRef(j))
+	cancel()
+	lease.Answered(err)
 	s.pauses.After(ctx, r, "cancel", err)
 	if err != nil {
 		log.Warn().Err(err).Msg("canceling the expired job at the provider failed")

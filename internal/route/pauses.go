@@ -226,8 +226,12 @@ func (p *Pauses) After(ctx context.Context, r *Route, op string, callErr error) 
 	var err error
 	switch provider.ClassOf(callErr) {
 	case provider.RateLimited:
+		if r.SlotRefusal(callErr) {
+			return 0 // the job waits for a slot again
+		}
 		key := r.PauseKey()
-		ps, started, err = p.rateLimitedBy(ctx, key, provider.RetryAfterOf(callErr), provider.MessageOf(callErr))
+		ps, started, err = p.rateLimitedBy(ctx, key, provider.RetryAfterOf(callErr), provider.MessageOf(callErr), r.Learns())
+		started = started && ps.Until.After(p.now())
 		if started {
 			log.Warn().Str("paused", key).Time("paused_until", ps.Until).Int("strikes", ps.RateStrikes).Msg("rate limited; paused")
 		}
@@ -274,8 +278,11 @@ func (p *Pauses) rateLimited(ctx context.Context, route string, d time.Duration,
 // rateLimitedBy pauses key after a rate limit: for retryAfter when the
 // provider named one, else for DefaultRateLimitPause doubled by each such
 // rate limit in a row (one per episode: calls refused while the pause
-// holds add none).
-func (p *Pauses) rateLimitedBy(ctx context.Context, key string, retryAfter time.Duration, reason string) (Pause, bool, error) {
+// holds add none). On a route that learns its limits (learns), the first
+// such rate limit in a row pauses nothing: the learned limit comes down
+// instead (budget's learn.go, Running.Refused), and the pauses begin with
+// the second — a refusal that lowering the limit did not prevent.
+func (p *Pauses) rateLimitedBy(ctx context.Context, key string, retryAfter time.Duration, reason string, learns bool) (Pause, bool, error) {
 	return p.extend(ctx, key, func(cur Pause, now time.Time) Pause {
 		cur.Kind, cur.Reason = PauseRateLimit, reason
 		if retryAfter > 0 {
@@ -286,7 +293,14 @@ func (p *Pauses) rateLimitedBy(ctx context.Context, key string, retryAfter time.
 			return cur // paused already: the calls under way when it began
 		}
 		cur.RateStrikes++
-		cur.Until = now.Add(min(DefaultRateLimitPause<<min(cur.RateStrikes-1, 16), RateLimitPauseMax))
+		n := cur.RateStrikes
+		if learns {
+			if n == 1 {
+				return cur // a strike, no pause
+			}
+			n--
+		}
+		cur.Until = now.Add(min(DefaultRateLimitPause<<min(n-1, 16), RateLimitPauseMax))
 		return cur
 	})
 }

@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -129,13 +130,14 @@ func (r *Route) ValidCallbackToken(jobID, token string) bool {
 	return hmac.Equal([]byte(token), []byte(r.CallbackToken(jobID)))
 }
 
-func limit(b config.Budget) budget.Limit {
-	return budget.Limit{Concurrency: b.Concurrency, Rate: float64(b.Rate), LeaseWait: b.LeaseWait}
+func limit(b config.Budget, learn bool) budget.Limit {
+	return budget.Limit{Concurrency: b.Concurrency, Rate: float64(b.Rate), LeaseWait: b.LeaseWait, Learn: learn}
 }
 
 // level is one budget level from its configuration.
 func level(lvl, name string, b config.Budgets) budget.Level {
-	return budget.Level{Level: lvl, Name: name, Submit: limit(b.Submit), Status: limit(b.Status), Running: b.Running, Learn: b.LearnRunning}
+	return budget.Level{Level: lvl, Name: name, Submit: limit(b.Submit, b.LearnRate), Status: limit(b.Status, b.LearnRate),
+		Running: b.Running, Learn: b.LearnRunning}
 }
 
 // weights keys tenant weights by their subject tokens.
@@ -160,7 +162,22 @@ func (r *Route) Queue() string {
 	return events.Scope(events.LevelRoute, r.Name)
 }
 
-// Capped reports whether any of the route's levels caps its running jobs.
+// Learns reports whether any of the route's levels learns a limit (its
+// running cap or a call rate) from the provider's refusals.
+func (r *Route) Learns() bool {
+	return slices.ContainsFunc(r.Levels, func(l budget.Level) bool { return l.Learn || l.Submit.Learn || l.Status.Learn })
+}
+
+// SlotRefusal reports whether err refuses a create for the provider's cap
+// on jobs running at once (provider.ConcurrencyLimited, no Retry-After) on
+// a route that caps its running jobs: the job waits for a running slot
+// again instead of pausing the route, whose status calls the refusal is
+// not about.
+func (r *Route) SlotRefusal(err error) bool {
+	return r.Capped() && provider.ConcurrencyLimited(err) && provider.RetryAfterOf(err) == 0
+}
+
+// Capped reports whether a level of the route caps its running jobs.
 func (r *Route) Capped() bool {
 	for _, l := range r.Levels {
 		if l.Running > 0 || l.Learn {

@@ -17,7 +17,9 @@
 //	pollux.events.<route>.<job>  POLLUX_EVENTS   (limits, max age)                      Event
 //
 // KV buckets: pollux-jobs (the job records, see package state),
-// pollux-routes (route pauses) and pollux-stats (learned durations).
+// pollux-routes (route pauses), pollux-stats (learned durations),
+// pollux-limits (learned call rates, key LimitsKey) and pollux-deliveries
+// (webhook delivery ids seen).
 //
 // # Messages
 //

@@ -272,6 +272,20 @@ func (n Namespace) JobsBucket() string { return n.prefix + "-jobs" }
 // RoutesBucket names the KV bucket of route pauses.
 func (n Namespace) RoutesBucket() string { return n.prefix + "-routes" }
 
+// LimitsBucket names the KV bucket of learned call rates.
+func (n Namespace) LimitsBucket() string { return n.prefix + "-limits" }
+
+// LimitsKey is the limits bucket's key of a scope's (Scope) learned rate
+// of a kind of call: "global.submit", "account.<name>.status",
+// "route.<name>.submit".
+func LimitsKey(scope, kind string) string {
+	level, name := ParseScope(scope)
+	if level == LevelGlobal {
+		return level + "." + kind
+	}
+	return level + "." + name + "." + kind
+}
+
 // DeliveriesBucket names the KV bucket of webhook delivery ids seen.
 func (n Namespace) DeliveriesBucket() string { return n.prefix + "-deliveries" }
 

@@ -154,6 +154,10 @@ func (n Namespace) Buckets(o Options) []jetstream.KeyValueConfig {
 			History: 1, Storage: o.storage(), Replicas: o.Replicas,
 		},
 		{
+			Bucket: n.LimitsBucket(), Description: "Pollux learned call rates",
+			History: 1, Storage: o.storage(), Replicas: o.Replicas,
+		},
+		{
 			// Webhook delivery ids seen, for the providers' whole retry
 			// horizon: the stream's duplicate window forgets consumed
 			// messages when the server restarts.
@@ -273,7 +277,7 @@ func (n Namespace) WebhookConsumerConfig(o Options) jetstream.ConsumerConfig {
 // Resources are the namespace's streams and buckets, ready to use.
 type Resources struct {
 	Intake, Checks, Webhooks, Slots, Events jetstream.Stream
-	Jobs, Routes, Stats, Deliveries         jetstream.KeyValue
+	Jobs, Routes, Stats, Limits, Deliveries jetstream.KeyValue
 	// JS is the JetStream they were found in (the running-slot streams,
 	// one per capped budget level, are looked up through it).
 	JS jetstream.JetStream
@@ -339,7 +343,7 @@ func (n Namespace) setup(ctx context.Context, js jetstream.JetStream, o Options)
 		}
 		*dst[i] = s
 	}
-	kvs := []*jetstream.KeyValue{&r.Jobs, &r.Routes, &r.Stats, &r.Deliveries}
+	kvs := []*jetstream.KeyValue{&r.Jobs, &r.Routes, &r.Stats, &r.Limits, &r.Deliveries}
 	for i, cfg := range n.Buckets(o) {
 		kv, err := EnsureBucket(ctx, js, cfg)
 		if err != nil {
@@ -362,7 +366,7 @@ func (n Namespace) Open(ctx context.Context, js jetstream.JetStream) (*Resources
 		}
 		*dst[i] = s
 	}
-	kvs := []*jetstream.KeyValue{&r.Jobs, &r.Routes, &r.Stats, &r.Deliveries}
+	kvs := []*jetstream.KeyValue{&r.Jobs, &r.Routes, &r.Stats, &r.Limits, &r.Deliveries}
 	for i, cfg := range n.Buckets(Options{}) {
 		kv, err := js.KeyValue(ctx, cfg.Bucket)
 		if err != nil {

@@ -49,8 +49,16 @@ type Ticket struct {
 	Route string `json:"route"`
 }
 
-// TicketID is the Nats-Msg-Id of a job's ticket.
-func TicketID(job string) string { return "wait:" + job }
+// TicketID is the Nats-Msg-Id of a job's ticket after its submit attempt
+// attempt ("" before any): publishing it twice queues the job once, and a
+// job that waits again after an attempt (the provider refused it for its
+// running cap) gets a ticket of its own.
+func TicketID(job, attempt string) string {
+	if attempt == "" {
+		return "wait:" + job
+	}
+	return "wait:" + job + "/" + attempt
+}
 
 // DecodeTicket reads a ticket.
 func DecodeTicket(data []byte) (*Ticket, error) {
