@@ -16,7 +16,7 @@ import (
 )
 
 // Sections of the bench, in the order they run.
-var Sections = []string{"micro", "cycles", "fleet", "ingest", "webhook", "capacity", "timers", "cluster"}
+var Sections = []string{"micro", "cycles", "fleet", "ingest", "limits", "webhook", "capacity", "timers", "cluster"}
 
 // Config configures a run. Zero values mean the defaults on each field.
 type Config struct {
@@ -90,7 +90,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		Machine: fmt.Sprintf("%s/%s, %d CPUs, %s", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version()),
 	}}
 	steps := map[string]func(context.Context) error{
-		"micro": r.micro, "cycles": r.cycles, "fleet": r.fleet, "ingest": r.ingest, "webhook": r.webhook,
+		"micro": r.micro, "cycles": r.cycles, "fleet": r.fleet, "ingest": r.ingest, "limits": r.limits, "webhook": r.webhook,
 		"capacity": r.capacity, "timers": r.timers, "cluster": r.cluster,
 	}
 	for _, s := range Sections {
