@@ -2,6 +2,7 @@ package census_test
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -115,4 +116,14 @@ func TestTakeLevels(t *testing.T) {
 	s, err = census.Take(ctx, ns, res, nil)
 	require.NoError(t, err)
 	require.Equal(t, want, s.Levels, "found from the streams")
+	require.Empty(t, s.Rates, "no rate learned")
+
+	// A learned rate in the limits bucket (what budget's learner writes).
+	b, err := json.Marshal(budget.LearnedRate{Rate: 2.5, Ceiling: 3, Lowered: 1, Configured: 10, At: time.Now()})
+	require.NoError(t, err)
+	_, err = res.Limits.Put(ctx, events.LimitsKey("account~acct", events.SlotStatus), b)
+	require.NoError(t, err)
+	s, err = census.Take(ctx, ns, res, nil)
+	require.NoError(t, err)
+	require.Equal(t, []census.Rate{{Level: "account acct", Kind: "status", Rate: 2.5, Configured: 10, Lowered: 1}}, s.Rates)
 }

@@ -36,6 +36,8 @@ type Report struct {
 	Unreadable int `json:"unreadable_records,omitempty"`
 	// Levels are the budget levels with shared leases or running slots.
 	Levels []census.Level `json:"levels,omitempty"`
+	// Rates are the learned call rates in force.
+	Rates []census.Rate `json:"learned_rates,omitempty"`
 	// Waiting counts the jobs waiting for a running slot, by the level
 	// they last found full.
 	Waiting map[string]int `json:"waiting,omitempty"`
@@ -85,7 +87,7 @@ func Build(ctx context.Context, owner *jobs.Owner, res *events.Resources) (*Repo
 	if err != nil {
 		return nil, err
 	}
-	r := &Report{At: snap.At, WebhooksBacklog: snap.Webhooks, EventsStored: snap.Events, Levels: snap.Levels}
+	r := &Report{At: snap.At, WebhooksBacklog: snap.Webhooks, EventsStored: snap.Events, Levels: snap.Levels, Rates: snap.Rates}
 	routes := map[string]*Route{}
 	get := func(name string) *Route {
 		if rt := routes[name]; rt != nil {
@@ -246,7 +248,7 @@ func (r *Report) Print(w io.Writer) {
 			fmt.Fprintf(w, "%-16s learned %s: median %.1fs, p90 %.1fs (%.0f recent jobs)\n", "", name, m.MedianS, m.P90S, m.Samples)
 		}
 	}
-	if len(r.Levels) > 0 {
+	if len(r.Levels) > 0 || len(r.Rates) > 0 {
 		fmt.Fprintln(w)
 	}
 	for _, l := range r.Levels {
@@ -260,6 +262,13 @@ func (r *Report) Print(w io.Writer) {
 			notes = append(notes, fmt.Sprintf("running %d/%d", l.Running.Out, l.Running.Cap))
 		}
 		fmt.Fprintf(w, "%-24s %s\n", l.Level, strings.Join(notes, " · "))
+	}
+	for _, lr := range r.Rates {
+		configured := "none configured"
+		if lr.Configured > 0 {
+			configured = fmt.Sprintf("configured %.3g/s", lr.Configured)
+		}
+		fmt.Fprintf(w, "%-24s %s rate learned %.3g/s (%s; lowered %d times)\n", lr.Level, lr.Kind, lr.Rate, configured, lr.Lowered)
 	}
 	for _, level := range slices.Sorted(maps.Keys(r.Waiting)) {
 		fmt.Fprintf(w, "%-24s %d jobs waiting for a running slot\n", level, r.Waiting[level])

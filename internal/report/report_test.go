@@ -11,7 +11,8 @@ import (
 	"github.com/pollux-dev/pollux/internal/report"
 )
 
-// pollux stats shows each budget level and the jobs waiting for slots.
+// pollux stats shows each budget level, the jobs waiting for slots and
+// the call rates learned.
 func TestPrintShowsLevels(t *testing.T) {
 	r := &report.Report{
 		At: time.Now(),
@@ -20,10 +21,12 @@ func TestPrintShowsLevels(t *testing.T) {
 			{Level: "global", Running: &census.Leases{Out: 7, Cap: 100}},
 		},
 		Waiting: map[string]int{"account main": 12},
+		Rates:   []census.Rate{{Level: "account main", Kind: "status", Rate: 3.5, Configured: 10, Lowered: 2}},
 	}
 	var b bytes.Buffer
 	r.Print(&b)
 	require.Contains(t, b.String(), "account main             submit leases 2/4 · running 5/5")
 	require.Contains(t, b.String(), "global                   running 7/100")
 	require.Contains(t, b.String(), "account main             12 jobs waiting for a running slot")
+	require.Contains(t, b.String(), "account main             status rate learned 3.5/s (configured 10/s; lowered 2 times)")
 }
