@@ -21,6 +21,14 @@
 //     queued → running → succeeded through the real ingest and poller
 //     (the fresh bucket's last stream sequence is every write made; the
 //     events stream says what each job went through);
+//   - limits: the simulated provider's hidden limits (4 running, 5 calls
+//     a second, 429 without Retry-After past either) and a route that
+//     configures nothing but learn_running and learn_rate, with a backlog
+//     it cannot finish (the whole stack in-process, as pollux dev runs
+//     it): after two minutes of learning, the provider's running jobs
+//     sampled each second against the hidden cap, the calls it counted
+//     against the hidden rate, and the share of them it answered 429,
+//     over the next two minutes;
 //   - webhook: signed deliveries per second and p99 time to a 2xx;
 //   - capacity: 100k and 300k tracked jobs (and the largest again,
 //     partitioned), polls spread at 2000/s: server and poller memory per
