@@ -46,7 +46,7 @@ time_scale: 50
 seed: 5
 webhook_secret: `+obsSecret+`
 default: {queue_median: 2s, run_median: 20s, run_sigma: 0.3, fail_rate: 0.2}
-faults: {webhook_missing_rate: 0.3}
+faults: {webhook_missing_rate: 0.3, rate_limit_rate: 0.01, retry_after: 1s}
 `, env, "OBS_TOKEN")
 
 	ports := map[string]int{"ingest": freePort(t), "poller": freePort(t), "webhook": freePort(t)}
@@ -133,6 +133,35 @@ scrape_configs:
 		// are exactly the delivered webhooks that did not finish a job.
 		require.Equal(t, delivered-byHook, caught-float64(st.WebhooksMissing), "every completion seen once, by webhook or by poll")
 		require.GreaterOrEqual(t, caught, float64(st.WebhooksMissing), "each missing webhook was caught by a poll")
+
+		// Every 429 the provider answered is counted, submit and status
+		// calls alike.
+		require.Positive(t, st.ThrottleEpisodes, "the provider throttled")
+		var limited float64
+		for _, m := range []string{"pollux_provider_call_seconds_count", "pollux_status_call_seconds_count"} {
+			v, _ := query(t, base, `sum(`+m+`{class="rate_limited"})`) // none: 0
+			limited += v
+		}
+		require.Equal(t, float64(st.RateLimited), limited, "rate limits counted as the provider answered them (%d episodes)", st.ThrottleEpisodes)
+
+		// Detection delays: from the provider's completion to the terminal
+		// event, job by job, summed.
+		completedAt := map[string]time.Time{}
+		for _, p := range predictions(t, "http://"+simAddr) {
+			if p.CompletedAt != nil {
+				completedAt[p.ID] = *p.CompletedAt
+			}
+		}
+		var truth float64
+		for id, evs := range log.terminal() {
+			end := evs[len(evs)-1]
+			done, ok := completedAt[end.Job.RemoteID]
+			require.True(t, ok, "job %s: the provider completed %s", id, end.Job.RemoteID)
+			truth += max(end.Job.DetectedAt.Sub(done).Seconds(), 0)
+		}
+		delaySum, _ := query(t, base, `sum(pollux_detection_delay_seconds_sum)`)
+		t.Logf("%v rate limits counted (%d episodes); detection delays %.3f s summed, %.3f s by the provider's clock", limited, st.ThrottleEpisodes, delaySum, truth)
+		require.InDelta(t, truth, delaySum, 0.001*n, "the detection delays are the provider's completions to the terminal events")
 	})
 
 	t.Run("no secret in any log line", func(t *testing.T) {
@@ -194,7 +223,9 @@ func query(t *testing.T, base, q string) (float64, bool) {
 }
 
 type simPrediction struct {
-	Status string `json:"status"`
+	ID          string     `json:"id"`
+	Status      string     `json:"status"`
+	CompletedAt *time.Time `json:"completed_at"`
 }
 
 func predictions(t *testing.T, base string) []simPrediction {
