@@ -1,13 +1,15 @@
 # syntax=docker/dockerfile:1
 #
 # One image with Pollux's four binaries: ingest, poller, webhook and pollux.
-# The command names the binary:
+# The command names the binary. `make image` builds it as
+# ghcr.io/pollux-dev/pollux:<version>, the version (git describe) and the
+# revision stamped into the binaries (--version, pollux_build_info):
 #
-#   docker build -t pollux .
-#   docker run --rm pollux ingest --help
-#   docker run --rm pollux pollux sim-provider --addr 0.0.0.0:8090
+#   make image VERSION=v0.1.0        # docker build --build-arg VERSION=... --build-arg REVISION=... -t ...
+#   docker run --rm ghcr.io/pollux-dev/pollux:v0.1.0 ingest --version
+#   docker run --rm ghcr.io/pollux-dev/pollux:v0.1.0 pollux sim-provider --addr 0.0.0.0:8090
 #
-# deploy/compose/compose.yaml and deploy/k8s/ run it.
+# deploy/compose/compose.yaml, deploy/k8s/ and deploy/helm/ run it.
 
 # ---- build: static binaries (no cgo), without paths of the build machine.
 FROM golang:1.26 AS build
@@ -15,8 +17,13 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
+# The context has no .git (.dockerignore): the version comes as arguments.
+ARG VERSION=dev
+ARG REVISION=unknown
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
-    CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/ \
+    CGO_ENABLED=0 go build -trimpath -ldflags="-s -w \
+        -X github.com/pollux-dev/pollux/internal/version.version=${VERSION} \
+        -X github.com/pollux-dev/pollux/internal/version.revision=${REVISION}" -o /out/ \
         ./cmd/ingest ./cmd/poller ./cmd/webhook ./cmd/pollux
 
 # ---- runtime: Debian slim rather than distroless, for one reason: curl, so
@@ -35,3 +42,11 @@ USER 65532:65532
 # webhook receiver; metrics, /healthz and /readyz of ingest, poller, webhook.
 EXPOSE 8080 9101 9102 9103
 CMD ["pollux", "--help"]
+# Last, so that a new version rebuilds no layer above.
+ARG VERSION=dev
+ARG REVISION=unknown
+LABEL org.opencontainers.image.title="Pollux" \
+      org.opencontainers.image.source="https://github.com/pollux-dev/pollux" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}"

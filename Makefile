@@ -9,6 +9,18 @@ TESTFLAGS ?= -race -count=1 -timeout 10m
 NATSCLI  ?= v0.5.0
 # The linter make lint runs (installed into bin/ from the Go module proxy).
 GOLANGCI ?= v2.15.0
+# The helm the chart test renders deploy/helm/pollux with (make tools).
+HELM     ?= v3.22.0
+# What the binaries say they are (--version, pollux_build_info): git's
+# description of the tree (v0.1.0 at a release tag, v0.1.0-3-gabc1234 after
+# it, -dirty with uncommitted changes) and its commit; "dev" outside git.
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS   = -X github.com/pollux-dev/pollux/internal/version.version=$(VERSION) \
+            -X github.com/pollux-dev/pollux/internal/version.revision=$(REVISION)
+# The image make image builds, tagged with VERSION: what deploy/k8s and
+# deploy/helm run (set IMAGE to push to a registry of yours).
+IMAGE    ?= ghcr.io/pollux-dev/pollux
 
 .DEFAULT_GOAL := help
 
@@ -29,13 +41,20 @@ test: tools ## Run every test with the race detector, the client examples includ
 	$(GO) test $(TESTFLAGS) ./...
 
 .PHONY: tools
-tools: ## Install what the client examples need: the nats CLI into bin/, npm packages into examples/node
+tools: ## Install what the tests run: Debian packages as root (scripts/system-packages), the nats CLI and helm into bin/, npm packages into examples/node and api
+	@scripts/system-packages
 	@$(BIN)/nats --version 2>/dev/null | grep -qx '$(NATSCLI)' || { \
 		echo "installing the nats CLI $(NATSCLI) into $(BIN)/"; \
 		GOBIN=$(CURDIR)/$(BIN) $(GO) install github.com/nats-io/natscli/nats@$(NATSCLI); }
+	@$(GO) version -m $(BIN)/helm 2>/dev/null | grep -q 'helm.sh/helm/v3[[:space:]]*$(HELM)[[:space:]]' || { \
+		echo "installing helm $(HELM) into $(BIN)/ (a few minutes, once)"; \
+		GOBIN=$(CURDIR)/$(BIN) $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM); }
 	@test examples/node/node_modules/.package-lock.json -nt examples/node/package-lock.json || { \
 		echo "installing examples/node's packages (npm ci)"; \
 		cd examples/node && npm ci --no-audit --no-fund; }
+	@test api/node_modules/.package-lock.json -nt api/package-lock.json || { \
+		echo "installing the contract validators into api/node_modules (npm ci)"; \
+		cd api && npm ci --no-audit --no-fund; }
 
 .PHONY: bench
 bench: ## Measure the fleet against JetStream's own limits (one table; BENCHFLAGS="--only cycles --json" etc.), then the schedule against the optimum
@@ -66,8 +85,12 @@ fuzz: ## Run every fuzz target for FUZZTIME each
 	done
 
 .PHONY: build
-build: ## Build the binaries into bin/
-	$(GO) build -o $(BIN)/ ./cmd/...
+build: ## Build the binaries into bin/, stamped with VERSION and REVISION (--version)
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
+
+.PHONY: image
+image: ## Build the image ghcr.io/pollux-dev/pollux:<VERSION> with Docker (IMAGE=..., VERSION=...)
+	docker build --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) -t $(IMAGE):$(VERSION) .
 
 .PHONY: tidy
 tidy: ## Tidy go.mod and go.sum

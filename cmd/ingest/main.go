@@ -19,16 +19,20 @@ import (
 	"github.com/pollux-dev/pollux/internal/app"
 	"github.com/pollux-dev/pollux/internal/frontdoor"
 	"github.com/pollux-dev/pollux/internal/ingest"
+	"github.com/pollux-dev/pollux/internal/version"
 )
 
 func main() {
 	var cli struct {
 		app.Flags `embed:""`
-		HTTPAddr  string `name:"http-addr" env:"POLLUX_HTTP_ADDR" help:"Serve the HTTP front door (POST /v1/jobs, ...) on this address; empty (the default) to disable."`
-		Tokens    string `name:"http-tokens-file" env:"POLLUX_HTTP_TOKENS_FILE" type:"path" help:"File of bearer tokens the front door accepts, one per line (# comments). Without it the front door has no authentication: keep it on a private network."`
+		// The one flag without an environment twin: a variable left set in a
+		// deployment would make every start print the version and exit.
+		Version  kong.VersionFlag `name:"version" help:"Print the version and exit."`
+		HTTPAddr string           `name:"http-addr" env:"POLLUX_HTTP_ADDR" help:"Serve the HTTP front door (POST /v1/jobs, ...) on this address; empty (the default) to disable."`
+		Tokens   string           `name:"http-tokens-file" env:"POLLUX_HTTP_TOKENS_FILE" type:"path" help:"File of bearer tokens the front door accepts, one per line (# comments). Without it the front door has no authentication: keep it on a private network."`
 	}
 	kong.Parse(&cli, kong.Name("ingest"), kong.Description("Pollux ingest: submits, tracks and cancels jobs."),
-		kong.Vars{"metrics_addr": ":9101"})
+		kong.Vars{"version": version.String("ingest"), "metrics_addr": ":9101"})
 	os.Exit(app.Run(cli.Flags, "ingest", os.Stderr, func(ctx context.Context, env *app.Env) error {
 		svc, err := ingest.New(ingest.Config{
 			Routes: env.Routes, Options: env.Options(), Logger: env.Log, Metrics: env.Metrics.Ingest(), Learned: env.Stats.Lookup,

@@ -12,14 +12,18 @@ import (
 
 	"github.com/pollux-dev/pollux/internal/app"
 	"github.com/pollux-dev/pollux/internal/poller"
+	"github.com/pollux-dev/pollux/internal/version"
 )
 
 func main() {
 	var cli struct {
 		app.Flags `embed:""`
+		// The one flag without an environment twin: a variable left set in a
+		// deployment would make every start print the version and exit.
+		Version kong.VersionFlag `name:"version" help:"Print the version and exit."`
 	}
 	kong.Parse(&cli, kong.Name("poller"), kong.Description("Pollux poller: tracks jobs to their terminal state."),
-		kong.Vars{"metrics_addr": ":9102"})
+		kong.Vars{"version": version.String("poller"), "metrics_addr": ":9102"})
 	os.Exit(app.Run(cli.Flags, "poller", os.Stderr, func(ctx context.Context, env *app.Env) error {
 		svc, err := poller.New(poller.Config{
 			Routes: env.Routes, Options: env.Options(), Logger: env.Log, Metrics: env.Metrics.Poller(), Learned: env.Stats.Lookup,

@@ -11,13 +11,14 @@ import (
 
 	"github.com/pollux-dev/pollux/internal/app"
 	"github.com/pollux-dev/pollux/internal/cli"
+	"github.com/pollux-dev/pollux/internal/version"
 )
 
 func main() {
 	var c cli.CLI
 	k := kong.Parse(&c, kong.Name("pollux"),
 		kong.Description("Pollux tracks jobs at asynchronous generation APIs on NATS JetStream."),
-		kong.UsageOnError())
+		kong.Vars{"version": version.String("pollux")}, kong.UsageOnError())
 	log, err := app.NewLogger(c.LogLevel, c.LogFormat, os.Stderr)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -11,16 +11,20 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/pollux-dev/pollux/internal/app"
+	"github.com/pollux-dev/pollux/internal/version"
 	"github.com/pollux-dev/pollux/internal/webhook"
 )
 
 func main() {
 	var cli struct {
 		app.Flags `embed:""`
-		Addr      string `name:"addr" env:"POLLUX_WEBHOOK_ADDR" default:":8080" help:"Address to receive webhooks on."`
+		// The one flag without an environment twin: a variable left set in a
+		// deployment would make every start print the version and exit.
+		Version kong.VersionFlag `name:"version" help:"Print the version and exit."`
+		Addr    string           `name:"addr" env:"POLLUX_WEBHOOK_ADDR" default:":8080" help:"Address to receive webhooks on."`
 	}
 	kong.Parse(&cli, kong.Name("webhook"), kong.Description("Pollux webhook receiver."),
-		kong.Vars{"metrics_addr": ":9103"})
+		kong.Vars{"version": version.String("webhook"), "metrics_addr": ":9103"})
 	os.Exit(app.Run(cli.Flags, "webhook", os.Stderr, func(ctx context.Context, env *app.Env) error {
 		svc, err := webhook.New(webhook.Config{
 			Routes: env.Routes, Options: env.Options(), Logger: env.Log, Metrics: env.Metrics.Webhook(),

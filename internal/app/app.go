@@ -219,6 +219,9 @@ func Open(ctx context.Context, g *errgroup.Group, cfg *config.Config, nc *nats.C
 		}
 	}
 	pauses.Started = m.Paused
+	for name := range routes {
+		m.Routes(name) // every route's series at zero from the start
+	}
 	owner := jobs.New(ns, js, res, jobs.Config{Options: cfg.Streams.Options(), Logger: log, Hooks: jobs.Hooks{
 		Published: m.Published,
 		Terminal: func(j *state.Job) {

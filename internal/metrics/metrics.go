@@ -2,11 +2,18 @@
 // own (never the global default) and hands each service the hooks that feed
 // them. Labels are bounded: routes are the configured ones, classes and
 // states are enums, and nothing is labelled by job id or free-form input.
+//
+// Every series whose labels are known when the process starts is there
+// from the start at zero (see Metrics.Routes), so that a dashboard shows
+// its lines and rate() counts the first event; pollux_build_info says which
+// build runs (internal/version).
 package metrics
 
 import (
 	"net/http"
+	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,7 +22,11 @@ import (
 
 	"github.com/pollux-dev/pollux/internal/ingest"
 	"github.com/pollux-dev/pollux/internal/poller"
+	"github.com/pollux-dev/pollux/internal/route"
+	"github.com/pollux-dev/pollux/internal/version"
 	"github.com/pollux-dev/pollux/internal/webhook"
+	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/provider"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
@@ -46,6 +57,11 @@ type Metrics struct {
 	slotRepairs     *prometheus.CounterVec
 	queueWaiting    *prometheus.GaugeVec
 	queueOldest     *prometheus.GaugeVec
+	buildInfo       *prometheus.GaugeVec
+
+	mu     sync.Mutex
+	routes []string             // the routes whose series have started (Routes)
+	starts []func(route string) // what each service's hooks start per route
 }
 
 // New creates the metrics on a fresh registry, with the Go runtime and
@@ -161,6 +177,16 @@ func New() *Metrics {
 		Help: "Running slots no job held (left by a process that died) that the repair freed, by level.",
 	}, []string{"level"})
 
+	m.buildInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "pollux_build_info",
+		Help: "Always 1: the version, revision and Go version of the running binary (--version).",
+	}, []string{"version", "revision", "goversion"})
+	bi := version.Get()
+	m.buildInfo.WithLabelValues(bi.Version, bi.Revision, bi.GoVersion).Set(1)
+	for _, typ := range events.EventTypes {
+		m.eventsPublished.WithLabelValues(typ)
+	}
+
 	for _, c := range m.Collectors() {
 		f(c)
 	}
@@ -172,7 +198,82 @@ func (m *Metrics) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.submissions, m.providerCalls, m.statusCalls, m.completions,
 		m.pollsPerJob, m.finishedPolls, m.detectionDelay, m.lateness, m.pauses, m.pausedSeconds, m.eventsPublished,
 		m.webhooks, m.webhooksApplied, m.webhooksDropped, m.reconciled, m.callbackHints, m.overrun, m.age, m.orphans,
-		m.slotWaits, m.slotRepairs, m.queueWaiting, m.queueOldest}
+		m.slotWaits, m.slotRepairs, m.queueWaiting, m.queueOldest, m.buildInfo}
+}
+
+// The label values known in advance, for the series Routes starts.
+var (
+	// terminalStates are the states pollux_jobs_terminal_total counts.
+	terminalStates = slices.DeleteFunc(slices.Clone(state.States), func(s state.State) bool { return !s.Terminal() })
+	// sources are the ways a job's end is detected (state.Source).
+	sources = []state.Source{state.FromSubmit, state.FromPoll, state.FromWebhook, state.FromCancel, state.FromPollux}
+	// pauseKinds are route.Pauses' kinds.
+	pauseKinds = []string{route.PauseRateLimit, route.PauseAuth}
+	// callClasses are the result classes of a provider call: "ok" or a
+	// provider.Class.
+	callClasses = []string{"ok", provider.Transient.String(), provider.RateLimited.String(),
+		provider.Auth.String(), provider.Invalid.String(), provider.NotFound.String()}
+	// callOps are ingest's provider calls (ingest.Metrics.ProviderCall).
+	callOps = []string{"submit", "find", "cancel"}
+	// dropReasons are webhook.Metrics.Dropped's reasons.
+	dropReasons = []string{"mismatch", "unknown_job", "unreadable"}
+)
+
+// Routes starts at zero, for each named route, every series whose other
+// labels are a known set, so that a dashboard has its lines before the
+// first event and rate() counts that event. app.Open passes the process's
+// configured routes. It starts what any process counts (job ends, polls,
+// detection delays, reconciliation catches, deadline overruns, route
+// pauses), and the series of each service whose hooks the process took
+// (Ingest, Poller, Webhook), whichever of the two comes first. Series
+// labelled by what only an event tells (an HTTP status, an intake outcome,
+// a budget level, an admission queue) still appear with their first event.
+// A route already started is skipped.
+func (m *Metrics) Routes(names ...string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, r := range names {
+		if slices.Contains(m.routes, r) {
+			continue
+		}
+		m.routes = append(m.routes, r)
+		m.startRoute(r)
+		for _, start := range m.starts {
+			start(r)
+		}
+	}
+}
+
+// startRoute starts the series any process may feed for route r: what the
+// jobs' owner reports of a job's end, and the route pauses.
+func (m *Metrics) startRoute(r string) {
+	for _, st := range terminalStates {
+		for _, src := range sources {
+			m.completions.WithLabelValues(r, string(st), string(src))
+		}
+	}
+	for _, src := range sources {
+		m.detectionDelay.WithLabelValues(r, string(src))
+	}
+	m.pollsPerJob.WithLabelValues(r)
+	m.finishedPolls.WithLabelValues(r)
+	m.reconciled.WithLabelValues(r)
+	m.overrun.WithLabelValues(r)
+	for _, k := range pauseKinds {
+		m.pauses.WithLabelValues(r, k)
+		m.pausedSeconds.WithLabelValues(r, k)
+	}
+}
+
+// serviceStarts records what one service's hooks start per route, and
+// starts it for the routes already known.
+func (m *Metrics) serviceStarts(start func(route string)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.starts = append(m.starts, start)
+	for _, r := range m.routes {
+		start(r)
+	}
 }
 
 // Registry returns the registry.
@@ -222,6 +323,13 @@ func (m *Metrics) Terminal(j *state.Job) { m.terminal(j) }
 
 // Ingest returns the hooks of the ingest service.
 func (m *Metrics) Ingest() ingest.Metrics {
+	m.serviceStarts(func(r string) {
+		for _, op := range callOps {
+			for _, class := range callClasses {
+				m.providerCalls.WithLabelValues(r, op, class)
+			}
+		}
+	})
 	return ingest.Metrics{
 		Submission: func(route, kind, outcome string) { m.submissions.WithLabelValues(route, kind, outcome).Inc() },
 		ProviderCall: func(route, op, class string, d time.Duration) {
@@ -241,6 +349,13 @@ func (m *Metrics) Ingest() ingest.Metrics {
 
 // Poller returns the hooks of the poller service.
 func (m *Metrics) Poller() poller.Metrics {
+	m.serviceStarts(func(r string) {
+		for _, class := range slices.Concat(callClasses, []string{"budget_busy"}) {
+			m.statusCalls.WithLabelValues(r, class)
+		}
+		m.lateness.WithLabelValues(r)
+		m.age.WithLabelValues(r)
+	})
 	return poller.Metrics{
 		StatusCall: func(route, class string, d time.Duration) {
 			m.statusCalls.WithLabelValues(route, class).Observe(d.Seconds())
@@ -253,6 +368,15 @@ func (m *Metrics) Poller() poller.Metrics {
 
 // Webhook returns the hooks of the webhook service.
 func (m *Metrics) Webhook() webhook.Metrics {
+	m.serviceStarts(func(r string) {
+		for _, changed := range []bool{false, true} {
+			m.webhooksApplied.WithLabelValues(r, strconv.FormatBool(changed))
+		}
+		for _, reason := range dropReasons {
+			m.webhooksDropped.WithLabelValues(r, reason)
+		}
+		m.callbackHints.WithLabelValues(r)
+	})
 	return webhook.Metrics{
 		Received: func(route string, status int, d time.Duration) {
 			m.webhooks.WithLabelValues(route, strconv.Itoa(status)).Observe(d.Seconds())

@@ -65,22 +65,47 @@ func strictly[T any](b []byte) error {
 	return dec.Decode(&v)
 }
 
-// schemas compiles every schema of api/schemas.
+// schemaBase is where the schemas' $ids place them: each is schemaBase
+// and its file name.
+const schemaBase = "https://raw.githubusercontent.com/pollux-dev/pollux/main/api/schemas/"
+
+// schemas compiles every schema of api/schemas as a validator that knows
+// them only by their $ids does: each is loaded under its $id, nothing is
+// fetched, and the cross-file $refs resolve through the $ids.
 func schemas(t *testing.T) map[string]*jsonschema.Schema {
 	t.Helper()
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
 	c.AssertFormat()
+	c.UseLoader(noLoader{})
 	files, err := filepath.Glob(filepath.Join(apiDir, "schemas", "*.json"))
 	require.NoError(t, err)
 	require.NotEmpty(t, files)
-	out := map[string]*jsonschema.Schema{}
+	ids := map[string]string{}
 	for _, f := range files {
-		s, err := c.Compile(f)
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
 		require.NoError(t, err, f)
-		out[filepath.Base(f)] = s
+		id, _ := doc.(map[string]any)["$id"].(string)
+		require.Equal(t, schemaBase+filepath.Base(f), id, "%s: its $id", f)
+		require.NoError(t, c.AddResource(id, doc), f)
+		ids[filepath.Base(f)] = id
+	}
+	out := map[string]*jsonschema.Schema{}
+	for name, id := range ids {
+		s, err := c.Compile(id)
+		require.NoError(t, err, name)
+		out[name] = s
 	}
 	return out
+}
+
+// noLoader refuses to load anything: every schema is added by its $id.
+type noLoader struct{}
+
+func (noLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("%s is not one of the schemas' $ids", url)
 }
 
 // document reads a schema file as generic JSON.
