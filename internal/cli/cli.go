@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/alecthomas/kong"
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/errgroup"
 
@@ -30,6 +31,10 @@ import (
 type CLI struct {
 	LogLevel  string `name:"log-level" env:"POLLUX_LOG_LEVEL" default:"error" enum:"debug,info,warn,error" help:"Log level of the services run in process."`
 	LogFormat string `name:"log-format" env:"POLLUX_LOG_FORMAT" default:"console" enum:"json,console" help:"Log format."`
+	// The one flag without an environment twin: a variable left set would
+	// make every command print the version and exit. The text is the
+	// "version" variable (cmd/pollux: internal/version).
+	Version kong.VersionFlag `name:"version" help:"Print the version and exit."`
 
 	Dev         DevCmd         `cmd:"" help:"Run all of Pollux in one process on an embedded NATS server with a simulated provider and a demo workload."`
 	Serve       ServeCmd       `cmd:"" help:"Run all of Pollux in one process on an embedded NATS server with a simulated provider, for your clients, until interrupted."`
@@ -67,6 +72,9 @@ type DevCmd struct {
 
 // Run runs the demo.
 func (c *DevCmd) Run(g *Globals) error {
+	if err := errors.Join(positive("jobs", c.Jobs), positive("time-scale", c.TimeScale), positive("timeout", c.Timeout)); err != nil {
+		return err
+	}
 	ctx, stop := signalContext()
 	defer stop()
 	progress := g.Stderr
@@ -96,26 +104,33 @@ func (c *DevCmd) Run(g *Globals) error {
 type ServeCmd struct {
 	NATSURL   string  `name:"nats-url" env:"POLLUX_NATS_URL" help:"Use this NATS server instead of the embedded one."`
 	DataDir   string  `name:"data-dir" env:"POLLUX_DATA_DIR" help:"Keep the embedded server's JetStream files here (default: a temporary directory, removed at exit)."`
+	NATSAddr  string  `name:"nats-addr" env:"POLLUX_NATS_ADDR" default:"127.0.0.1:4222" help:"Address of the embedded NATS server (port 0: a free one)."`
 	HTTPAddr  string  `name:"http-addr" env:"POLLUX_HTTP_ADDR" default:"127.0.0.1:8081" help:"Address of the HTTP front door."`
+	Metrics   string  `name:"metrics-addr" env:"POLLUX_METRICS_ADDR" default:"127.0.0.1:9101" help:"Address of /metrics, /healthz and /readyz (port 0: a free one)."`
 	TimeScale float64 `name:"time-scale" env:"POLLUX_DEV_TIME_SCALE" default:"20" help:"Time compression: 20 makes a 60 s generation take 3 s."`
 	NoWebhook bool    `name:"no-webhooks" env:"POLLUX_DEV_NO_WEBHOOKS" help:"Run poll-only."`
 }
 
-// Run serves until SIGINT or SIGTERM. It prints the NATS and front door
-// URLs as shell assignments on stdout, and how to use them on stderr.
+// Run serves until SIGINT or SIGTERM. It prints the variables the clients
+// read (POLLUX_NATS_URL, NATS_URL, POLLUX_HTTP_URL) as shell assignments on
+// stdout, and how to use them on stderr.
 func (c *ServeCmd) Run(g *Globals) error {
+	if err := positive("time-scale", c.TimeScale); err != nil {
+		return err
+	}
 	ctx, stop := signalContext()
 	defer stop()
 	return dev.Serve(ctx, dev.ServeConfig{
-		NATSURL: c.NATSURL, DataDir: c.DataDir, TimeScale: c.TimeScale, HTTPAddr: c.HTTPAddr,
-		NoWebhooks: c.NoWebhook, Logger: g.Log,
-	}, func(natsURL string, s *dev.Stack) {
-		fmt.Fprintf(g.Stdout, "NATS_URL=%s\nPOLLUX_HTTP_URL=%s\n", natsURL, s.HTTPURL)
+		NATSURL: c.NATSURL, NATSAddr: c.NATSAddr, DataDir: c.DataDir, TimeScale: c.TimeScale, HTTPAddr: c.HTTPAddr,
+		MetricsAddr: c.Metrics, NoWebhooks: c.NoWebhook, Logger: g.Log,
+	}, func(e dev.Endpoints, _ *dev.Stack) {
+		fmt.Fprint(g.Stdout, e.Env())
 		fmt.Fprintf(g.Stderr, "Pollux is running: route %q on the simulated provider (models %s), time compressed %g×. Ctrl-C stops it.\n"+
-			"  NATS        %s\n  front door  %s\n"+
+			"  NATS        %s\n  front door  %s\n  metrics     %s\n"+
+			"In another terminal: export POLLUX_NATS_URL=%s, then pollux submit --route %s --model pollux-demo/preview --wait\n"+
 			"Try the examples (docs/contract.md): NATS_URL=%s POLLUX_HTTP_URL=%s examples/cli/run.sh\n",
 			dev.RouteName, strings.Join(slices.Sorted(maps.Keys(dev.DefaultModels())), ", "), c.TimeScale,
-			natsURL, s.HTTPURL, natsURL, s.HTTPURL)
+			e.NATSURL, e.HTTPURL, e.MetricsURL, e.NATSURL, dev.RouteName, e.NATSURL, e.HTTPURL)
 	})
 }
 

@@ -52,8 +52,12 @@ type WatchCmd struct {
 	Every      time.Duration `name:"every" env:"POLLUX_WATCH_EVERY" default:"1s" help:"Refresh interval."`
 }
 
-// Run shows the fleet live until Ctrl-C.
+// Run shows the fleet live until Ctrl-C: redrawn in place on a terminal,
+// one report after another in plain text otherwise.
 func (c *WatchCmd) Run(g *Globals) error {
+	if err := positive("every", c.Every); err != nil {
+		return err
+	}
 	ctx, stop := signalContext()
 	defer stop()
 	nc, js, ns, err := c.open()
@@ -61,6 +65,13 @@ func (c *WatchCmd) Run(g *Globals) error {
 		return err
 	}
 	defer nc.Close()
+	return c.watch(ctx, js, ns, g, isTerminal(g.Stdout))
+}
+
+// watch prints the fleet's report every c.Every until ctx ends; in place
+// (clearing the screen) when inPlace, else as plain text, a blank line
+// between reports.
+func (c *WatchCmd) watch(ctx context.Context, js jetstream.JetStream, ns events.Namespace, g *Globals, inPlace bool) error {
 	res, err := ns.Open(ctx, js)
 	if err != nil {
 		return err
@@ -100,16 +111,25 @@ func (c *WatchCmd) Run(g *Globals) error {
 	tick := time.NewTicker(c.Every)
 	defer tick.Stop()
 	var snap *census.Snapshot
-	for {
+	for first := true; ; first = false {
 		if s, err := census.Take(ctx, ns, res, nil); err == nil {
 			snap = s
 		}
 		var screen strings.Builder
 		live.Report(snap).Print(&screen)
-		fmt.Fprintf(g.Stdout, "\033[H\033[2J%s\n(refreshing every %s; Ctrl-C to quit)\n", screen.String(), c.Every)
+		switch {
+		case inPlace:
+			fmt.Fprintf(g.Stdout, "\033[H\033[2J%s\n(refreshing every %s; Ctrl-C to quit)\n", screen.String(), c.Every)
+		case first:
+			fmt.Fprint(g.Stdout, screen.String())
+		default:
+			fmt.Fprintf(g.Stdout, "\n%s", screen.String())
+		}
 		select {
 		case <-ctx.Done():
-			fmt.Fprintln(g.Stdout)
+			if inPlace {
+				fmt.Fprintln(g.Stdout)
+			}
 			return nil
 		case <-tick.C:
 		}

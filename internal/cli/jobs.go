@@ -7,13 +7,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/pollux-dev/pollux/internal/frontdoor"
 	"github.com/pollux-dev/pollux/internal/jobs"
 	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/state"
 )
 
 // Connection is how the client commands reach NATS.
@@ -56,19 +59,33 @@ type SubmitCmd struct {
 	ID             string        `name:"id" help:"Job id (default: derived from the idempotency key)."`
 	IdempotencyKey string        `name:"idempotency-key" help:"Idempotency key (default: random)."`
 	Timeout        time.Duration `name:"timeout" help:"Job deadline, relative (default: the route's)."`
-	Wait           bool          `name:"wait" help:"Print the job's events until it finishes."`
+	Wait           bool          `name:"wait" help:"Print the job's events until it finishes; exit non-zero unless it succeeds (a rejection is reported at once)."`
 	WaitTimeout    time.Duration `name:"wait-timeout" default:"1h" help:"Stop waiting after this long."`
 }
 
-// Run publishes the submission.
-func (c *SubmitCmd) Run(g *Globals) error {
-	ctx, stop := signalContext()
-	defer stop()
-	nc, js, ns, err := c.open()
-	if err != nil {
-		return err
+// flagOf names the flag that sets a submission field.
+var flagOf = map[string]string{
+	"id": "--id", "idempotency_key": "--idempotency-key", "model": "--model", "input": "--input", "timeout_s": "--timeout",
+}
+
+// message validates the flags and returns the submission to publish and
+// its job id: everything is checked before a connection is made.
+func (c *SubmitCmd) message() ([]byte, string, error) {
+	if !events.ValidToken(c.Route) {
+		return nil, "", fmt.Errorf("--route: %q is not a route name (1-128 characters of [A-Za-z0-9_-])", c.Route)
 	}
-	defer nc.Close()
+	var input any
+	if err := json.Unmarshal([]byte(c.Input), &input); err != nil {
+		return nil, "", fmt.Errorf("--input: not JSON (%w); give a JSON object, such as '{\"prompt\":\"a red kite\"}'", err)
+	}
+	if c.Timeout < 0 {
+		return nil, "", fmt.Errorf("--timeout: must not be negative (got %s)", c.Timeout)
+	}
+	if c.Wait {
+		if err := positive("wait-timeout", c.WaitTimeout); err != nil {
+			return nil, "", err
+		}
+	}
 	key := c.IdempotencyKey
 	if key == "" && c.ID == "" {
 		b := make([]byte, 8)
@@ -83,15 +100,46 @@ func (c *SubmitCmd) Run(g *Globals) error {
 		Input: json.RawMessage(c.Input), TimeoutS: c.Timeout.Seconds()}
 	data, err := json.Marshal(sub)
 	if err != nil {
-		return fmt.Errorf("input: %w", err)
+		return nil, "", fmt.Errorf("--input: %w", err)
 	}
 	if _, err := events.DecodeSubmit(data); err != nil {
+		var fe *events.FieldError
+		if errors.As(err, &fe) && flagOf[fe.Field] != "" {
+			return nil, "", fmt.Errorf("%s: %s", flagOf[fe.Field], fe.Problem)
+		}
+		return nil, "", err
+	}
+	return data, id, nil
+}
+
+// Run publishes the submission.
+func (c *SubmitCmd) Run(g *Globals) error {
+	data, id, err := c.message()
+	if err != nil {
 		return err
 	}
+	ctx, stop := signalContext()
+	defer stop()
+	nc, js, ns, err := c.open()
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	return c.submit(ctx, js, ns, data, id, g)
+}
+
+// ErrRejected is returned by a waiting submission that Pollux refused.
+var ErrRejected = errors.New("rejected")
+
+// submit publishes data as job id's submission and, with --wait, prints
+// the job's events until its end: a job that did not succeed, or a
+// rejection, is an error.
+func (c *SubmitCmd) submit(ctx context.Context, js jetstream.JetStream, ns events.Namespace, data []byte, id string, g *Globals) error {
 	var follow jetstream.ConsumeContext
-	done := make(chan struct{})
+	end := make(chan *events.Event, 1)
 	if c.Wait {
-		follow, err = followJob(ctx, js, ns, c.Route, id, g, done)
+		var err error
+		follow, err = followJob(ctx, js, ns, c.Route, id, g, end)
 		if err != nil {
 			return err
 		}
@@ -104,19 +152,31 @@ func (c *SubmitCmd) Run(g *Globals) error {
 	if !c.Wait {
 		return nil
 	}
+	timeout := time.NewTimer(c.WaitTimeout)
+	defer timeout.Stop()
 	select {
-	case <-done:
+	case ev := <-end:
+		switch {
+		case ev.Rejection != nil:
+			return fmt.Errorf("job %s %w: %s", id, ErrRejected, ev.Rejection.Error)
+		case ev.State != state.Succeeded:
+			reason := ""
+			if ev.Job != nil && ev.Job.Reason != "" {
+				reason = ": " + ev.Job.Reason
+			}
+			return fmt.Errorf("job %s ended %s%s", id, ev.State, reason)
+		}
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-time.After(c.WaitTimeout):
-		return errors.New("gave up waiting")
+	case <-timeout.C:
+		return fmt.Errorf("gave up waiting for job %s after %s (--wait-timeout); it goes on: pollux get %s", id, c.WaitTimeout, id)
 	}
 }
 
-// followJob prints the job's events as they come and closes done at a
-// terminal event or a rejection.
-func followJob(ctx context.Context, js jetstream.JetStream, ns events.Namespace, route, id string, g *Globals, done chan struct{}) (jetstream.ConsumeContext, error) {
+// followJob prints the job's events as they come and sends the first
+// terminal event or rejection to end.
+func followJob(ctx context.Context, js jetstream.JetStream, ns events.Namespace, route, id string, g *Globals, end chan<- *events.Event) (jetstream.ConsumeContext, error) {
 	c, err := js.OrderedConsumer(ctx, ns.EventsStream(), jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{ns.Event(route, id)},
 	})
@@ -145,7 +205,7 @@ func followJob(ctx context.Context, js jetstream.JetStream, ns events.Namespace,
 		fmt.Fprintln(g.Stdout, line)
 		if ev.Type == events.EventRejected || ev.State.Terminal() {
 			closed = true
-			close(done)
+			end <- ev
 		}
 	})
 }
@@ -158,6 +218,9 @@ type GetCmd struct {
 
 // Run prints the job's record and its events.
 func (c *GetCmd) Run(g *Globals) error {
+	if !events.ValidToken(c.ID) {
+		return fmt.Errorf("%q is not a valid job id: a job id is 1-128 characters of [A-Za-z0-9_-]", c.ID)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	nc, js, ns, err := c.open()
@@ -165,15 +228,32 @@ func (c *GetCmd) Run(g *Globals) error {
 		return err
 	}
 	defer nc.Close()
+	return c.get(ctx, js, ns, g)
+}
+
+func (c *GetCmd) get(ctx context.Context, js jetstream.JetStream, ns events.Namespace, g *Globals) error {
 	res, err := ns.Open(ctx, js)
 	if err != nil {
 		return err
 	}
 	j, err := jobs.New(ns, js, res, jobs.Config{}).Get(ctx, c.ID)
+	if errors.Is(err, state.ErrNotFound) {
+		// A refused submission has no record, only its rejection.
+		evs, herr := history(ctx, js, ns, "*", c.ID)
+		if herr != nil {
+			return herr
+		}
+		for _, ev := range slices.Backward(evs) {
+			if ev.Rejection != nil {
+				return fmt.Errorf("no job %s: its %s was rejected: %s", c.ID, ev.Rejection.Kind, ev.Rejection.Error)
+			}
+		}
+		return fmt.Errorf("no job %s (a submission shows once ingest has taken it)", c.ID)
+	}
 	if err != nil {
 		return err
 	}
-	b, _ := json.MarshalIndent(j.Snapshot(), "", "  ")
+	b, _ := json.MarshalIndent(frontdoor.JobView(j), "", "  ")
 	fmt.Fprintf(g.Stdout, "job %s (updated %s)\n%s\n\nevents:\n", c.ID, j.UpdatedAt.Local().Format(time.DateTime), b)
 	evs, err := history(ctx, js, ns, j.Route, c.ID)
 	if err != nil {

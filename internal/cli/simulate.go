@@ -35,6 +35,10 @@ func (c *SimulateCmd) Run(g *Globals) error {
 	if c.Trace != "" && len(c.Workload) > 0 {
 		return errors.New("--trace and --workload exclude each other")
 	}
+	if err := errors.Join(positive("jobs", c.Jobs), positive("poll-cost", c.PollCost),
+		positive("max-delay", c.MaxDelay), positive("seed", c.Seed)); err != nil {
+		return err
+	}
 	if c.Jobs <= c.Warmup && c.Trace == "" {
 		return fmt.Errorf("--jobs %d leaves nothing to score after --warmup %d", c.Jobs, c.Warmup)
 	}

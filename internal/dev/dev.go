@@ -13,7 +13,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
+	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -123,7 +126,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	}
 	log := cfg.Logger
 
-	url, stopNATS, err := startNATS(cfg)
+	url, stopNATS, err := startNATS(cfg, "")
 	if err != nil {
 		return nil, err
 	}
@@ -171,9 +174,16 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 // ErrIncomplete is returned when not every job finished.
 var ErrIncomplete = errors.New("not every job finished")
 
-func startNATS(cfg Config) (url string, stop func(), err error) {
+// startNATS returns cfg's NATS server, else starts an embedded one
+// listening on addr ("": a free loopback port). An address already taken
+// is reported as such, before the server is started.
+func startNATS(cfg Config, addr string) (url string, stop func(), err error) {
 	if cfg.NATSURL != "" {
 		return cfg.NATSURL, func() {}, nil
+	}
+	host, port, err := listenAddr(addr)
+	if err != nil {
+		return "", nil, err
 	}
 	dir, cleanup := cfg.DataDir, func() {}
 	if dir == "" {
@@ -183,7 +193,7 @@ func startNATS(cfg Config) (url string, stop func(), err error) {
 		}
 		dir, cleanup = tmp, func() { _ = os.RemoveAll(tmp) }
 	}
-	s, err := embedded.Start(embedded.Config{StoreDir: dir})
+	s, err := embedded.Start(embedded.Config{StoreDir: dir, Host: host, Port: port})
 	if err != nil {
 		cleanup()
 		return "", nil, err
@@ -193,6 +203,36 @@ func startNATS(cfg Config) (url string, stop func(), err error) {
 		s.WaitForShutdown()
 		cleanup()
 	}, nil
+}
+
+// listenAddr splits the embedded server's address into the host and port
+// embedded.Config takes (-1: a free port), after making sure a fixed port
+// is free: the server itself would only fail to become ready.
+func listenAddr(addr string) (host string, port int, err error) {
+	if addr == "" {
+		return "127.0.0.1", -1, nil
+	}
+	h, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, fmt.Errorf("NATS address %q: %w", addr, err)
+	}
+	port, err = strconv.Atoi(p)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("NATS address %q: the port is not a number between 0 and 65535", addr)
+	}
+	if port == 0 {
+		return h, -1, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	switch {
+	case errors.Is(err, syscall.EADDRINUSE):
+		return "", 0, fmt.Errorf("NATS address %s: %w (another NATS server, or another pollux serve?): "+
+			"use that server with --nats-url, or listen elsewhere with --nats-addr (port 0 picks a free one)", addr, syscall.EADDRINUSE)
+	case err != nil:
+		return "", 0, fmt.Errorf("NATS listener: %w", err)
+	}
+	_ = ln.Close()
+	return h, port, nil
 }
 
 func randomHex(n int) string {

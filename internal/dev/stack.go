@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -149,6 +151,11 @@ func Start(ctx context.Context, g *errgroup.Group, nc *nats.Conn, sc StackConfig
 type ServeConfig struct {
 	// NATSURL uses an external NATS server; "" runs an embedded one.
 	NATSURL string
+	// NATSAddr is where the embedded NATS server listens (default
+	// 127.0.0.1:4222, NATS's own default, so that clients reach it
+	// without being told; a port of 0 picks a free one). An address
+	// already taken is an error that says so.
+	NATSAddr string
 	// DataDir holds the embedded server's JetStream files; "" uses a
 	// temporary directory removed at the end.
 	DataDir string
@@ -156,21 +163,60 @@ type ServeConfig struct {
 	TimeScale float64
 	// HTTPAddr is where the front door listens (default 127.0.0.1:8081).
 	HTTPAddr string
+	// MetricsAddr is where the services' Prometheus metrics are served
+	// (/metrics, with /healthz and /readyz, as every binary serves them;
+	// default 127.0.0.1:9101).
+	MetricsAddr string
 	// NoWebhooks runs the route poll-only.
 	NoWebhooks bool
 	// Logger receives the services' logs (default: none).
 	Logger zerolog.Logger
 }
 
+// The defaults of ServeConfig's addresses.
+const (
+	DefaultNATSAddr    = "127.0.0.1:4222"
+	DefaultHTTPAddr    = "127.0.0.1:8081"
+	DefaultMetricsAddr = "127.0.0.1:9101"
+)
+
+// Endpoints are where a served stack answers.
+type Endpoints struct {
+	// NATSURL is the NATS server's URL.
+	NATSURL string
+	// HTTPURL is the front door's base URL.
+	HTTPURL string
+	// MetricsURL is the URL of the Prometheus metrics.
+	MetricsURL string
+}
+
+// Env returns the endpoints as shell assignments, one a line, of the
+// variables their clients read: POLLUX_NATS_URL (the pollux commands),
+// NATS_URL (the nats CLI and the examples), POLLUX_HTTP_URL (the
+// examples' front door).
+func (e Endpoints) Env() string {
+	return fmt.Sprintf("POLLUX_NATS_URL=%s\nNATS_URL=%s\nPOLLUX_HTTP_URL=%s\n", e.NATSURL, e.NATSURL, e.HTTPURL)
+}
+
 // Serve runs the stack with the demo's models and faults and no workload
-// until ctx ends, for clients to use: started is called with the NATS URL
-// once everything runs.
-func Serve(ctx context.Context, cfg ServeConfig, started func(natsURL string, s *Stack)) error {
+// until ctx ends, for clients to use, with its metrics served: started is
+// called with its endpoints once everything runs.
+func Serve(ctx context.Context, cfg ServeConfig, started func(Endpoints, *Stack)) error {
 	cfg.TimeScale = cmp.Or(cfg.TimeScale, 20)
 	if cfg.TimeScale < 1 || cfg.TimeScale > 10_000 {
 		return fmt.Errorf("time scale: %v is not between 1 and 10000", cfg.TimeScale)
 	}
-	url, stopNATS, err := startNATS(Config{NATSURL: cfg.NATSURL, DataDir: cfg.DataDir})
+	cfg.NATSAddr = cmp.Or(cfg.NATSAddr, DefaultNATSAddr)
+	metricsAddr := cmp.Or(cfg.MetricsAddr, DefaultMetricsAddr)
+	metricsLn, err := net.Listen("tcp", metricsAddr)
+	switch {
+	case errors.Is(err, syscall.EADDRINUSE):
+		return fmt.Errorf("metrics address %s: %w: listen elsewhere with --metrics-addr (port 0 picks a free one)", metricsAddr, syscall.EADDRINUSE)
+	case err != nil:
+		return fmt.Errorf("metrics listener: %w", err)
+	}
+	defer func() { _ = metricsLn.Close() }()
+	url, stopNATS, err := startNATS(Config{NATSURL: cfg.NATSURL, DataDir: cfg.DataDir}, cfg.NATSAddr)
 	if err != nil {
 		return err
 	}
@@ -189,7 +235,7 @@ func Serve(ctx context.Context, cfg ServeConfig, started func(natsURL string, s 
 		Sim:        sim.Config{Models: models, Default: models["pollux-demo/standard"], TimeScale: cfg.TimeScale, Faults: faults},
 		Route:      config.Route{Workers: config.Workers{Submit: 8, Status: 32}},
 		NoWebhooks: cfg.NoWebhooks,
-		HTTPAddr:   cmp.Or(cfg.HTTPAddr, "127.0.0.1:8081"),
+		HTTPAddr:   cmp.Or(cfg.HTTPAddr, DefaultHTTPAddr),
 		Logger:     cfg.Logger,
 	})
 	if err != nil {
@@ -197,7 +243,8 @@ func Serve(ctx context.Context, cfg ServeConfig, started func(natsURL string, s 
 		_ = g.Wait()
 		return err
 	}
-	started(url, stack)
+	g.Go(func() error { return app.ServeHTTP(gctx, metricsLn, app.Observability(stack.Metrics, nc)) })
+	started(Endpoints{NATSURL: url, HTTPURL: stack.HTTPURL, MetricsURL: "http://" + metricsLn.Addr().String() + "/metrics"}, stack)
 	if err := g.Wait(); err != nil && ctx.Err() == nil {
 		return err
 	}

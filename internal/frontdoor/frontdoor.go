@@ -15,6 +15,7 @@ import (
 
 	"github.com/pollux-dev/pollux/internal/httpserve"
 	"github.com/pollux-dev/pollux/internal/jobs"
+	"github.com/pollux-dev/pollux/internal/problem"
 	"github.com/pollux-dev/pollux/pkg/events"
 )
 
@@ -46,6 +47,9 @@ type Config struct {
 	Tokens *Tokens
 	// Logger receives the front door's log lines (default: none).
 	Logger zerolog.Logger
+	// Now is the clock a submission's deadline is checked against
+	// (default time.Now).
+	Now func() time.Time
 }
 
 // Server is the HTTP front door.
@@ -81,6 +85,9 @@ func New(cfg Config, js jetstream.JetStream, ns events.Namespace, res *events.Re
 	cfg.WriteTimeout = cmp.Or(cfg.WriteTimeout, 15*time.Second)
 	cfg.IdleTimeout = cmp.Or(cfg.IdleTimeout, 60*time.Second)
 	cfg.MaxHeaderBytes = cmp.Or(cfg.MaxHeaderBytes, 16<<10)
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	if cfg.MaxStreams < 0 || cfg.RequestTimeout < 0 || cfg.MaxStreamDuration < 0 || cfg.KeepAlive < 0 {
 		return nil, errors.New("frontdoor: MaxStreams, RequestTimeout, MaxStreamDuration and KeepAlive must not be negative")
 	}
@@ -106,19 +113,16 @@ func (s *Server) handler(closing context.Context) http.Handler {
 	mux.Handle("/v1/jobs/{id}/events", only(http.MethodGet, func(w http.ResponseWriter, r *http.Request) *apiError {
 		return s.events(closing, w, r)
 	}))
-	mux.Handle("/", only("", func(_ http.ResponseWriter, r *http.Request) *apiError {
-		return fail(http.StatusNotFound, CodeNotFound, "", "no endpoint at "+r.URL.Path+"; see api/openapi.yaml")
-	}))
+	mux.Handle("/", problem.NotFound("see api/openapi.yaml"))
 	return s.authenticated(mux)
 }
 
 // only adapts a handler that returns its error response, and answers 405
-// to any method but method ("" allows all).
+// to any method but method.
 func only(method string, h func(http.ResponseWriter, *http.Request) *apiError) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if method != "" && r.Method != method {
-			w.Header().Set("Allow", method)
-			fail(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "", r.URL.Path+" takes "+method+" only").write(w)
+		if r.Method != method {
+			problem.MethodNotAllowed(w, r, method)
 			return
 		}
 		if e := h(w, r); e != nil {

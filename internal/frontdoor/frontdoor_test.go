@@ -95,6 +95,7 @@ func TestSubmitErrors(t *testing.T) {
 		{"wrong version", "POST", `{"route":"sim","v":2,"model":"m","input":{}}`, nil, 400, frontdoor.CodeInvalidField, "v"},
 		{"bad id", "POST", `{"route":"sim","id":"a.b",` + msg + `}`, nil, 400, frontdoor.CodeInvalidField, "id"},
 		{"input not an object", "POST", `{"route":"sim","v":1,"model":"m","input":"x"}`, nil, 400, frontdoor.CodeInvalidField, "input"},
+		{"deadline in the past", "POST", `{"route":"sim","deadline":"2020-01-01T00:00:00Z",` + msg + `}`, nil, 400, frontdoor.CodeInvalidField, "deadline"},
 		{"missing route", "POST", `{` + msg + `}`, nil, 400, frontdoor.CodeInvalidField, "route"},
 		{"route not a string", "POST", `{"route":7,` + msg + `}`, nil, 400, frontdoor.CodeInvalidField, "route"},
 		{"bad route", "POST", `{"route":"a b",` + msg + `}`, nil, 400, frontdoor.CodeInvalidField, "route"},
@@ -140,6 +141,25 @@ func TestGet(t *testing.T) {
 	requireError(t, d.do(t, "GET", "/v1/jobs/nope", "", nil), 404, frontdoor.CodeJobNotFound, "")
 	requireError(t, d.do(t, "GET", "/v1/jobs/bad.id", "", nil), 400, frontdoor.CodeInvalidParameter, "id")
 	requireError(t, d.do(t, "DELETE", "/v1/jobs/job-1", "", nil), 405, frontdoor.CodeMethodNotAllowed, "")
+}
+
+// A finished job shows no next check: none is due.
+func TestGetOfAFinishedJobHasNoNextCheck(t *testing.T) {
+	t.Parallel()
+	d := setup(t, frontdoor.Config{})
+	due := time.Now().Add(time.Minute).UTC()
+	for id, st := range map[string]state.State{"running": state.Running, "finished": state.Succeeded} {
+		_, created, err := d.jobs.Accept(context.Background(), &state.Job{ID: id, Route: route, Model: "m", State: st,
+			CreatedAt: time.Now().UTC(), NextCheckAt: due})
+		require.NoError(t, err)
+		require.True(t, created)
+	}
+	r := d.do(t, "GET", "/v1/jobs/running", "", nil)
+	require.Equal(t, http.StatusOK, r.status)
+	require.Equal(t, due.Format(time.RFC3339Nano), r.body["next_check_at"])
+	r = d.do(t, "GET", "/v1/jobs/finished", "", nil)
+	require.Equal(t, http.StatusOK, r.status)
+	require.NotContains(t, r.body, "next_check_at")
 }
 
 func TestCancel(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"time"
 
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/state"
@@ -58,6 +59,13 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) *apiError {
 	if err != nil {
 		return invalid(err)
 	}
+	// A deadline in the past is wrong whatever the route: refused here, as
+	// ingest would refuse it (a deadline beyond the route's max_deadline
+	// depends on the route's configuration and comes as a rejected event).
+	if now := s.cfg.Now(); !m.Deadline.IsZero() && !m.Deadline.After(now) {
+		return fail(http.StatusBadRequest, CodeInvalidField, "deadline",
+			fmt.Sprintf("deadline: %s is in the past", m.Deadline.UTC().Format(time.RFC3339)))
+	}
 	route, e := routeOf(body)
 	if e != nil {
 		return e
@@ -101,14 +109,26 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) *apiError {
 	return nil
 }
 
-// get handles GET /v1/jobs/{id}: the job's record as events carry it.
+// get handles GET /v1/jobs/{id}: the job's record (JobView).
 func (s *Server) get(w http.ResponseWriter, r *http.Request) *apiError {
 	j, e := s.job(r.Context(), r.PathValue("id"))
 	if e != nil {
 		return e
 	}
-	writeJSON(w, http.StatusOK, j.Snapshot())
+	writeJSON(w, http.StatusOK, JobView(j))
 	return nil
+}
+
+// JobView is a job's record as GET /v1/jobs/{id} returns it and `pollux
+// get` prints it: its snapshot (as events carry it), without
+// next_check_at once the job has finished — no check is due then; the
+// record keeps the last one's time.
+func JobView(j *state.Job) *state.Job {
+	v := j.Snapshot()
+	if v.State.Terminal() {
+		v.NextCheckAt = time.Time{}
+	}
+	return v
 }
 
 // cancel handles POST /v1/jobs/{id}/cancel, with an optional body

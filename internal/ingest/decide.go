@@ -199,8 +199,17 @@ func jobID(route string, m *events.Submit, seq uint64, stored time.Time) string 
 // rejectionID finds the job id of an intake message that failed
 // validation, so that its rejection lands where the client looks: the id
 // it gave, else the one its idempotency key (or, for a track request, its
-// remote id) gives on the route, else fallback.
-func rejectionID(kind, route string, data []byte, fallback string) string {
+// remote id) gives on the route — whatever the key's length, as clients
+// derive it (events.KeyID) — else the one the stored message gives a
+// submission or track request (events.MessageID of seq and stored), else,
+// for a cancel, which names its job by id only, "_". Every rejection of
+// an intake message, by the route's ingest or by the sweep of unserved
+// routes, takes its id from here.
+func rejectionID(kind, route string, data []byte, seq uint64, stored time.Time) string {
+	fallback := events.MessageID(seq, stored)
+	if kind == events.KindCancel {
+		fallback = "_"
+	}
 	var m struct {
 		ID             string `json:"id"`
 		IdempotencyKey string `json:"idempotency_key"`
@@ -213,9 +222,9 @@ func rejectionID(kind, route string, data []byte, fallback string) string {
 	case events.ValidToken(m.ID):
 		return m.ID
 	case !events.ValidToken(route):
-	case kind == events.KindSubmit && m.IdempotencyKey != "" && len(m.IdempotencyKey) <= events.MaxKeyLen:
+	case kind == events.KindSubmit && m.IdempotencyKey != "":
 		return events.KeyID(route, m.IdempotencyKey)
-	case kind == events.KindTrack && m.RemoteID != "" && len(m.RemoteID) <= events.MaxKeyLen:
+	case kind == events.KindTrack && m.RemoteID != "":
 		return events.KeyID(route, "remote:"+m.RemoteID)
 	}
 	return fallback

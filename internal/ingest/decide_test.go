@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -118,22 +119,31 @@ func TestJobID(t *testing.T) {
 
 // A rejected message's rejection lands on the id the client can compute:
 // its own, else its idempotency key's (or its remote id's, for a track
-// request) on the route.
+// request) on the route, whatever the key's length; else the one the
+// stored message gives; a cancel that names no usable id lands on "_".
 func TestRejectionID(t *testing.T) {
 	t.Parallel()
+	stored := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	msg := events.MessageID(7, stored)
+	long := strings.Repeat("k", events.MaxKeyLen+1)
 	for name, tc := range map[string]struct {
 		kind, route, data, want string
 	}{
 		"an id":                {events.KindSubmit, "r", `{"id":"mine","model":7}`, "mine"},
 		"an idempotency key":   {events.KindSubmit, "r", `{"idempotency_key":"order-1","model":7}`, events.KeyID("r", "order-1")},
+		"an overlong key":      {events.KindSubmit, "r", `{"idempotency_key":"` + long + `","model":"m"}`, events.KeyID("r", long)},
 		"a remote id":          {events.KindTrack, "r", `{"remote_id":"abc"}`, events.KeyID("r", "remote:abc")},
+		"an overlong remote":   {events.KindTrack, "r", `{"remote_id":"` + long + `"}`, events.KeyID("r", "remote:"+long)},
 		"a bad id, a good key": {events.KindSubmit, "r", `{"id":"a b","idempotency_key":"k"}`, events.KeyID("r", "k")},
-		"nothing":              {events.KindSubmit, "r", `{"model":"m"}`, "fb"},
-		"not json":             {events.KindSubmit, "r", `nope`, "fb"},
-		"an unusable route":    {events.KindSubmit, "no route!", `{"idempotency_key":"k"}`, "fb"},
-		"a cancel's key":       {events.KindCancel, "r", `{"idempotency_key":"k"}`, "fb"},
+		"nothing":              {events.KindSubmit, "r", `{"model":"m"}`, msg},
+		"not json":             {events.KindSubmit, "r", `nope`, msg},
+		"an unusable route":    {events.KindSubmit, "no route!", `{"idempotency_key":"k"}`, msg},
+		"a cancel's key":       {events.KindCancel, "r", `{"idempotency_key":"k"}`, "_"},
+		"a cancel's bad id":    {events.KindCancel, "r", `{"id":"a b"}`, "_"},
+		"a cancel, not json":   {events.KindCancel, "r", `nope`, "_"},
+		"a cancel's id":        {events.KindCancel, "r", `{"id":"mine","reason":7}`, "mine"},
 	} {
-		require.Equal(t, tc.want, rejectionID(tc.kind, tc.route, []byte(tc.data), "fb"), name)
+		require.Equal(t, tc.want, rejectionID(tc.kind, tc.route, []byte(tc.data), 7, stored), name)
 	}
 }
 

@@ -315,7 +315,7 @@ func (s *Service) submit(ctx context.Context, in intake) (events.Outcome, string
 	data := in.msg.Data()
 	m, err := events.DecodeSubmit(data)
 	if err != nil {
-		return s.reject(ctx, in, rejectionID(in.kind, in.routeName, data, events.MessageID(in.seq, in.stored)), err)
+		return s.reject(ctx, in, rejectionID(in.kind, in.routeName, data, in.seq, in.stored), err)
 	}
 	r := in.route
 	id := jobID(r.Name, m, in.seq, in.stored)
@@ -754,7 +754,7 @@ func (s *Service) track(ctx context.Context, in intake) (events.Outcome, string)
 	data := in.msg.Data()
 	m, err := events.DecodeTrack(data)
 	if err != nil {
-		return s.reject(ctx, in, rejectionID(in.kind, in.routeName, data, events.MessageID(in.seq, in.stored)), err)
+		return s.reject(ctx, in, rejectionID(in.kind, in.routeName, data, in.seq, in.stored), err)
 	}
 	r := in.route
 	id := cmp.Or(m.ID, events.KeyID(r.Name, "remote:"+m.RemoteID))
@@ -794,7 +794,7 @@ func (s *Service) cancel(ctx context.Context, in intake) (events.Outcome, string
 	data := in.msg.Data()
 	m, err := events.DecodeCancel(data)
 	if err != nil {
-		return s.reject(ctx, in, rejectionID(in.kind, in.routeName, data, "_"), err)
+		return s.reject(ctx, in, rejectionID(in.kind, in.routeName, data, in.seq, in.stored), err)
 	}
 	log := in.logger(s.log, m.ID)
 	rec, err := s.jobs.RequestCancel(ctx, in.routeName, m.ID, m.Reason)

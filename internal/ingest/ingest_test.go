@@ -218,10 +218,11 @@ func TestAnAuthFailureOnACreatePausesTheRoute(t *testing.T) {
 	s.submit("c")
 	require.Eventually(t, func() bool { ps, ok := s.env.Pauses.Active("fake"); return ok && ps.Kind == route.PauseAuth },
 		20*time.Second, 10*time.Millisecond)
-	j, err := s.env.Jobs.Get(context.Background(), "c")
-	require.NoError(t, err)
+	// The answer is recorded just after the pause is: the attempt is not
+	// in doubt (nothing was created), and the job did not fail.
+	j := s.until("c", func(j *state.Job) bool { return j.LastError != "" && !j.SubmitInDoubt })
 	require.False(t, j.State.Terminal(), "no job failed")
-	require.False(t, j.SubmitInDoubt, "the provider answered: nothing was created")
+	require.Contains(t, j.LastError, "bad token")
 	j = s.until("c", submitted)
 	require.Equal(t, 2, f.createsOf("c"))
 	require.Equal(t, 2, j.SubmitAttempts)

@@ -82,7 +82,7 @@ func (s *Service) rejectUnserved(ctx context.Context, subject, kind, routeName s
 			continue
 		}
 		in := intake{kind: kind, routeName: routeName, msg: msg, seq: md.Sequence.Stream, stored: md.Timestamp, attempt: md.NumDelivered}
-		out, result := s.reject(ctx, in, rejectionID(kind, routeName, msg.Data(), events.MessageID(in.seq, in.stored)), problem)
+		out, result := s.reject(ctx, in, rejectionID(kind, routeName, msg.Data(), in.seq, in.stored), problem)
 		if err := out.Settle(msg); err != nil {
 			s.log.Warn().Err(err).Msg("settling an unserved intake message failed")
 		}

@@ -90,9 +90,18 @@ func (s *records) get(ctx context.Context, id string) (Record, error) {
 // back to wait for a slot) they are freed: every end of every job passes
 // here, whoever saw it, and frees the slots once. A process that dies in
 // between leaves them to budget.Running.Repair.
+//
+// A job canceled on request with a reason keeps the request's reason as
+// its own (the provider's "canceled at ..." says nothing the state does
+// not): whichever write ends it — the cancel call's answer, a poll, a
+// webhook, a withdrawal before the create — passes here, and its events,
+// encoded from the record after this write, carry it.
 func (s *records) update(ctx context.Context, r Record, had []state.Slot) (Record, error) {
 	if r.State.Terminal() {
 		r.Slots = nil
+	}
+	if r.State == state.Canceled && !r.CancelRequestedAt.IsZero() && r.CancelReason != "" {
+		r.Reason = r.CancelReason
 	}
 	b, err := s.encode(r.Job)
 	if err != nil {

@@ -68,6 +68,27 @@ func Write(w http.ResponseWriter, status int, d Detail) {
 	WriteJSON(w, status, Body{Error: d})
 }
 
+// NotFound answers every request with 404 not_found: no endpoint at its
+// path (followed by hint, when set). It is the catch-all of a server's
+// routes, so a wrong path gets the same body as every other error instead
+// of net/http's plain-text page.
+func NotFound(hint string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		msg := "no endpoint at " + r.URL.Path
+		if hint != "" {
+			msg += "; " + hint
+		}
+		Write(w, http.StatusNotFound, Detail{Code: CodeNotFound, Message: msg})
+	})
+}
+
+// MethodNotAllowed answers 405 method_not_allowed to a request for an
+// endpoint that takes method only, naming it in the Allow header.
+func MethodNotAllowed(w http.ResponseWriter, r *http.Request, method string) {
+	w.Header().Set("Allow", method)
+	Write(w, http.StatusMethodNotAllowed, Detail{Code: CodeMethodNotAllowed, Message: r.URL.Path + " takes " + method + " only"})
+}
+
 // WriteJSON answers with status and v as JSON, never cached.
 func WriteJSON(w http.ResponseWriter, status int, v any) {
 	h := w.Header()

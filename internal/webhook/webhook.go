@@ -181,9 +181,16 @@ func (s *Service) Run(ctx context.Context, ln net.Listener) error {
 func (s *Service) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/webhooks/{route}", s.receive)
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			problem.MethodNotAllowed(w, r, http.MethodGet)
+			return
+		}
 		w.WriteHeader(http.StatusOK)
 	})
+	// Every error has the front door's body (package problem), a wrong
+	// path too.
+	mux.Handle("/", problem.NotFound(""))
 	return mux
 }
 
@@ -229,8 +236,8 @@ func fail(w http.ResponseWriter, status int, code problem.Code, field, message s
 
 func (s *Service) serve(w http.ResponseWriter, req *http.Request, name string) int {
 	if req.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		return fail(w, http.StatusMethodNotAllowed, problem.CodeMethodNotAllowed, "", "POST only")
+		problem.MethodNotAllowed(w, req, http.MethodPost)
+		return http.StatusMethodNotAllowed
 	}
 	r, ok := s.cfg.Routes[name]
 	if !ok || (r.Webhooks == nil && r.Callbacks == nil) {

@@ -1,0 +1,257 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/alecthomas/kong"
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/pollux-dev/pollux/internal/cli"
+	"github.com/pollux-dev/pollux/internal/dev"
+	"github.com/pollux-dev/pollux/internal/natstest"
+	"github.com/pollux-dev/pollux/pkg/provider/sim"
+)
+
+// nowhere is a NATS URL nothing listens on: a command that connects fails.
+const nowhere = "nats://127.0.0.1:1"
+
+// output is a writer safe for a command and the test to share.
+type output struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (o *output) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.b.Write(p)
+}
+
+func (o *output) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.b.String()
+}
+
+// pollux parses args as the pollux command line and runs the command,
+// writing to stdout and stderr.
+func pollux(t *testing.T, stdout, stderr *output, args ...string) error {
+	t.Helper()
+	var c cli.CLI
+	k, err := kong.New(&c, kong.Name("pollux"), kong.Exit(func(int) { t.Fatalf("pollux %v exited", args) }))
+	require.NoError(t, err)
+	kctx, err := k.Parse(args)
+	if err != nil {
+		return err
+	}
+	return kctx.Run(&cli.Globals{Stdout: stdout, Stderr: stderr, Log: zerolog.Nop()})
+}
+
+// run is pollux with output kept apart; it returns stdout.
+func run(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	var stdout, stderr output
+	err := pollux(t, &stdout, &stderr, args...)
+	return stdout.String(), err
+}
+
+// fleet runs the simulated provider and the services for route "sim" on
+// an embedded server until the test ends, and returns the server's URL.
+func fleet(t *testing.T) string {
+	t.Helper()
+	srv := natstest.Server(t)
+	nc, _ := natstest.Connect(t, srv)
+	ctx, cancel := context.WithCancel(context.Background())
+	g, gctx := errgroup.WithContext(ctx)
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, g.Wait())
+	})
+	quick := sim.Model{QueueMedian: sim.Duration(50 * time.Millisecond), RunMedian: sim.Duration(200 * time.Millisecond)}
+	_, err := dev.Start(gctx, g, nc, dev.StackConfig{Sim: sim.Config{Default: quick}})
+	require.NoError(t, err)
+	return srv.ClientURL()
+}
+
+// interrupt sends SIGINT to the test process, as Ctrl-C does: a command
+// running (within signal.NotifyContext) ends. Only a test that does not
+// run in parallel may call it.
+func interrupt(t *testing.T) {
+	t.Helper()
+	require.NoError(t, syscall.Kill(syscall.Getpid(), syscall.SIGINT))
+}
+
+// A submission to a mistyped route is rejected (by ingest's sweep of
+// unserved routes), and `submit --wait` reports the rejection as an error
+// as soon as it comes, instead of waiting out --wait-timeout.
+func TestSubmitWaitReportsARejection(t *testing.T) {
+	t.Parallel()
+	url := fleet(t)
+	out, err := run(t, "submit", "--nats-url", url, "--route", "simm", "--model", "m", "--idempotency-key", "typo-1", "--wait")
+	require.ErrorIs(t, err, cli.ErrRejected)
+	require.ErrorContains(t, err, `no route named "simm"`)
+	require.Contains(t, out, "rejected")
+}
+
+// `submit --wait` ends with the job: nil when it succeeded.
+func TestSubmitWaitEndsWithTheJob(t *testing.T) {
+	t.Parallel()
+	url := fleet(t)
+	out, err := run(t, "submit", "--nats-url", url, "--route", dev.RouteName, "--model", "owner/model", "--idempotency-key", "ok-1", "--wait")
+	require.NoError(t, err)
+	require.Contains(t, out, "succeeded")
+}
+
+// Flags are checked before connecting, and the error names the flag and
+// the problem.
+func TestSubmitChecksItsFlagsBeforeConnecting(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		args []string
+		want string
+	}{
+		"input not JSON":     {[]string{"--input", "notjson"}, "--input: not JSON"},
+		"input not a object": {[]string{"--input", "[1]"}, "--input: must be a JSON object"},
+		"route":              {[]string{"--route", "sim.x"}, `--route: "sim.x" is not a route name`},
+		"id":                 {[]string{"--id", "bad id!"}, "--id: "},
+		"negative timeout":   {[]string{"--timeout=-1s"}, "--timeout: must not be negative"},
+		"zero wait timeout":  {[]string{"--wait", "--wait-timeout", "0s"}, "--wait-timeout: must be greater than 0"},
+	} {
+		args := append([]string{"submit", "--nats-url", nowhere, "--route", "sim", "--model", "m"}, tc.args...)
+		_, err := run(t, args...)
+		require.ErrorContains(t, err, tc.want, name)
+		require.NotContains(t, err.Error(), "connect", name)
+	}
+}
+
+// An invalid id is called invalid, before connecting; an unknown one is
+// not found.
+func TestGetNamesAnInvalidID(t *testing.T) {
+	t.Parallel()
+	_, err := run(t, "get", "--nats-url", nowhere, "bad id!")
+	require.ErrorContains(t, err, `"bad id!" is not a valid job id`)
+	require.NotContains(t, err.Error(), "not found")
+
+	url := fleet(t)
+	_, err = run(t, "get", "--nats-url", url, "k-nosuchjob")
+	require.ErrorContains(t, err, "no job k-nosuchjob")
+}
+
+// `get` of a finished job shows no next check; of a rejected submission,
+// its rejection.
+func TestGetOfAFinishedJob(t *testing.T) {
+	t.Parallel()
+	url := fleet(t)
+	out, err := run(t, "submit", "--nats-url", url, "--route", dev.RouteName, "--model", "owner/model", "--id", "done-1", "--wait")
+	require.NoError(t, err, out)
+	out, err = run(t, "get", "--nats-url", url, "done-1")
+	require.NoError(t, err)
+	require.Contains(t, out, `"state": "succeeded"`)
+	require.NotContains(t, out, "next_check_at")
+
+	_, err = run(t, "submit", "--nats-url", url, "--route", "simm", "--model", "m", "--id", "typo-2", "--wait")
+	require.ErrorIs(t, err, cli.ErrRejected)
+	_, err = run(t, "get", "--nats-url", url, "typo-2")
+	require.ErrorContains(t, err, `no job typo-2: its submit was rejected: route: no route named "simm"`)
+}
+
+// A numeric flag whose zero would silently mean its default refuses it.
+func TestZeroIsRefusedWhereItWouldMeanTheDefault(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"dev", "--nats-url", nowhere, "--jobs", "0"},
+		{"dev", "--nats-url", nowhere, "--time-scale", "0"},
+		{"dev", "--nats-url", nowhere, "--timeout", "0s"},
+		{"serve", "--nats-url", nowhere, "--time-scale", "0"},
+		{"watch", "--nats-url", nowhere, "--every", "0s"},
+		{"simulate", "--jobs", "0"},
+		{"simulate", "--poll-cost", "0s"},
+		{"simulate", "--max-delay", "0s"},
+		{"simulate", "--seed", "0"},
+	} {
+		_, err := run(t, args...)
+		require.ErrorContains(t, err, args[len(args)-2]+": must be greater than 0", "%v", args)
+	}
+}
+
+// `serve` listens on NATS's default port unless told otherwise, so a
+// second terminal reaches it with the CLI's default URL.
+func TestServeDefaultsToNATSsPort(t *testing.T) {
+	t.Parallel()
+	var c cli.CLI
+	k, err := kong.New(&c)
+	require.NoError(t, err)
+	_, err = k.Parse([]string{"serve"})
+	require.NoError(t, err)
+	require.Equal(t, dev.DefaultNATSAddr, c.Serve.NATSAddr)
+	_, err = k.Parse([]string{"get", "x"})
+	require.NoError(t, err)
+	require.Equal(t, "nats://"+dev.DefaultNATSAddr, c.Get.NATSURL, "the client commands' default")
+}
+
+// `serve` prints the variable the client commands read, with the URL of
+// its NATS server, and serves the services' metrics (run alone: it ends
+// with SIGINT).
+func TestServePrintsWhatTheClientsRead(t *testing.T) {
+	var stdout, stderr output
+	done := make(chan error, 1)
+	go func() {
+		done <- pollux(t, &stdout, &stderr, "serve", "--nats-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0",
+			"--metrics-addr", "127.0.0.1:0", "--data-dir", t.TempDir())
+	}()
+	var url string
+	require.Eventually(t, func() bool {
+		for line := range strings.Lines(stdout.String()) {
+			if v, ok := strings.CutPrefix(line, "POLLUX_NATS_URL="); ok {
+				url = strings.TrimSpace(v)
+			}
+		}
+		return url != ""
+	}, 30*time.Second, 20*time.Millisecond, "stdout: %s\nstderr: %s", &stdout, &stderr)
+	_, err := run(t, "stats", "--nats-url", url)
+	require.NoError(t, err, "a client command reaches the printed URL")
+	var metrics string
+	for line := range strings.Lines(stderr.String()) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "metrics"); ok {
+			metrics = strings.TrimSpace(v)
+		}
+	}
+	require.True(t, strings.HasSuffix(metrics, "/metrics"), "stderr: %s", &stderr)
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, metrics, nil)
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, errors.Join(err, resp.Body.Close()))
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, string(body), "pollux_")
+	interrupt(t)
+	require.NoError(t, <-done)
+}
+
+// `watch` writes no screen-clearing codes when its output is not a
+// terminal: one plain report after another (run alone: it ends with
+// SIGINT).
+func TestWatchPrintsPlainTextWhenNotATerminal(t *testing.T) {
+	url := fleet(t)
+	var stdout, stderr output
+	done := make(chan error, 1)
+	go func() { done <- pollux(t, &stdout, &stderr, "watch", "--nats-url", url, "--every", "10ms") }()
+	require.Eventually(t, func() bool { return strings.Count(stdout.String(), "Pollux fleet") >= 2 },
+		30*time.Second, 10*time.Millisecond, "two reports: %s", &stdout)
+	interrupt(t)
+	require.NoError(t, <-done)
+	require.NotContains(t, stdout.String(), "\033")
+	require.NotContains(t, stdout.String(), "Ctrl-C")
+}
