@@ -120,16 +120,8 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) *apiError {
 }
 
 // JobView is a job's record as GET /v1/jobs/{id} returns it and `pollux
-// get` prints it: its snapshot (as events carry it), without
-// next_check_at once the job has finished — no check is due then; the
-// record keeps the last one's time.
-func JobView(j *state.Job) *state.Job {
-	v := j.Snapshot()
-	if v.State.Terminal() {
-		v.NextCheckAt = time.Time{}
-	}
-	return v
-}
+// get` prints it: its snapshot, as events carry it (state.Job.Snapshot).
+func JobView(j *state.Job) *state.Job { return j.Snapshot() }
 
 // cancel handles POST /v1/jobs/{id}/cancel, with an optional body
 // {"reason": ...}.

@@ -271,12 +271,18 @@ func (j *Job) Published(seq uint64) bool {
 	return removed
 }
 
-// Snapshot returns a copy of the job without the fields that are internal to
-// Pollux (the submission input and the outbox), as events carry it.
+// Snapshot returns the job as the world sees it — events carry it, the
+// front door and `pollux get` show it: a copy without the fields internal
+// to Pollux (the submission input and the outbox), and without
+// next_check_at once the job has finished (no check is due then; the
+// record keeps the last one's time).
 func (j *Job) Snapshot() *Job {
 	c := *j
 	c.Input = nil
 	c.Outbox = nil
+	if c.State.Terminal() {
+		c.NextCheckAt = time.Time{}
+	}
 	return &c
 }
 
