@@ -137,11 +137,17 @@ scrape_configs:
 		// Every 429 the provider answered is counted, submit and status
 		// calls alike.
 		require.Positive(t, st.ThrottleEpisodes, "the provider throttled")
+		// (Each process is scraped on its own phase: wait for the scrapes
+		// that follow the last call, as above.)
 		var limited float64
-		for _, m := range []string{"pollux_provider_call_seconds_count", "pollux_status_call_seconds_count"} {
-			v, _ := query(t, base, `sum(`+m+`{class="rate_limited"})`) // none: 0
-			limited += v
-		}
+		waitFor(t, "Prometheus has every rate limit the provider answered", 30*time.Second, func() bool {
+			limited = 0
+			for _, m := range []string{"pollux_provider_call_seconds_count", "pollux_status_call_seconds_count"} {
+				v, _ := query(t, base, `sum(`+m+`{class="rate_limited"})`) // none: 0
+				limited += v
+			}
+			return limited >= float64(st.RateLimited)
+		})
 		require.Equal(t, float64(st.RateLimited), limited, "rate limits counted as the provider answered them (%d episodes)", st.ThrottleEpisodes)
 
 		// Detection delays: from the provider's completion to the terminal
