@@ -35,8 +35,11 @@ type Route struct {
 	// Backlog counts checks never delivered yet: new jobs no poller has
 	// picked up.
 	Backlog int `json:"backlog"`
-	// Oldest is the age of the oldest check, about the age of the longest
-	// tracked job.
+	// Oldest is the age of the oldest check message: the longest-tracked
+	// job's age for jobs polled on a timer (a check stays the same message
+	// through its nak-delayed redeliveries). A job expecting a webhook
+	// republishes its check at each poll and counts from its last poll
+	// while pollers run, so a stuck route (no poller) still shows its age.
 	Oldest state.Duration `json:"oldest_s"`
 	// Intake counts intake messages not yet handled.
 	Intake int `json:"intake"`
