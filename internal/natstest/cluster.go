@@ -2,6 +2,7 @@ package natstest
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"strings"
 	"sync"
@@ -104,6 +105,18 @@ func (c *Cluster) Stop(name string) {
 
 func freePort(t testing.TB) int {
 	t.Helper()
+	// Below the kernel's ephemeral range (32768 and up on Linux): a port
+	// the kernel hands out is free again the moment the listener closes,
+	// and the next outgoing connection may take it before the process the
+	// port is for binds it ("address already in use", seen in CI).
+	for range 100 {
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000)))
+		if err == nil {
+			port := ln.Addr().(*net.TCPAddr).Port
+			_ = ln.Close()
+			return port
+		}
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer func() { _ = ln.Close() }()
