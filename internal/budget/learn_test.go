@@ -145,11 +145,18 @@ func TestLearnedRateRisesWhileCallsWaitUpToTheConfiguredRate(t *testing.T) {
 			r, _ := c[0].Learned()
 			return r.Rate == from.Rate
 		}, 5*time.Second, 10*time.Millisecond)
-		time.Sleep(time.Second) // a process tries a raise at most once a second
-		ls, err := c.Acquire(ctx)
-		require.NoError(t, err)
-		ls.Answered(nil)
-		r, _ := c[0].Learned()
+		// A process tries a raise at most once a second: calls go on
+		// until one of them raises it.
+		var r budget.LearnedRate
+		require.Eventually(t, func() bool {
+			ls, err := c.Acquire(ctx)
+			if err != nil {
+				return false
+			}
+			ls.Answered(nil)
+			r, _ = c[0].Learned()
+			return r.Rate != from.Rate
+		}, 10*time.Second, 50*time.Millisecond, "raised")
 		return r
 	}
 	require.InDelta(t, 1.2*budget.Probe, rise(budget.LearnedRate{Rate: 1.2, Ceiling: 1}).Rate, 1e-9)

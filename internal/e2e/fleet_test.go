@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -20,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pollux-dev/pollux/internal/natstest"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/provider/sim"
 )
@@ -67,25 +67,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	// Below the kernel's ephemeral range (32768 and up on Linux): a port
-	// the kernel hands out is free again the moment the listener closes,
-	// and the next outgoing connection may take it before the process the
-	// port is for binds it ("address already in use", seen in CI).
-	for range 100 {
-		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000)))
-		if err == nil {
-			port := ln.Addr().(*net.TCPAddr).Port
-			_ = ln.Close()
-			return port
-		}
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer func() { _ = ln.Close() }()
-	return ln.Addr().(*net.TCPAddr).Port
-}
+func freePort(t *testing.T) int { return natstest.FreePort(t) }
 
 // proc is a fleet process; its output goes to a file shown on failure.
 type proc struct {

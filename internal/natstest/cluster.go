@@ -37,7 +37,7 @@ func NewCluster(t testing.TB) *Cluster {
 	t.Helper()
 	c := &Cluster{t: t}
 	for i := range 3 {
-		n := &Node{Name: fmt.Sprintf("n%d", i+1), dir: t.TempDir(), port: freePort(t), clusterPort: freePort(t)}
+		n := &Node{Name: fmt.Sprintf("n%d", i+1), dir: t.TempDir(), port: FreePort(t), clusterPort: FreePort(t)}
 		c.Nodes = append(c.Nodes, n)
 		c.routes = append(c.routes, fmt.Sprintf("nats://127.0.0.1:%d", n.clusterPort))
 	}
@@ -103,7 +103,8 @@ func (c *Cluster) Stop(name string) {
 	n.s = nil
 }
 
-func freePort(t testing.TB) int {
+// FreePort is a loopback TCP port free now, for a process to listen on.
+func FreePort(t testing.TB) int {
 	t.Helper()
 	// Below the kernel's ephemeral range (32768 and up on Linux): a port
 	// the kernel hands out is free again the moment the listener closes,
