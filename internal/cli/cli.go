@@ -136,15 +136,23 @@ func (c *ServeCmd) Run(g *Globals) error {
 
 // SimProviderCmd is `pollux sim-provider`.
 type SimProviderCmd struct {
-	Addr      string  `name:"addr" env:"POLLUX_SIM_ADDR" default:"127.0.0.1:8090" help:"Address to listen on."`
-	Config    string  `name:"config" env:"POLLUX_SIM_CONFIG" help:"Simulator config file (YAML or JSON): models, faults, time scale."`
-	TimeScale float64 `name:"time-scale" env:"POLLUX_SIM_TIME_SCALE" help:"Override the config's time scale."`
-	Seed      int64   `name:"seed" env:"POLLUX_SIM_SEED" help:"Override the config's seed."`
-	TokenEnv  string  `name:"token-env" env:"POLLUX_SIM_TOKEN_ENV" help:"Require the API token held in this environment variable."`
+	Addr      string   `name:"addr" env:"POLLUX_SIM_ADDR" default:"127.0.0.1:8090" help:"Address to listen on."`
+	Config    string   `name:"config" env:"POLLUX_SIM_CONFIG" help:"Simulator config file (YAML or JSON): models, faults, time scale."`
+	TimeScale *float64 `name:"time-scale" env:"POLLUX_SIM_TIME_SCALE" help:"Override the config's time scale (> 0)."`
+	Seed      *int64   `name:"seed" env:"POLLUX_SIM_SEED" help:"Override the config's seed (not 0: leave the flag out for a random seed)."`
+	TokenEnv  string   `name:"token-env" env:"POLLUX_SIM_TOKEN_ENV" help:"Require the API token held in this environment variable."`
 }
 
 // Run serves the simulator until interrupted.
 func (c *SimProviderCmd) Run(g *Globals) error {
+	if c.TimeScale != nil {
+		if err := positive("time-scale", *c.TimeScale); err != nil {
+			return err
+		}
+	}
+	if c.Seed != nil && *c.Seed == 0 {
+		return errors.New("--seed: must not be 0 (leave the flag out for a random seed)")
+	}
 	ctx, stop := signalContext()
 	defer stop()
 	var cfg sim.Config
@@ -154,11 +162,11 @@ func (c *SimProviderCmd) Run(g *Globals) error {
 			return err
 		}
 	}
-	if c.TimeScale != 0 {
-		cfg.TimeScale = c.TimeScale
+	if c.TimeScale != nil {
+		cfg.TimeScale = *c.TimeScale
 	}
-	if c.Seed != 0 {
-		cfg.Seed = c.Seed
+	if c.Seed != nil {
+		cfg.Seed = *c.Seed
 	}
 	if c.TokenEnv != "" {
 		cfg.Token = os.Getenv(c.TokenEnv)

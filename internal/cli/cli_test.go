@@ -20,6 +20,7 @@ import (
 	"github.com/pollux-dev/pollux/internal/cli"
 	"github.com/pollux-dev/pollux/internal/dev"
 	"github.com/pollux-dev/pollux/internal/natstest"
+	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/provider/sim"
 )
 
@@ -104,6 +105,37 @@ func TestSubmitWaitReportsARejection(t *testing.T) {
 	require.Contains(t, out, "rejected")
 }
 
+// `submit --wait` with no ingest taking the route's submissions says so,
+// early on stderr and again when it gives up, instead of a silent wait.
+func TestSubmitWaitSaysWhenNoIngestIsRunning(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Server(t)
+	_, js := natstest.Connect(t, srv)
+	ns, err := events.NewNamespace("pollux")
+	require.NoError(t, err)
+	ctx := context.Background()
+	res, err := ns.Setup(ctx, js, events.Options{MemoryStorage: true})
+	require.NoError(t, err)
+	submit := func(id string) (string, error) {
+		var stdout, stderr output
+		err := pollux(t, &stdout, &stderr, "submit", "--nats-url", srv.ClientURL(), "--route", "sim", "--model", "m",
+			"--id", id, "--wait", "--wait-notice", "50ms", "--wait-timeout", "1s")
+		return stderr.String(), err
+	}
+
+	stderr, err := submit("never-1")
+	require.ErrorContains(t, err, "gave up waiting for job never-1")
+	require.ErrorContains(t, err, "no ingest has served route sim")
+	require.Contains(t, stderr, "no event for job never-1 after 50ms: no ingest has served route sim")
+
+	// An ingest ran once (its consumer exists) but none is pulling now.
+	_, err = res.Intake.CreateConsumer(ctx, ns.IngestConsumerConfig("sim", events.Options{}))
+	require.NoError(t, err)
+	stderr, err = submit("never-2")
+	require.ErrorContains(t, err, "no ingest is taking route sim's submissions")
+	require.Contains(t, stderr, "waiting, none pulling")
+}
+
 // `submit --wait` ends with the job: nil when it succeeded.
 func TestSubmitWaitEndsWithTheJob(t *testing.T) {
 	t.Parallel()
@@ -179,10 +211,18 @@ func TestZeroIsRefusedWhereItWouldMeanTheDefault(t *testing.T) {
 		{"simulate", "--poll-cost", "0s"},
 		{"simulate", "--max-delay", "0s"},
 		{"simulate", "--seed", "0"},
+		{"sim-provider", "--time-scale", "0"},
 	} {
 		_, err := run(t, args...)
 		require.ErrorContains(t, err, args[len(args)-2]+": must be greater than 0", "%v", args)
 	}
+}
+
+// sim-provider's seed of 0 would mean "random", not the seed asked for.
+func TestSimProviderRefusesSeedZero(t *testing.T) {
+	t.Parallel()
+	_, err := run(t, "sim-provider", "--seed", "0")
+	require.ErrorContains(t, err, "--seed: must not be 0")
 }
 
 // `serve` listens on NATS's default port unless told otherwise, so a

@@ -61,6 +61,7 @@ type SubmitCmd struct {
 	Timeout        time.Duration `name:"timeout" help:"Job deadline, relative (default: the route's)."`
 	Wait           bool          `name:"wait" help:"Print the job's events until it finishes; exit non-zero unless it succeeds (a rejection is reported at once)."`
 	WaitTimeout    time.Duration `name:"wait-timeout" default:"1h" help:"Stop waiting after this long."`
+	WaitNotice     time.Duration `name:"wait-notice" env:"POLLUX_WAIT_NOTICE" default:"10s" hidden:"" help:"With --wait, say after this long without an event whether any ingest is taking the route's submissions."`
 }
 
 // flagOf names the flag that sets a submission field.
@@ -137,9 +138,10 @@ var ErrRejected = errors.New("rejected")
 func (c *SubmitCmd) submit(ctx context.Context, js jetstream.JetStream, ns events.Namespace, data []byte, id string, g *Globals) error {
 	var follow jetstream.ConsumeContext
 	end := make(chan *events.Event, 1)
+	seen := make(chan struct{})
 	if c.Wait {
 		var err error
-		follow, err = followJob(ctx, js, ns, c.Route, id, g, end)
+		follow, err = followJob(ctx, js, ns, c.Route, id, g, seen, end)
 		if err != nil {
 			return err
 		}
@@ -154,40 +156,82 @@ func (c *SubmitCmd) submit(ctx context.Context, js jetstream.JetStream, ns event
 	}
 	timeout := time.NewTimer(c.WaitTimeout)
 	defer timeout.Stop()
-	select {
-	case ev := <-end:
-		switch {
-		case ev.Rejection != nil:
-			return fmt.Errorf("job %s %w: %s", id, ErrRejected, ev.Rejection.Error)
-		case ev.State != state.Succeeded:
-			reason := ""
-			if ev.Job != nil && ev.Job.Reason != "" {
-				reason = ": " + ev.Job.Reason
+	notice := time.NewTimer(c.WaitNotice)
+	defer notice.Stop()
+	hint := ""
+	for {
+		select {
+		case <-seen:
+			notice.Stop()
+			seen = nil
+			continue
+		case <-notice.C:
+			if hint = ingestHint(ctx, js, ns, c.Route); hint != "" {
+				fmt.Fprintf(g.Stderr, "no event for job %s after %s: %s\n", id, c.WaitNotice, hint)
+				hint = " (" + hint + ")"
 			}
-			return fmt.Errorf("job %s ended %s%s", id, ev.State, reason)
+			continue
+		case ev := <-end:
+			return waitResult(id, ev)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-timeout.C:
+			return fmt.Errorf("gave up waiting for job %s after %s (--wait-timeout)%s; it goes on: pollux get %s", id, c.WaitTimeout, hint, id)
 		}
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-timeout.C:
-		return fmt.Errorf("gave up waiting for job %s after %s (--wait-timeout); it goes on: pollux get %s", id, c.WaitTimeout, id)
 	}
 }
 
-// followJob prints the job's events as they come and sends the first
-// terminal event or rejection to end.
-func followJob(ctx context.Context, js jetstream.JetStream, ns events.Namespace, route, id string, g *Globals, end chan<- *events.Event) (jetstream.ConsumeContext, error) {
+// waitResult is a waiting submission's outcome: nil if the job succeeded.
+func waitResult(id string, ev *events.Event) error {
+	switch {
+	case ev.Rejection != nil:
+		return fmt.Errorf("job %s %w: %s", id, ErrRejected, ev.Rejection.Error)
+	case ev.State != state.Succeeded:
+		reason := ""
+		if ev.Job != nil && ev.Job.Reason != "" {
+			reason = ": " + ev.Job.Reason
+		}
+		return fmt.Errorf("job %s ended %s%s", id, ev.State, reason)
+	}
+	return nil
+}
+
+// ingestHint says why a submission may have no event yet when the route's
+// ingest consumer shows no process taking its messages, else "". It is a
+// hint: an ingest between two pulls looks the same for a moment.
+func ingestHint(ctx context.Context, js jetstream.JetStream, ns events.Namespace, route string) string {
+	cons, err := js.Consumer(ctx, ns.IntakeStream(), ns.IngestConsumer(route))
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return fmt.Sprintf("no ingest has served route %s (its consumer %s does not exist): is cmd/ingest running with this route configured?", route, ns.IngestConsumer(route))
+	}
+	if err != nil {
+		return ""
+	}
+	info, err := cons.Info(ctx)
+	if err != nil || info.NumWaiting > 0 || info.NumPending == 0 {
+		return ""
+	}
+	return fmt.Sprintf("no ingest is taking route %s's submissions (%d waiting, none pulling): is cmd/ingest running?", route, info.NumPending)
+}
+
+// followJob prints the job's events as they come, closes seen at the
+// first, and sends the first terminal event or rejection to end.
+func followJob(ctx context.Context, js jetstream.JetStream, ns events.Namespace, route, id string, g *Globals, seen chan<- struct{}, end chan<- *events.Event) (jetstream.ConsumeContext, error) {
 	c, err := js.OrderedConsumer(ctx, ns.EventsStream(), jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{ns.Event(route, id)},
 	})
 	if err != nil {
 		return nil, err
 	}
-	closed := false
+	closed, first := false, true
 	return c.Consume(func(msg jetstream.Msg) {
 		ev, err := events.DecodeEvent(msg.Data())
 		if err != nil || closed {
 			return
+		}
+		if first {
+			first = false
+			close(seen)
 		}
 		line := fmt.Sprintf("%s  %-9s", ev.Time.Local().Format(time.TimeOnly), ev.Type)
 		switch {
