@@ -5,7 +5,9 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"time"
 
 	"github.com/alecthomas/kong"
 	"golang.org/x/sync/errgroup"
@@ -18,6 +20,10 @@ import (
 func main() {
 	var cli struct {
 		app.Flags `embed:""`
+		// CensusEvery is how often the fleet census behind the fleet-wide
+		// gauges (pollux_jobs_tracked, pollux_unresolved_oldest_seconds, …)
+		// is taken.
+		CensusEvery time.Duration `name:"census-every" env:"POLLUX_CENSUS_EVERY" default:"15s" help:"How often to take the fleet census behind the fleet-wide gauges."`
 		// The one flag without an environment twin: a variable left set in a
 		// deployment would make every start print the version and exit.
 		Version kong.VersionFlag `name:"version" help:"Print the version and exit."`
@@ -25,6 +31,9 @@ func main() {
 	kong.Parse(&cli, kong.Name("poller"), kong.Description("Pollux poller: tracks jobs to their terminal state."),
 		kong.Vars{"version": version.String("poller"), "metrics_addr": ":9102"})
 	os.Exit(app.Run(cli.Flags, "poller", os.Stderr, func(ctx context.Context, env *app.Env) error {
+		if cli.CensusEvery <= 0 {
+			return fmt.Errorf("--census-every: must be greater than 0 (got %v)", cli.CensusEvery)
+		}
 		svc, err := poller.New(poller.Config{
 			Routes: env.Routes, Options: env.Options(), Logger: env.Log, Metrics: env.Metrics.Poller(), Learned: env.Stats.Lookup,
 			Sweep: env.Config.Streams.SweepInterval,
@@ -33,7 +42,7 @@ func main() {
 			return err
 		}
 		g, ctx := errgroup.WithContext(ctx)
-		g.Go(func() error { return env.RunCensus(ctx) })
+		g.Go(func() error { return env.RunCensus(ctx, cli.CensusEvery) })
 		g.Go(func() error { return svc.Run(ctx) })
 		return g.Wait()
 	}))

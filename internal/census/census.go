@@ -22,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pollux-dev/pollux/internal/budget"
+	"github.com/pollux-dev/pollux/internal/jobs"
 	"github.com/pollux-dev/pollux/internal/route"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/state"
@@ -35,11 +36,13 @@ type Route struct {
 	// Backlog counts checks never delivered yet: new jobs no poller has
 	// picked up.
 	Backlog int `json:"backlog"`
-	// Oldest is the age of the oldest check message: the longest-tracked
-	// job's age for jobs polled on a timer (a check stays the same message
-	// through its nak-delayed redeliveries). A job expecting a webhook
-	// republishes its check at each poll and counts from its last poll
-	// while pollers run, so a stuck route (no poller) still shows its age.
+	// Oldest is how long the route's oldest unresolved job has been at
+	// its provider: the time since its first event (its submit) of the
+	// first job, in the order jobs were submitted, whose record is not
+	// terminal; 0 when none is. A job waiting for admission has no event
+	// yet and shows in the admission queue instead. While a census walk
+	// has not caught up with a long history, the age of the event it
+	// reached: more than the true age, never less.
 	Oldest state.Duration `json:"oldest_s"`
 	// Intake counts intake messages not yet handled.
 	Intake int `json:"intake"`
@@ -119,8 +122,9 @@ func Take(ctx context.Context, ns events.Namespace, res *events.Resources, route
 		}
 	}
 	s := &Snapshot{At: now.UTC()}
+	get := jobs.New(ns, res.JS, res, jobs.Config{}).Get
 	for _, name := range routes {
-		r, err := takeRoute(ctx, ns, res, name, now)
+		r, err := takeRoute(ctx, ns, res, get, name, now)
 		if err != nil {
 			return nil, fmt.Errorf("route %s: %w", name, err)
 		}
@@ -173,7 +177,7 @@ func pollerConsumers(ctx context.Context, ns events.Namespace, res *events.Resou
 	return out, names.Err()
 }
 
-func takeRoute(ctx context.Context, ns events.Namespace, res *events.Resources, name string, now time.Time) (Route, error) {
+func takeRoute(ctx context.Context, ns events.Namespace, res *events.Resources, get func(context.Context, string) (*state.Job, error), name string, now time.Time) (Route, error) {
 	r := Route{Route: name, Leases: map[string]Leases{}}
 	pollers, err := pollerConsumers(ctx, ns, res)
 	if err != nil {
@@ -189,13 +193,11 @@ func takeRoute(ctx context.Context, ns events.Namespace, res *events.Resources, 
 			r.Backlog += int(ci.NumPending)
 		}
 	}
-	m, err := res.Checks.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(ns.Checks(name)))
-	switch {
-	case err == nil:
-		r.Oldest = state.Duration(max(now.Sub(m.Time), 0))
-	case !errors.Is(err, jetstream.ErrMsgNotFound):
-		return r, err
+	oldest, err := oldestUnresolved(ctx, ns, res, get, name, now)
+	if err != nil {
+		return r, fmt.Errorf("oldest unresolved job: %w", err)
 	}
+	r.Oldest = state.Duration(oldest)
 	if ci, err := consumerInfo(ctx, res.Intake, ns.IngestConsumer(name)); err != nil {
 		return r, err
 	} else if ci != nil {

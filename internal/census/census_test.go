@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
@@ -126,4 +127,86 @@ func TestTakeLevels(t *testing.T) {
 	s, err = census.Take(ctx, ns, res, nil)
 	require.NoError(t, err)
 	require.Equal(t, []census.Rate{{Level: "account acct", Kind: "status", Rate: 2.5, Configured: 10, Lowered: 1}}, s.Rates)
+}
+
+// The oldest unresolved job is found in the events, not the checks: jobs
+// a, b, c submitted 3, 2 and 1 hours ago by their writer's clock (their
+// checks are minutes old), then a ends, then c: each take names the
+// first job still open, and 0 once none is. A census started afresh (its
+// cursor gone) finds the same.
+func TestOldestUnresolvedFollowsTheJobsNotTheirChecks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, _, js := natstest.JetStream(t)
+	ns := events.Default
+	res, err := ns.Setup(ctx, js, events.Options{})
+	require.NoError(t, err)
+	var clock time.Time
+	owner := jobs.New(ns, js, res, jobs.Config{Now: func() time.Time { return clock }})
+	since := map[string]time.Time{}
+	track := func(id string) {
+		t.Helper()
+		j := &state.Job{ID: id, Route: "r", RemoteID: "r-" + id, State: state.Queued, Tracked: true}
+		j.Record(events.EventSubmitted, clock)
+		_, _, err := owner.Accept(ctx, j)
+		require.NoError(t, err)
+		since[id] = firstEvent(t, js, ns, id).Time
+	}
+	for i, id := range []string{"a", "b", "c"} {
+		clock = time.Now().Add(time.Duration(i-3) * time.Hour)
+		track(id)
+	}
+	clock = time.Now()
+	oldest := func() time.Duration {
+		t.Helper()
+		s, err := census.Take(ctx, ns, res, []string{"r"})
+		require.NoError(t, err)
+		return time.Duration(s.Routes[0].Oldest)
+	}
+	// The age is taken at Take's start: between the times around it.
+	requireAge := func(id string) {
+		t.Helper()
+		before := time.Since(since[id])
+		got := oldest()
+		require.GreaterOrEqual(t, got, before-time.Millisecond, "job %s", id)
+		require.LessOrEqual(t, got, time.Since(since[id]), "job %s", id)
+	}
+	requireAge("a")
+	end := func(id string, s state.State) {
+		t.Helper()
+		r, err := owner.Read(ctx, id)
+		require.NoError(t, err)
+		_, err = owner.End(ctx, r, state.Observation{State: s})
+		require.NoError(t, err)
+	}
+	requireAge("a")
+	end("a", state.Succeeded)
+	requireAge("b")
+	end("c", state.Failed)
+	requireAge("b")
+
+	// A fresh census (cursor gone) walks the history again.
+	require.NoError(t, res.Routes.Delete(ctx, events.UnresolvedKey("r")))
+	requireAge("b")
+	end("b", state.Canceled)
+	require.Zero(t, oldest(), "nothing unresolved")
+	require.Zero(t, oldest(), "and still nothing")
+
+	// A job submitted later is found from where the cursor stopped.
+	clock = time.Now().Add(-time.Minute)
+	track("d")
+	requireAge("d")
+}
+
+// firstEvent is job id's first event on route r.
+func firstEvent(t *testing.T, js jetstream.JetStream, ns events.Namespace, id string) *events.Event {
+	t.Helper()
+	s, err := js.Stream(context.Background(), ns.EventsStream())
+	require.NoError(t, err)
+	m, err := s.GetMsg(context.Background(), 1, jetstream.WithGetMsgSubject(ns.Event("r", id)))
+	require.NoError(t, err)
+	ev, err := events.DecodeEvent(m.Data)
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), ev.Seq)
+	return ev
 }

@@ -54,7 +54,7 @@ func (c *Collector) Run(ctx context.Context) error {
 var (
 	descTracked  = prometheus.NewDesc("pollux_jobs_tracked", "Jobs being tracked (one check message each), by route.", []string{"route"}, nil)
 	descBacklog  = prometheus.NewDesc("pollux_checks_backlog", "Checks no poller has picked up yet, by route.", []string{"route"}, nil)
-	descOldest   = prometheus.NewDesc("pollux_unresolved_oldest_seconds", "Age of the route's oldest check message, by route: the longest-tracked job's age for jobs polled on a timer; a job expecting a webhook republishes its check at each poll, so it counts from its last poll (while pollers run).", []string{"route"}, nil)
+	descOldest   = prometheus.NewDesc("pollux_unresolved_oldest_seconds", "How long the route's oldest unresolved job has been at its provider (since its submit; 0: none), by route.", []string{"route"}, nil)
 	descIntake   = prometheus.NewDesc("pollux_intake_backlog", "Intake messages not yet handled, by route.", []string{"route"}, nil)
 	descLeases   = prometheus.NewDesc("pollux_budget_leases_out", "Budget leases out (in a call or resting), by route and kind.", []string{"route", "kind"}, nil)
 	descCap      = prometheus.NewDesc("pollux_budget_leases_cap", "Budget cap, by route and kind.", []string{"route", "kind"}, nil)

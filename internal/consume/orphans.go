@@ -22,7 +22,7 @@ import (
 // for such messages, work queues are not (jetstream.go:
 // checkForOrphanMsgs), and only a clustered stream rechecks periodically.
 // Measured here: 1 orphan in 20 restarts under 20,000 acks. An orphaned
-// check is the route's "oldest check" for good, and an orphaned delivery
+// check counts as a tracked job for good, and an orphaned delivery
 // counts as webhook backlog for good, so Run sweeps them (Options.Stream).
 
 // DefaultSweep is how often Run looks for orphans of its consumer.

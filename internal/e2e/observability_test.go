@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"os"
@@ -46,6 +47,7 @@ time_scale: 50
 seed: 5
 webhook_secret: `+obsSecret+`
 default: {queue_median: 2s, run_median: 20s, run_sigma: 0.3, fail_rate: 0.2}
+models: {"slow/obs": {queue_median: 2s, run_median: 300s, run_sigma: 0.05}}
 faults: {webhook_missing_rate: 0.3, rate_limit_rate: 0.01, retry_after: 1s}
 `, env, "OBS_TOKEN")
 
@@ -65,7 +67,7 @@ routes:
 	logs := map[string]*proc{}
 	for name, port := range ports {
 		penv := append(env, "POLLUX_NATS_URL="+natsURL, "POLLUX_CONFIG="+cfg, "POLLUX_TIME_SCALE=50",
-			"POLLUX_LOG_LEVEL=debug", fmt.Sprintf("POLLUX_METRICS_ADDR=127.0.0.1:%d", port), "POLLUX_WEBHOOK_ADDR="+hookAddr)
+			"POLLUX_LOG_LEVEL=debug", "POLLUX_CENSUS_EVERY=1s", fmt.Sprintf("POLLUX_METRICS_ADDR=127.0.0.1:%d", port), "POLLUX_WEBHOOK_ADDR="+hookAddr)
 		logs[name] = launch(t, name, penv, filepath.Join(bin, name))
 	}
 
@@ -85,9 +87,15 @@ scrape_configs:
 		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", promPort))
 
 	log := followFleet(t, js)
-	const n = 60
+	// One slow job first (6 s at this time scale), so that the oldest
+	// unresolved job has an age worth measuring, then 60 quick ones.
+	const n = 61
 	for i := range n {
-		msg, _ := json.Marshal(events.Submit{V: 1, IdempotencyKey: fmt.Sprintf("obs-%d", i), Model: "a/b", Input: json.RawMessage(`{}`)})
+		model := "a/b"
+		if i == 0 {
+			model = "slow/obs"
+		}
+		msg, _ := json.Marshal(events.Submit{V: 1, IdempotencyKey: fmt.Sprintf("obs-%d", i), Model: model, Input: json.RawMessage(`{}`)})
 		_, err := js.Publish(context.Background(), events.Default.Submit("sim"), msg)
 		require.NoError(t, err)
 	}
@@ -168,6 +176,71 @@ scrape_configs:
 		delaySum, _ := query(t, base, `sum(pollux_detection_delay_seconds_sum)`)
 		t.Logf("%v rate limits counted (%d episodes); detection delays %.3f s summed, %.3f s by the provider's clock", limited, st.ThrottleEpisodes, delaySum, truth)
 		require.InDelta(t, truth, delaySum, 0.001*n, "the detection delays are the provider's completions to the terminal events")
+
+		// The oldest unresolved job's age, census by census: each value is
+		// the age, at its census, of a job the provider had open then,
+		// no younger than any job surely open then (by Pollux's events),
+		// no older than the oldest job possibly open (by the provider's
+		// creation times), and within a create call of the latter.
+		createdAt := map[string]time.Time{}
+		for _, p := range predictions(t, "http://"+simAddr) {
+			createdAt[p.ID] = p.CreatedAt
+		}
+		type span struct{ submitted, created, ended time.Time }
+		var spans []span
+		for id, evs := range log.jobs() {
+			ends := log.terminal()[id]
+			require.NotEmpty(t, ends, "job %s ended", id)
+			end := ends[len(ends)-1]
+			spans = append(spans, span{submitted: evs[0].Time, created: createdAt[end.Job.RemoteID], ended: end.Job.DetectedAt})
+		}
+		var lastEnd time.Time
+		for _, sp := range spans {
+			if sp.ended.After(lastEnd) {
+				lastEnd = sp.ended
+			}
+		}
+		poller := fmt.Sprintf("127.0.0.1:%d", ports["poller"])
+		waitFor(t, "a census after the last job ended", 30*time.Second, func() bool {
+			samples := queryRange(t, base, `pollux_unresolved_oldest_seconds{route="sim",instance="`+poller+`"}[5m]`)
+			return len(samples) > 0 && samples[len(samples)-1].v == 0 && samples[len(samples)-1].at.After(lastEnd.Add(2*time.Second))
+		})
+		ages := queryRange(t, base, `pollux_unresolved_oldest_seconds{route="sim",instance="`+poller+`"}[5m]`)
+		censusAge := map[time.Time]float64{}
+		for _, s := range queryRange(t, base, `pollux_census_age_seconds{instance="`+poller+`"}[5m]`) {
+			censusAge[s.at] = s.v
+		}
+		const margin, skew = 300 * time.Millisecond, 50 * time.Millisecond
+		oldest := 0.0
+		for _, s := range ages {
+			ca, ok := censusAge[s.at]
+			require.True(t, ok, "the census age scraped with the oldest age at %v", s.at)
+			tc := s.at.Add(-time.Duration(ca * float64(time.Second)))
+			var surely, possibly []span
+			for _, sp := range spans {
+				if !sp.submitted.After(tc.Add(-margin)) && !sp.ended.Before(tc.Add(margin)) {
+					surely = append(surely, sp)
+				}
+				if !sp.submitted.After(tc.Add(margin)) && !sp.ended.Before(tc.Add(-margin)) {
+					possibly = append(possibly, sp)
+				}
+			}
+			age := time.Duration(s.v * float64(time.Second))
+			oldest = max(oldest, s.v)
+			if len(possibly) == 0 {
+				require.Zero(t, s.v, "census at %v: no job open", tc)
+				continue
+			}
+			upper := tc.Sub(minTime(possibly, func(sp span) time.Time { return sp.created }))
+			require.LessOrEqual(t, age, upper+skew, "census at %v: no older than the oldest job the provider had open", tc)
+			if len(surely) > 0 {
+				lower := tc.Sub(minTime(surely, func(sp span) time.Time { return sp.submitted }))
+				require.GreaterOrEqual(t, age, lower-skew, "census at %v: no younger than a job surely open", tc)
+				require.LessOrEqual(t, upper-age, time.Second, "census at %v: within a create call of the provider's creation time", tc)
+			}
+		}
+		t.Logf("oldest unresolved: %d census samples, the largest %.1f s", len(ages), oldest)
+		require.Greater(t, oldest, 3.0, "the slow job was seen unresolved")
 	})
 
 	t.Run("no secret in any log line", func(t *testing.T) {
@@ -228,9 +301,56 @@ func query(t *testing.T, base, q string) (float64, bool) {
 	return v, err == nil
 }
 
+type sample struct {
+	at time.Time
+	v  float64
+}
+
+// queryRange evaluates a range selector of one series and returns its
+// samples, oldest first.
+func queryRange(t *testing.T, base, q string) []sample {
+	t.Helper()
+	resp, err := http.Get(base + "/api/v1/query?query=" + url.QueryEscape(q))
+	require.NoError(t, err)
+	defer func() { _ = resp.Body.Close() }()
+	var r struct {
+		Data struct {
+			Result []struct {
+				Values [][2]any `json:"values"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&r))
+	if len(r.Data.Result) == 0 {
+		return nil
+	}
+	require.Len(t, r.Data.Result, 1, "one series for %s", q)
+	var out []sample
+	for _, pt := range r.Data.Result[0].Values {
+		ts, _ := pt[0].(float64)
+		vs, _ := pt[1].(string)
+		v, err := strconv.ParseFloat(vs, 64)
+		require.NoError(t, err)
+		out = append(out, sample{at: time.UnixMilli(int64(math.Round(ts * 1000))), v: v})
+	}
+	return out
+}
+
+// minTime is the earliest of f over xs (xs not empty).
+func minTime[T any](xs []T, f func(T) time.Time) time.Time {
+	m := f(xs[0])
+	for _, x := range xs[1:] {
+		if t := f(x); t.Before(m) {
+			m = t
+		}
+	}
+	return m
+}
+
 type simPrediction struct {
 	ID          string     `json:"id"`
 	Status      string     `json:"status"`
+	CreatedAt   time.Time  `json:"created_at"`
 	CompletedAt *time.Time `json:"completed_at"`
 }
 

@@ -102,7 +102,7 @@ routes:
 	for _, name := range []string{"ingest", "poller", "webhook"} {
 		cfg := filepath.Join(dir, name+".yaml")
 		require.NoError(t, os.WriteFile(cfg, []byte(fmt.Sprintf("nats: {user: %s, password_env: NATS_PASSWORD}\n%s", name, route)), 0o600))
-		launch(t, name, append(env, "POLLUX_NATS_URL="+natsURL, "POLLUX_CONFIG="+cfg, "POLLUX_TIME_SCALE=50",
+		launch(t, name, append(env, "POLLUX_NATS_URL="+natsURL, "POLLUX_CONFIG="+cfg, "POLLUX_TIME_SCALE=50", "POLLUX_CENSUS_EVERY=1s",
 			"POLLUX_METRICS_ADDR=", "POLLUX_WEBHOOK_ADDR="+hookAddr, "NATS_PASSWORD="+natsPasswords[name]),
 			filepath.Join(bin, name))
 	}

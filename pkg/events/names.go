@@ -269,8 +269,14 @@ func (n Namespace) SlotsStream() string { return n.stream("SLOTS") }
 // JobsBucket names the KV bucket of job records.
 func (n Namespace) JobsBucket() string { return n.prefix + "-jobs" }
 
-// RoutesBucket names the KV bucket of route pauses.
+// RoutesBucket names the KV bucket of route pauses (keyed by route) and
+// of the census's cursors (UnresolvedKey).
 func (n Namespace) RoutesBucket() string { return n.prefix + "-routes" }
+
+// UnresolvedKey is the routes-bucket key of a route's oldest-unresolved
+// cursor (internal/census). Route pauses are keyed by the bare route name;
+// this key has a dot, so a watch of "*" sees pauses alone.
+func UnresolvedKey(route string) string { return "unresolved." + route }
 
 // LimitsBucket names the KV bucket of learned call rates.
 func (n Namespace) LimitsBucket() string { return n.prefix + "-limits" }
