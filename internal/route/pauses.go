@@ -95,7 +95,9 @@ func NewPauses(kv jetstream.KeyValue, log zerolog.Logger) *Pauses {
 // Run watches the bucket until ctx ends. It returns once the initial values
 // are loaded only through ready (closed then), so callers can wait for it.
 func (p *Pauses) Run(ctx context.Context, ready chan<- struct{}) error {
-	w, err := p.kv.Watch(ctx, "*") // pauses alone: other keys have dots (events.UnresolvedKey)
+	// Pauses alone: a route's (its bare name) and an account's; the
+	// bucket's other keys (events.UnresolvedKey) are the census's.
+	w, err := p.kv.WatchFiltered(ctx, []string{"*", "account.*"})
 	if err != nil {
 		return fmt.Errorf("watch route pauses: %w", err)
 	}

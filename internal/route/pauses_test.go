@@ -144,3 +144,16 @@ func TestRateLimitsPauseTheAccountAndEscalate(t *testing.T) {
 	require.Equal(t, 42*time.Second, ps.Until.Sub(now))
 	require.Equal(t, 1, ps.RateStrikes)
 }
+
+// An account's pause reaches every process, and the census's keys in the
+// same bucket are no pause.
+func TestAnAccountPauseReachesTheFleet(t *testing.T) {
+	t.Parallel()
+	ps := fleet(t, 2)
+	ctx := context.Background()
+	a := &route.Route{Name: "a", Account: "acct"}
+	b := &route.Route{Name: "b", Account: "acct"}
+	require.Positive(t, ps[0].After(ctx, a, "submit", &provider.Error{Class: provider.RateLimited, HTTPStatus: 429, RetryAfter: time.Minute}))
+	require.Eventually(t, func() bool { return ps[1].Hold(b) > 30*time.Second }, 5*time.Second, 5*time.Millisecond,
+		"route b, of the same account, waits in the other process")
+}

@@ -274,8 +274,8 @@ func (n Namespace) JobsBucket() string { return n.prefix + "-jobs" }
 func (n Namespace) RoutesBucket() string { return n.prefix + "-routes" }
 
 // UnresolvedKey is the routes-bucket key of a route's oldest-unresolved
-// cursor (internal/census). Route pauses are keyed by the bare route name;
-// this key has a dot, so a watch of "*" sees pauses alone.
+// cursor (internal/census). Pauses are keyed by the bare route name or by
+// "account.<name>"; a pause watcher watches those two shapes alone.
 func UnresolvedKey(route string) string { return "unresolved." + route }
 
 // LimitsBucket names the KV bucket of learned call rates.
