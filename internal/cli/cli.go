@@ -1,6 +1,7 @@
 // Package cli holds the commands of the pollux tool: dev (everything in one
 // process on an embedded NATS server, with a demo workload), serve (the
-// same, for your own clients), sim-provider, submit and get.
+// same, for your own clients), sim-provider, and the client commands
+// submit, track, cancel and get.
 package cli
 
 import (
@@ -44,6 +45,8 @@ type CLI struct {
 	Stats       StatsCmd       `cmd:"" help:"Print the fleet's figures from JetStream and KV alone."`
 	Watch       WatchCmd       `cmd:"" help:"Watch the fleet live, refreshed in place, until Ctrl-C."`
 	Get         GetCmd         `cmd:"" help:"Show one job's record and event history."`
+	Track       TrackCmd       `cmd:"" help:"Track a job submitted elsewhere (by its provider's id) and optionally wait for it to finish."`
+	Cancel      CancelCmd      `cmd:"" help:"Cancel a job, with a reason kept in its record."`
 	Bench       BenchCmd       `cmd:"" help:"Measure the fleet against JetStream's own limits and print one table (make bench)."`
 }
 

@@ -3,6 +3,7 @@ package cli_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -71,6 +72,19 @@ func run(t *testing.T, args ...string) (string, error) {
 // an embedded server until the test ends, and returns the server's URL.
 func fleet(t *testing.T) string {
 	t.Helper()
+	return fleetStack(t).url
+}
+
+// stack is a fleet: the server's URL and the services.
+type stack struct {
+	url string
+	*dev.Stack
+}
+
+// fleetStack is fleet, with the services returned too. Model "owner/slow"
+// takes an hour.
+func fleetStack(t *testing.T) stack {
+	t.Helper()
 	srv := natstest.Server(t)
 	nc, _ := natstest.Connect(t, srv)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -80,9 +94,10 @@ func fleet(t *testing.T) string {
 		require.NoError(t, g.Wait())
 	})
 	quick := sim.Model{QueueMedian: sim.Duration(50 * time.Millisecond), RunMedian: sim.Duration(200 * time.Millisecond)}
-	_, err := dev.Start(gctx, g, nc, dev.StackConfig{Sim: sim.Config{Default: quick}})
+	slow := sim.Model{QueueMedian: sim.Duration(50 * time.Millisecond), RunMedian: sim.Duration(time.Hour)}
+	st, err := dev.Start(gctx, g, nc, dev.StackConfig{Sim: sim.Config{Default: quick, Models: map[string]sim.Model{"owner/slow": slow}}})
 	require.NoError(t, err)
-	return srv.ClientURL()
+	return stack{url: srv.ClientURL(), Stack: st}
 }
 
 // interrupt sends SIGINT to the test process, as Ctrl-C does: a command
@@ -294,4 +309,50 @@ func TestWatchPrintsPlainTextWhenNotATerminal(t *testing.T) {
 	require.NoError(t, <-done)
 	require.NotContains(t, stdout.String(), "\033")
 	require.NotContains(t, stdout.String(), "Ctrl-C")
+}
+
+// `track` follows a job submitted elsewhere to its end.
+func TestTrackFollowsAJobSubmittedElsewhere(t *testing.T) {
+	t.Parallel()
+	f := fleetStack(t)
+	req, err := http.NewRequest(http.MethodPost, f.SimURL+"/v1/predictions", strings.NewReader(`{"version":"owner/model","input":{}}`))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+f.SimToken)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	var p struct{ ID string }
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&p))
+	_ = resp.Body.Close()
+	require.NotEmpty(t, p.ID)
+
+	out, err := run(t, "track", "--nats-url", f.url, "--route", dev.RouteName, "--remote-id", p.ID, "--model", "owner/model", "--wait")
+	require.NoError(t, err, out)
+	require.Contains(t, out, "tracking job ")
+	require.Contains(t, out, "succeeded")
+
+	_, err = run(t, "track", "--nats-url", nowhere, "--route", dev.RouteName, "--remote-id", "", "--model", "m")
+	require.ErrorContains(t, err, "--remote-id: ", "checked before connecting")
+}
+
+// `cancel` finds the job's route, and with --wait ends when it is canceled;
+// a job that ended, or none, is an error that says so.
+func TestCancelEndsAJob(t *testing.T) {
+	t.Parallel()
+	url := fleet(t)
+	out, err := run(t, "submit", "--nats-url", url, "--route", dev.RouteName, "--model", "owner/slow", "--id", "slow-1")
+	require.NoError(t, err, out)
+	out, err = run(t, "cancel", "--nats-url", url, "slow-1", "--reason", "changed my mind", "--wait")
+	require.NoError(t, err, out)
+	require.Contains(t, out, "canceled")
+	out, err = run(t, "get", "--nats-url", url, "slow-1")
+	require.NoError(t, err)
+	require.Contains(t, out, "changed my mind")
+
+	_, err = run(t, "cancel", "--nats-url", url, "slow-1")
+	require.ErrorContains(t, err, "job slow-1 has ended already: canceled")
+	_, err = run(t, "cancel", "--nats-url", url, "nosuch")
+	require.ErrorContains(t, err, "no job nosuch")
+	_, err = run(t, "cancel", "--nats-url", nowhere, "bad id!")
+	require.ErrorContains(t, err, `"bad id!" is not a valid job id`)
 }

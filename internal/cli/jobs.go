@@ -67,6 +67,7 @@ type SubmitCmd struct {
 // flagOf names the flag that sets a submission field.
 var flagOf = map[string]string{
 	"id": "--id", "idempotency_key": "--idempotency-key", "model": "--model", "input": "--input", "timeout_s": "--timeout",
+	"remote_id": "--remote-id", "reason": "--reason",
 }
 
 // message validates the flags and returns the submission to publish and
@@ -104,13 +105,18 @@ func (c *SubmitCmd) message() ([]byte, string, error) {
 		return nil, "", fmt.Errorf("--input: %w", err)
 	}
 	if _, err := events.DecodeSubmit(data); err != nil {
-		var fe *events.FieldError
-		if errors.As(err, &fe) && flagOf[fe.Field] != "" {
-			return nil, "", fmt.Errorf("%s: %s", flagOf[fe.Field], fe.Problem)
-		}
-		return nil, "", err
+		return nil, "", flagError(err)
 	}
 	return data, id, nil
+}
+
+// flagError names the flag that set the field a contract error is about.
+func flagError(err error) error {
+	var fe *events.FieldError
+	if errors.As(err, &fe) && flagOf[fe.Field] != "" {
+		return fmt.Errorf("%s: %s", flagOf[fe.Field], fe.Problem)
+	}
+	return err
 }
 
 // Run publishes the submission.
@@ -233,25 +239,30 @@ func followJob(ctx context.Context, js jetstream.JetStream, ns events.Namespace,
 			first = false
 			close(seen)
 		}
-		line := fmt.Sprintf("%s  %-9s", ev.Time.Local().Format(time.TimeOnly), ev.Type)
-		switch {
-		case ev.Rejection != nil:
-			line += "  " + ev.Rejection.Error
-		case ev.Job != nil:
-			line += "  state=" + string(ev.Job.State)
-			if ev.Job.Reason != "" {
-				line += " reason=" + ev.Job.Reason
-			}
-			if len(ev.Job.Outputs) > 0 {
-				line += fmt.Sprintf(" outputs=%v", ev.Job.Outputs)
-			}
-		}
-		fmt.Fprintln(g.Stdout, line)
+		fmt.Fprintln(g.Stdout, eventLine(ev))
 		if ev.Type == events.EventRejected || ev.State.Terminal() {
 			closed = true
 			end <- ev
 		}
 	})
+}
+
+// eventLine is how the client commands print an event.
+func eventLine(ev *events.Event) string {
+	line := fmt.Sprintf("%s  %-9s", ev.Time.Local().Format(time.TimeOnly), ev.Type)
+	switch {
+	case ev.Rejection != nil:
+		line += "  " + ev.Rejection.Error
+	case ev.Job != nil:
+		line += "  state=" + string(ev.Job.State)
+		if ev.Job.Reason != "" {
+			line += " reason=" + ev.Job.Reason
+		}
+		if len(ev.Job.Outputs) > 0 {
+			line += fmt.Sprintf(" outputs=%v", ev.Job.Outputs)
+		}
+	}
+	return line
 }
 
 // GetCmd is `pollux get`.
