@@ -50,6 +50,9 @@ type Route struct {
 	Leases map[string]Leases `json:"leases,omitempty"`
 	// Pause is the route's pause, when one is in force.
 	Pause *route.Pause `json:"pause,omitempty"`
+	// Operator is an operator's pause of the route, when one is in force
+	// (route.PauseRoute).
+	Operator *route.Pause `json:"operator_pause,omitempty"`
 }
 
 // Want is a budget level to sample: its scope (events.Scope), and whether
@@ -212,15 +215,20 @@ func takeRoute(ctx context.Context, ns events.Namespace, res *events.Resources, 
 			r.Leases[kind] = Leases{Out: ci.NumAckPending, Cap: ci.Config.MaxAckPending}
 		}
 	}
-	e, err := res.Routes.Get(ctx, name)
-	switch {
-	case err == nil:
-		var p route.Pause
-		if json.Unmarshal(e.Value(), &p) == nil && now.Before(p.Until) {
-			r.Pause = &p
+	for _, k := range []struct {
+		key string
+		to  **route.Pause
+	}{{name, &r.Pause}, {route.OperatorKey(name), &r.Operator}} {
+		e, err := res.Routes.Get(ctx, k.key)
+		switch {
+		case err == nil:
+			var p route.Pause
+			if json.Unmarshal(e.Value(), &p) == nil && (now.Before(p.Until) || p.Kind == route.PauseOperator && p.Until.IsZero()) {
+				*k.to = &p
+			}
+		case !errors.Is(err, jetstream.ErrKeyNotFound) && !errors.Is(err, jetstream.ErrKeyDeleted):
+			return r, err
 		}
-	case !errors.Is(err, jetstream.ErrKeyNotFound) && !errors.Is(err, jetstream.ErrKeyDeleted):
-		return r, err
 	}
 	return r, nil
 }

@@ -53,7 +53,19 @@ func TestTake(t *testing.T) {
 
 	s, err := census.Take(ctx, ns, res, nil)
 	require.NoError(t, err)
+	require.Nil(t, s.Routes[0].Operator)
+	_, err = pauses.PauseRoute(ctx, "r", time.Time{}, "alice", "maintenance")
+	require.NoError(t, err)
+	s, err = census.Take(ctx, ns, res, nil)
+	require.NoError(t, err)
+	require.NotNil(t, s.Routes[0].Operator, "an operator's pause without an end")
+	require.Equal(t, "alice", s.Routes[0].Operator.By)
+	_, _, err = pauses.ResumeRoute(ctx, "r")
+	require.NoError(t, err)
+	s, err = census.Take(ctx, ns, res, nil)
+	require.NoError(t, err)
 	require.Len(t, s.Routes, 1, "routes found from the pollers' consumers")
+	require.Nil(t, s.Routes[0].Operator, "resumed")
 	r := s.Routes[0]
 	require.Equal(t, "r", r.Route)
 	require.Equal(t, 3, r.Tracked)
@@ -76,9 +88,10 @@ func TestTake(t *testing.T) {
 # HELP pollux_jobs_tracked Jobs being tracked (one check message each), by route.
 # TYPE pollux_jobs_tracked gauge
 pollux_jobs_tracked{route="r"} 3
-# HELP pollux_route_paused 1 while a route is paused, by route and kind (rate_limit, auth).
+# HELP pollux_route_paused 1 while a route is paused, by route and kind (rate_limit, auth, operator).
 # TYPE pollux_route_paused gauge
 pollux_route_paused{kind="auth",route="r"} 0
+pollux_route_paused{kind="operator",route="r"} 0
 pollux_route_paused{kind="rate_limit",route="r"} 1
 `), "pollux_jobs_tracked", "pollux_route_paused"))
 	cancel()

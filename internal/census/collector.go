@@ -7,6 +7,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+
+	"github.com/pollux-dev/pollux/internal/route"
 )
 
 // Collector exports the latest snapshot as Prometheus gauges. Run refreshes
@@ -58,7 +60,7 @@ var (
 	descIntake   = prometheus.NewDesc("pollux_intake_backlog", "Intake messages not yet handled, by route.", []string{"route"}, nil)
 	descLeases   = prometheus.NewDesc("pollux_budget_leases_out", "Budget leases out (in a call or resting), by route and kind.", []string{"route", "kind"}, nil)
 	descCap      = prometheus.NewDesc("pollux_budget_leases_cap", "Budget cap, by route and kind.", []string{"route", "kind"}, nil)
-	descPaused   = prometheus.NewDesc("pollux_route_paused", "1 while a route is paused, by route and kind (rate_limit, auth).", []string{"route", "kind"}, nil)
+	descPaused   = prometheus.NewDesc("pollux_route_paused", "1 while a route is paused, by route and kind (rate_limit, auth, operator).", []string{"route", "kind"}, nil)
 	descPauseFor = prometheus.NewDesc("pollux_route_pause_remaining_seconds", "Time left in a route's pause.", []string{"route"}, nil)
 	descLevelOut = prometheus.NewDesc("pollux_level_leases_out", "Budget leases out at a shared level (an account, global), by level and kind.", []string{"level", "kind"}, nil)
 	descLevelCap = prometheus.NewDesc("pollux_level_leases_cap", "Budget cap at a shared level, by level and kind.", []string{"level", "kind"}, nil)
@@ -101,9 +103,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			g(descLeases, float64(l.Out), r.Route, kind)
 			g(descCap, float64(l.Cap), r.Route, kind)
 		}
-		for _, kind := range []string{"rate_limit", "auth"} {
+		for _, kind := range []string{route.PauseRateLimit, route.PauseAuth, route.PauseOperator} {
 			v := 0.0
-			if r.Pause != nil && r.Pause.Kind == kind {
+			if r.Pause != nil && r.Pause.Kind == kind || kind == route.PauseOperator && r.Operator != nil {
 				v = 1
 			}
 			g(descPaused, v, r.Route, kind)

@@ -356,3 +356,52 @@ func TestCancelEndsAJob(t *testing.T) {
 	_, err = run(t, "cancel", "--nats-url", nowhere, "bad id!")
 	require.ErrorContains(t, err, `"bad id!" is not a valid job id`)
 }
+
+// `routes` lists the routes; `routes pause` and `routes resume` hold and
+// free a route across the fleet, say who and why, and record both as the
+// route's events; a route no poller serves is refused.
+func TestRoutesPauseAndResume(t *testing.T) {
+	t.Parallel()
+	f := fleetStack(t)
+	out, err := run(t, "routes", "--nats-url", f.url)
+	require.NoError(t, err)
+	require.Regexp(t, `(?m)^`+dev.RouteName+`\s+running\s`, out)
+
+	out, err = run(t, "routes", "pause", "--nats-url", f.url, dev.RouteName, "--by", "alice", "--reason", "provider incident")
+	require.NoError(t, err, out)
+	require.Contains(t, out, "paused by alice until resumed")
+	out, err = run(t, "routes", "list", "--nats-url", f.url)
+	require.NoError(t, err)
+	require.Contains(t, out, "paused by alice: provider incident")
+	require.Positive(t, f.Env.Pauses.Hold(f.Env.Routes[dev.RouteName]), "the services hold the route's calls")
+	ev := lastRouteEvent(t, f)
+	require.Equal(t, events.EventRoutePaused, ev.Type)
+	require.Equal(t, "alice", ev.By)
+	require.Equal(t, "provider incident", ev.Reason)
+
+	out, err = run(t, "routes", "resume", "--nats-url", f.url, dev.RouteName, "--by", "bob")
+	require.NoError(t, err, out)
+	require.Contains(t, out, "resumed by bob (paused by alice since")
+	ev = lastRouteEvent(t, f)
+	require.Equal(t, events.EventRouteResumed, ev.Type)
+	require.Equal(t, "bob", ev.By)
+	require.Eventually(t, func() bool { return f.Env.Pauses.Hold(f.Env.Routes[dev.RouteName]) == 0 }, 5*time.Second, 10*time.Millisecond)
+	out, err = run(t, "submit", "--nats-url", f.url, "--route", dev.RouteName, "--model", "owner/model", "--wait")
+	require.NoError(t, err, out)
+
+	_, err = run(t, "routes", "resume", "--nats-url", f.url, dev.RouteName)
+	require.ErrorContains(t, err, "has no operator's pause in force")
+	_, err = run(t, "routes", "pause", "--nats-url", f.url, "simm")
+	require.ErrorContains(t, err, `no poller serves route "simm" (routes: `+dev.RouteName+`)`)
+}
+
+func lastRouteEvent(t *testing.T, f stack) *events.RouteEvent {
+	t.Helper()
+	s, err := f.Env.JS.Stream(context.Background(), f.Env.NS.EventsStream())
+	require.NoError(t, err)
+	m, err := s.GetLastMsgForSubject(context.Background(), f.Env.NS.RouteEvent(dev.RouteName))
+	require.NoError(t, err)
+	ev, err := events.DecodeRouteEvent(m.Data)
+	require.NoError(t, err)
+	return ev
+}

@@ -24,26 +24,17 @@ type StatsCmd struct {
 
 // Run prints the fleet's figures.
 func (c *StatsCmd) Run(g *Globals) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	nc, js, ns, err := c.open()
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	res, err := ns.Open(ctx, js)
-	if err != nil {
-		return err
-	}
-	r, err := report.Build(ctx, jobs.New(ns, js, res, jobs.Config{}), res)
-	if err != nil {
-		return err
-	}
-	if c.JSON {
-		return json.NewEncoder(g.Stdout).Encode(r)
-	}
-	r.Print(g.Stdout)
-	return nil
+	return c.fleet(2*time.Minute, func(ctx context.Context, js jetstream.JetStream, ns events.Namespace, res *events.Resources) error {
+		r, err := report.Build(ctx, jobs.New(ns, js, res, jobs.Config{}), res)
+		if err != nil {
+			return err
+		}
+		if c.JSON {
+			return json.NewEncoder(g.Stdout).Encode(r)
+		}
+		r.Print(g.Stdout)
+		return nil
+	})
 }
 
 // WatchCmd is `pollux watch`.

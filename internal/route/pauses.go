@@ -30,10 +30,12 @@ const (
 type Pause struct {
 	// Until is when calls may start again.
 	Until time.Time `json:"until"`
-	// Kind is PauseRateLimit or PauseAuth.
+	// Kind is PauseRateLimit, PauseAuth or PauseOperator.
 	Kind string `json:"kind"`
-	// Reason is the provider's explanation.
+	// Reason is the provider's explanation, or the operator's.
 	Reason string `json:"reason,omitempty"`
+	// By names the operator who paused (PauseOperator only).
+	By string `json:"by,omitempty"`
 	// Strikes counts consecutive authentication failures; each doubles the
 	// next auth pause.
 	Strikes int `json:"strikes,omitempty"`
@@ -95,9 +97,10 @@ func NewPauses(kv jetstream.KeyValue, log zerolog.Logger) *Pauses {
 // Run watches the bucket until ctx ends. It returns once the initial values
 // are loaded only through ready (closed then), so callers can wait for it.
 func (p *Pauses) Run(ctx context.Context, ready chan<- struct{}) error {
-	// Pauses alone: a route's (its bare name) and an account's; the
-	// bucket's other keys (events.UnresolvedKey) are the census's.
-	w, err := p.kv.WatchFiltered(ctx, []string{"*", "account.*"})
+	// Pauses alone: a route's (its bare name), an account's and an
+	// operator's; the bucket's other keys (events.UnresolvedKey) are the
+	// census's.
+	w, err := p.kv.WatchFiltered(ctx, []string{"*", "account.*", "operator.*"})
 	if err != nil {
 		return fmt.Errorf("watch route pauses: %w", err)
 	}
@@ -187,10 +190,11 @@ func (r *Route) PauseKey() string {
 	return r.Name
 }
 
-// Hold is how long calls on route r wait: the longer of its own pause and
-// its account's, spread as Remaining spreads it.
+// Hold is how long calls on route r wait: the longest of its own pause,
+// its account's and an operator's (OperatorRecheck at most), spread as
+// Remaining spreads it.
 func (p *Pauses) Hold(r *Route) time.Duration {
-	d := p.Remaining(r.Name)
+	d := max(p.Remaining(r.Name), p.operatorHold(r.Name))
 	if k := r.PauseKey(); k != r.Name {
 		d = max(d, p.Remaining(k))
 	}

@@ -98,8 +98,64 @@ func DecodeEvent(data []byte) (*Event, error) {
 	if err := checkVersion(e.V); err != nil {
 		return nil, err
 	}
-	if e.Type == "" {
+	switch {
+	case e.Type == "":
 		return nil, fieldErr("type", "required")
+	case e.JobID == "":
+		// A route's event (RouteEvent) shares the stream, not the shape.
+		return nil, fieldErr("job_id", "required (an event of a route, not of a job, is a RouteEvent)")
 	}
 	return &e, nil
 }
+
+// Route event types: an operator paused or resumed a route.
+const (
+	EventRoutePaused  = "route_paused"
+	EventRouteResumed = "route_resumed"
+)
+
+// RouteEvent is published on a route's event subject (Namespace.RouteEvent,
+// "<prefix>.events.<route>", in the events stream beside its jobs' events)
+// when an operator pauses or resumes the route.
+type RouteEvent struct {
+	// V is the contract version (1).
+	V int `json:"v"`
+	// Type is EventRoutePaused or EventRouteResumed.
+	Type string `json:"type"`
+	// Time is when it happened.
+	Time time.Time `json:"time"`
+	// Route repeats the subject's token.
+	Route string `json:"route"`
+	// By names the operator, Reason says why.
+	By     string `json:"by"`
+	Reason string `json:"reason,omitempty"`
+	// Until is a pause's end (absent: until resumed).
+	Until time.Time `json:"until,omitzero"`
+}
+
+// DecodeRouteEvent parses and validates a route's event.
+func DecodeRouteEvent(data []byte) (*RouteEvent, error) {
+	var e RouteEvent
+	if err := decode(data, &e); err != nil {
+		return nil, err
+	}
+	if err := checkVersion(e.V); err != nil {
+		return nil, err
+	}
+	switch {
+	case e.Type != EventRoutePaused && e.Type != EventRouteResumed:
+		return nil, fieldErr("type", "must be %s or %s", EventRoutePaused, EventRouteResumed)
+	case !ValidToken(e.Route):
+		return nil, fieldErr("route", "must be a route name")
+	case e.By == "":
+		return nil, fieldErr("by", "required")
+	case len(e.By) > MaxOperatorLen:
+		return nil, fieldErr("by", "at most %d bytes", MaxOperatorLen)
+	case len(e.Reason) > MaxReasonLen:
+		return nil, fieldErr("reason", "at most %d bytes", MaxReasonLen)
+	}
+	return &e, nil
+}
+
+// MaxOperatorLen bounds the name of who paused or resumed a route.
+const MaxOperatorLen = 128

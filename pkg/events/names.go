@@ -135,6 +135,11 @@ func (n Namespace) Webhook(route string) string { return n.subject("webhooks", r
 // Event is the subject of a job's events.
 func (n Namespace) Event(route, job string) string { return n.subject("events", route, job) }
 
+// RouteEvent is the subject of a route's own events (RouteEvent): one
+// token shorter than its jobs', so a subscriber to "<prefix>.events.<route>.*"
+// sees jobs alone.
+func (n Namespace) RouteEvent(route string) string { return n.subject("events", route) }
+
 // Events is the filter for every event of every job.
 func (n Namespace) Events() string { return n.subject("events", ">") }
 

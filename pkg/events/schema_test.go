@@ -45,6 +45,7 @@ var contracts = []contract{
 	{"cancel.json", reflect.TypeFor[events.Cancel](), decodeWith(events.DecodeCancel), nil},
 	{"event.json", reflect.TypeFor[events.Event](), decodeWith(events.DecodeEvent), nil},
 	{"rejection.json", reflect.TypeFor[events.Rejection](), strictly[events.Rejection], nil},
+	{"route-event.json", reflect.TypeFor[events.RouteEvent](), decodeWith(events.DecodeRouteEvent), nil},
 	// A snapshot leaves out the submission input and the outbox.
 	{"job.json", reflect.TypeFor[state.Job](), decodeWith(state.Decode), []string{"input", "outbox"}},
 }
@@ -158,6 +159,10 @@ func goExamples() map[string][]any {
 		"cancel.json":    {events.Cancel{V: 1, ID: "clip-1", Reason: "user left"}},
 		"job.json":       {job.Snapshot(), &state.Job{ID: "j", Route: "r", Model: "m", State: state.Pending}},
 		"rejection.json": {rejection},
+		"route-event.json": {
+			events.RouteEvent{V: 1, Type: events.EventRoutePaused, Time: at, Route: "replicate", By: "alice", Reason: "incident", Until: at.Add(time.Hour)},
+			events.RouteEvent{V: 1, Type: events.EventRouteResumed, Time: at, Route: "replicate", By: "bob"},
+		},
 		"event.json": {
 			events.NewEvent(job, job.Outbox[0]),
 			&events.Event{V: 1, Type: events.EventRejected, Time: at, Route: "replicate", JobID: "_", Rejection: rejection},
@@ -253,6 +258,11 @@ func TestInvalidMessagesRefusedByBoth(t *testing.T) {
 		{"cancel.json", "no id", `{"v":1}`},
 		{"cancel.json", "bad id", `{"v":1,"id":"a b"}`},
 		{"cancel.json", "reason too long", `{"v":1,"id":"j","reason":"` + strings.Repeat("x", events.MaxReasonLen+1) + `"}`},
+		{"route-event.json", "no by", `{"v":1,"type":"route_paused","time":"2026-01-01T00:00:00Z","route":"r"}`},
+		{"route-event.json", "a job's type", `{"v":1,"type":"queued","time":"2026-01-01T00:00:00Z","route":"r","by":"a"}`},
+		{"route-event.json", "by too long", `{"v":1,"type":"route_paused","time":"2026-01-01T00:00:00Z","route":"r","by":"` + strings.Repeat("b", events.MaxOperatorLen+1) + `"}`},
+		{"route-event.json", "reason too long", `{"v":1,"type":"route_paused","time":"2026-01-01T00:00:00Z","route":"r","by":"a","reason":"` + strings.Repeat("x", events.MaxReasonLen+1) + `"}`},
+		{"route-event.json", "bad route", `{"v":1,"type":"route_paused","time":"2026-01-01T00:00:00Z","route":"a b","by":"a"}`},
 		{"event.json", "no type", `{"v":1,"seq":1,"time":"2026-01-01T00:00:00Z","route":"r","job_id":"j"}`},
 		{"event.json", "version 2", `{"v":2,"type":"queued","seq":1,"time":"2026-01-01T00:00:00Z","route":"r","job_id":"j"}`},
 		{"event.json", "time not a time", `{"v":1,"type":"queued","seq":1,"time":"noon","route":"r","job_id":"j"}`},
@@ -369,11 +379,12 @@ func TestAsyncAPI(t *testing.T) {
 
 	ns := events.Default
 	want := map[string]string{
-		"submit":   ns.Submit("{route}"),
-		"track":    ns.Track("{route}"),
-		"cancel":   ns.Cancel("{route}"),
-		"events":   ns.Event("{route}", "{job}"),
-		"webhooks": ns.Webhook("{route}"),
+		"submit":      ns.Submit("{route}"),
+		"track":       ns.Track("{route}"),
+		"cancel":      ns.Cancel("{route}"),
+		"events":      ns.Event("{route}", "{job}"),
+		"routeEvents": ns.RouteEvent("{route}"),
+		"webhooks":    ns.Webhook("{route}"),
 	}
 	got := map[string]string{}
 	for name, ch := range doc.Channels {

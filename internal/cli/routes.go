@@ -1,0 +1,184 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/pollux-dev/pollux/internal/census"
+	"github.com/pollux-dev/pollux/internal/route"
+	"github.com/pollux-dev/pollux/pkg/events"
+)
+
+// RoutesCmd is `pollux routes`: list the routes, pause and resume one.
+type RoutesCmd struct {
+	List   RoutesListCmd   `cmd:"" default:"withargs" help:"List the routes a poller serves: state, tracked jobs, backlog, oldest unresolved job."`
+	Pause  RoutesPauseCmd  `cmd:"" help:"Stop a route's provider calls across the fleet (an operator's pause, recorded as the route's event)."`
+	Resume RoutesResumeCmd `cmd:"" help:"End an operator's pause of a route."`
+}
+
+// RoutesListCmd is `pollux routes [list]`.
+type RoutesListCmd struct {
+	Connection `embed:""`
+	JSON       bool `name:"json" help:"Print the routes as JSON."`
+}
+
+// Run prints every route's state.
+func (c *RoutesListCmd) Run(g *Globals) error {
+	return c.fleet(time.Minute, func(ctx context.Context, _ jetstream.JetStream, ns events.Namespace, res *events.Resources) error {
+		s, err := census.Take(ctx, ns, res, nil)
+		if err != nil {
+			return err
+		}
+		if c.JSON {
+			return json.NewEncoder(g.Stdout).Encode(s.Routes)
+		}
+		w := tabwriter.NewWriter(g.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w, "ROUTE\tSTATE\tTRACKED\tBACKLOG\tOLDEST")
+		for _, r := range s.Routes {
+			fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\n", r.Route, routeState(r, s.At), r.Tracked, r.Backlog, time.Duration(r.Oldest).Round(time.Second))
+		}
+		return w.Flush()
+	})
+}
+
+// routeState says whether r's calls run, and if not, until when and why.
+func routeState(r census.Route, now time.Time) string {
+	var parts []string
+	if op := r.Operator; op != nil {
+		s := "paused by " + op.By
+		if !op.Until.IsZero() {
+			s += " until " + op.Until.Local().Format(time.DateTime)
+		}
+		if op.Reason != "" {
+			s += ": " + op.Reason
+		}
+		parts = append(parts, s)
+	}
+	if p := r.Pause; p != nil {
+		parts = append(parts, fmt.Sprintf("paused (%s) for %s", p.Kind, p.Until.Sub(now).Round(time.Second)))
+	}
+	if len(parts) == 0 {
+		return "running"
+	}
+	return strings.Join(parts, "; ")
+}
+
+// RoutesPauseCmd is `pollux routes pause`.
+type RoutesPauseCmd struct {
+	Connection `embed:""`
+	Route      string        `arg:"" help:"Route to pause."`
+	For        time.Duration `name:"for" help:"How long (default: until resumed)."`
+	Reason     string        `name:"reason" help:"Why, shown with the pause and in its event."`
+	By         string        `name:"by" env:"POLLUX_OPERATOR" help:"Who pauses (default: $USER)."`
+}
+
+// Run writes the pause and records it as the route's event.
+func (c *RoutesPauseCmd) Run(g *Globals) error {
+	by := operator(c.By)
+	if c.For < 0 {
+		return fmt.Errorf("--for: must not be negative (got %s)", c.For)
+	}
+	var until time.Time
+	if c.For > 0 {
+		until = time.Now().Add(c.For)
+	}
+	return c.fleet(time.Minute, func(ctx context.Context, js jetstream.JetStream, ns events.Namespace, res *events.Resources) error {
+		if err := served(ctx, ns, res, c.Route); err != nil {
+			return err
+		}
+		p := route.NewPauses(res.Routes, zerolog.Nop())
+		ps, err := p.PauseRoute(ctx, c.Route, until, by, c.Reason)
+		if err != nil {
+			return err
+		}
+		if err := route.Announce(ctx, js, ns, events.EventRoutePaused, c.Route, ps); err != nil {
+			return err
+		}
+		end := "until resumed (pollux routes resume " + c.Route + ")"
+		if !ps.Until.IsZero() {
+			end = "until " + ps.Until.Local().Format(time.DateTime)
+		}
+		fmt.Fprintf(g.Stdout, "route %s paused by %s %s; calls held back look again within %s of a resume\n", c.Route, by, end, route.OperatorRecheck)
+		return nil
+	})
+}
+
+// RoutesResumeCmd is `pollux routes resume`.
+type RoutesResumeCmd struct {
+	Connection `embed:""`
+	Route      string `arg:"" help:"Route to resume."`
+	Reason     string `name:"reason" help:"Why, recorded in the event."`
+	By         string `name:"by" env:"POLLUX_OPERATOR" help:"Who resumes (default: $USER)."`
+}
+
+// Run ends the pause and records it as the route's event.
+func (c *RoutesResumeCmd) Run(g *Globals) error {
+	by := operator(c.By)
+	return c.fleet(time.Minute, func(ctx context.Context, js jetstream.JetStream, ns events.Namespace, res *events.Resources) error {
+		if err := served(ctx, ns, res, c.Route); err != nil {
+			return err
+		}
+		p := route.NewPauses(res.Routes, zerolog.Nop())
+		was, inForce, err := p.ResumeRoute(ctx, c.Route)
+		if err != nil {
+			return err
+		}
+		if !inForce {
+			return fmt.Errorf("route %s has no operator's pause in force", c.Route)
+		}
+		if err := route.Announce(ctx, js, ns, events.EventRouteResumed, c.Route, route.Pause{By: by, Reason: c.Reason}); err != nil {
+			return err
+		}
+		fmt.Fprintf(g.Stdout, "route %s resumed by %s (paused by %s since %s)\n", c.Route, by, was.By, was.Since.Local().Format(time.DateTime))
+		return nil
+	})
+}
+
+// operator is who acts: the flag, else the login name.
+func operator(by string) string {
+	if by != "" {
+		return by
+	}
+	if u := os.Getenv("USER"); u != "" {
+		return u
+	}
+	return "unknown"
+}
+
+// served refuses a route no poller serves: a typo would pause nothing.
+func served(ctx context.Context, ns events.Namespace, res *events.Resources, name string) error {
+	routes, err := census.Routes(ctx, ns, res)
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(routes, name) {
+		return fmt.Errorf("no poller serves route %q (routes: %s)", name, strings.Join(routes, ", "))
+	}
+	return nil
+}
+
+// fleet runs fn with the deployment's streams and buckets, for at most
+// timeout.
+func (c Connection) fleet(timeout time.Duration, fn func(context.Context, jetstream.JetStream, events.Namespace, *events.Resources) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	nc, js, ns, err := c.open()
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	res, err := ns.Open(ctx, js)
+	if err != nil {
+		return err
+	}
+	return fn(ctx, js, ns, res)
+}
