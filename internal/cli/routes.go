@@ -95,12 +95,8 @@ func (c *RoutesPauseCmd) Run(g *Globals) error {
 		if err := served(ctx, ns, res, c.Route); err != nil {
 			return err
 		}
-		p := route.NewPauses(res.Routes, zerolog.Nop())
-		ps, err := p.PauseRoute(ctx, c.Route, until, by, c.Reason)
+		ps, err := route.PauseAndRecord(ctx, route.NewPauses(res.Routes, zerolog.Nop()), js, ns, c.Route, until, by, c.Reason)
 		if err != nil {
-			return err
-		}
-		if err := route.Announce(ctx, js, ns, events.EventRoutePaused, c.Route, ps); err != nil {
 			return err
 		}
 		end := "until resumed (pollux routes resume " + c.Route + ")"
@@ -127,16 +123,12 @@ func (c *RoutesResumeCmd) Run(g *Globals) error {
 		if err := served(ctx, ns, res, c.Route); err != nil {
 			return err
 		}
-		p := route.NewPauses(res.Routes, zerolog.Nop())
-		was, inForce, err := p.ResumeRoute(ctx, c.Route)
+		was, inForce, err := route.ResumeAndRecord(ctx, route.NewPauses(res.Routes, zerolog.Nop()), js, ns, c.Route, by, c.Reason)
 		if err != nil {
 			return err
 		}
 		if !inForce {
 			return fmt.Errorf("route %s has no operator's pause in force", c.Route)
-		}
-		if err := route.Announce(ctx, js, ns, events.EventRouteResumed, c.Route, route.Pause{By: by, Reason: c.Reason}); err != nil {
-			return err
 		}
 		fmt.Fprintf(g.Stdout, "route %s resumed by %s (paused by %s since %s)\n", c.Route, by, was.By, was.Since.Local().Format(time.DateTime))
 		return nil

@@ -63,13 +63,8 @@ func (p *Pauses) operatorHold(route string) time.Duration {
 // comes while the route is paused expires. It replaces any earlier
 // operator's pause of the route and returns the pause written.
 func (p *Pauses) PauseRoute(ctx context.Context, route string, until time.Time, by, reason string) (Pause, error) {
-	switch {
-	case by == "":
-		return Pause{}, errors.New("pause: who pauses must be named")
-	case len(by) > MaxPauseBy || !utf8.ValidString(by):
-		return Pause{}, fmt.Errorf("pause: who pauses must be valid UTF-8 of at most %d bytes", MaxPauseBy)
-	case len(reason) > MaxPauseReason || !utf8.ValidString(reason):
-		return Pause{}, fmt.Errorf("pause: the reason must be valid UTF-8 of at most %d bytes", MaxPauseReason)
+	if err := checkOperator("pause", by, reason); err != nil {
+		return Pause{}, err
 	}
 	now := p.now().UTC()
 	if !until.IsZero() && !until.After(now) {
@@ -93,6 +88,19 @@ func (p *Pauses) PauseRoute(ctx context.Context, route string, until time.Time, 
 	return ps, nil
 }
 
+// checkOperator checks who acts and why, for action ("pause", "resume").
+func checkOperator(action, by, reason string) error {
+	switch {
+	case by == "":
+		return fmt.Errorf("%s: who acts must be named", action)
+	case len(by) > MaxPauseBy || !utf8.ValidString(by):
+		return fmt.Errorf("%s: who acts must be valid UTF-8 of at most %d bytes", action, MaxPauseBy)
+	case len(reason) > MaxPauseReason || !utf8.ValidString(reason):
+		return fmt.Errorf("%s: the reason must be valid UTF-8 of at most %d bytes", action, MaxPauseReason)
+	}
+	return nil
+}
+
 // ResumeRoute ends the operator's pause of route and returns it; false when
 // there was none in force.
 func (p *Pauses) ResumeRoute(ctx context.Context, route string) (Pause, bool, error) {
@@ -113,21 +121,41 @@ func (p *Pauses) ResumeRoute(ctx context.Context, route string) (Pause, bool, er
 	return ps, inForce, nil
 }
 
-// Announce publishes an operator's pause or resume as the route's event
-// (events.RouteEvent), after the pause itself is written: a failure leaves
-// the pause in force and is the caller's to retry (pausing again is
-// harmless).
-func Announce(ctx context.Context, js jetstream.JetStream, ns events.Namespace, typ, route string, ps Pause) error {
-	ev := events.RouteEvent{V: events.Version, Type: typ, Time: time.Now().UTC(), Route: route, By: ps.By, Reason: ps.Reason}
-	if typ == events.EventRoutePaused {
-		ev.Until = ps.Until
+// PauseAndRecord is what an operator's pause is, wherever it is asked
+// for: PauseRoute, then the route's route_paused event. The event is
+// published after the pause is written; a failure leaves the pause in
+// force and is the caller's to retry (pausing again is harmless).
+func PauseAndRecord(ctx context.Context, p *Pauses, js jetstream.JetStream, ns events.Namespace, route string, until time.Time, by, reason string) (Pause, error) {
+	ps, err := p.PauseRoute(ctx, route, until, by, reason)
+	if err != nil {
+		return Pause{}, err
 	}
+	return ps, announce(ctx, js, ns, events.RouteEvent{Type: events.EventRoutePaused, Route: route, By: by, Reason: reason, Until: ps.Until})
+}
+
+// ResumeAndRecord is what an operator's resume is: ResumeRoute, then, when
+// a pause was in force, the route's route_resumed event naming by and
+// reason. It returns the pause that ended.
+func ResumeAndRecord(ctx context.Context, p *Pauses, js jetstream.JetStream, ns events.Namespace, route, by, reason string) (Pause, bool, error) {
+	if err := checkOperator("resume", by, reason); err != nil {
+		return Pause{}, false, err
+	}
+	was, inForce, err := p.ResumeRoute(ctx, route)
+	if err != nil || !inForce {
+		return was, inForce, err
+	}
+	return was, true, announce(ctx, js, ns, events.RouteEvent{Type: events.EventRouteResumed, Route: route, By: by, Reason: reason})
+}
+
+// announce publishes ev as its route's event.
+func announce(ctx context.Context, js jetstream.JetStream, ns events.Namespace, ev events.RouteEvent) error {
+	ev.V, ev.Time = events.Version, time.Now().UTC()
 	b, err := json.Marshal(ev)
 	if err != nil {
 		return err
 	}
-	if _, err := js.Publish(ctx, ns.RouteEvent(route), b); err != nil {
-		return fmt.Errorf("record the %s event of route %s: %w", typ, route, err)
+	if _, err := js.Publish(ctx, ns.RouteEvent(ev.Route), b); err != nil {
+		return fmt.Errorf("record the %s event of route %s: %w", ev.Type, ev.Route, err)
 	}
 	return nil
 }

@@ -6,9 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pollux-dev/pollux/internal/natstest"
 	"github.com/pollux-dev/pollux/internal/route"
+	"github.com/pollux-dev/pollux/pkg/events"
 )
 
 // An operator's pause holds every process's calls on the route — at most
@@ -52,6 +55,53 @@ func TestAnOperatorPauseHoldsTheFleetUntilResumed(t *testing.T) {
 	require.False(t, inForce, "nothing to resume")
 }
 
+// An operator's pause and resume are recorded as the route's events, and
+// a resume names who resumed, checked as a pause's who is.
+func TestPauseAndResumeAreRecorded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, _, js := natstest.JetStream(t)
+	ns := events.Default
+	res, err := ns.Setup(ctx, js, events.Options{MemoryStorage: true})
+	require.NoError(t, err)
+	p := route.NewPauses(res.Routes, zerolog.Nop())
+	last := func() *events.RouteEvent {
+		t.Helper()
+		m, err := res.Events.GetLastMsgForSubject(ctx, ns.RouteEvent("r"))
+		require.NoError(t, err)
+		ev, err := events.DecodeRouteEvent(m.Data)
+		require.NoError(t, err)
+		return ev
+	}
+	until := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	_, err = route.PauseAndRecord(ctx, p, js, ns, "r", until, "alice", "incident")
+	require.NoError(t, err)
+	ev := last()
+	require.Equal(t, events.EventRoutePaused, ev.Type)
+	require.Equal(t, "alice", ev.By)
+	require.Equal(t, "incident", ev.Reason)
+	require.True(t, until.Equal(ev.Until))
+
+	_, _, err = route.ResumeAndRecord(ctx, p, js, ns, "r", "", "")
+	require.ErrorContains(t, err, "resume: who acts must be named")
+	was, inForce, err := route.ResumeAndRecord(ctx, p, js, ns, "r", "bob", "fixed")
+	require.NoError(t, err)
+	require.True(t, inForce)
+	require.Equal(t, "alice", was.By)
+	ev = last()
+	require.Equal(t, events.EventRouteResumed, ev.Type)
+	require.Equal(t, "bob", ev.By)
+	require.True(t, ev.Until.IsZero())
+
+	_, inForce, err = route.ResumeAndRecord(ctx, p, js, ns, "r", "bob", "")
+	require.NoError(t, err)
+	require.False(t, inForce)
+	require.Equal(t, events.EventRouteResumed, last().Type, "nothing resumed: no event")
+	info, err := res.Events.Info(ctx)
+	require.NoError(t, err)
+	require.Equal(t, uint64(2), info.State.Msgs, "one event per action that changed something")
+}
+
 // A pause with an end holds until then (never longer than the recheck at a
 // time), and a pause's who, why and end are checked.
 func TestAnOperatorPauseWithAnEnd(t *testing.T) {
@@ -69,7 +119,7 @@ func TestAnOperatorPauseWithAnEnd(t *testing.T) {
 		by, reason string
 		want       string
 	}{
-		"nobody":    {by: "", want: "who pauses must be named"},
+		"nobody":    {by: "", want: "who acts must be named"},
 		"past":      {until: time.Now().Add(-time.Minute), by: "bob", want: "not in the future"},
 		"long by":   {by: strings.Repeat("b", route.MaxPauseBy+1), want: "at most 128 bytes"},
 		"long why":  {by: "bob", reason: strings.Repeat("r", route.MaxPauseReason+1), want: "at most 1024 bytes"},
