@@ -223,3 +223,59 @@ func firstEvent(t *testing.T, js jetstream.JetStream, ns events.Namespace, id st
 	require.Equal(t, uint64(1), ev.Seq)
 	return ev
 }
+
+// A walk that stops at its budget keeps its place, reporting the age of
+// the event it reached — an event no later than the oldest open job's, so
+// more than the true age, never less — and the next takes go on from there
+// to that job. (Not parallel: it sets the package's walk budget.)
+func TestABudgetedWalkOverstatesThenCatchesUp(t *testing.T) {
+	defer census.SetWalkBudget(2)()
+	ctx := context.Background()
+	_, _, js := natstest.JetStream(t)
+	ns := events.Default
+	res, err := ns.Setup(ctx, js, events.Options{})
+	require.NoError(t, err)
+	owner := jobs.New(ns, js, res, jobs.Config{})
+	for _, id := range []string{"a", "b", "c", "d", "e"} {
+		j := &state.Job{ID: id, Route: "r", RemoteID: "r-" + id, State: state.Queued, Tracked: true}
+		j.Record(events.EventSubmitted, time.Now())
+		_, _, err := owner.Accept(ctx, j)
+		require.NoError(t, err)
+		if id != "e" {
+			r, err := owner.Read(ctx, id)
+			require.NoError(t, err)
+			_, err = owner.End(ctx, r, state.Observation{State: state.Succeeded})
+			require.NoError(t, err)
+		}
+	}
+	stream, err := js.Stream(ctx, ns.EventsStream())
+	require.NoError(t, err)
+	eFirst, err := stream.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(ns.Event("r", "e")))
+	require.NoError(t, err)
+	cursor := func() census.Unresolved {
+		t.Helper()
+		e, err := res.Routes.Get(ctx, events.UnresolvedKey("r"))
+		require.NoError(t, err)
+		var u census.Unresolved
+		require.NoError(t, json.Unmarshal(e.Value(), &u))
+		return u
+	}
+
+	takes := 0
+	for ; takes < 10; takes++ {
+		before := time.Now()
+		s, err := census.Take(ctx, ns, res, []string{"r"})
+		require.NoError(t, err)
+		u := cursor()
+		if u.Job == "e" {
+			break
+		}
+		require.True(t, u.Behind, "take %d stopped short of the stream's end", takes)
+		require.LessOrEqual(t, u.Seq, eFirst.Sequence, "take %d: e not read yet", takes)
+		require.False(t, u.Since.After(eFirst.Time), "take %d: the event reached is no later than e's", takes)
+		require.GreaterOrEqual(t, time.Duration(s.Routes[0].Oldest), before.Sub(eFirst.Time), "take %d: never less than e's age", takes)
+	}
+	require.Positive(t, takes, "two events a take: the first take stops short of e")
+	require.Less(t, takes, 10, "the takes reach e")
+	require.Equal(t, eFirst.Sequence, cursor().Seq)
+}

@@ -73,20 +73,12 @@ var flagOf = map[string]string{
 // message validates the flags and returns the submission to publish and
 // its job id: everything is checked before a connection is made.
 func (c *SubmitCmd) message() ([]byte, string, error) {
-	if !events.ValidToken(c.Route) {
-		return nil, "", fmt.Errorf("--route: %q is not a route name (1-128 characters of [A-Za-z0-9_-])", c.Route)
+	if err := intakeFlags(c.Route, c.Timeout, c.Wait, c.WaitTimeout); err != nil {
+		return nil, "", err
 	}
 	var input any
 	if err := json.Unmarshal([]byte(c.Input), &input); err != nil {
 		return nil, "", fmt.Errorf("--input: not JSON (%w); give a JSON object, such as '{\"prompt\":\"a red kite\"}'", err)
-	}
-	if c.Timeout < 0 {
-		return nil, "", fmt.Errorf("--timeout: must not be negative (got %s)", c.Timeout)
-	}
-	if c.Wait {
-		if err := positive("wait-timeout", c.WaitTimeout); err != nil {
-			return nil, "", err
-		}
 	}
 	key := c.IdempotencyKey
 	if key == "" && c.ID == "" {
@@ -108,6 +100,20 @@ func (c *SubmitCmd) message() ([]byte, string, error) {
 		return nil, "", flagError(err)
 	}
 	return data, id, nil
+}
+
+// intakeFlags checks the flags submit and track share.
+func intakeFlags(route string, timeout time.Duration, wait bool, waitTimeout time.Duration) error {
+	if !events.ValidToken(route) {
+		return fmt.Errorf("--route: %q is not a route name (1-128 characters of [A-Za-z0-9_-])", route)
+	}
+	if timeout < 0 {
+		return fmt.Errorf("--timeout: must not be negative (got %s)", timeout)
+	}
+	if wait {
+		return positive("wait-timeout", waitTimeout)
+	}
+	return nil
 }
 
 // flagError names the flag that set the field a contract error is about.
@@ -187,19 +193,34 @@ func (c *SubmitCmd) submit(ctx context.Context, js jetstream.JetStream, ns event
 	}
 }
 
-// waitResult is a waiting submission's outcome: nil if the job succeeded.
+// waitResult is a waited-for job's outcome from its last event: nil if it
+// succeeded, an *endedError if it ended otherwise.
 func waitResult(id string, ev *events.Event) error {
 	switch {
 	case ev.Rejection != nil:
 		return fmt.Errorf("job %s %w: %s", id, ErrRejected, ev.Rejection.Error)
 	case ev.State != state.Succeeded:
-		reason := ""
-		if ev.Job != nil && ev.Job.Reason != "" {
-			reason = ": " + ev.Job.Reason
+		e := &endedError{id: id, state: ev.State}
+		if ev.Job != nil {
+			e.reason = ev.Job.Reason
 		}
-		return fmt.Errorf("job %s ended %s%s", id, ev.State, reason)
+		return e
 	}
 	return nil
+}
+
+// endedError is a job that ended other than succeeded.
+type endedError struct {
+	id     string
+	state  state.State
+	reason string
+}
+
+func (e *endedError) Error() string {
+	if e.reason != "" {
+		return fmt.Sprintf("job %s ended %s: %s", e.id, e.state, e.reason)
+	}
+	return fmt.Sprintf("job %s ended %s", e.id, e.state)
 }
 
 // ingestHint says why a submission may have no event yet when the route's
@@ -213,8 +234,8 @@ func ingestHint(ctx context.Context, js jetstream.JetStream, ns events.Namespace
 	if err != nil {
 		return ""
 	}
-	info, err := cons.Info(ctx)
-	if err != nil || info.NumWaiting > 0 || info.NumPending == 0 {
+	info := cons.CachedInfo() // fetched just now by Consumer
+	if info.NumWaiting > 0 || info.NumPending == 0 {
 		return ""
 	}
 	return fmt.Sprintf("no ingest is taking route %s's submissions (%d waiting, none pulling): is cmd/ingest running?", route, info.NumPending)

@@ -26,16 +26,8 @@ type TrackCmd struct {
 
 // Run publishes the track request.
 func (c *TrackCmd) Run(g *Globals) error {
-	if !events.ValidToken(c.Route) {
-		return fmt.Errorf("--route: %q is not a route name (1-128 characters of [A-Za-z0-9_-])", c.Route)
-	}
-	if c.Timeout < 0 {
-		return fmt.Errorf("--timeout: must not be negative (got %s)", c.Timeout)
-	}
-	if c.Wait {
-		if err := positive("wait-timeout", c.WaitTimeout); err != nil {
-			return err
-		}
+	if err := intakeFlags(c.Route, c.Timeout, c.Wait, c.WaitTimeout); err != nil {
+		return err
 	}
 	t := events.Track{V: events.Version, ID: c.ID, RemoteID: c.RemoteID, Model: c.Model, TimeoutS: c.Timeout.Seconds()}
 	data, err := json.Marshal(t)
@@ -128,20 +120,6 @@ func (c Connection) with(fn func(context.Context, *client.Client) error) error {
 	return fn(ctx, cl)
 }
 
-// endedError is a job that ended other than succeeded.
-type endedError struct {
-	id     string
-	state  state.State
-	reason string
-}
-
-func (e *endedError) Error() string {
-	if e.reason != "" {
-		return fmt.Sprintf("job %s ended %s: %s", e.id, e.state, e.reason)
-	}
-	return fmt.Sprintf("job %s ended %s", e.id, e.state)
-}
-
 // waitJob prints job's events until its end: nil when it succeeded.
 func waitJob(ctx context.Context, cl *client.Client, job client.Job, timeout time.Duration, g *Globals) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
@@ -157,14 +135,7 @@ func waitJob(ctx context.Context, cl *client.Client, job client.Job, timeout tim
 			return err
 		}
 		if ev.State.Terminal() {
-			if ev.State == state.Succeeded {
-				return nil
-			}
-			e := &endedError{id: job.ID, state: ev.State}
-			if ev.Job != nil {
-				e.reason = ev.Job.Reason
-			}
-			return e
+			return waitResult(job.ID, ev)
 		}
 	}
 	return ctx.Err()
