@@ -44,8 +44,12 @@ func Key(route, model, configKey string) string {
 
 var enc = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
 
-// snapshot is an immutable pair of distributions.
-type snapshot struct{ total, run *schedule.Dist }
+// snapshot is an immutable pair of distributions and the bucket revision
+// they were read at.
+type snapshot struct {
+	total, run *schedule.Dist
+	rev        uint64
+}
 
 type batch struct {
 	route, model, configKey string
@@ -178,9 +182,8 @@ func (s *Stats) Run(ctx context.Context, ready chan<- struct{}) error {
 
 func (s *Stats) apply(e jetstream.KeyValueEntry) {
 	if e.Operation() != jetstream.KeyValuePut {
-		s.mu.Lock()
-		delete(s.dist, e.Key())
-		s.mu.Unlock()
+		// A tombstone: nothing learned, and no older write may return.
+		s.install(e.Key(), snapshot{rev: e.Revision()})
 		return
 	}
 	var r Record
@@ -188,9 +191,19 @@ func (s *Stats) apply(e jetstream.KeyValueEntry) {
 		s.log.Warn().Err(err).Str("key", e.Key()).Msg("ignoring unreadable learned durations")
 		return
 	}
+	s.install(e.Key(), snapshot{total: &r.Total, run: &r.Run, rev: e.Revision()})
+}
+
+// install keeps sn unless a later revision of the key is already in hand:
+// a process's own write and the watch deliver the same revisions in no
+// fixed order, and the older one must never win.
+func (s *Stats) install(k string, sn snapshot) {
 	s.mu.Lock()
-	s.dist[e.Key()] = snapshot{total: &r.Total, run: &r.Run}
-	s.mu.Unlock()
+	defer s.mu.Unlock()
+	if cur, ok := s.dist[k]; ok && cur.rev >= sn.rev {
+		return
+	}
+	s.dist[k] = sn
 }
 
 // Flush writes the queued durations; what cannot be written stays queued.
@@ -249,16 +262,15 @@ func (s *Stats) fold(ctx context.Context, k string, b *batch) error {
 		if err != nil {
 			return err
 		}
+		var written uint64
 		if rev == 0 {
-			_, err = s.kv.Create(ctx, k, data)
+			written, err = s.kv.Create(ctx, k, data)
 		} else {
-			_, err = s.kv.Update(ctx, k, data, rev)
+			written, err = s.kv.Update(ctx, k, data, rev)
 		}
 		switch {
 		case err == nil:
-			s.mu.Lock()
-			s.dist[k] = snapshot{total: &r.Total, run: &r.Run}
-			s.mu.Unlock()
+			s.install(k, snapshot{total: &r.Total, run: &r.Run, rev: written})
 			return nil
 		case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyRevisionMismatch):
 			continue
