@@ -70,7 +70,8 @@ func (s *records) get(ctx context.Context, id string) (Record, error) {
 		}
 		return Record{Job: j, rev: rev}, nil
 	case errors.Is(err, jetstream.ErrInvalidKey):
-		return Record{}, fmt.Errorf("get job %q: not a job id: %w", id, state.ErrNotFound)
+		// No job can have this id: not found, and the message says why.
+		return Record{}, fmt.Errorf("get job %q: %w (%q is not a valid job id: [A-Za-z0-9_-], at most 128 bytes)", id, state.ErrNotFound, id)
 	case err != nil:
 		return Record{}, fmt.Errorf("get job %s: %w", id, err)
 	}

@@ -47,6 +47,7 @@ func TestStoreCreateGetUpdate(t *testing.T) {
 	require.ErrorIs(t, err, state.ErrNotFound)
 	_, err = s.get(ctx, "bad key!")
 	require.ErrorIs(t, err, state.ErrNotFound)
+	require.ErrorContains(t, err, "is not a valid job id", "an invalid id says so, not only \"not found\"")
 }
 
 func TestStoreGetCorruptRecord(t *testing.T) {
