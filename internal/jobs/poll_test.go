@@ -100,6 +100,12 @@ func TestFold(t *testing.T) {
 			call: jobs.Call{Status: running()}, unchanged: 3, quiet: true, state: state.Running},
 		"a change": {live: events.PollState{State: state.Queued, Raw: "starting", Unchanged: 2},
 			call: jobs.Call{Status: running()}, changed: true, state: state.Running},
+		"progress resets the unchanged count": {live: events.PollState{State: state.Running, Raw: "processing", Progress: ptr(0.3), Unchanged: 5},
+			call:    jobs.Call{Status: provider.Status{Observation: state.Observation{State: state.Running, Raw: "processing", Progress: ptr(0.6)}}},
+			changed: true, state: state.Running},
+		"the same progress again is quiet": {live: events.PollState{State: state.Running, Raw: "processing", Progress: ptr(0.6), Unchanged: 1},
+			call:      jobs.Call{Status: provider.Status{Observation: state.Observation{State: state.Running, Raw: "processing", Progress: ptr(0.6)}}},
+			unchanged: 2, quiet: true, state: state.Running},
 		"a raw status change only": {live: events.PollState{State: state.Running, Raw: "booting"},
 			call: jobs.Call{Status: running()}, unchanged: 1, state: state.Running},
 		"ends a run of failures": {live: events.PollState{State: state.Running, Raw: "processing", Errors: 2},
@@ -215,3 +221,5 @@ func TestQuietPollsReadTheRecordEvery32(t *testing.T) {
 	require.Equal(t, []string{events.EventSubmitted, events.EventSucceeded}, types(r.events("v1")), "the end the dead writer left is published")
 	require.Equal(t, 32, r.get("v1").Polls, "its quiet polls counted")
 }
+
+func ptr[T any](v T) *T { return &v }

@@ -53,7 +53,9 @@
 // next poll around it; a queued job is polled no faster than the table's
 // slow end, or, learned, as if it started now; a provider's poll-after hint
 // is a floor; no delay runs past the job's deadline, so the last check
-// happens at it. A terminal job needs no decision: the caller stops.
+// happens at it. MaxDelay is a hard cap on all of them — the table, the
+// estimates, the hints — except the wait of a job expecting a webhook,
+// which Reconcile bounds once its quiet period is over. A terminal job needs no decision: the caller stops.
 //
 // All durations of a Policy are in model time; Scale compresses them for
 // demos and tests (Scale 20 makes a 60 s poll interval 3 s), while the job's

@@ -73,7 +73,10 @@ type Job struct {
 // policy.
 type Policy struct {
 	// MaxDelay is the longest interval between polls: the notification
-	// delay the route tolerates (default 60s).
+	// delay the route tolerates (default 60s). It caps every delay Next
+	// returns, the cold start's first poll and a provider's poll-after hint
+	// included; only a job expecting a webhook waits longer (its quiet
+	// period, then Reconcile), as the provider will call.
 	MaxDelay time.Duration
 	// MinDelay is the shortest interval between polls (default 1s).
 	MinDelay time.Duration
@@ -169,13 +172,30 @@ func (p Policy) WithDefaults() Policy {
 func (p Policy) Next(j Job, rnd *rand.Rand) time.Duration {
 	p = p.WithDefaults()
 	d := p.delay(&j, rnd)
-	d = max(d, p.real(p.MinDelay), j.PollAfter, hardFloor)
+	d = max(d, p.real(p.MinDelay), j.PollAfter)
+	if !j.WebhookExpected || j.Errors > 0 {
+		d = p.capped(d, rnd)
+	}
+	d = max(d, hardFloor)
 	if !j.Deadline.IsZero() {
 		if left := j.Deadline.Sub(j.Now); d > left {
 			d = max(left, 0)
 		}
 	}
 	return d
+}
+
+// capped holds a delay to MaxDelay, the longest gap the route tolerates,
+// whatever proposed it: the cold-start table's first poll and its bands, a
+// jittered delay, an estimate of the time left, a provider's poll-after
+// hint. A delay that would pass it lands uniformly in the top Jitter of
+// the cap, so jobs held there are still spread, not in lockstep.
+func (p Policy) capped(d time.Duration, rnd *rand.Rand) time.Duration {
+	limit := p.real(p.MaxDelay)
+	if d <= limit {
+		return d
+	}
+	return limit - time.Duration(rnd.Float64()*min(p.Jitter, 1)*float64(limit))
 }
 
 // Longest is the longest interval the policy puts between two polls of a
@@ -287,7 +307,7 @@ func (p Policy) coldDelay(j *Job, rnd *rand.Rand) time.Duration {
 	if j.Phase == PhaseQueued {
 		d = max(d, r.later.hi) // queued: nothing will finish soon
 	}
-	return p.jitter(min(d, max(p.MaxDelay, r.later.lo)), rnd)
+	return p.jitter(min(d, p.MaxDelay), rnd)
 }
 
 func rowFor(expected time.Duration) row {

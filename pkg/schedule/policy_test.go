@@ -167,12 +167,12 @@ func TestFloorsAndJitterProperties(t *testing.T) {
 		if !j.Deadline.IsZero() {
 			require.LessOrEqual(t, d, j.Deadline.Sub(j.Now), "never past the deadline")
 		}
-		if j.Deadline.IsZero() || j.Deadline.Sub(j.Now) >= 3*time.Second {
+		left := j.Deadline.Sub(j.Now)
+		if j.Deadline.IsZero() || left >= 3*time.Second {
 			require.GreaterOrEqual(t, d, 3*time.Second, "never below the floor")
-			require.GreaterOrEqual(t, d, j.PollAfter, "the provider's hint is a floor")
 		}
-		if !j.WebhookExpected {
-			require.LessOrEqual(t, d, max(78*time.Second, j.PollAfter), "never above MaxDelay·(1+jitter)")
+		if j.Deadline.IsZero() || left >= j.PollAfter {
+			require.GreaterOrEqual(t, d, j.PollAfter, "the provider's hint is a floor")
 		}
 	}
 }
@@ -184,4 +184,93 @@ func ExamplePolicy_Next() {
 	first := p.Next(job, rand.New(rand.NewPCG(1, 1)))
 	fmt.Println(first >= 4*time.Second && first <= 8*time.Second)
 	// Output: true
+}
+
+// MaxDelay is a hard cap on every gap, whatever proposes a longer one: the
+// cold-start table's first poll and bands, the jitter, an estimate of the
+// time left, the error backoff, a provider's poll-after hint. Only a job
+// expecting a webhook (and no failing calls) waits longer, as designed.
+// Jobs held at the cap are still spread over its top Jitter.
+func TestMaxDelayCapsEveryGap(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(11, 12))
+	learnedDist := func(mean time.Duration) *schedule.Dist {
+		var d schedule.Dist
+		for i := range 40 {
+			d.Observe(mean/2 + time.Duration(i)*mean/40)
+		}
+		return &d
+	}
+	for range 20000 {
+		p := schedule.Policy{
+			MaxDelay: time.Duration(1+r.IntN(600)) * time.Second,
+			Jitter:   []float64{0.05, 0.2, 0.5}[r.IntN(3)],
+			Scale:    []float64{1, 1, 20}[r.IntN(3)],
+		}
+		j := schedule.Job{
+			Now:           t0.Add(time.Duration(r.IntN(7200)) * time.Second),
+			Submitted:     t0,
+			Phase:         schedule.Phase(r.IntN(3)),
+			Polls:         r.IntN(40),
+			Unchanged:     r.IntN(40),
+			Expected:      []time.Duration{0, 10 * time.Second, 90 * time.Second, 5 * time.Minute, time.Hour}[r.IntN(5)],
+			PollAfter:     []time.Duration{0, 0, 5 * time.Second, 2 * time.Hour}[r.IntN(4)],
+			Errors:        []int{0, 0, 0, 3, 20}[r.IntN(5)],
+			Progress:      []float64{0, 0, 0.01, 0.5}[r.IntN(4)],
+			ETA:           []time.Duration{0, 0, 3 * time.Hour}[r.IntN(3)],
+			QueuePosition: r.IntN(200),
+			QueueRate:     []float64{0, 0.001}[r.IntN(2)],
+		}
+		if r.IntN(3) == 0 {
+			j.Learned = learnedDist(time.Duration(1+r.IntN(3600)) * time.Second)
+		}
+		if !j.Now.After(j.Submitted) && j.Progress > 0 {
+			j.Now = j.Now.Add(time.Second)
+		}
+		limit := time.Duration(float64(p.MaxDelay) / p.Scale)
+		d := p.Next(j, r)
+		require.LessOrEqual(t, d, max(limit, 50*time.Millisecond), "MaxDelay %s at scale %g: %+v", p.MaxDelay, p.Scale, j)
+	}
+
+	// Held at the cap, still spread.
+	p := schedule.Policy{MaxDelay: 10 * time.Second}
+	seen := map[time.Duration]bool{}
+	lo := time.Hour
+	for range 200 {
+		d := p.Next(schedule.Job{Now: t0, Submitted: t0, Expected: time.Hour}, r) // first poll 30–60 s by the table
+		require.LessOrEqual(t, d, 10*time.Second)
+		seen[d] = true
+		lo = min(lo, d)
+	}
+	require.Greater(t, len(seen), 150, "capped delays are spread, not one value")
+	require.Less(t, lo, 8500*time.Millisecond, "spread over the cap's top Jitter")
+}
+
+// Every delay the policy decides on its own is spread by ±Jitter, so a
+// fleet that started many jobs at once does not poll them in lockstep: the
+// cold start's backoff, an error's backoff, a webhook job's reconciliation
+// and an estimate of the time left.
+func TestPolicySpreadsEveryDelay(t *testing.T) {
+	t.Parallel()
+	p := schedule.Policy{Jitter: 0.2}
+	for name, tc := range map[string]struct {
+		job  schedule.Job
+		base time.Duration
+	}{
+		"cold start, unknown duration": {schedule.Job{Now: t0.Add(time.Minute), Submitted: t0, Polls: 2, Unchanged: 2}, 20 * time.Second},
+		"cold start, standard row":     {schedule.Job{Now: t0.Add(20 * time.Second), Submitted: t0, Polls: 2, Unchanged: 0, Expected: 90 * time.Second}, 10 * time.Second},
+		"a failing call":               {schedule.Job{Now: t0.Add(time.Minute), Submitted: t0, Polls: 2, Errors: 2}, 4 * time.Second},
+		"reconciling a webhook job":    {schedule.Job{Now: t0.Add(time.Hour), Submitted: t0, Polls: 2, WebhookExpected: true, Expected: time.Minute}, time.Minute},
+	} {
+		r := rnd()
+		lo, hi := time.Duration(1<<62), time.Duration(0)
+		for range 500 {
+			d := p.Next(tc.job, r)
+			lo, hi = min(lo, d), max(hi, d)
+		}
+		require.Less(t, lo, time.Duration(float64(tc.base)*0.9), name+": spread below the base")
+		require.Greater(t, hi, time.Duration(float64(tc.base)*1.1), name+": spread above the base")
+		require.GreaterOrEqual(t, lo, time.Duration(float64(tc.base)*0.8), name+": within -Jitter")
+		require.LessOrEqual(t, hi, time.Duration(float64(tc.base)*1.2), name+": within +Jitter")
+	}
 }
