@@ -1,0 +1,50 @@
+// Package index is the jobs index: an in-memory list of the jobs in the
+// events stream (POLLUX_EVENTS), with counts per route and state and the
+// last hour's activity, that the console and the API page through without
+// reading the jobs bucket.
+//
+// # Decision: derived state
+//
+// The list must stay fast at 100,000 tracked jobs, and no page may scan
+// the jobs KV bucket (a bucket has no order and no secondary keys; listing
+// it reads every record). Every job transition is already an event in the
+// durable events stream carrying the job's snapshot and a per-job Seq, so
+// the index is derived from it:
+//
+//   - Each process that serves the console or the API holds its own
+//     index, fed by an ordered consumer (Run) from the stream's first
+//     message. Nothing is written to build it: zero extra writes per job,
+//     no new stream, bucket or durable consumer.
+//   - It is rebuilt by replay. After a crash or a restart the process
+//     reads the stream again and has the same index; after a NATS restart
+//     Run resumes from the message after the last it applied. An event is
+//     applied only when its Seq is greater than the one held for its job,
+//     so duplicates, redeliveries and replays change nothing.
+//   - Entries are small (the fields lists filter and show, about 400 bytes
+//     a job) and ordered by creation time then id in a sorted slice: events
+//     arrive nearly in creation order, so adding a job is almost always an
+//     append, and a page is a binary search for the cursor then a backward
+//     walk. Exact-match maps find a job by id, idempotency key or remote
+//     id; counts per route and state are kept up to date as events apply.
+//
+// # What is not listed, and why
+//
+//   - Jobs waiting for admission (in a route's admission queue) have no
+//     event yet: the census shows the admission queue.
+//   - Jobs whose events aged out of the stream (events_max_age, default 7
+//     days) are not replayed, so a process started later does not list
+//     them; a long-running one keeps them until MaxJobs forgets the oldest
+//     terminal jobs.
+//   - Beyond MaxJobs (default 1,000,000) the oldest terminal jobs are
+//     forgotten first; a job not yet ended is never forgotten.
+//
+// Rejected intake messages are listed as entries marked Rejected (without
+// a state) under the id their rejection names, unless a job of that id
+// exists. Route events (pause, resume) are not jobs: the last 50 of each
+// route are kept for RouteEvents. Any other message on the events
+// subjects is ignored, counted (Garbage) and logged at debug level.
+//
+// Subscribe is a bounded broadcast of changed entries for live lists: a
+// subscriber whose buffer is full loses updates, and the index never
+// waits.
+package index

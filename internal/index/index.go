@@ -1,0 +1,426 @@
+package index
+
+import (
+	"cmp"
+	"errors"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/state"
+)
+
+// Config configures an Index. The zero value means the defaults given on
+// each field.
+type Config struct {
+	// Logger receives the index's logs (default zerolog.Nop()).
+	Logger zerolog.Logger
+	// MaxJobs bounds the jobs held (default 1,000,000); beyond it the
+	// oldest terminal jobs are forgotten first. Jobs not yet terminal are
+	// never forgotten, so the index may hold more when they alone exceed
+	// it.
+	MaxJobs int
+	// Now is the clock Activity's hour ends at (default time.Now).
+	Now func() time.Time
+}
+
+// DefaultMaxJobs is Config.MaxJobs's default.
+const DefaultMaxJobs = 1_000_000
+
+// Entry is what the index holds of one job: the fields lists filter and
+// show, from the job's latest event.
+type Entry struct {
+	ID             string      `json:"id"`
+	Route          string      `json:"route"`
+	Model          string      `json:"model,omitempty"`
+	RemoteID       string      `json:"remote_id,omitempty"`
+	IdempotencyKey string      `json:"idempotency_key,omitempty"`
+	State          state.State `json:"state,omitempty"`
+	Tracked        bool        `json:"tracked,omitempty"`
+	// CreatedAt is when Pollux accepted the job (a rejection's: when the
+	// message was refused); UpdatedAt is the time of its latest event.
+	CreatedAt     time.Time `json:"created_at"`
+	UpdatedAt     time.Time `json:"updated_at"`
+	Polls         int       `json:"polls"`
+	Progress      *float64  `json:"progress,omitempty"`
+	QueuePosition *int      `json:"queue_position,omitempty"`
+	Reason        string    `json:"reason,omitempty"`
+	// Rejected marks a refused intake message (its event's Rejection);
+	// RejectionError says why. A rejected entry has no State.
+	Rejected       bool   `json:"rejected,omitempty"`
+	RejectionError string `json:"rejection_error,omitempty"`
+	// Seq is the job's event sequence number the entry reflects (0 for a
+	// rejection).
+	Seq uint64 `json:"seq"`
+}
+
+// Index is the in-memory index of the jobs in the events stream. Its
+// methods are safe for concurrent use; Run feeds it.
+type Index struct {
+	cfg    Config
+	log    zerolog.Logger
+	js     jetstream.JetStream
+	ns     events.Namespace
+	stream string
+
+	mu      sync.RWMutex
+	jobs    map[string]*item
+	all     ordered             // every job, by (CreatedAt, ID)
+	byRoute map[string]*ordered // each route's jobs
+	byKey   map[string][]*item  // idempotency key → jobs
+	byRem   map[string][]*item  // remote id → jobs
+	counts  map[string]map[state.State]int
+	total   map[state.State]int
+	models  map[string]map[string]int
+	routeEv map[string][]events.RouteEvent
+	act     activity
+	bytes   int64
+	evict   int // items of all before it hold no terminal job (a hint)
+
+	applied atomic.Uint64 // last stream sequence applied
+	garbage atomic.Uint64
+
+	subMu sync.Mutex
+	subs  map[*subscriber]struct{}
+}
+
+// item is an indexed job.
+type item struct {
+	e    Entry
+	gone bool // removed; still in ordered slices until compacted
+}
+
+// New returns an empty index of namespace ns's events; Run fills it.
+// res.Events must be the namespace's events stream.
+func New(cfg Config, js jetstream.JetStream, ns events.Namespace, res *events.Resources) (*Index, error) {
+	cfg.MaxJobs = cmp.Or(cfg.MaxJobs, DefaultMaxJobs)
+	if cfg.MaxJobs < 0 {
+		return nil, errors.New("index: MaxJobs must be positive")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if js == nil {
+		return nil, errors.New("index: no JetStream")
+	}
+	x := &Index{
+		cfg: cfg, log: cfg.Logger, js: js, ns: ns, stream: ns.EventsStream(),
+		jobs:    map[string]*item{},
+		byRoute: map[string]*ordered{},
+		byKey:   map[string][]*item{},
+		byRem:   map[string][]*item{},
+		counts:  map[string]map[state.State]int{},
+		total:   map[state.State]int{},
+		models:  map[string]map[string]int{},
+		routeEv: map[string][]events.RouteEvent{},
+		act:     newActivity(),
+		subs:    map[*subscriber]struct{}{},
+	}
+	_ = res // the stream is looked up by name through js, so a restarted server's is found again
+	return x, nil
+}
+
+// Get returns the entry of job id.
+func (x *Index) Get(id string) (Entry, bool) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	it, ok := x.jobs[id]
+	if !ok {
+		return Entry{}, false
+	}
+	return it.e, true
+}
+
+// Routes returns the names of the routes that have jobs or route events
+// in the index, sorted.
+func (x *Index) Routes() []string {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	seen := map[string]struct{}{}
+	for r, o := range x.byRoute {
+		if o.live > 0 {
+			seen[r] = struct{}{}
+		}
+	}
+	for r := range x.routeEv {
+		seen[r] = struct{}{}
+	}
+	return slices.Sorted(maps.Keys(seen))
+}
+
+// Models returns the models of route's jobs ("" = every route), sorted.
+func (x *Index) Models(route string) []string {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	seen := map[string]struct{}{}
+	for r, ms := range x.models {
+		if route != "" && r != route {
+			continue
+		}
+		for m := range ms {
+			seen[m] = struct{}{}
+		}
+	}
+	return slices.Sorted(maps.Keys(seen))
+}
+
+// Counts returns how many of route's jobs ("" = every route) are in each
+// state. States without jobs are absent; rejections are not counted.
+func (x *Index) Counts(route string) map[state.State]int {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	src := x.total
+	if route != "" {
+		src = x.counts[route]
+	}
+	out := make(map[state.State]int, len(src))
+	for s, n := range src {
+		if n > 0 {
+			out[s] = n
+		}
+	}
+	return out
+}
+
+// Size returns how many jobs the index holds and an estimate of the
+// memory they take.
+func (x *Index) Size() (jobs int, approxBytes int64) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return len(x.jobs), x.bytes
+}
+
+// RouteEvents returns route's latest route events (pause, resume), at most
+// MaxRouteEvents, oldest first.
+func (x *Index) RouteEvents(route string) []events.RouteEvent {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return slices.Clone(x.routeEv[route])
+}
+
+// MaxRouteEvents is how many route events the index keeps per route.
+const MaxRouteEvents = 50
+
+// Garbage returns how many messages on the events subjects were not
+// events (or route events) and were ignored.
+func (x *Index) Garbage() uint64 { return x.garbage.Load() }
+
+// Applied returns the stream sequence of the latest message the index
+// has read.
+func (x *Index) Applied() uint64 { return x.applied.Load() }
+
+// entryOf returns the entry event ev carries.
+func entryOf(ev *events.Event) Entry {
+	e := Entry{ID: ev.JobID, Route: ev.Route, State: ev.State, UpdatedAt: ev.Time, CreatedAt: ev.Time, Seq: ev.Seq}
+	if j := ev.Job; j != nil {
+		e.Model, e.RemoteID, e.IdempotencyKey = j.Model, j.RemoteID, j.IdempotencyKey
+		e.Tracked, e.Polls, e.Progress, e.QueuePosition, e.Reason = j.Tracked, j.Polls, j.Progress, j.QueuePosition, j.Reason
+		if !j.CreatedAt.IsZero() {
+			e.CreatedAt = j.CreatedAt
+		}
+		if e.State == "" {
+			e.State = j.State
+		}
+	}
+	if r := ev.Rejection; r != nil || ev.Type == events.EventRejected {
+		e.Rejected, e.State = true, ""
+		if r != nil {
+			e.RejectionError = r.Error
+		}
+	}
+	return e
+}
+
+// applyEvent applies a job's event; it reports the entry when the index
+// changed.
+func (x *Index) applyEvent(ev *events.Event) (Entry, bool) {
+	e := entryOf(ev)
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	old, ok := x.jobs[e.ID]
+	if ok {
+		switch {
+		case e.Rejected && !old.e.Rejected:
+			return Entry{}, false // a refused message about a job leaves the job as it is
+		case !e.Rejected && e.Seq <= old.e.Seq:
+			return Entry{}, false // a duplicate or an older event
+		}
+	}
+	wasTerminal := ok && terminal(old.e)
+	if ok && old.e.CreatedAt.Equal(e.CreatedAt) && old.e.Route == e.Route {
+		x.unaccount(old.e)
+		old.e = e
+		x.account(e)
+		if !wasTerminal && terminal(e) {
+			if p := x.all.index(old); p >= 0 && p < x.evict {
+				x.evict = p
+			}
+		}
+	} else {
+		if ok {
+			x.remove(old)
+		}
+		x.insert(&item{e: e})
+	}
+	if !wasTerminal && !e.Rejected && e.State.Terminal() && ev.Job != nil {
+		x.act.add(ev.Route, ev.Time, ev.Job)
+	}
+	x.trim()
+	return e, true
+}
+
+// applyRouteEvent keeps a route's event.
+func (x *Index) applyRouteEvent(ev *events.RouteEvent) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	l := append(x.routeEv[ev.Route], *ev)
+	if len(l) > MaxRouteEvents {
+		l = slices.Clone(l[len(l)-MaxRouteEvents:])
+	}
+	x.routeEv[ev.Route] = l
+}
+
+// terminal reports whether e may be forgotten to make room.
+func terminal(e Entry) bool { return e.Rejected || e.State.Terminal() }
+
+// insert adds a new item.
+func (x *Index) insert(it *item) {
+	x.jobs[it.e.ID] = it
+	if p := x.all.insert(it); p < x.evict {
+		x.evict = p
+	}
+	o := x.byRoute[it.e.Route]
+	if o == nil {
+		o = &ordered{}
+		x.byRoute[it.e.Route] = o
+	}
+	o.insert(it)
+	x.account(it.e)
+}
+
+// remove forgets an item.
+func (x *Index) remove(it *item) {
+	delete(x.jobs, it.e.ID)
+	it.gone = true
+	if x.all.removed() {
+		x.evict = 0
+	}
+	if o := x.byRoute[it.e.Route]; o != nil {
+		o.removed()
+	}
+	x.unaccount(it.e)
+}
+
+// account adds e to the counts, the secondary maps and the size.
+func (x *Index) account(e Entry) {
+	if e.State != "" {
+		c := x.counts[e.Route]
+		if c == nil {
+			c = map[state.State]int{}
+			x.counts[e.Route] = c
+		}
+		c[e.State]++
+		x.total[e.State]++
+	}
+	if e.Model != "" {
+		m := x.models[e.Route]
+		if m == nil {
+			m = map[string]int{}
+			x.models[e.Route] = m
+		}
+		m[e.Model]++
+	}
+	it := x.jobs[e.ID]
+	if e.IdempotencyKey != "" {
+		x.byKey[e.IdempotencyKey] = append(x.byKey[e.IdempotencyKey], it)
+	}
+	if e.RemoteID != "" {
+		x.byRem[e.RemoteID] = append(x.byRem[e.RemoteID], it)
+	}
+	x.bytes += entryBytes(e)
+}
+
+// unaccount undoes account.
+func (x *Index) unaccount(e Entry) {
+	if e.State != "" {
+		x.counts[e.Route][e.State]--
+		x.total[e.State]--
+	}
+	if e.Model != "" {
+		if m := x.models[e.Route]; m != nil {
+			if m[e.Model]--; m[e.Model] <= 0 {
+				delete(m, e.Model)
+			}
+		}
+	}
+	drop(x.byKey, e.IdempotencyKey, e.ID)
+	drop(x.byRem, e.RemoteID, e.ID)
+	x.bytes -= entryBytes(e)
+}
+
+// drop removes job id from m[k].
+func drop(m map[string][]*item, k, id string) {
+	if k == "" {
+		return
+	}
+	l := slices.DeleteFunc(m[k], func(it *item) bool { return it.e.ID == id })
+	if len(l) == 0 {
+		delete(m, k)
+		return
+	}
+	m[k] = l
+}
+
+// trim forgets the oldest terminal jobs beyond MaxJobs.
+func (x *Index) trim() {
+	for len(x.jobs) > x.cfg.MaxJobs {
+		it, p := x.all.firstFrom(x.evict, func(it *item) bool { return terminal(it.e) })
+		if it == nil {
+			x.evict = p
+			return
+		}
+		x.evict = p
+		x.remove(it)
+	}
+}
+
+// entryBytes estimates the memory an entry takes in the index: the item,
+// its strings, its place in the ordered slices and maps.
+func entryBytes(e Entry) int64 {
+	n := int64(itemSize + 2*8 + 64) // two ordered slices, the jobs map's entry
+	n += int64(len(e.ID) + len(e.Route) + len(e.Model) + len(e.RemoteID) + len(e.IdempotencyKey) + len(e.Reason) + len(e.RejectionError))
+	if e.IdempotencyKey != "" {
+		n += 64
+	}
+	if e.RemoteID != "" {
+		n += 64
+	}
+	if e.Progress != nil {
+		n += 8
+	}
+	if e.QueuePosition != nil {
+		n += 8
+	}
+	return n
+}
+
+// eventSubject splits an events subject into its route and job ("" for a
+// route's own subject).
+func (x *Index) eventSubject(subject string) (route, job string, ok bool) {
+	rest, ok := strings.CutPrefix(subject, x.ns.Prefix()+".events.")
+	if !ok {
+		return "", "", false
+	}
+	route, job, _ = strings.Cut(rest, ".")
+	if strings.Contains(job, ".") {
+		return "", "", false
+	}
+	return route, job, true
+}

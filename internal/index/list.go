@@ -1,0 +1,250 @@
+package index
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pollux-dev/pollux/pkg/state"
+)
+
+// Query selects and pages jobs. The zero value lists every job, newest
+// first, 50 at a time.
+type Query struct {
+	// Route keeps one route's jobs ("" = every route).
+	Route string
+	// States keeps jobs in one of these states (none = any state,
+	// rejections included).
+	States []state.State
+	// Model keeps one model's jobs.
+	Model string
+	// CreatedAfter and CreatedBefore keep jobs created strictly after and
+	// strictly before them (zero = no bound).
+	CreatedAfter, CreatedBefore time.Time
+	// Search keeps the jobs whose id, idempotency key or remote id is
+	// exactly this.
+	Search string
+	// Cursor is a previous page's Next: the page after it.
+	Cursor string
+	// Limit is the page's size (default DefaultLimit, at most MaxLimit).
+	Limit int
+}
+
+// Page sizes.
+const (
+	DefaultLimit = 50
+	MaxLimit     = 500
+)
+
+// TotalCap is the most matches Page.Total counts when the index has no
+// running count for the query (a model, a time range): beyond it the
+// total is TotalCap and TotalCapped is set.
+const TotalCap = 10_000
+
+// Page is one page of a query's jobs.
+type Page struct {
+	// Jobs are the page's jobs, newest first.
+	Jobs []Entry
+	// Next is the cursor of the next page, "" at the end.
+	Next string
+	// Total counts the query's matches (on every page, not after the
+	// cursor), at most TotalCap when TotalCapped.
+	Total       int
+	TotalCapped bool
+}
+
+// ErrBadCursor reports a cursor that no page of the index gave.
+var ErrBadCursor = errors.New("bad cursor")
+
+// List returns a page of the jobs q selects, newest first by CreatedAt
+// then ID (a job created at the same time as another but with a greater
+// id comes first). Paging with Next is stable while jobs are added: a
+// cursor names a place in that order, not an offset.
+func (x *Index) List(q Query) (Page, error) {
+	limit := q.Limit
+	switch {
+	case limit < 0:
+		return Page{}, fmt.Errorf("limit %d: must be positive", limit)
+	case limit == 0:
+		limit = DefaultLimit
+	case limit > MaxLimit:
+		limit = MaxLimit
+	}
+	var after *key
+	if q.Cursor != "" {
+		k, err := parseCursor(q.Cursor)
+		if err != nil {
+			return Page{}, err
+		}
+		after = &k
+	}
+	m := newMatcher(q)
+
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	var src []*item
+	if q.Search != "" {
+		src = x.searched(q.Search)
+	} else if q.Route != "" {
+		if o := x.byRoute[q.Route]; o != nil {
+			src = o.items
+		}
+	} else {
+		src = x.all.items
+	}
+	// The range of creation times the query allows, as indexes of src.
+	lo, hi := 0, len(src)
+	if !q.CreatedAfter.IsZero() {
+		lo = searchTime(src, q.CreatedAfter.Add(1))
+	}
+	if !q.CreatedBefore.IsZero() {
+		hi = searchTime(src, q.CreatedBefore)
+	}
+
+	var p Page
+	from := hi
+	if after != nil {
+		from = min(hi, searchKey(src, *after))
+	}
+	for i := from - 1; i >= lo; i-- {
+		it := src[i]
+		if it.gone || !m.match(it.e) {
+			continue
+		}
+		if len(p.Jobs) == limit {
+			p.Next = cursorOf(p.Jobs[limit-1])
+			break
+		}
+		p.Jobs = append(p.Jobs, it.e)
+	}
+
+	if total, ok := x.countFor(q, m); ok {
+		p.Total = total
+		return p, nil
+	}
+	for i := hi - 1; i >= lo; i-- {
+		it := src[i]
+		if it.gone || !m.match(it.e) {
+			continue
+		}
+		if p.Total == TotalCap {
+			p.TotalCapped = true
+			break
+		}
+		p.Total++
+	}
+	return p, nil
+}
+
+// countFor returns the query's total from the running counts, when it
+// filters by nothing but route and states.
+func (x *Index) countFor(q Query, m matcher) (int, bool) {
+	if q.Search != "" || q.Model != "" || !q.CreatedAfter.IsZero() || !q.CreatedBefore.IsZero() {
+		return 0, false
+	}
+	if len(m.states) == 0 {
+		if q.Route == "" {
+			return x.all.live, true
+		}
+		if o := x.byRoute[q.Route]; o != nil {
+			return o.live, true
+		}
+		return 0, true
+	}
+	c := x.total
+	if q.Route != "" {
+		c = x.counts[q.Route]
+	}
+	n := 0
+	for _, s := range m.states {
+		n += c[s]
+	}
+	return n, true
+}
+
+// searched returns the jobs whose id, idempotency key or remote id is s,
+// in the index's order.
+func (x *Index) searched(s string) []*item {
+	var out []*item
+	if it, ok := x.jobs[s]; ok {
+		out = append(out, it)
+	}
+	for _, l := range [][]*item{x.byKey[s], x.byRem[s]} {
+		for _, it := range l {
+			if !slices.Contains(out, it) {
+				out = append(out, it)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b *item) int { return keyOf(a).compare(keyOf(b)) })
+	return out
+}
+
+// matcher tests entries against a query's filters (not its search).
+type matcher struct {
+	route, model string
+	states       []state.State
+	after        time.Time
+	before       time.Time
+}
+
+func newMatcher(q Query) matcher {
+	m := matcher{route: q.Route, model: q.Model, after: q.CreatedAfter, before: q.CreatedBefore}
+	for _, s := range q.States {
+		if !slices.Contains(m.states, s) {
+			m.states = append(m.states, s)
+		}
+	}
+	return m
+}
+
+func (m matcher) match(e Entry) bool {
+	switch {
+	case m.route != "" && e.Route != m.route,
+		m.model != "" && e.Model != m.model,
+		len(m.states) > 0 && !slices.Contains(m.states, e.State),
+		!m.after.IsZero() && !e.CreatedAt.After(m.after),
+		!m.before.IsZero() && !e.CreatedAt.Before(m.before):
+		return false
+	}
+	return true
+}
+
+// searchTime returns the index of the first item of src created at t or
+// later.
+func searchTime(src []*item, t time.Time) int {
+	i, _ := slices.BinarySearchFunc(src, t, func(it *item, t time.Time) int { return it.e.CreatedAt.Compare(t) })
+	return i
+}
+
+// searchKey returns the index of the first item of src at k or later.
+func searchKey(src []*item, k key) int {
+	i, _ := slices.BinarySearchFunc(src, k, func(it *item, k key) int { return keyOf(it).compare(k) })
+	return i
+}
+
+// A cursor is "<created unix nanoseconds>.<id>" in unpadded base64url: the
+// place of the last job of a page.
+func cursorOf(e Entry) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(e.CreatedAt.UnixNano(), 10) + "." + e.ID))
+}
+
+func parseCursor(c string) (key, error) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return key{}, fmt.Errorf("%w %q: not a cursor a page gave (not base64url)", ErrBadCursor, c)
+	}
+	at, id, ok := strings.Cut(string(b), ".")
+	if !ok || id == "" {
+		return key{}, fmt.Errorf("%w %q: not a cursor a page gave", ErrBadCursor, c)
+	}
+	n, err := strconv.ParseInt(at, 10, 64)
+	if err != nil {
+		return key{}, fmt.Errorf("%w %q: not a cursor a page gave (no time)", ErrBadCursor, c)
+	}
+	return key{time.Unix(0, n), id}, nil
+}
