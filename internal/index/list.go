@@ -47,14 +47,14 @@ const TotalCap = 10_000
 
 // Page is one page of a query's jobs.
 type Page struct {
-	// Jobs are the page's jobs, newest first.
-	Jobs []Entry
+	// Jobs are the page's jobs, newest first (empty, not nil, when none).
+	Jobs []Entry `json:"jobs"`
 	// Next is the cursor of the next page, "" at the end.
-	Next string
+	Next string `json:"next"`
 	// Total counts the query's matches (on every page, not after the
 	// cursor), at most TotalCap when TotalCapped.
-	Total       int
-	TotalCapped bool
+	Total       int  `json:"total"`
+	TotalCapped bool `json:"total_capped"`
 }
 
 // ErrBadCursor reports a cursor that no page of the index gave.
@@ -105,7 +105,7 @@ func (x *Index) List(q Query) (Page, error) {
 		hi = searchTime(src, q.CreatedBefore)
 	}
 
-	var p Page
+	p := Page{Jobs: []Entry{}}
 	from := hi
 	if after != nil {
 		from = min(hi, searchKey(src, *after))

@@ -18,6 +18,10 @@ const (
 	retryMost  = 2 * time.Second
 )
 
+// resetAttempts is how often the ordered consumer tries to reset itself
+// before Run takes over.
+const resetAttempts = 2
+
 // caughtUpCheck is how often Run, not yet caught up, asks the stream
 // whether what it waits for is still there.
 const caughtUpCheck = time.Second
@@ -74,7 +78,9 @@ func (r *reader) follow(ctx context.Context) error {
 			return err
 		}
 	}
-	cfg := jetstream.OrderedConsumerConfig{}
+	// The consumer resets itself after a short outage; after a longer one
+	// Run resumes it (sooner than the consumer's own backoff would).
+	cfg := jetstream.OrderedConsumerConfig{MaxResetAttempts: resetAttempts}
 	if seq := x.applied.Load(); seq > 0 {
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, seq+1
 	}
