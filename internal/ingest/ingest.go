@@ -641,7 +641,7 @@ func (s *Service) created(ctx context.Context, in intake, rec jobs.Record, st pr
 	}
 	ps := events.PollStateOf(rec.Job)
 	ps.State, ps.SubmittedAt = state.Queued, cmp.Or(st.CreatedAt, now)
-	c.Due = now.Add(r.NextPoll(ps, now, st.PollAfter, s.cfg.Learned, s.rnd))
+	c.Due = now.Add(r.NextPoll(ps, now, route.HintsOf(st), s.cfg.Learned, s.rnd))
 	rec, err := s.jobs.Submitted(ctx, rec, c)
 	if err != nil {
 		// Only a stop cuts this short (the owner logged the remote id);
@@ -770,7 +770,7 @@ func (s *Service) track(ctx context.Context, in intake) (events.Outcome, string)
 		WebhookExpected:  r.WebhookURL != "" && m.Webhook != nil && *m.Webhook,
 	}
 	j.Record(events.EventSubmitted, now)
-	j.NextCheckAt = now.Add(r.NextPoll(events.PollStateOf(j), now, 0, s.cfg.Learned, s.rnd))
+	j.NextCheckAt = now.Add(r.NextPoll(events.PollStateOf(j), now, route.Hints{}, s.cfg.Learned, s.rnd))
 	log := in.logger(s.log, id).With().Str("remote_id", m.RemoteID).Logger()
 
 	rec, created, err := s.jobs.Accept(ctx, j)

@@ -222,7 +222,7 @@ func (s *Service) check(ctx context.Context, r *route.Route, msg jetstream.Msg) 
 	prev := last.polled
 	if !known && d.N > 2 {
 		// Polled last by another process: about one interval ago.
-		prev = now.Add(-r.NextPoll(d.Live, now, 0, s.cfg.Learned, noJitter))
+		prev = now.Add(-r.NextPoll(d.Live, now, route.Hints{}, s.cfg.Learned, noJitter))
 	}
 	return s.poll(ctx, r, d, prev)
 }
@@ -349,11 +349,11 @@ func (s *Service) decide(r *route.Route, f jobs.Fold, st provider.Status, pause 
 		dec.Due = now.Add(pause)
 		return dec
 	}
-	var pollAfter time.Duration
+	var hints route.Hints
 	if f.Err == nil {
-		pollAfter = st.PollAfter
+		hints = route.HintsOf(st)
 	}
-	dec.Due = now.Add(r.NextPoll(after, now, pollAfter, s.cfg.Learned, s.rnd))
+	dec.Due = now.Add(r.NextPoll(after, now, hints, s.cfg.Learned, s.rnd))
 	return dec
 }
 

@@ -309,19 +309,31 @@ func New(name string, a provider.Adapter, rc config.Route, scale float64) (*Rout
 // configuration key (see package learn); nil means none are learned.
 type Learned func(route, model, configKey string) (total, run *schedule.Dist)
 
+// Hints are what one successful provider answer says of the next poll:
+// its poll-after hint and its estimate of the time left. They hold for the
+// decision that follows that answer only; the zero value is none.
+type Hints struct {
+	PollAfter, ETA time.Duration
+}
+
+// HintsOf returns the hints of a successful answer.
+func HintsOf(st provider.Status) Hints {
+	return Hints{PollAfter: st.PollAfter, ETA: st.ETA}
+}
+
 // NextPoll is how long job's next poll waits by the route's schedule,
-// given its poll state at now and the provider's poll-after hint: the one
-// view of a job the schedule decides on.
-func (r *Route) NextPoll(ps *events.PollState, now time.Time, pollAfter time.Duration, learned Learned, rnd *rand.Rand) time.Duration {
-	return r.Policy.Next(r.ScheduleJob(ps, now, pollAfter, learned), rnd)
+// given its poll state at now and the hints of the answer just had: the
+// one view of a job the schedule decides on.
+func (r *Route) NextPoll(ps *events.PollState, now time.Time, h Hints, learned Learned, rnd *rand.Rand) time.Duration {
+	return r.Policy.Next(r.ScheduleJob(ps, now, h, learned), rnd)
 }
 
 // ScheduleJob is the schedule's view of a job with poll state ps at now.
-func (r *Route) ScheduleJob(ps *events.PollState, now time.Time, pollAfter time.Duration, learned Learned) schedule.Job {
+func (r *Route) ScheduleJob(ps *events.PollState, now time.Time, h Hints, learned Learned) schedule.Job {
 	sj := schedule.Job{
 		Now: now, Submitted: cmp.Or(ps.SubmittedAt, ps.CreatedAt), Polls: ps.Polls, Unchanged: ps.Unchanged,
 		Expected: time.Duration(ps.Expected), Deadline: ps.Deadline, WebhookExpected: ps.Webhook,
-		Errors: ps.Errors, StartedAt: ps.StartedAt, PollAfter: pollAfter,
+		Errors: ps.Errors, StartedAt: ps.StartedAt, PollAfter: h.PollAfter, ETA: h.ETA,
 	}
 	if ps.Progress != nil {
 		sj.Progress = *ps.Progress

@@ -14,6 +14,10 @@ import (
 
 	"github.com/pollux-dev/pollux/internal/config"
 	"github.com/pollux-dev/pollux/internal/route"
+	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/provider"
+	"github.com/pollux-dev/pollux/pkg/schedule"
+	"github.com/pollux-dev/pollux/pkg/state"
 )
 
 func TestBuildTheShippedExample(t *testing.T) {
@@ -66,5 +70,28 @@ func TestBuildTheGenericExamples(t *testing.T) {
 		routes, err := route.Build(c, route.Registry, nil, 1, zerolog.Nop())
 		require.NoError(t, err, p)
 		require.Equal(t, "generic", routes[name].Adapter.Info().Kind, p)
+	}
+}
+
+// The hints of the answer just had reach the schedule: a provider's
+// estimate of the time left places the next poll around it, and a
+// poll-after hint is a floor, both within max_delay.
+func TestAnAnswersHintsReachTheSchedule(t *testing.T) {
+	t.Parallel()
+	r := &route.Route{Name: "r", Policy: schedule.Policy{MaxDelay: time.Minute}}
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	ps := &events.PollState{State: state.Running, CreatedAt: now.Add(-time.Minute), SubmittedAt: now.Add(-time.Minute), Polls: 3}
+	rnd := schedule.NewRand(1)
+
+	sj := r.ScheduleJob(ps, now, route.HintsOf(provider.Status{PollAfter: 3 * time.Second, ETA: 40 * time.Second}), nil)
+	require.Equal(t, 3*time.Second, sj.PollAfter)
+	require.Equal(t, 40*time.Second, sj.ETA)
+
+	for range 100 {
+		d := r.NextPoll(ps, now, route.Hints{ETA: 40 * time.Second}, nil, rnd)
+		require.GreaterOrEqual(t, d, 24*time.Second, "not long before the estimate's window")
+		require.LessOrEqual(t, d, 60*time.Second)
+		require.LessOrEqual(t, r.NextPoll(ps, now, route.Hints{ETA: 3 * time.Hour}, nil, rnd), time.Minute, "within max_delay")
+		require.GreaterOrEqual(t, r.NextPoll(ps, now, route.Hints{PollAfter: 50 * time.Second}, nil, rnd), 50*time.Second, "the hint is a floor")
 	}
 }

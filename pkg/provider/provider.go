@@ -42,8 +42,14 @@ type Status struct {
 	// it with the job and passes it back in every Ref. At most MaxRefData
 	// bytes of JSON.
 	RefData json.RawMessage
-	// PollAfter is the provider's hint for the next poll; a floor.
+	// PollAfter is the provider's hint for the next poll (a poll-after
+	// or Retry-After header on a successful answer); the schedule takes it
+	// as a floor, within the route's max_delay.
 	PollAfter time.Duration
+	// ETA is the provider's estimate of the time the job has left, at the
+	// answer; 0 when it gives none. The schedule places the next poll
+	// around it.
+	ETA time.Duration
 }
 
 // MaxRefData bounds Status.RefData.

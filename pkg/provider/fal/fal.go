@@ -179,6 +179,7 @@ func (a *Adapter) Status(ctx context.Context, ref provider.Ref) (provider.Status
 	if err != nil {
 		return provider.Status{}, err
 	}
+	st.PollAfter = httpapi.PollAfter(x.Header, a.now())
 	switch next {
 	case fetchResult:
 		return a.result(ctx, st, urls.ResponseURL)

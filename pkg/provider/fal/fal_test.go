@@ -541,3 +541,17 @@ func FuzzOnQueue(f *testing.F) {
 		require.NotContains(t, u.Path+"/", "/../")
 	})
 }
+
+// A Retry-After on a 202 status answer is a hint for the next poll.
+func TestStatusPollAfterHint(t *testing.T) {
+	t.Parallel()
+	f, _ := route(t, map[string]func(string) (int, http.Header, []byte){
+		"GET " + reqPath + "/status": func(base string) (int, http.Header, []byte) {
+			return 202, http.Header{"Retry-After": {"3"}}, fixture(t, base, "status_in_queue.json")
+		},
+	})
+	st, err := newAdapter(t, f, "").Status(context.Background(), provider.Ref{ID: requestID, Model: model})
+	require.NoError(t, err)
+	require.Equal(t, state.Queued, st.State)
+	require.Equal(t, 3*time.Second, st.PollAfter)
+}

@@ -206,6 +206,7 @@ func (a *Adapter) Status(ctx context.Context, ref provider.Ref) (provider.Status
 	if err != nil {
 		return provider.Status{}, err
 	}
+	st.PollAfter = httpapi.PollAfter(resp.Header, a.now())
 	if st.State == state.Succeeded && a.cfg.followUp != nil {
 		if st, err = a.follow(ctx, vals, doc, st); err != nil {
 			return provider.Status{}, err
@@ -278,7 +279,12 @@ func (a *Adapter) parse(doc any, id string) (provider.Status, error) {
 	if st.State.Terminal() {
 		st.CompletedAt = a.readTime(a.cfg.completedAt, doc)
 	}
+	if !st.State.Terminal() {
+		st.ETA = a.eta(doc)
+	}
 	switch st.State {
+	case state.Queued:
+		st.QueuePosition = a.queuePosition(doc)
 	case state.Running:
 		st.Progress = a.progress(doc)
 	case state.Succeeded:
@@ -399,16 +405,50 @@ func (a *Adapter) bodyError(doc any) (failed bool, err *provider.Error) {
 }
 
 func (a *Adapter) progress(doc any) *float64 {
-	v, ok := first(a.cfg.progressPath, doc).(json.Number)
+	f, ok := number(first(a.cfg.progressPath, doc))
 	if !ok {
-		return nil
-	}
-	f, err := v.Float64()
-	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
 		return nil
 	}
 	p := min(max(f/a.cfg.progressScale, 0), 1)
 	return &p
+}
+
+// maxETA bounds a provider's estimate of the time left: a larger one is
+// not believed.
+const maxETA = 24 * time.Hour
+
+// eta reads the provider's estimate of the seconds left; 0 when it gives
+// none, or one that is negative or past maxETA.
+func (a *Adapter) eta(doc any) time.Duration {
+	f, ok := number(first(a.cfg.etaPath, doc))
+	if !ok || f <= 0 || f > maxETA.Seconds() {
+		return 0
+	}
+	return time.Duration(f * float64(time.Second))
+}
+
+// queuePosition reads a queued job's place, 1 being next; nil when the
+// answer gives none (or nonsense).
+func (a *Adapter) queuePosition(doc any) *int {
+	f, ok := number(first(a.cfg.queuePath, doc))
+	if !ok || f < 0 || f > 1e9 || f != math.Trunc(f) {
+		return nil
+	}
+	n := int(f)
+	return &n
+}
+
+// number is a finite JSON number.
+func number(v any) (float64, bool) {
+	n, ok := v.(json.Number)
+	if !ok {
+		return 0, false
+	}
+	f, err := n.Float64()
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0, false
+	}
+	return f, true
 }
 
 func (a *Adapter) reason(doc any, raw string) string {

@@ -474,3 +474,37 @@ func FuzzStatus(f *testing.F) {
 		}
 	})
 }
+
+// A status answer's hints reach the schedule: its poll-after headers, the
+// provider's estimate of the time left (eta_path, seconds) and a queued
+// job's place (queue_position_path). Nonsense is dropped, never believed.
+func TestStatusHints(t *testing.T) {
+	t.Parallel()
+	opts := baseOptions()
+	status := opts["status"].(map[string]any)
+	status["eta_path"], status["queue_position_path"] = "eta_s", "queue.pos"
+	for _, tt := range []struct {
+		answer    reply
+		eta       time.Duration
+		pollAfter time.Duration
+		queue     *int
+	}{
+		{answer: body(`{"state":"busy","eta_s":95.5}`), eta: 95500 * time.Millisecond},
+		{answer: body(`{"state":"waiting","eta_s":300,"queue":{"pos":4}}`), eta: 5 * time.Minute, queue: ptr(4)},
+		{answer: body(`{"state":"waiting","queue":{"pos":2.5}}`)},
+		{answer: body(`{"state":"waiting","queue":{"pos":-1},"eta_s":-3}`)},
+		{answer: body(`{"state":"busy","eta_s":1e12}`)},
+		{answer: body(`{"state":"busy","eta_s":"soon"}`)},
+		{answer: body(`{"state":"ok","eta_s":30}`)}, // a finished job has no time left
+		{answer: reply{status: 200, header: http.Header{"Openai-Poll-After-Ms": {"2500"}}, body: []byte(`{"state":"busy"}`)}, pollAfter: 2500 * time.Millisecond},
+		{answer: reply{status: 202, header: http.Header{"Retry-After": {"7"}}, body: []byte(`{"state":"busy"}`)}, pollAfter: 7 * time.Second},
+		{answer: reply{status: 200, header: http.Header{"Retry-After": {"soon"}}, body: []byte(`{"state":"busy"}`)}},
+	} {
+		f := newFake(t, map[string]reply{"GET /jobs/j-1": tt.answer})
+		st, err := newGeneric(t, f, opts, "tok").Status(context.Background(), provider.Ref{ID: "j-1"})
+		require.NoError(t, err, string(tt.answer.body))
+		require.Equal(t, tt.eta, st.ETA, string(tt.answer.body))
+		require.Equal(t, tt.pollAfter, st.PollAfter, string(tt.answer.body))
+		require.Equal(t, tt.queue, st.QueuePosition, string(tt.answer.body))
+	}
+}

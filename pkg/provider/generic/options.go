@@ -129,6 +129,13 @@ type StatusCall struct {
 	// ProgressScale is what the progress value counts up to (default 1;
 	// 100 for percentages).
 	ProgressScale float64 `json:"progress_scale,omitempty"`
+	// QueuePositionPath locates a queued job's place in the provider's
+	// queue, 1 being next (default none).
+	QueuePositionPath string `json:"queue_position_path,omitempty"`
+	// ETAPath locates the provider's estimate of the seconds the job has
+	// left (default none). A poll-after hint on the answer
+	// (openai-poll-after-ms, Retry-After, retry-after-ms) is always read.
+	ETAPath string `json:"eta_path,omitempty"`
 	// ReasonPaths locate the explanation of a failed, canceled or expired
 	// job; the values found are joined with ": " (default none).
 	ReasonPaths []string `json:"reason_paths,omitempty"`
@@ -249,6 +256,8 @@ type config struct {
 	statePath     Path
 	progressPath  Path
 	progressScale float64
+	queuePath     Path
+	etaPath       Path
 	reasonPaths   []Path
 	resultPath    Path
 	createdAt     Path
@@ -505,6 +514,8 @@ func (c *config) compileStatus(s StatusCall) error {
 	}{
 		{"state_path", s.StatePath, &c.statePath, true},
 		{"progress_path", s.ProgressPath, &c.progressPath, false},
+		{"queue_position_path", s.QueuePositionPath, &c.queuePath, false},
+		{"eta_path", s.ETAPath, &c.etaPath, false},
 		{"result_path", s.ResultPath, &c.resultPath, false},
 		{"created_at_path", s.CreatedAtPath, &c.createdAt, false},
 		{"started_at_path", s.StartedAtPath, &c.startedAt, false},

@@ -227,6 +227,19 @@ func RetryAfter(h http.Header, now time.Time) time.Duration {
 	return 0
 }
 
+// PollAfter reads the hint a successful status answer may carry for the
+// next poll: openai-poll-after-ms (the OpenAI-style video API), else
+// Retry-After or retry-after-ms as RetryAfter reads them; 0 when absent or
+// unreadable, at most MaxRetryAfter.
+func PollAfter(h http.Header, now time.Time) time.Duration {
+	if ms := strings.TrimSpace(h.Get("Openai-Poll-After-Ms")); ms != "" {
+		if v, err := strconv.ParseFloat(ms, 64); err == nil && v > 0 {
+			return min(time.Duration(v*float64(time.Millisecond)), MaxRetryAfter)
+		}
+	}
+	return RetryAfter(h, now)
+}
+
 // Detail extracts a provider's error message from a JSON error body
 // ("detail", "error", "message", "error.message", "title"), bounded in size;
 // "" when there is none.

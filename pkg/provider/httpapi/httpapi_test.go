@@ -38,6 +38,28 @@ func TestRetryAfter(t *testing.T) {
 	}
 }
 
+// A successful answer's hint for the next poll: the OpenAI-style
+// openai-poll-after-ms first, else Retry-After as RetryAfter reads it.
+func TestPollAfter(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	for _, tt := range []struct {
+		header http.Header
+		want   time.Duration
+	}{
+		{http.Header{}, 0},
+		{http.Header{"Openai-Poll-After-Ms": {"1500"}}, 1500 * time.Millisecond},
+		{http.Header{"Openai-Poll-After-Ms": {"1500"}, "Retry-After": {"9"}}, 1500 * time.Millisecond},
+		{http.Header{"Openai-Poll-After-Ms": {"never"}, "Retry-After": {"9"}}, 9 * time.Second},
+		{http.Header{"Openai-Poll-After-Ms": {"-5"}}, 0},
+		{http.Header{"Openai-Poll-After-Ms": {"1e12"}}, httpapi.MaxRetryAfter},
+		{http.Header{"Retry-After-Ms": {"250"}}, 250 * time.Millisecond},
+		{http.Header{"Retry-After": {now.Add(time.Minute).Format(http.TimeFormat)}}, time.Minute},
+	} {
+		require.Equal(t, tt.want, httpapi.PollAfter(tt.header, now), "%v", tt.header)
+	}
+}
+
 func TestClassify(t *testing.T) {
 	t.Parallel()
 	now := time.Now()

@@ -193,7 +193,9 @@ func (a *Adapter) call(ctx context.Context, method, path string, body any, h htt
 	if err != nil {
 		return provider.Status{}, a.throttled(throttle(err))
 	}
-	return parse(resp.Body)
+	st, err := parse(resp.Body)
+	st.PollAfter = httpapi.PollAfter(resp.Header, time.Now())
+	return st, err
 }
 
 // throttled notes a rate limit the account met: no secret fetch is made

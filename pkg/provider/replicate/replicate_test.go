@@ -436,3 +436,14 @@ func TestWebhookSecretNotFetchedWhileRateLimited(t *testing.T) {
 	require.False(t, errors.Is(err, provider.ErrSignature), "answered 503: the provider retries")
 	require.Zero(t, fetches.Load(), "no call while the account is throttled")
 }
+
+// A Retry-After on a successful status answer is a hint for the next poll.
+func TestStatusPollAfterHint(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, func(*http.Request) (int, http.Header, []byte) {
+		return 200, http.Header{"Retry-After": {"4"}}, fixture(t, "processing.json")
+	})
+	st, err := newAdapter(t, f.URL, "").Status(context.Background(), provider.Ref{ID: "ufawqhfynnddngldkgtslldrkq"})
+	require.NoError(t, err)
+	require.Equal(t, 4*time.Second, st.PollAfter)
+}

@@ -170,7 +170,9 @@ func (a *Adapter) Status(ctx context.Context, ref provider.Ref) (provider.Status
 	if err != nil {
 		return provider.Status{}, err
 	}
-	return parseTask(resp.Body)
+	st, err := parseTask(resp.Body)
+	st.PollAfter = httpapi.PollAfter(resp.Header, time.Now())
+	return st, err
 }
 
 // Cancel cancels an unfinished task. A finished one is left alone, as

@@ -384,3 +384,12 @@ func FuzzParseTask(f *testing.F) {
 		require.LessOrEqual(t, len(st.Outputs), 100)
 	})
 }
+
+// A Retry-After on a successful status answer is a hint for the next poll.
+func TestStatusPollAfterHint(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, map[string]reply{"GET " + taskPath: {status: 200, header: http.Header{"Retry-After": {"6"}}, body: fixture(t, "task_running.json")}})
+	st, err := newAdapter(t, f, "").Status(context.Background(), provider.Ref{ID: taskID})
+	require.NoError(t, err)
+	require.Equal(t, 6*time.Second, st.PollAfter)
+}
