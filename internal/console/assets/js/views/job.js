@@ -1,0 +1,204 @@
+// One job: its record and its event timeline, followed live until the
+// job ends.
+import * as api from '../api.js';
+import { h, mount, chip, mono, when, fmtTime, fmtClock, fmtDur, fmtNum, toast, confirmDialog, kv, notice, TERMINAL, time } from '../ui.js';
+
+const TYPES = ['submitted', 'queued', 'running', 'progress', 'succeeded', 'failed', 'canceled', 'expired', 'lost', 'rejected'];
+
+export async function job(ctx, el, id) {
+  let route = ctx.params.get('route') || '';
+  let rec = null; // the latest record: from GET or the latest event's snapshot
+  let es = null;
+  const events = [];
+
+  const head = h('div.page-head.job-head');
+  const record = h('section.card#record');
+  const timeline = h('ol.timeline#timeline');
+  const tlState = h('span.live#tl-state', 'connecting');
+  const raw = h('pre.raw');
+
+  mount(el,
+    h('nav.crumbs', h('a', { href: '#/jobs' }, 'Jobs'), ' / ', route ? [h('a', { href: `#/jobs?route=${encodeURIComponent(route)}` }, route), ' / '] : null, h('span.mono', id)),
+    head,
+    h('div.job-grid',
+      record,
+      h('section.card.timeline-card',
+        h('div.card-head', h('h2', 'Timeline'), h('div.spacer'), tlState),
+        h('div#phases'),
+        timeline)),
+    h('details.card.raw-card', h('summary', 'Record as JSON'), raw));
+
+  function render() {
+    const j = rec || { id, route, state: 'pending' };
+    const terminal = TERMINAL.has(j.state);
+    const can = ctx.canAct();
+    const cancelBtn = h('button.btn.danger#cancel', {
+      type: 'button', disabled: terminal || !can || !rec,
+      title: !can ? ctx.readOnlyWhy : terminal ? `The job has finished (${j.state})` : 'Ask the provider to cancel this job',
+      on: { click: cancel },
+    }, 'Cancel job');
+    mount(head,
+      h('h1', h('span.mono.id-title', { title: id }, id)),
+      chip(j.state),
+      j.tracked ? h('span.tag', 'tracked') : null,
+      h('div.spacer'),
+      h('span.muted', j.model ? h('a', { href: `#/models/${encodeURIComponent(j.route || route)}/${encodeURIComponent(j.model)}` }, j.model) : null),
+      cancelBtn);
+    if (!rec) {
+      mount(record, h('div.card-head', h('h2', 'Record')), notice('No record yet: ingest has not taken this job, or it was rejected. Its events appear on the right as they happen.'));
+      return;
+    }
+    const dur = (a, b) => (time(a) && time(b) ? fmtDur((time(b) - time(a)) / 1000) : null);
+    const progress = typeof j.progress === 'number'
+      ? h('span.progress', h('meter', { min: 0, max: 1, value: j.progress }), ` ${Math.round(j.progress * 100)}%`) : null;
+    const outputs = (j.outputs || []).length ? h('ul.outputs', j.outputs.map((u) => h('li', safeLink(u)))) : null;
+    const meta = Object.entries(j.metadata || {});
+    mount(record,
+      h('div.card-head', h('h2', 'Record'), h('div.spacer'), h('span.muted.small', 'updated ', when(j.updated_at))),
+      kv([
+        ['Route', j.route],
+        ['Model', j.model ? [j.model, j.config_key ? h('span.muted', ` (${j.config_key})`) : null] : '—'],
+        ['Remote id', mono(j.remote_id)],
+        j.idempotency_key ? ['Idempotency key', mono(j.idempotency_key)] : null,
+        ['Provider status', j.provider_status || '—'],
+        j.reason ? ['Reason', h('span.reason', j.reason)] : null,
+        j.last_error ? ['Last error', h('span.reason.err', j.last_error)] : null,
+        progress ? ['Progress', progress] : null,
+        typeof j.queue_position === 'number' ? ['Queue position', fmtNum(j.queue_position)] : null,
+        ['Polls', [fmtNum(j.polls || 0), j.webhooks ? h('span.muted', ` · ${fmtNum(j.webhooks)} webhook${j.webhooks === 1 ? '' : 's'}`) : null, j.polls_open ? h('span.muted', ' (one more may come)') : null]],
+        time(j.last_polled_at) ? ['Last polled', when(j.last_polled_at)] : null,
+        !terminal && time(j.next_check_at) ? ['Next check due', [when(j.next_check_at), h('span.muted', ` · ${fmtClock(j.next_check_at)}`)]] : null,
+        ['Created', [fmtTime(j.created_at), ' ', h('span.muted', '(', when(j.created_at), ')')]],
+        time(j.submitted_at) ? ['Submitted', [fmtTime(j.submitted_at), dur(j.created_at, j.submitted_at) ? h('span.muted', ` +${dur(j.created_at, j.submitted_at)}`) : null]] : null,
+        time(j.started_at) ? ['Started', [fmtTime(j.started_at), h('span.muted', ` +${dur(j.created_at, j.started_at)}`)]] : null,
+        time(j.completed_at) ? ['Completed', [fmtTime(j.completed_at), h('span.muted', ` +${dur(j.created_at, j.completed_at)}`)]] : null,
+        time(j.detected_at) ? ['Detected', [fmtTime(j.detected_at), h('span.muted', ` ${dur(j.completed_at, j.detected_at) || ''} after completion`), j.detected_by ? [' by ', chip(j.detected_by)] : null]] : null,
+        time(j.deadline) ? ['Deadline', [fmtTime(j.deadline), ' ', h('span.muted', '(', when(j.deadline), ')')]] : null,
+        time(j.cancel_requested_at) ? ['Cancel requested', [fmtTime(j.cancel_requested_at), j.cancel_reason ? [' — ', h('q', j.cancel_reason)] : null]] : null,
+        outputs ? ['Outputs', outputs] : null,
+        time(j.outputs_expire_at) ? ['Outputs expire', [fmtTime(j.outputs_expire_at), ' ', h('span.muted', '(', when(j.outputs_expire_at), ')')]] : null,
+        j.late ? ['Late observation', `${j.late.state} by ${j.late.source} at ${fmtTime(j.late.at)}`] : null,
+        meta.length ? ['Metadata', h('dl.meta', meta.map(([k, v]) => [h('dt.mono', k), h('dd.mono', v)]))] : null,
+      ]));
+    raw.textContent = JSON.stringify(j, null, 2);
+  }
+
+  function renderTimeline() {
+    if (!events.length) {
+      mount(timeline, h('li.muted.empty', 'No events yet.'));
+      return;
+    }
+    const t0 = time(events[0].time);
+    mount(timeline, events.map((ev, i) => {
+      const t = time(ev.time);
+      const prev = i ? time(events[i - 1].time) : null;
+      const snap = ev.job || {};
+      const detail = [];
+      if (ev.type === 'progress') {
+        if (typeof snap.progress === 'number') detail.push(`${Math.round(snap.progress * 100)}%`);
+        if (typeof snap.queue_position === 'number') detail.push(`queue #${snap.queue_position}`);
+      }
+      if (ev.type === 'submitted' && snap.remote_id) detail.push(`remote id ${snap.remote_id}`);
+      if (TERMINAL.has(ev.type)) {
+        if (snap.reason) detail.push(snap.reason);
+        if (snap.detected_by) detail.push(`detected by ${snap.detected_by}`);
+        if (snap.polls !== undefined) detail.push(`${snap.polls} poll${snap.polls === 1 ? '' : 's'}`);
+      }
+      if (ev.rejection) detail.push(`${ev.rejection.kind}: ${ev.rejection.error}`);
+      return h(`li.ev.t-${ev.type}`, { 'data-type': ev.type, 'data-seq': String(ev.seq || 0) },
+        h('span.ev-dot'),
+        h('div.ev-main', chip(ev.type), detail.length ? h('span.ev-detail', detail.join(' · ')) : null),
+        h('div.ev-time',
+          h('span', { title: fmtTime(ev.time) }, fmtClock(ev.time)),
+          h('span.muted', t && t0 ? (i ? `+${fmtDur((t - prev) / 1000)}` : 'start') : '')),
+        h('span.ev-seq.muted', ev.seq ? `#${ev.seq}` : ''));
+    }));
+    phases(t0);
+  }
+
+  // A bar of how long the job spent in each state, from its events.
+  function phases(t0) {
+    const el = document.getElementById('phases');
+    if (!el) return;
+    const marks = events.filter((e) => e.type !== 'progress' && time(e.time));
+    if (marks.length < 2 && !(marks.length === 1 && !TERMINAL.has(marks[0].state))) { mount(el); return; }
+    const last = marks[marks.length - 1];
+    const end = TERMINAL.has(last.state) ? time(last.time) : new Date();
+    const span = Math.max(1, end - t0);
+    const segs = [];
+    for (let i = 0; i < marks.length; i++) {
+      const a = time(marks[i].time);
+      const b = i + 1 < marks.length ? time(marks[i + 1].time) : end;
+      if (TERMINAL.has(marks[i].state)) break;
+      const seg = h(`div.phase.s-${marks[i].state}`, { title: `${marks[i].state} ${fmtDur((b - a) / 1000)}` }, (b - a) / span > 0.12 ? `${marks[i].state} ${fmtDur((b - a) / 1000)}` : '');
+      seg.style.flexGrow = String(Math.max(0.002, (b - a) / span));
+      segs.push(seg);
+    }
+    mount(el, h('div.phases', segs), h('div.phase-scale.muted', h('span', fmtClock(t0)), h('span', TERMINAL.has(last.state) ? `${last.state} after ${fmtDur(span / 1000)}` : `${fmtDur(span / 1000)} so far`)));
+  }
+
+  async function cancel() {
+    const res = await confirmDialog({
+      title: 'Cancel this job?',
+      body: [h('p', 'Pollux asks the provider to cancel ', h('span.mono', id), '. The provider may still finish it first; the outcome shows in the timeline.')],
+      confirm: 'Cancel job',
+      danger: true,
+    });
+    if (!res) return;
+    try {
+      await api.post(`/v1/jobs/${encodeURIComponent(id)}/cancel`, res.reason ? { reason: res.reason } : {});
+      toast('Cancel requested', 'ok');
+    } catch (err) {
+      toast(`Cancel failed: ${err.message}`, 'error');
+    }
+  }
+
+  function follow() {
+    if (es) es.close();
+    es = api.stream(`/v1/jobs/${encodeURIComponent(id)}/events${api.query({ route })}`, TYPES, (type, ev) => {
+      if (ev.seq && events.some((x) => x.seq === ev.seq && x.type === ev.type)) return;
+      events.push(ev);
+      if (ev.job && (!rec || (ev.job.event_seq || 0) >= (rec.event_seq || 0))) {
+        rec = ev.job;
+        render();
+      }
+      renderTimeline();
+      if (TERMINAL.has(ev.state) || type === 'rejected') done();
+    }, (state) => {
+      if (state === 'open') { tlState.textContent = 'live'; tlState.className = 'live on'; }
+      else if (state === 'closed') done();
+      else if (!tlState.classList.contains('done')) { tlState.textContent = 'reconnecting'; tlState.className = 'live off'; }
+    });
+  }
+
+  function done() {
+    if (es) es.close();
+    es = null;
+    tlState.textContent = 'ended';
+    tlState.className = 'live done';
+  }
+
+  try {
+    rec = await api.get(`/v1/jobs/${encodeURIComponent(id)}`);
+    if (rec && rec.route) route = rec.route;
+  } catch (err) {
+    if (err.status !== 404) mount(record, notice(`The record did not load: ${err.message}`, 'error'));
+    if (err.status === 404 && !route) {
+      mount(el, notice(`No job ${id}. If it was just submitted, open it with its route (#/jobs/${id}?route=…).`, 'error'));
+      return undefined;
+    }
+  }
+  render();
+  renderTimeline();
+  follow();
+  return () => { if (es) es.close(); };
+}
+
+// Outputs are the provider's URLs: linked only when http(s).
+function safeLink(u) {
+  try {
+    const url = new URL(u);
+    if (url.protocol === 'https:' || url.protocol === 'http:') return h('a.mono', { href: url.href, target: '_blank', rel: 'noopener noreferrer' }, u);
+  } catch { /* not a URL */ }
+  return h('span.mono', u);
+}

@@ -1,0 +1,228 @@
+// The jobs: a filtered list, newest first, paged by cursor and kept live
+// by /v1/stream.
+import * as api from '../api.js';
+import { h, mount, chip, mono, when, fmtNum, notice, STATES, TERMINAL, time } from '../ui.js';
+import { loadRoutes } from './overview.js';
+
+const LIMIT = 50;
+const AGES = [['', 'any time'], ['15m', 'last 15 min'], ['1h', 'last hour'], ['6h', 'last 6 hours'], ['24h', 'last 24 hours'], ['168h', 'last 7 days']];
+
+function seconds(d) {
+  const m = /^(\d+)([mh])$/.exec(d || '');
+  return m ? Number(m[1]) * (m[2] === 'h' ? 3600 : 60) : 0;
+}
+
+/** The filters a #/jobs link names. */
+function filtersOf(params) {
+  return {
+    route: params.get('route') || '',
+    states: (params.get('state') || '').split(',').filter((s) => STATES.includes(s)),
+    model: params.get('model') || '',
+    age: params.get('age') || '',
+    q: params.get('q') || '',
+  };
+}
+
+function hashOf(f) {
+  return `#/jobs${api.query({ route: f.route, state: f.states, model: f.model, age: f.age, q: f.q })}`;
+}
+
+/** Whether an entry matches the filters (for entries the stream brings). */
+function matches(f, e, createdAfter) {
+  if (f.route && e.route !== f.route) return false;
+  if (f.states.length && !f.states.includes(e.state)) return false;
+  if (f.model && e.model !== f.model) return false;
+  if (createdAfter && time(e.created_at) && time(e.created_at) < createdAfter) return false;
+  if (f.q && ![e.id, e.idempotency_key, e.remote_id].includes(f.q)) return false;
+  return true;
+}
+
+export async function jobs(ctx, el) {
+  const f = filtersOf(ctx.params);
+  const cursors = []; // the cursors of the pages before this one
+  let cursor = '';
+  let page = null;
+  let es = null;
+  const rows = new Map(); // id → {e, tr}
+
+  // Filter bar.
+  const routeSel = h('select#f-route', { name: 'route', 'aria-label': 'Route' }, h('option', { value: '' }, 'all routes'));
+  const modelIn = h('input#f-model', { name: 'model', list: 'models', placeholder: 'any model', 'aria-label': 'Model', value: f.model, spellcheck: false });
+  const models = h('datalist#models');
+  const ageSel = h('select#f-age', { name: 'age', 'aria-label': 'Created' }, AGES.map(([v, l]) => h('option', { value: v, selected: v === f.age }, l)));
+  const search = h('input#f-search', { type: 'search', name: 'q', placeholder: 'job id, idempotency key or remote id', value: f.q, spellcheck: false, 'aria-label': 'Search' });
+  const stateBtns = STATES.map((s) => h(`button.chip-toggle.s-${s}`, {
+    type: 'button', 'data-state': s, 'aria-pressed': String(f.states.includes(s)),
+    on: { click: () => { f.states = f.states.includes(s) ? f.states.filter((x) => x !== s) : [...f.states, s]; apply(); } },
+  }, s));
+  const clear = h('button.btn.link#f-clear', { type: 'button', on: { click: () => { Object.assign(f, { route: '', states: [], model: '', age: '', q: '' }); apply(true); } } }, 'clear');
+  const form = h('form.filters', { on: { submit: (ev) => { ev.preventDefault(); apply(); } } },
+    h('div.filter-row',
+      h('label.inline', 'Route', routeSel),
+      h('label.inline', 'Model', modelIn, models),
+      h('label.inline', 'Created', ageSel),
+      h('label.inline.grow', 'Search', search),
+      h('button.btn.primary', { type: 'submit' }, 'Filter'),
+      clear),
+    h('div.filter-row.states', h('span.label', 'State'), stateBtns));
+  routeSel.addEventListener('change', () => { f.route = routeSel.value; apply(); });
+  ageSel.addEventListener('change', () => { f.age = ageSel.value; apply(); });
+  modelIn.addEventListener('change', () => { f.model = modelIn.value.trim(); apply(); });
+
+  const liveDot = h('span.live#live', { title: 'Live updates from /v1/stream' }, 'connecting');
+  const total = h('span.total#total');
+  const tbody = h('tbody#job-rows');
+  const table = h('table.grid.jobs',
+    h('thead', h('tr',
+      h('th', 'Job'), h('th', 'State'), h('th', 'Route'), h('th', 'Model'), h('th.num', 'Progress'),
+      h('th.num', 'Polls'), h('th', 'Created'), h('th', 'Updated'), h('th', 'Remote id'), h('th', 'Note'))),
+    tbody);
+  const prev = h('button.btn#prev', { type: 'button', on: { click: () => { cursor = cursors.pop() || ''; load(); } } }, '← Newer');
+  const next = h('button.btn#next', { type: 'button', on: { click: () => { cursors.push(cursor); cursor = page.next; load(); } } }, 'Older →');
+  const pageInfo = h('span.muted#page-info');
+  const status = h('div#jobs-status');
+
+  mount(el,
+    h('div.page-head', h('h1', 'Jobs'), total, h('div.spacer'), liveDot),
+    form,
+    status,
+    h('div.table-wrap', table),
+    h('div.pager', prev, pageInfo, next));
+
+  function apply(resetForm) {
+    f.q = resetForm ? '' : search.value.trim();
+    f.model = resetForm ? '' : modelIn.value.trim();
+    if (resetForm) { search.value = ''; modelIn.value = ''; routeSel.value = ''; ageSel.value = ''; }
+    for (const b of stateBtns) b.setAttribute('aria-pressed', String(f.states.includes(b.dataset.state)));
+    ctx.replace(hashOf(f));
+    cursors.length = 0;
+    cursor = '';
+    load();
+    follow();
+  }
+
+  function createdAfter() {
+    const s = seconds(f.age);
+    return s ? new Date(Date.now() - s * 1000) : null;
+  }
+
+  async function load() {
+    const after = createdAfter();
+    const url = `/v1/jobs${api.query({ route: f.route, state: f.states, model: f.model, created_after: after && after.toISOString(), q: f.q, cursor, limit: LIMIT })}`;
+    table.classList.add('loading');
+    try {
+      page = await api.get(url);
+      page.jobs = page.jobs || [];
+      mount(status);
+    } catch (err) {
+      page = { jobs: [], next: '', total: 0 };
+      mount(status, notice(err.status === 503 ? `The jobs index is not available: ${err.message}` : `The jobs did not load: ${err.message}`, 'error'));
+    }
+    table.classList.remove('loading');
+    rows.clear();
+    mount(tbody, page.jobs.map((e) => row(e)));
+    if (!page.jobs.length && !status.childElementCount) {
+      mount(tbody, h('tr.empty', h('td', { colSpan: 10 }, filtered() ? 'No job matches these filters.' : 'No jobs yet. Submit one, or track one from the Track page.')));
+    }
+    renderTotals();
+  }
+
+  function filtered() { return f.route || f.states.length || f.model || f.age || f.q; }
+
+  function renderTotals() {
+    const t = page.total || 0;
+    total.textContent = `${fmtNum(t)}${page.total_capped ? '+' : ''} ${t === 1 ? 'job' : 'jobs'}${filtered() ? ' match' : ''}`;
+    prev.disabled = !cursors.length;
+    next.disabled = !page.next;
+    const from = cursors.length * LIMIT;
+    pageInfo.textContent = rows.size ? `${fmtNum(from + 1)}–${fmtNum(from + rows.size)}` : '';
+  }
+
+  function row(e) {
+    const tr = h('tr', { 'data-id': e.id });
+    rows.set(e.id, { e, tr });
+    fill(tr, e);
+    return tr;
+  }
+
+  function fill(tr, e) {
+    const href = `#/jobs/${encodeURIComponent(e.id)}?route=${encodeURIComponent(e.route)}`;
+    const st = e.rejected ? 'rejected' : e.state;
+    tr.dataset.state = st;
+    let prog = null;
+    if (typeof e.progress === 'number' && !TERMINAL.has(e.state)) {
+      prog = h('span.progress', { title: `${Math.round(e.progress * 100)}%` }, h('meter', { min: 0, max: 1, value: e.progress }), ` ${Math.round(e.progress * 100)}%`);
+    } else if (typeof e.queue_position === 'number' && e.state === 'queued') {
+      prog = h('span.muted', `#${e.queue_position} in queue`);
+    }
+    mount(tr,
+      h('td', h('a.mono.id', { href, title: e.id }, e.id), e.tracked ? h('span.tag', { title: 'submitted elsewhere, tracked by Pollux' }, 'tracked') : null),
+      h('td', chip(st)),
+      h('td', e.route),
+      h('td.model', e.model ? h('a', { href: `#/models/${encodeURIComponent(e.route)}/${encodeURIComponent(e.model)}`, title: e.model }, e.model) : '—'),
+      h('td.num', prog || ''),
+      h('td.num', fmtNum(e.polls || 0)),
+      h('td', when(e.created_at)),
+      h('td', when(e.updated_at)),
+      h('td', mono(e.remote_id, 'dim')),
+      h('td.note', { title: e.rejection_error || e.reason || '' }, e.rejection_error || e.reason || ''));
+  }
+
+  // Live updates: a job in the table changes in place; a new one that
+  // matches appears on top of the first page.
+  function follow() {
+    if (es) es.close();
+    liveDot.textContent = 'connecting';
+    liveDot.className = 'live';
+    es = api.stream(`/v1/stream${api.query({ route: f.route })}`, ['job'], (_, e) => {
+      if (!e || !e.id) return;
+      const have = rows.get(e.id);
+      if (have) {
+        if ((e.seq || 0) < (have.e.seq || 0)) return;
+        have.e = e;
+        if (!matches(f, e, createdAfter())) {
+          have.tr.classList.add('stale');
+        }
+        fill(have.tr, e);
+        flash(have.tr);
+        return;
+      }
+      if (cursors.length || !page || !matches(f, e, createdAfter())) return;
+      const empty = tbody.querySelector('tr.empty');
+      if (empty) empty.remove();
+      const tr = row(e);
+      tbody.prepend(tr);
+      flash(tr);
+      while (rows.size > LIMIT) {
+        const last = tbody.lastElementChild;
+        rows.delete(last.dataset.id);
+        last.remove();
+      }
+      page.total = (page.total || 0) + 1;
+      renderTotals();
+    }, (state) => {
+      liveDot.textContent = state === 'open' ? 'live' : 'reconnecting';
+      liveDot.className = `live ${state === 'open' ? 'on' : 'off'}`;
+    });
+  }
+
+  function flash(tr) {
+    tr.classList.remove('flash');
+    void tr.offsetWidth; // restart the animation
+    tr.classList.add('flash');
+  }
+
+  // The routes for the selector and the models for the datalist.
+  loadRoutes().then((routes) => {
+    for (const r of routes) routeSel.append(h('option', { value: r.name, selected: r.name === f.route }, r.name));
+  }).catch(() => { if (f.route) routeSel.append(h('option', { value: f.route, selected: true }, f.route)); });
+  api.get(`/v1/models${api.query({ route: f.route })}`).then((body) => {
+    const list = Array.isArray(body) ? body : (body && body.models) || [];
+    const names = [...new Set(list.map((m) => (typeof m === 'string' ? m : m.model || m.name)).filter(Boolean))].sort();
+    mount(models, names.map((n) => h('option', { value: n })));
+  }).catch(() => {});
+
+  await load();
+  follow();
+  return () => { if (es) es.close(); };
+}
