@@ -17,6 +17,9 @@ type Workload struct {
 	// run draws one job's run time (from start to terminal) and outcome,
 	// given its index among n.
 	run func(rnd *rand.Rand, i, n int) (float64, string)
+	// queue draws one job's wait in the provider's queue; nil is the
+	// shared lognormal wait (queueMedian, queueSigma).
+	queue func(rnd *rand.Rand) float64
 }
 
 // Arrivals and queueing shared by the built-in workloads: jobs arrive as a
@@ -41,34 +44,36 @@ func Workloads() []Workload {
 		return func(rnd *rand.Rand, _, _ int) (float64, string) { return succeeded(lognormal(rnd, median, sigma)) }
 	}
 	return []Workload{
-		{"lognormal-0.25", "run time lognormal, median 90 s, σ 0.25 (a steady model)", ln(90, 0.25)},
-		{"lognormal-0.5", "run time lognormal, median 90 s, σ 0.5", ln(90, 0.5)},
-		{"lognormal-1", "run time lognormal, median 90 s, σ 1 (spread over a decade)", ln(90, 1)},
+		{"lognormal-0.25", "run time lognormal, median 90 s, σ 0.25 (a steady model)", ln(90, 0.25), nil},
+		{"lognormal-0.5", "run time lognormal, median 90 s, σ 0.5", ln(90, 0.5), nil},
+		{"lognormal-1", "run time lognormal, median 90 s, σ 1 (spread over a decade)", ln(90, 1), nil},
 		{"bimodal", "60% lognormal median 30 s, 40% median 240 s, σ 0.2 (two resolutions under one model)",
 			func(rnd *rand.Rand, _, _ int) (float64, string) {
 				if rnd.Float64() < 0.6 {
 					return succeeded(lognormal(rnd, 30, 0.2))
 				}
 				return succeeded(lognormal(rnd, 240, 0.2))
-			}},
+			}, nil},
 		{"heavy-tail", "run time Pareto, minimum 30 s, α 1.5, cut at 30 min (median 48 s, p99 11 min)",
 			func(rnd *rand.Rand, _, _ int) (float64, string) {
 				return succeeded(min(30*math.Pow(1-rnd.Float64(), -1/1.5), 1800))
-			}},
+			}, nil},
 		{"slowdown", "lognormal σ 0.35, median 60 s for the first half of the jobs, then 150 s",
 			func(rnd *rand.Rand, i, n int) (float64, string) {
 				if i < n/2 {
 					return succeeded(lognormal(rnd, 60, 0.35))
 				}
 				return succeeded(lognormal(rnd, 150, 0.35))
-			}},
+			}, nil},
 		{"early-failures", "20% fail a lognormal 6 s (σ 0.5) after they start; the rest run lognormal median 120 s, σ 0.3",
 			func(rnd *rand.Rand, _, _ int) (float64, string) {
 				if rnd.Float64() < 0.2 {
 					return lognormal(rnd, 6, 0.5), "failed"
 				}
 				return succeeded(lognormal(rnd, 120, 0.3))
-			}},
+			}, nil},
+		{"long-queue", "a queue wait exponential with mean 60 s, then run time lognormal median 180 s, σ 0.3; the provider reports queued, then running",
+			ln(180, 0.3), func(rnd *rand.Rand) float64 { return rnd.ExpFloat64() * 60 }},
 	}
 }
 
@@ -97,7 +102,12 @@ func (w Workload) Jobs(n int, seed uint64) []Job {
 	t := 0.0
 	for i := range jobs {
 		t += rnd.ExpFloat64() * meanArrival
-		queue := lognormal(rnd, queueMedian, queueSigma)
+		var queue float64
+		if w.queue != nil {
+			queue = w.queue(rnd)
+		} else {
+			queue = lognormal(rnd, queueMedian, queueSigma)
+		}
 		run, outcome := w.run(rnd, i, n)
 		jobs[i] = Job{Model: w.Name, Submit: t, Queue: queue, Duration: queue + run, Outcome: outcome}
 	}

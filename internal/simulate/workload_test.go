@@ -9,10 +9,10 @@ import (
 
 func TestWorkloads(t *testing.T) {
 	t.Parallel()
-	require.Len(t, WorkloadNames(), 7)
+	require.Len(t, WorkloadNames(), 8)
 	medians := map[string]float64{ // of the total time, queue included
 		"lognormal-0.25": 94, "lognormal-0.5": 94, "lognormal-1": 94,
-		"bimodal": 45, "heavy-tail": 52, "slowdown": 100, "early-failures": 120,
+		"bimodal": 45, "heavy-tail": 52, "slowdown": 100, "early-failures": 120, "long-queue": 235,
 	}
 	for _, w := range Workloads() {
 		t.Run(w.Name, func(t *testing.T) {
