@@ -101,7 +101,7 @@ export function query(params) {
 export async function session() {
   const res = await fetch('/console/session', { credentials: 'same-origin', cache: 'no-store', headers: { Accept: 'application/json' } });
   if (res.status === 401) return null;
-  if (res.status === 404) return { role: 'act', name: '', csrf: '', open: true }; // a front door without sessions
+  if (res.status === 404) return { role: 'act', name: '', csrf: '', auth: false }; // a front door without sessions
   if (!res.ok) throw await problem(res);
   return norm(await res.json());
 }

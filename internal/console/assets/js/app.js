@@ -73,8 +73,8 @@ function renderWho() {
   mount(who,
     h(`span.role.${s.role === 'read' ? 'ro' : 'rw'}`, { id: 'role', 'data-role': s.role || 'act', title: s.role === 'read' ? 'This session may look but not act' : 'This session may submit, cancel, track and pause' }, role),
     s.name ? h('span.name', s.name) : null,
-    s.open ? h('span.muted.small', { title: 'The front door has no tokens file: every request is allowed' }, 'no login') : null,
-    s.open ? null : h('button.btn.link', { id: 'logout', on: { click: doLogout } }, 'Sign out'));
+    s.auth ? h('button.btn.link', { id: 'logout', on: { click: doLogout } }, 'Sign out')
+      : h('span.muted.small', { title: 'The front door has no tokens file: every request is allowed' }, 'no login'));
   document.body.classList.toggle('readonly', s.role === 'read');
 }
 

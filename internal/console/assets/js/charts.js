@@ -60,7 +60,7 @@ export function distribution({ bins = [], cdf = [], polls = [], quantiles = {} }
   const iw = w - m.l - m.r;
   const ih = hgt - m.t - m.b;
   const xmax = Math.max(1e-9, ...bins.map((b) => finite(b.hi)), ...cdf.map((p) => finite(p[0])), ...(opts.pollsInRange ? polls : []));
-  const cmax = Math.max(1, ...bins.map((b) => finite(b.count)));
+  const cmax = Math.max(1e-9, ...bins.map((b) => finite(b.count)));
   const x = (v) => m.l + (Math.min(v, xmax) / xmax) * iw;
   const yh = (c) => m.t + ih - (c / cmax) * ih;
   const yc = (p) => m.t + ih - p * ih;
@@ -76,7 +76,7 @@ export function distribution({ bins = [], cdf = [], polls = [], quantiles = {} }
     svg.append(s('line', { x1: m.l, x2: m.l + iw, y1: yc(p), y2: yc(p), class: 'grid' }));
     svg.append(s('text', { x: m.l + iw + 6, y: yc(p) + 4, class: 'tick' }, `${p * 100}%`));
   }
-  svg.append(s('text', { x: m.l - 6, y: m.t + 8, class: 'tick', 'text-anchor': 'end' }, String(cmax)));
+  svg.append(s('text', { x: m.l - 6, y: m.t + 8, class: 'tick', 'text-anchor': 'end' }, (opts.fmtCount || String)(cmax)));
   svg.append(s('text', { x: m.l - 6, y: m.t + ih, class: 'tick', 'text-anchor': 'end' }, '0'));
   svg.append(s('line', { x1: m.l, x2: m.l + iw, y1: m.t + ih, y2: m.t + ih, class: 'axis' }));
 
@@ -84,7 +84,7 @@ export function distribution({ bins = [], cdf = [], polls = [], quantiles = {} }
     const x0 = x(finite(b.lo));
     const x1 = x(finite(b.hi));
     const r = s('rect', { x: x0 + 0.5, y: yh(finite(b.count)), width: Math.max(1, x1 - x0 - 1), height: m.t + ih - yh(finite(b.count)), class: 'hist' });
-    r.append(s('title', {}, `${fmtS(b.lo)}–${fmtS(b.hi)}: ${b.count} jobs`));
+    r.append(s('title', {}, `${fmtS(b.lo)}–${fmtS(b.hi)}: ${(opts.fmtCount || String)(b.count)}`));
     svg.append(r);
   }
   if (cdf.length) {

@@ -75,6 +75,13 @@ export function fmtClock(v) {
   return `${pad(t.getHours())}:${pad(t.getMinutes())}:${pad(t.getSeconds())}.${String(t.getMilliseconds()).padStart(3, '0')}`;
 }
 
+/** A time of day when v is within the next or last 12 hours, else the full time. */
+export function fmtNear(v) {
+  const t = time(v);
+  if (!t) return '—';
+  return Math.abs(t - Date.now()) < 12 * 3600e3 ? fmtClock(v).slice(0, 8) : fmtTime(v);
+}
+
 /** A duration in seconds as 850ms, 12.3s, 4m 05s, 2h 10m, 3d 4h. */
 export function fmtDur(s) {
   if (s === undefined || s === null || Number.isNaN(s)) return '—';

@@ -24,7 +24,7 @@ function quantilesOf(m) {
 function binsOf(m) {
   const hst = m.histogram || m.hist || [];
   if (Array.isArray(hst)) {
-    return hst.map((b) => ({ lo: Number(b.lo ?? b.from ?? b.lo_s ?? b.min ?? 0), hi: Number(b.hi ?? b.to ?? b.hi_s ?? b.max ?? 0), count: Number(b.count ?? b.weight ?? b.n ?? 0) }));
+    return hst.map((b) => ({ lo: Number(b.lo_s ?? b.lo ?? 0), hi: Number(b.hi_s ?? b.hi ?? 0), count: Number(b.share ?? b.count ?? 0) }));
   }
   const edges = hst.edges || hst.bounds || hst.edges_s || [];
   const counts = hst.counts || hst.weights || [];
@@ -59,7 +59,8 @@ export async function model(ctx, el, route, name) {
   let acc = 0;
   const cdf = total ? [[shown[0].lo, 0], ...shown.map((b) => { acc += b.count; return [b.hi, acc / total]; })] : [];
   const keyQ = Object.fromEntries(['p50', 'p90', 'p99'].filter((k) => k in q).map((k) => [k, q[k]]));
-  const chart = distribution({ bins: shown.map((b) => ({ ...b, count: +b.count.toFixed(b.count < 10 ? 1 : 0) })), cdf, polls, quantiles: keyQ }, { label: `durations of ${name}` });
+  const shares = bins.some((b) => b.count > 0 && b.count < 1);
+  const chart = distribution({ bins: shown, cdf, polls, quantiles: keyQ }, { label: `durations of ${name}`, fmtCount: shares ? (c) => `${(c * 100).toFixed(c < 0.1 ? 1 : 0)}%` : String });
   const cmp = m.comparison || m.compare || m.cost || {};
   const rowsOf = [
     ['Pollux', cmp.pollux, 'its learned schedule (this plan)'],
@@ -76,19 +77,22 @@ export async function model(ctx, el, route, name) {
       return h(`tr${label === 'Pollux' ? '.ours' : ''}`, h('th', label), h('td.num', fmtNum(polls, 1)), h('td.num', fmtDur(delay)), h('td.num.saving', saves), h('td.muted', note));
     }))) : notice('No comparison yet: it needs a learned distribution.');
 
-  const samples = m.samples ?? m.weight ?? m.observations ?? m.n;
+  const samples = m.samples;
+  const learned = m.learned !== false && bins.length > 0;
   mount(el,
     crumbs(route, name),
     h('div.page-head', h('h1', h('span.mono', name)), h('span.muted', `on ${route}`), h('div.spacer'),
       h('a.btn.small', { href: `#/jobs?route=${encodeURIComponent(route)}&model=${encodeURIComponent(name)}` }, 'Its jobs')),
     h('div.stats-row',
       ['p5', 'p25', 'p50', 'p75', 'p90', 'p95', 'p99'].filter((k) => k in q).map((k) => h('div.stat', h('div.stat-label', k), h('div.stat-value', fmtDur(q[k])))),
-      samples !== undefined ? h('div.stat', h('div.stat-label', 'Observations'), h('div.stat-value', fmtNum(samples, 1))) : null),
+      samples !== undefined ? h('div.stat', { title: 'Effective sample count: recent jobs weigh most' }, h('div.stat-label', 'Samples'), h('div.stat-value', fmtNum(samples, 1)), m.observed !== undefined ? h('div.stat-sub', `${fmtNum(m.observed)} jobs observed`) : null) : null,
+      h(`div.stat${learned ? '' : '.warn'}`, h('div.stat-label', 'Schedule'), h('div.stat-value', learned ? 'learned' : 'cold start'), h('div.stat-sub', learned ? 'follows this plan' : `learns after ${fmtNum(m.min_samples || 0)} samples`))),
     h('section.card',
       h('div.card-head', h('h2', 'Durations and the poll plan'), h('div.spacer'),
-        h('span.legend-inline', h('span.key.hist'), 'jobs per bin', h('span.key.cdf'), 'share done by then (CDF)', h('span.key.poll'), `polls of a new job (${polls.length})`)),
+        h('span.legend-inline', h('span.key.hist'), shares ? 'share of jobs per bin' : 'jobs per bin', h('span.key.cdf'), 'share done by then (CDF)', h('span.key.poll'), `polls of a new job (${polls.length})`)),
       bins.length ? chart : notice('No durations learned yet for this model: the plan below is the route’s default.'),
-      polls.length ? h('p.muted.small.plan-times', 'Poll times after submit: ', polls.slice(0, 24).map(fmtDur).join(', '), polls.length > 24 ? ` … (${polls.length} in all)` : '') : null),
+      polls.length ? h('p.muted.small.plan-times', 'Poll times after submit: ', polls.slice(0, 24).map(fmtDur).join(', '), polls.length > 24 ? ` … (${polls.length} in all)` : '') : null,
+      m.plan && m.plan.expected_polls ? h('p.small', `The plan expects ${fmtNum(m.plan.expected_polls, 1)} polls per job and detects a completion ${fmtDur(m.plan.mean_delay_s)} after it on average.`) : null),
     h('section.card', h('div.card-head', h('h2', 'Polls per job: Pollux vs a fixed interval vs the SDK default')), table));
 }
 

@@ -1,19 +1,39 @@
 // The overview: every route, its state, its capacity and its last hour.
 import * as api from '../api.js';
-import { h, mount, chip, when, fmtDur, fmtNum, fmtPct, fmtClock, toast, confirmDialog, notice, STATES, time } from '../ui.js';
+import { h, mount, chip, when, fmtDur, fmtNum, fmtPct, fmtClock, fmtTime, fmtNear, toast, confirmDialog, notice, STATES, time } from '../ui.js';
 import { sparkline, stack } from '../charts.js';
 
 const REFRESH_MS = 5000;
 
-/** The routes as /v1/routes lists them ({routes: [...]} or [...]). */
-export async function loadRoutes() {
+/** GET /v1/routes: {routes, levels, activity}. */
+export async function loadFleet() {
   const body = await api.get('/v1/routes');
   const list = Array.isArray(body) ? body : (body && body.routes) || [];
-  return list.map((r) => ({ ...r, name: r.name || r.route }));
+  return {
+    routes: list.map((r) => ({ ...r, name: r.name || r.route })),
+    levels: (body && body.levels) || [],
+    activity: body && body.activity,
+  };
+}
+
+/** The routes as /v1/routes lists them. */
+export async function loadRoutes() {
+  return (await loadFleet()).routes;
 }
 
 export function paused(r) {
-  return r.state === 'paused' || !!(r.pause && (r.pause.kind || r.pause.until));
+  return r.state === 'paused' || pausesOf(r).length > 0;
+}
+
+/** Every pause in force on the route, the operator's first. */
+function pausesOf(r) {
+  const list = r.pauses || (r.pause ? [r.pause] : []);
+  return list.filter(Boolean);
+}
+
+/** The operator's pause in force, if any: the one resume ends. */
+function operatorPause(r) {
+  return pausesOf(r).find((p) => p.kind === 'operator') || null;
 }
 
 export async function overview(ctx, el) {
@@ -32,9 +52,9 @@ export async function overview(ctx, el) {
   async function load() {
     clearTimeout(timer);
     try {
-      const routes = await loadRoutes();
-      mount(summary, fleet(routes));
-      mount(body, routes.length ? routes.map((r) => card(ctx, r, load)) : notice('No routes are configured.'));
+      const { routes, levels, activity } = await loadFleet();
+      mount(summary, fleet(routes, activity));
+      mount(body, routes.length ? routes.map((r) => card(ctx, r, load)) : notice('No routes are configured.'), levelsCard(levels));
       stamp.textContent = `updated ${fmtClock(new Date())}`;
     } catch (err) {
       mount(body, notice(`The routes did not load: ${err.message}`, 'error'));
@@ -45,21 +65,44 @@ export async function overview(ctx, el) {
   return () => clearTimeout(timer);
 }
 
-// The fleet's figures over every route.
-function fleet(routes) {
+// The fleet's figures: the routes' sums, and the last hour of them all
+// (the API's fleet-wide activity, else the routes' weighted together).
+function fleet(routes, all) {
   const sum = (f) => routes.reduce((a, r) => a + (Number(f(r)) || 0), 0);
-  const completions = sum((r) => r.activity && r.activity.completions);
-  const weighted = (f) => (completions ? sum((r) => (Number(f(r.activity || {})) || 0) * ((r.activity && r.activity.completions) || 0)) / completions : null);
+  let a = all;
+  if (!a) {
+    const n = sum((r) => r.activity && r.activity.completions);
+    const weighted = (f) => (n ? sum((r) => (Number(r.activity && r.activity[f]) || 0) * ((r.activity && r.activity.completions) || 0)) / n : 0);
+    a = { completions: n, polls_per_completion: weighted('polls_per_completion'), detect_p50: weighted('detect_p50'), detect_p95: weighted('detect_p95'), webhook_coverage: weighted('webhook_coverage') };
+  }
+  const done = a.completions > 0;
   const pausedN = routes.filter(paused).length;
   return [
     stat('Routes', `${routes.length}`, pausedN ? `${pausedN} paused` : 'all running', pausedN ? 'warn' : ''),
     stat('Tracked', fmtNum(sum((r) => r.tracked)), 'jobs at providers'),
     stat('Backlog', fmtNum(sum((r) => r.backlog) + sum((r) => r.intake)), 'checks + intake waiting'),
-    stat('Completions', fmtNum(completions), 'last hour'),
-    stat('Polls / completion', completions ? fmtNum(weighted((a) => a.polls_per_completion), 2) : '—', 'last hour'),
-    stat('Detection p50 / p95', completions ? `${fmtDur(weighted((a) => a.detect_p50))} / ${fmtDur(weighted((a) => a.detect_p95))}` : '—', 'completion → Pollux knows'),
-    stat('Webhook coverage', completions ? fmtPct(weighted((a) => a.webhook_coverage)) : '—', 'completions seen by webhook'),
+    stat('Completions', fmtNum(a.completions || 0), 'last hour'),
+    stat('Polls / completion', done ? fmtNum(a.polls_per_completion, 2) : '—', 'last hour'),
+    stat('Detection p50 / p95', done ? `${fmtDur(a.detect_p50)} / ${fmtDur(a.detect_p95)}` : '—', 'completion → Pollux knows'),
+    stat('Webhook coverage', done ? fmtPct(a.webhook_coverage) : '—', 'completions seen by webhook'),
   ];
+}
+
+// The shared budget levels: leases and running slots of accounts, the
+// global level and routes that cap running jobs.
+function levelsCard(levels) {
+  if (!levels || !levels.length) return null;
+  const cap = (l) => (l ? `${fmtNum(l.out)} / ${l.cap ? fmtNum(l.cap) : '∞'}` : '—');
+  const kinds = [...new Set(levels.flatMap((l) => Object.keys(l.leases || {})))].sort();
+  return h('section.card.levels',
+    h('div.card-head', h('h2', 'Budget levels'), h('span.muted.small', 'leases and running slots in use / cap, shared by the routes under each level')),
+    h('table.grid',
+      h('thead', h('tr', h('th', 'Level'), h('th.num', 'Running slots'), h('th.num', 'Configured'), kinds.map((k) => h('th.num', `${k} leases`)))),
+      h('tbody', levels.map((l) => h('tr',
+        h('td.mono', l.level),
+        h('td.num', cap(l.running)),
+        h('td.num', l.running_configured > 0 ? fmtNum(l.running_configured) : '—'),
+        kinds.map((k) => h('td.num', cap((l.leases || {})[k]))))))));
 }
 
 function stat(label, value, sub, cls = '') {
@@ -70,17 +113,18 @@ function card(ctx, r, reload) {
   const a = r.activity || {};
   const minutes = a.minutes || [];
   const isPaused = paused(r);
-  const p = r.pause || r.operator_pause || null;
+  const op = operatorPause(r);
   const counts = r.counts || {};
   const jobsHref = (st) => `#/jobs?route=${encodeURIComponent(r.name)}${st ? `&state=${st}` : ''}`;
   const times = minutes.map((m) => fmtClock(m.start).slice(0, 5));
 
-  const pauseLine = isPaused && p ? h('div.pause-line',
-    h('strong', p.kind === 'operator' ? `Paused by ${p.by || 'an operator'}` : `Paused by the provider (${p.kind || 'pause'})`),
-    time(p.until) ? [' until ', h('span', { title: String(p.until) }, fmtClock(p.until).slice(0, 8)), ' (', when(p.until), ')'] : ' until resumed',
-    p.reason ? [' — ', h('q', p.reason)] : null) : null;
+  const pauseLines = pausesOf(r).map((p) => h('div.pause-line', { 'data-kind': p.kind },
+    h('strong', p.kind === 'operator' ? `Paused by ${p.by || 'an operator'}` : `Held back by the provider${p.cause ? ` (${p.cause.replace(/_/g, ' ')})` : ''}`),
+    time(p.until) ? [' until ', h('span', { title: fmtTime(p.until) }, fmtNear(p.until)), ' (', when(p.until), ')'] : (p.kind === 'operator' ? ' until resumed' : ''),
+    time(p.since) ? h('span.muted', ' · since ', when(p.since)) : null,
+    p.reason ? [' — ', h('q', p.reason)] : null));
 
-  const action = isPaused
+  const action = op
     ? h('button.btn.act', { type: 'button', 'data-action': 'resume', disabled: !ctx.canAct(), title: ctx.canAct() ? 'Resume the route' : ctx.readOnlyWhy, on: { click: () => resume(r, reload) } }, 'Resume')
     : h('button.btn.act.warn', { type: 'button', 'data-action': 'pause', disabled: !ctx.canAct(), title: ctx.canAct() ? 'Stop starting jobs on this route' : ctx.readOnlyWhy, on: { click: () => pause(r, reload) } }, 'Pause');
 
@@ -95,7 +139,7 @@ function card(ctx, r, reload) {
       h('div.spacer'),
       h('a.btn.small', { href: jobsHref('') }, 'Jobs'),
       action),
-    pauseLine,
+    pauseLines,
     h('div.route-body',
       h('div.metrics',
         metric('Tracked', fmtNum(r.tracked), 'jobs with a check'),
@@ -124,7 +168,7 @@ function card(ctx, r, reload) {
     evs.length ? h('ul.route-events', evs.map((e) => h('li',
       h('span.muted', fmtClock(e.time).slice(0, 8)), ' ', chip(e.type), ' by ', h('b', e.by || '?'),
       e.reason ? [' — ', h('q', e.reason)] : null,
-      time(e.until) ? [' until ', fmtClock(e.until).slice(0, 8)] : null))) : null);
+      time(e.until) ? [' until ', fmtNear(e.until)] : null))) : null);
 }
 
 function runningSlots(r) {
@@ -183,7 +227,7 @@ async function pause(r, reload) {
 async function resume(r, reload) {
   const res = await confirmDialog({
     title: `Resume route ${r.name}?`,
-    body: h('p', 'Checks and new jobs start again at once, within the route’s budget.'),
+    body: h('p', 'Held-back checks and submissions start again within half a minute, within the route’s budget. A pause the provider imposed (a rate limit) stays in force.'),
     confirm: 'Resume route',
   });
   if (!res) return;
