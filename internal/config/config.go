@@ -13,6 +13,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -202,6 +203,11 @@ type Route struct {
 	// NotFoundLimit is how many consecutive "unknown job" answers mark a job
 	// lost (default 3).
 	NotFoundLimit int `yaml:"not_found_limit"`
+	// SettingsFrom names the top-level input fields whose values make a
+	// submission's configuration key when it gives none (for example
+	// [resolution, duration]): jobs of one model learn their durations
+	// apart per setting (default none: one distribution per model).
+	SettingsFrom []string `yaml:"settings_from"`
 	// Partitions splits the route's check messages over this many durable
 	// consumers (1 to 64, default 1). The server's redelivery scan costs
 	// O(waiting checks) per consumer, so plan a partition per ~100k
@@ -429,6 +435,9 @@ func sortedKeys[V any](m map[string]V) []string {
 	return names
 }
 
+// maxSettingsFrom bounds a route's settings_from fields.
+const maxSettingsFrom = 8
+
 func (r Route) validate() error {
 	switch {
 	case r.Kind == "":
@@ -455,6 +464,10 @@ func (r Route) validate() error {
 		return errors.New("tenant_weights: the route's account shares its weights (accounts.<name>.tenant_weights)")
 	case r.NotFoundLimit < 0:
 		return errors.New("not_found_limit: must not be negative")
+	case len(r.SettingsFrom) > maxSettingsFrom:
+		return fmt.Errorf("settings_from: %d fields, more than %d", len(r.SettingsFrom), maxSettingsFrom)
+	case slices.ContainsFunc(r.SettingsFrom, func(f string) bool { return f == "" || len(f) > 64 }):
+		return errors.New("settings_from: each field name must have 1 to 64 characters")
 	case r.Partitions < 0 || r.Partitions > events.CheckSlots:
 		return fmt.Errorf("partitions: %d is not between 1 and %d", r.Partitions, events.CheckSlots)
 	case r.CallTimeout < 0:

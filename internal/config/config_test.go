@@ -64,6 +64,8 @@ func TestParseRejects(t *testing.T) {
 		{"webhook url", "routes: {r: {kind: replicate, webhook_url: 'ftp://x'}}", "webhook_url"},
 		{"replicas", "streams: {replicas: 7}\nroutes: {r: {kind: replicate}}", "streams.replicas"},
 		{"not yaml", "{{{", "yaml"},
+		{"empty setting", "routes: {r: {kind: replicate, settings_from: [resolution, '']}}", "settings_from: each field name"},
+		{"many settings", "routes: {r: {kind: replicate, settings_from: [a, b, c, d, e, f, g, h, i]}}", "settings_from: 9 fields"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

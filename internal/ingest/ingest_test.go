@@ -192,6 +192,17 @@ func TestSubmitOnceAndDeduplicate(t *testing.T) {
 	require.NotZero(t, v.Seq, "armed")
 }
 
+// A route's settings_from keys a job's learned durations by its input;
+// a submission's own config_key wins.
+func TestSettingsFromKeysTheJob(t *testing.T) {
+	t.Parallel()
+	s := start(t, newFake(), config.Route{SettingsFrom: []string{"resolution"}}, nil)
+	s.publish(s.env.NS.Submit("fake"), events.Submit{V: events.Version, ID: "derived", Model: "m", Input: json.RawMessage(`{"resolution":"1080p"}`)})
+	s.publish(s.env.NS.Submit("fake"), events.Submit{V: events.Version, ID: "given", Model: "m", ConfigKey: "mine", Input: json.RawMessage(`{"resolution":"1080p"}`)})
+	require.Equal(t, "1080p", s.until("derived", submitted).ConfigKey)
+	require.Equal(t, "mine", s.until("given", submitted).ConfigKey)
+}
+
 // A validation answer (400/422) to a create fails the job with the
 // provider's message, and it is not tried again.
 func TestARefusedCreateFailsTheJob(t *testing.T) {

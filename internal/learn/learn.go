@@ -5,6 +5,15 @@
 // with compare-and-set once a second per key, so a busy model costs one
 // write per second per process, not one per job. Every process mirrors the
 // bucket through a watch and hands the poller immutable snapshots.
+//
+// Each job teaches three levels: its model with its configuration key
+// (when it has one), its model on the route, and the route as a whole.
+// Lookup falls back along them: a configuration seen a few times is
+// completed by its model's distribution, a model new to the route by the
+// route's, each weighted by what the narrower one lacks of
+// schedule.DefaultMinSamples effective samples (schedule.Dist.WithPrior);
+// with nothing learned at any level the schedule's cold-start table
+// applies.
 package learn
 
 import (
@@ -27,7 +36,10 @@ import (
 
 // Record is one key's value in the stats bucket.
 type Record struct {
-	Route     string        `json:"route"`
+	Route string `json:"route"`
+	// Scope is ScopeRoute for the route's record of all its models; ""
+	// for a model's (with ConfigKey, a configuration's).
+	Scope     string        `json:"scope,omitempty"`
 	Model     string        `json:"model"`
 	ConfigKey string        `json:"config_key,omitempty"`
 	Total     schedule.Dist `json:"total"`
@@ -44,6 +56,22 @@ func Key(route, model, configKey string) string {
 
 var enc = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
 
+// ScopeRoute is the Scope of a route's record of all its models.
+const ScopeRoute = "route"
+
+// RouteKey is the bucket key of a route's record of all its models (no
+// model key is this short).
+func RouteKey(route string) string { return route + "." + ScopeRoute }
+
+// levels are the keys a job teaches and falls back along, narrowest
+// first: its configuration (when it has one), its model, its route.
+func levels(route, model, configKey string) []string {
+	if configKey == "" {
+		return []string{Key(route, model, ""), RouteKey(route)}
+	}
+	return []string{Key(route, model, configKey), Key(route, model, ""), RouteKey(route)}
+}
+
 // snapshot is an immutable pair of distributions and the bucket revision
 // they were read at.
 type snapshot struct {
@@ -52,8 +80,8 @@ type snapshot struct {
 }
 
 type batch struct {
-	route, model, configKey string
-	total, run              []time.Duration
+	route, scope, model, configKey string
+	total, run                     []time.Duration
 }
 
 // maxPending bounds the durations queued per key while the bucket is
@@ -69,24 +97,64 @@ type Stats struct {
 
 	mu   sync.RWMutex
 	dist map[string]snapshot
+	// blends caches Lookup's answers by their levels' revisions, so a
+	// blend is made once per change, and its plan is cached.
+	blends map[string]blend
 
 	pmu     sync.Mutex
 	pending map[string]*batch
 }
 
+// blend is a cached Lookup answer and the revisions it was made of.
+type blend struct {
+	revs       [3]uint64
+	total, run *schedule.Dist
+}
+
 // New returns a Stats over the bucket; Run keeps it current.
 func New(kv jetstream.KeyValue, log zerolog.Logger) *Stats {
-	return &Stats{kv: kv, log: log, dist: map[string]snapshot{}, pending: map[string]*batch{}}
+	return &Stats{kv: kv, log: log, dist: map[string]snapshot{}, blends: map[string]blend{}, pending: map[string]*batch{}}
 }
 
 // Lookup returns the learned distributions of a route, model and
-// configuration key (nil when nothing is learned). They must not be
+// configuration key, each completed by the broader levels while it has
+// fewer than schedule.DefaultMinSamples effective samples (see the package
+// doc); nil when nothing is learned at any level. They must not be
 // modified.
 func (s *Stats) Lookup(route, model, configKey string) (total, run *schedule.Dist) {
+	keys := levels(route, model, configKey)
+	var sns [3]snapshot
+	var revs [3]uint64
 	s.mu.RLock()
-	defer s.mu.RUnlock()
-	sn := s.dist[Key(route, model, configKey)]
-	return sn.total, sn.run
+	for i, k := range keys {
+		sns[i] = s.dist[k]
+		revs[i] = sns[i].rev
+	}
+	b, ok := s.blends[keys[0]]
+	s.mu.RUnlock()
+	if ok && b.revs == revs {
+		return b.total, b.run
+	}
+	b = blend{revs: revs}
+	for i := len(keys) - 1; i >= 0; i-- {
+		b.total = withPrior(sns[i].total, b.total)
+		b.run = withPrior(sns[i].run, b.run)
+	}
+	s.mu.Lock()
+	s.blends[keys[0]] = b
+	s.mu.Unlock()
+	return b.total, b.run
+}
+
+// withPrior completes d by prior; either may be nil.
+func withPrior(d, prior *schedule.Dist) *schedule.Dist {
+	switch {
+	case d == nil || d.Weight() <= 0:
+		return prior
+	case prior == nil:
+		return d
+	}
+	return d.WithPrior(prior, schedule.DefaultMinSamples)
 }
 
 // Durations returns what a finished job teaches: its time from acceptance
@@ -115,17 +183,24 @@ func (s *Stats) Observe(j *state.Job) {
 	if !ok {
 		return
 	}
-	k := Key(j.Route, j.Model, j.ConfigKey)
 	s.pmu.Lock()
 	defer s.pmu.Unlock()
-	b := s.pending[k]
-	if b == nil {
-		b = &batch{route: j.Route, model: j.Model, configKey: j.ConfigKey}
-		s.pending[k] = b
-	}
-	b.total = appendBounded(b.total, total)
-	if run > 0 {
-		b.run = appendBounded(b.run, run)
+	for i, k := range levels(j.Route, j.Model, j.ConfigKey) {
+		b := s.pending[k]
+		if b == nil {
+			b = &batch{route: j.Route, model: j.Model, configKey: j.ConfigKey}
+			switch {
+			case k == RouteKey(j.Route):
+				b.scope, b.model, b.configKey = ScopeRoute, "", ""
+			case i > 0:
+				b.configKey = ""
+			}
+			s.pending[k] = b
+		}
+		b.total = appendBounded(b.total, total)
+		if run > 0 {
+			b.run = appendBounded(b.run, run)
+		}
 	}
 }
 
@@ -250,7 +325,7 @@ func (s *Stats) fold(ctx context.Context, k string, b *batch) error {
 		default:
 			return err
 		}
-		r.Route, r.Model, r.ConfigKey = b.route, b.model, b.configKey
+		r.Route, r.Scope, r.Model, r.ConfigKey = b.route, b.scope, b.model, b.configKey
 		for _, d := range b.total {
 			r.Total.Observe(d)
 		}

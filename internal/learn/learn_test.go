@@ -12,6 +12,7 @@ import (
 
 	"github.com/pollux-dev/pollux/internal/learn"
 	"github.com/pollux-dev/pollux/internal/natstest"
+	"github.com/pollux-dev/pollux/pkg/schedule"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
@@ -100,7 +101,47 @@ func TestTheFleetLearnsTogether(t *testing.T) {
 	require.InDelta(t, 60, run.Quantile(0.5).Seconds(), 7)
 
 	other, _ := ss[1].Lookup("r", "owner/model:v1", "1080p")
-	require.Nil(t, other, "a configuration key is learned apart")
+	require.Equal(t, total.Quantile(0.5), other.Quantile(0.5), "a configuration never seen falls back to its model")
+}
+
+// Each job teaches its configuration, its model and its route; a lookup
+// falls back along them, a sparse level completed by the broader one.
+func TestLookupFallsBackAlongTheLevels(t *testing.T) {
+	t.Parallel()
+	s := fleet(t, 1)[0]
+	ctx := context.Background()
+	job := func(model, cfg string, total time.Duration) *state.Job {
+		j := finished(state.Succeeded, total, total/2)
+		j.Model, j.ConfigKey = model, cfg
+		return j
+	}
+	for range 30 {
+		s.Observe(job("m", "1080p", 200*time.Second))
+		s.Observe(job("fast", "", 20*time.Second))
+	}
+	for range 3 {
+		s.Observe(job("m", "4k", 600*time.Second))
+	}
+	s.Flush(ctx)
+
+	own, _ := s.Lookup("r", "m", "1080p")
+	require.InDelta(t, 200, own.Quantile(0.5).Seconds(), 20, "enough samples: its own")
+	unseen, run := s.Lookup("r", "m", "720p")
+	require.InDelta(t, 200, unseen.Quantile(0.2).Seconds(), 20, "an unseen configuration: its model's")
+	require.NotNil(t, run)
+	sparse, _ := s.Lookup("r", "m", "4k")
+	require.InDelta(t, schedule.DefaultMinSamples, sparse.Weight(), 1e-6)
+	require.InDelta(t, 600, sparse.Quantile(0.95).Seconds(), 60, "its own few samples count")
+	require.Less(t, sparse.Quantile(0.5), 300*time.Second, "completed by its model's history")
+	newModel, _ := s.Lookup("r", "new", "")
+	require.NotNil(t, newModel, "a model new to the route: the route's")
+	require.Less(t, newModel.Quantile(0.3), 30*time.Second)
+	require.Greater(t, newModel.Quantile(0.9), 150*time.Second)
+	none, _ := s.Lookup("elsewhere", "m", "1080p")
+	require.Nil(t, none, "nothing learned on another route: the cold-start table")
+
+	again, _ := s.Lookup("r", "m", "4k")
+	require.Same(t, sparse, again, "a blend is made once per change")
 }
 
 func TestKeysAreValidForAnyModelName(t *testing.T) {

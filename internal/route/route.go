@@ -8,11 +8,14 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -67,6 +70,9 @@ type Route struct {
 	Levels []budget.Level
 	// NotFoundLimit consecutive "unknown job" answers mark a job lost.
 	NotFoundLimit int
+	// SettingsFrom names the input fields a submission's configuration
+	// key is made of when it gives none (see ConfigKey).
+	SettingsFrom []string
 	// Partitions is how many consumers share the route's checks.
 	Partitions int
 	// CallTimeout bounds one provider call (0: the service's default).
@@ -276,6 +282,7 @@ func New(name string, a provider.Adapter, rc config.Route, scale float64) (*Rout
 		SubmitWorkers:  cmp.Or(rc.Workers.Submit, DefaultSubmitWorkers),
 		StatusWorkers:  cmp.Or(rc.Workers.Status, DefaultStatusWorkers),
 		NotFoundLimit:  cmp.Or(rc.NotFoundLimit, DefaultNotFoundLimit),
+		SettingsFrom:   slices.Clone(rc.SettingsFrom),
 		Partitions:     max(rc.Partitions, 1),
 		CallTimeout:    rc.CallTimeout,
 		WebhookMaxBody: cmp.Or(rc.WebhookMaxBody, DefaultWebhookMaxBody),
@@ -303,6 +310,71 @@ func New(name string, a provider.Adapter, rc config.Route, scale float64) (*Rout
 		return nil, fmt.Errorf("route %s: webhook_url is set, but %s sends no webhooks", name, a.Info().Kind)
 	}
 	return r, nil
+}
+
+// ConfigKey is the configuration key a job's durations are learned under:
+// the one its submission gave, else the values of the route's
+// SettingsFrom fields in its input, in order, joined by "-" (a missing
+// field is "_"; characters a key cannot hold become "_"; a key longer
+// than 64 characters is a hash of it), else none. Jobs of one model at
+// 720p and at 1080p, or of 5 s and 10 s, then learn apart, each falling
+// back to the model's distribution while it has few samples.
+func (r *Route) ConfigKey(given string, input json.RawMessage) string {
+	if given != "" || len(r.SettingsFrom) == 0 {
+		return given
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(input, &fields) != nil {
+		return ""
+	}
+	parts := make([]string, len(r.SettingsFrom))
+	found := false
+	for i, name := range r.SettingsFrom {
+		parts[i] = settingValue(fields[name])
+		found = found || parts[i] != "_"
+	}
+	if !found {
+		return ""
+	}
+	key := strings.Join(parts, "-")
+	if len(key) > maxConfigKey {
+		h := sha256.Sum256([]byte(key))
+		key = "h" + hex.EncodeToString(h[:12])
+	}
+	return key
+}
+
+// maxConfigKey is the longest configuration key the contract allows.
+const maxConfigKey = 64
+
+// settingValue is one input field's value in a configuration key: a
+// string, number or boolean with every character outside [A-Za-z0-9_-]
+// made "_"; "_" for a field that is missing, null, an object or a list.
+func settingValue(raw json.RawMessage) string {
+	var v any
+	if len(raw) == 0 || json.Unmarshal(raw, &v) != nil {
+		return "_"
+	}
+	var s string
+	switch x := v.(type) {
+	case string:
+		s = x
+	case float64:
+		s = strconv.FormatFloat(x, 'f', -1, 64)
+	case bool:
+		s = strconv.FormatBool(x)
+	default:
+		return "_"
+	}
+	if s == "" {
+		return "_"
+	}
+	return strings.Map(func(c rune) rune {
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-' {
+			return c
+		}
+		return '_'
+	}, s)
 }
 
 // Learned returns the learned durations of a route's model and

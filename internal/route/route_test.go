@@ -2,6 +2,7 @@ package route_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -94,4 +95,33 @@ func TestAnAnswersHintsReachTheSchedule(t *testing.T) {
 		require.LessOrEqual(t, r.NextPoll(ps, now, route.Hints{ETA: 3 * time.Hour}, nil, rnd), time.Minute, "within max_delay")
 		require.GreaterOrEqual(t, r.NextPoll(ps, now, route.Hints{PollAfter: 50 * time.Second}, nil, rnd), 50*time.Second, "the hint is a floor")
 	}
+}
+
+// A route's settings_from makes a configuration key of a submission's
+// input when it gives none, so jobs of one model learn apart per setting.
+func TestConfigKeyFromSettings(t *testing.T) {
+	t.Parallel()
+	r := &route.Route{SettingsFrom: []string{"resolution", "duration"}}
+	for _, tt := range []struct {
+		given, input, want string
+	}{
+		{"", `{"resolution":"1080p","duration":10,"prompt":"a cat"}`, "1080p-10"},
+		{"", `{"duration":5.5,"resolution":"720p"}`, "720p-5_5"},
+		{"", `{"resolution":"16:9 4K"}`, "16_9_4K-_"},
+		{"", `{"resolution":{"w":1920},"duration":true}`, "_-true"},
+		{"", `{"prompt":"no settings"}`, ""},
+		{"", `not json`, ""},
+		{"", `{"resolution":"` + strings.Repeat("x", 80) + `"}`, "h"},
+		{"given", `{"resolution":"1080p"}`, "given"},
+	} {
+		got := r.ConfigKey(tt.given, json.RawMessage(tt.input))
+		if tt.want == "h" {
+			require.Len(t, got, 25, "a long key is hashed")
+			require.True(t, strings.HasPrefix(got, "h"))
+		} else {
+			require.Equal(t, tt.want, got, tt.input)
+		}
+		require.True(t, got == "" || events.ValidToken(got) && len(got) <= 64, "a key the contract allows: %q", got)
+	}
+	require.Equal(t, "", (&route.Route{}).ConfigKey("", json.RawMessage(`{"resolution":"1080p"}`)), "no settings_from: no key")
 }

@@ -145,6 +145,27 @@ func (d *Dist) survivalGrid(s []float64, step float64) {
 	}
 }
 
+// WithPrior returns d completed by a prior distribution (a broader one: the
+// model's without its settings, the route's) while d has fewer than
+// strength effective samples: the prior's histogram, scaled to weigh what
+// d lacks of strength — at most its own weight — is added to d's. A
+// configuration seen twice leans on its model's history; one seen twenty
+// times stands alone. With nothing to add it returns d itself; otherwise a
+// new Dist whose identity follows both, so plans of it are cached.
+func (d *Dist) WithPrior(prior *Dist, strength float64) *Dist {
+	if prior == nil || prior.sum <= 0 || d.sum >= strength {
+		return d
+	}
+	share := min((strength-d.sum)/prior.sum, 1)
+	out := *d
+	for k, w := range &prior.w {
+		out.w[k] += w * share
+	}
+	out.sum = d.sum + prior.sum*share
+	out.id = ((d.id*fnvPrime)^prior.id)*fnvPrime ^ math.Float64bits(share)
+	return &out
+}
+
 // binOf returns the bin of a duration in seconds.
 func binOf(x float64) int {
 	if !(x > minEdge) { // also NaN

@@ -129,3 +129,40 @@ func TestDistJSONRejects(t *testing.T) {
 		})
 	}
 }
+
+// A sparse distribution leans on a broader prior for what it lacks of
+// strength, and stands alone once it has that many samples.
+func TestWithPrior(t *testing.T) {
+	t.Parallel()
+	var prior, few, many schedule.Dist
+	for range 60 {
+		prior.Observe(100 * time.Second)
+	}
+	for range 2 {
+		few.Observe(10 * time.Second)
+	}
+	for range 30 {
+		many.Observe(10 * time.Second)
+	}
+	var empty schedule.Dist
+	require.Same(t, &many, many.WithPrior(&prior, 20), "enough samples: no prior")
+	require.Same(t, &few, few.WithPrior(nil, 20))
+	require.Same(t, &few, few.WithPrior(&empty, 20))
+
+	b := few.WithPrior(&prior, 20)
+	require.InDelta(t, 20, b.Weight(), 1e-6, "the prior fills what is missing of the strength")
+	require.InDelta(t, 0.1, 1-b.Survival(50*time.Second), 0.01, "the two own samples keep their weight")
+	require.Greater(t, b.Quantile(0.5), 50*time.Second, "the prior carries the rest")
+	require.Equal(t, b.Quantile(0.5), few.WithPrior(&prior, 20).Quantile(0.5), "deterministic")
+	require.Equal(t, uint64(2), few.Count(), "the receiver is not changed")
+
+	var small schedule.Dist
+	for range 5 {
+		small.Observe(100 * time.Second)
+	}
+	require.InDelta(t, few.Weight()+small.Weight(), few.WithPrior(&small, 20).Weight(), 1e-6, "a prior adds at most its own weight")
+
+	// The blend's plan is cached by the two distributions' identities.
+	p := schedule.Policy{}
+	require.Same(t, p.Plan(few.WithPrior(&prior, 20)), p.Plan(few.WithPrior(&prior, 20)))
+}
