@@ -43,6 +43,13 @@ export function sparkline(series, opts = {}) {
         pen = true;
       });
       if (d) svg.append(s('path', { d, class: ser.cls || 'line', fill: 'none' }));
+      // A point with no neighbour draws no line: mark it.
+      const ok = (v) => v !== null && v !== undefined && Number.isFinite(v) && !(ser.gaps && v === 0);
+      ser.values.forEach((v, i) => {
+        if (ok(v) && !ok(ser.values[i - 1]) && !ok(ser.values[i + 1])) {
+          svg.append(s('circle', { cx: (i * bw + bw / 2).toFixed(1), cy: y(v).toFixed(1), r: 1.8, class: `${ser.cls || 'line'} pt` }));
+        }
+      });
     }
   }
   return svg;
@@ -91,10 +98,14 @@ export function distribution({ bins = [], cdf = [], polls = [], quantiles = {} }
     const d = cdf.map((p, i) => `${i ? 'L' : 'M'}${x(p[0]).toFixed(1)} ${yc(p[1]).toFixed(1)}`).join('');
     svg.append(s('path', { d, class: 'cdf', fill: 'none' }));
   }
+  let lastLabel = -Infinity;
   for (const [name, v] of Object.entries(quantiles)) {
     if (!finite(v) || v > xmax) continue;
     svg.append(s('line', { x1: x(v), x2: x(v), y1: m.t, y2: m.t + ih, class: 'qline' }));
-    svg.append(s('text', { x: x(v) + 3, y: m.t + 10, class: 'qlabel' }, name));
+    // Labels too close to the previous one go one line down.
+    const down = x(v) - lastLabel < 34;
+    svg.append(s('text', { x: x(v) + 3, y: m.t + (down ? 22 : 10), class: 'qlabel' }, name));
+    if (!down) lastLabel = x(v);
   }
   // The poll plan: a tick under the axis at each poll.
   const py = m.t + ih + 22;

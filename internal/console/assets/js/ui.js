@@ -132,7 +132,7 @@ export function fmtPct(x) {
 export function toast(message, kind = 'info') {
   const el = h(`div.toast.${kind}`, { role: kind === 'error' ? 'alert' : 'status' }, message);
   document.getElementById('toasts').append(el);
-  setTimeout(() => el.remove(), kind === 'error' ? 9000 : 4500);
+  setTimeout(() => el.remove(), kind === 'error' ? 8000 : 3000);
 }
 
 /**

@@ -81,6 +81,7 @@ export async function job(ctx, el, id) {
         meta.length ? ['Metadata', h('dl.meta', meta.map(([k, v]) => [h('dt.mono', k), h('dd.mono', v)]))] : null,
       ]));
     raw.textContent = JSON.stringify(j, null, 2);
+    phases();
   }
 
   function renderTimeline() {
@@ -113,28 +114,40 @@ export async function job(ctx, el, id) {
           h('span.muted', t && t0 ? (i ? `+${fmtDur((t - prev) / 1000)}` : 'start') : '')),
         h('span.ev-seq.muted', ev.seq ? `#${ev.seq}` : ''));
     }));
-    phases(t0);
   }
 
-  // A bar of how long the job spent in each state, from its events.
-  function phases(t0) {
+  // A bar of where the job's time went, from its record: waiting to be
+  // submitted, queued and running at the provider, and the time Pollux
+  // took to learn of the end (detection).
+  function phases() {
     const el = document.getElementById('phases');
     if (!el) return;
-    const marks = events.filter((e) => e.type !== 'progress' && time(e.time));
-    if (marks.length < 2 && !(marks.length === 1 && !TERMINAL.has(marks[0].state))) { mount(el); return; }
-    const last = marks[marks.length - 1];
-    const end = TERMINAL.has(last.state) ? time(last.time) : new Date();
+    const j = rec;
+    const t = (v) => time(v);
+    if (!j || !t(j.created_at)) { mount(el); return; }
+    const end = t(j.detected_at) || (TERMINAL.has(j.state) ? t(j.updated_at) : new Date());
+    const marks = [
+      ['pending', 'submitting', t(j.created_at), t(j.submitted_at) || (t(j.started_at) ? t(j.started_at) : null)],
+      ['queued', 'queued', t(j.submitted_at), t(j.started_at) || t(j.completed_at)],
+      ['running', 'running', t(j.started_at), t(j.completed_at)],
+      ['detect', 'detecting', t(j.completed_at), t(j.detected_at)],
+    ].filter(([, , a]) => a);
+    // An open phase lasts until now (or until the job's end).
+    for (const m of marks) if (!m[3]) m[3] = end;
+    const t0 = t(j.created_at);
     const span = Math.max(1, end - t0);
-    const segs = [];
-    for (let i = 0; i < marks.length; i++) {
-      const a = time(marks[i].time);
-      const b = i + 1 < marks.length ? time(marks[i + 1].time) : end;
-      if (TERMINAL.has(marks[i].state)) break;
-      const seg = h(`div.phase.s-${marks[i].state}`, { title: `${marks[i].state} ${fmtDur((b - a) / 1000)}` }, (b - a) / span > 0.12 ? `${marks[i].state} ${fmtDur((b - a) / 1000)}` : '');
-      seg.style.flexGrow = String(Math.max(0.002, (b - a) / span));
-      segs.push(seg);
-    }
-    mount(el, h('div.phases', segs), h('div.phase-scale.muted', h('span', fmtClock(t0)), h('span', TERMINAL.has(last.state) ? `${last.state} after ${fmtDur(span / 1000)}` : `${fmtDur(span / 1000)} so far`)));
+    const segs = marks.filter(([, , a, b]) => b >= a).map(([cls, label, a, b]) => {
+      const d = fmtDur((b - a) / 1000);
+      const seg = h(`div.phase.s-${cls}`, { title: `${label} ${d}`, 'data-phase': cls }, (b - a) / span > 0.14 ? `${label} ${d}` : '');
+      seg.style.flexGrow = String(Math.max(0.004, (b - a) / span));
+      return seg;
+    });
+    mount(el,
+      h('div.phases', segs),
+      h('div.phase-scale.muted',
+        h('span', fmtClock(t0)),
+        h('span.phase-legend', marks.map(([cls, label, a, b]) => h('span', h(`span.dot.s-${cls}`), ` ${label} ${fmtDur((b - a) / 1000)}`))),
+        h('span', TERMINAL.has(j.state) ? `${j.state} after ${fmtDur(span / 1000)}` : `${fmtDur(span / 1000)} so far`)));
   }
 
   async function cancel() {

@@ -85,7 +85,7 @@ export async function model(ctx, el, route, name) {
       h('a.btn.small', { href: `#/jobs?route=${encodeURIComponent(route)}&model=${encodeURIComponent(name)}` }, 'Its jobs')),
     h('div.stats-row',
       ['p5', 'p25', 'p50', 'p75', 'p90', 'p95', 'p99'].filter((k) => k in q).map((k) => h('div.stat', h('div.stat-label', k), h('div.stat-value', fmtDur(q[k])))),
-      samples !== undefined ? h('div.stat', { title: 'Effective sample count: recent jobs weigh most' }, h('div.stat-label', 'Samples'), h('div.stat-value', fmtNum(samples, 1)), m.observed !== undefined ? h('div.stat-sub', `${fmtNum(m.observed)} jobs observed`) : null) : null,
+      samples !== undefined ? h('div.stat', { title: 'Effective sample count: recent jobs weigh most' }, h('div.stat-label', 'Samples'), h('div.stat-value', fmtNum(samples, 1)), m.observed !== undefined ? h('div.stat-sub', `${fmtNum(m.observed)} ${m.observed === 1 ? 'job' : 'jobs'} observed`) : null) : null,
       h(`div.stat${learned ? '' : '.warn'}`, h('div.stat-label', 'Schedule'), h('div.stat-value', learned ? 'learned' : 'cold start'), h('div.stat-sub', learned ? 'follows this plan' : `learns after ${fmtNum(m.min_samples || 0)} samples`))),
     h('section.card',
       h('div.card-head', h('h2', 'Durations and the poll plan'), h('div.spacer'),
