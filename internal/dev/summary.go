@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math"
 	"strings"
 	"time"
 
@@ -121,29 +120,10 @@ func compareFixed(preds []sim.Prediction, run string, s *Summary, cfg Config) *F
 	if len(durations) == 0 || s.PollsPerCompletion == 0 || s.DetectionDelayMeanS <= 0 {
 		return nil
 	}
-	// A fixed poller at interval f sees a job of duration d after
-	// ceil(d/f) polls, ceil(d/f)·f − d late; its mean delay grows with f.
-	fixed := func(f float64) (polls, delay float64) {
-		for _, d := range durations {
-			n := math.Ceil(d / f)
-			polls += n
-			delay += n*f - d
-		}
-		return polls / float64(len(durations)), delay / float64(len(durations))
-	}
-	lo, hi := 1e-4, 1e4
-	for range 100 {
-		mid := math.Sqrt(lo * hi)
-		if _, d := fixed(mid); d < s.DetectionDelayMeanS {
-			lo = mid
-		} else {
-			hi = mid
-		}
-	}
-	polls, _ := fixed(lo)
-	sdk, _ := fixed(0.5 / cfg.TimeScale)
+	interval, polls := report.MatchFixed(durations, s.DetectionDelayMeanS)
+	sdk, _ := report.FixedPolls(durations, report.SDKInterval.Seconds()/cfg.TimeScale)
 	return &FixedComparison{
-		IntervalS: report.Round(lo, 3), PollsPerJob: report.Round(polls, 2), Gain: report.Round(polls/s.PollsPerCompletion, 2),
+		IntervalS: report.Round(interval, 3), PollsPerJob: report.Round(polls, 2), Gain: report.Round(polls/s.PollsPerCompletion, 2),
 		SDKPollsPerJob: report.Round(sdk, 1), Webhooks: s.WebhookCoverage > 0,
 	}
 }
