@@ -371,3 +371,33 @@ func consumerInfo(ctx context.Context, s jetstream.Stream, name string) (*jetstr
 	}
 	return c.Info(ctx)
 }
+
+// Paused reports whether r's provider calls are held back: by an
+// operator's pause or the provider's (a rate limit, failed
+// authentication).
+func (r Route) Paused() bool { return r.Operator != nil || r.Pause != nil }
+
+// StateText says whether r's calls run, and if not, until when and why, as
+// `pollux routes` prints it and GET /v1/routes answers it:
+// "running", "paused by alice until 2026-12-02 15:04:05: deploy",
+// "paused (rate_limit) for 12s", or both pauses joined by "; ".
+func (r Route) StateText(now time.Time) string {
+	var parts []string
+	if op := r.Operator; op != nil {
+		s := "paused by " + op.By
+		if !op.Until.IsZero() {
+			s += " until " + op.Until.Local().Format(time.DateTime)
+		}
+		if op.Reason != "" {
+			s += ": " + op.Reason
+		}
+		parts = append(parts, s)
+	}
+	if p := r.Pause; p != nil {
+		parts = append(parts, fmt.Sprintf("paused (%s) for %s", p.Kind, p.Until.Sub(now).Round(time.Second)))
+	}
+	if len(parts) == 0 {
+		return "running"
+	}
+	return strings.Join(parts, "; ")
+}

@@ -44,32 +44,10 @@ func (c *RoutesListCmd) Run(g *Globals) error {
 		w := tabwriter.NewWriter(g.Stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(w, "ROUTE\tSTATE\tTRACKED\tBACKLOG\tOLDEST")
 		for _, r := range s.Routes {
-			fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\n", r.Route, routeState(r, s.At), r.Tracked, r.Backlog, time.Duration(r.Oldest).Round(time.Second))
+			fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\n", r.Route, r.StateText(s.At), r.Tracked, r.Backlog, time.Duration(r.Oldest).Round(time.Second))
 		}
 		return w.Flush()
 	})
-}
-
-// routeState says whether r's calls run, and if not, until when and why.
-func routeState(r census.Route, now time.Time) string {
-	var parts []string
-	if op := r.Operator; op != nil {
-		s := "paused by " + op.By
-		if !op.Until.IsZero() {
-			s += " until " + op.Until.Local().Format(time.DateTime)
-		}
-		if op.Reason != "" {
-			s += ": " + op.Reason
-		}
-		parts = append(parts, s)
-	}
-	if p := r.Pause; p != nil {
-		parts = append(parts, fmt.Sprintf("paused (%s) for %s", p.Kind, p.Until.Sub(now).Round(time.Second)))
-	}
-	if len(parts) == 0 {
-		return "running"
-	}
-	return strings.Join(parts, "; ")
 }
 
 // RoutesPauseCmd is `pollux routes pause`.
