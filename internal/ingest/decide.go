@@ -225,7 +225,7 @@ func rejectionID(kind, route string, data []byte, seq uint64, stored time.Time) 
 	case kind == events.KindSubmit && m.IdempotencyKey != "":
 		return events.KeyID(route, m.IdempotencyKey)
 	case kind == events.KindTrack && m.RemoteID != "":
-		return events.KeyID(route, "remote:"+m.RemoteID)
+		return events.RemoteKeyID(route, m.RemoteID)
 	}
 	return fallback
 }

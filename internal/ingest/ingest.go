@@ -757,7 +757,7 @@ func (s *Service) track(ctx context.Context, in intake) (events.Outcome, string)
 		return s.reject(ctx, in, rejectionID(in.kind, in.routeName, data, in.seq, in.stored), err)
 	}
 	r := in.route
-	id := cmp.Or(m.ID, events.KeyID(r.Name, "remote:"+m.RemoteID))
+	id := cmp.Or(m.ID, events.RemoteKeyID(r.Name, m.RemoteID))
 	dl, err := deadline(r, m.Deadline, m.TimeoutS, now)
 	if err != nil {
 		return s.reject(ctx, in, id, err)

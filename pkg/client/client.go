@@ -131,7 +131,7 @@ func (c *Client) Track(ctx context.Context, route string, t events.Track) (Job, 
 	t.V = events.Version
 	id := t.ID
 	if id == "" && t.RemoteID != "" {
-		id = events.KeyID(route, "remote:"+t.RemoteID)
+		id = events.RemoteKeyID(route, t.RemoteID)
 	}
 	job := Job{Route: route, ID: id}
 	data, err := json.Marshal(t)

@@ -319,6 +319,10 @@ func KeyID(route, key string) string {
 	return "k-" + idEncoding.EncodeToString(h.Sum(nil))[:26]
 }
 
+// RemoteKeyID derives the id of a tracked job that names no id from its
+// provider's id: tracking the same remote job twice on a route is one job.
+func RemoteKeyID(route, remoteID string) string { return KeyID(route, "remote:"+remoteID) }
+
 // MessageID derives a job id for a submission that has neither id nor
 // idempotency key from its intake message: redeliveries of the same stored
 // message give the same id, and a recreated stream does not reuse ids.
