@@ -67,7 +67,7 @@ type activity struct {
 func newActivity() activity { return activity{rings: map[string]*ring{}} }
 
 // add records job's end, told by an event at t.
-func (a activity) add(route string, t time.Time, j *state.Job) {
+func (a activity) add(route string, t time.Time, j *snapshot) {
 	for _, r := range []string{route, ""} {
 		g := a.rings[r]
 		if g == nil {
@@ -78,7 +78,7 @@ func (a activity) add(route string, t time.Time, j *state.Job) {
 	}
 }
 
-func (g *ring) add(t time.Time, j *state.Job) {
+func (g *ring) add(t time.Time, j *snapshot) {
 	m := minuteOf(t)
 	b := &g[m%60]
 	switch {

@@ -72,17 +72,14 @@ type Index struct {
 
 	mu      sync.RWMutex
 	jobs    map[string]*item
-	all     ordered             // every job, by (CreatedAt, ID)
-	byRoute map[string]*ordered // each route's jobs
-	byKey   map[string][]*item  // idempotency key → jobs
-	byRem   map[string][]*item  // remote id → jobs
-	counts  map[string]map[state.State]int
-	total   map[state.State]int
+	lists   map[listKey]*ordered // by (CreatedAt, ID): every job, each route's, state's, route and state's
+	byKey   map[string][]*item   // idempotency key → jobs
+	byRem   map[string][]*item   // remote id → jobs
 	models  map[string]map[string]int
 	routeEv map[string][]events.RouteEvent
 	act     activity
 	bytes   int64
-	evict   int // items of all before it hold no terminal job (a hint)
+	evict   int // the items of every job before it are not terminal (a hint)
 
 	applied atomic.Uint64 // last stream sequence applied
 	garbage atomic.Uint64
@@ -113,11 +110,9 @@ func New(cfg Config, js jetstream.JetStream, ns events.Namespace, res *events.Re
 	x := &Index{
 		cfg: cfg, log: cfg.Logger, js: js, ns: ns, stream: ns.EventsStream(),
 		jobs:    map[string]*item{},
-		byRoute: map[string]*ordered{},
+		lists:   map[listKey]*ordered{{}: {}},
 		byKey:   map[string][]*item{},
 		byRem:   map[string][]*item{},
-		counts:  map[string]map[state.State]int{},
-		total:   map[state.State]int{},
 		models:  map[string]map[string]int{},
 		routeEv: map[string][]events.RouteEvent{},
 		act:     newActivity(),
@@ -144,9 +139,9 @@ func (x *Index) Routes() []string {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	seen := map[string]struct{}{}
-	for r, o := range x.byRoute {
-		if o.live > 0 {
-			seen[r] = struct{}{}
+	for k, o := range x.lists {
+		if k.route != "" && k.state == "" && o.live > 0 {
+			seen[k.route] = struct{}{}
 		}
 	}
 	for r := range x.routeEv {
@@ -176,14 +171,10 @@ func (x *Index) Models(route string) []string {
 func (x *Index) Counts(route string) map[state.State]int {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	src := x.total
-	if route != "" {
-		src = x.counts[route]
-	}
-	out := make(map[state.State]int, len(src))
-	for s, n := range src {
-		if n > 0 {
-			out[s] = n
+	out := map[state.State]int{}
+	for k, o := range x.lists {
+		if k.state != "" && k.route == route && o.live > 0 {
+			out[k.state] = o.live
 		}
 	}
 	return out
@@ -217,7 +208,7 @@ func (x *Index) Garbage() uint64 { return x.garbage.Load() }
 func (x *Index) Applied() uint64 { return x.applied.Load() }
 
 // entryOf returns the entry event ev carries.
-func entryOf(ev *events.Event) Entry {
+func entryOf(ev *event) Entry {
 	e := Entry{ID: ev.JobID, Route: ev.Route, State: ev.State, UpdatedAt: ev.Time, CreatedAt: ev.Time, Seq: ev.Seq}
 	if j := ev.Job; j != nil {
 		e.Model, e.RemoteID, e.IdempotencyKey = j.Model, j.RemoteID, j.IdempotencyKey
@@ -229,10 +220,10 @@ func entryOf(ev *events.Event) Entry {
 			e.State = j.State
 		}
 	}
-	if r := ev.Rejection; r != nil || ev.Type == events.EventRejected {
+	if ev.Reject != nil || ev.Type == events.EventRejected {
 		e.Rejected, e.State = true, ""
-		if r != nil {
-			e.RejectionError = r.Error
+		if ev.Reject != nil {
+			e.RejectionError = ev.Reject.Error
 		}
 	}
 	return e
@@ -240,7 +231,7 @@ func entryOf(ev *events.Event) Entry {
 
 // applyEvent applies a job's event; it reports the entry when the index
 // changed.
-func (x *Index) applyEvent(ev *events.Event) (Entry, bool) {
+func (x *Index) applyEvent(ev *event) (Entry, bool) {
 	e := entryOf(ev)
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -255,14 +246,7 @@ func (x *Index) applyEvent(ev *events.Event) (Entry, bool) {
 	}
 	wasTerminal := ok && terminal(old.e)
 	if ok && old.e.CreatedAt.Equal(e.CreatedAt) && old.e.Route == e.Route {
-		x.unaccount(old.e)
-		old.e = e
-		x.account(e)
-		if !wasTerminal && terminal(e) {
-			if p := x.all.index(old); p >= 0 && p < x.evict {
-				x.evict = p
-			}
-		}
+		x.update(old, e)
 	} else {
 		if ok {
 			x.remove(old)
@@ -290,45 +274,68 @@ func (x *Index) applyRouteEvent(ev *events.RouteEvent) {
 // terminal reports whether e may be forgotten to make room.
 func terminal(e Entry) bool { return e.Rejected || e.State.Terminal() }
 
+// all is the list of every job.
+func (x *Index) all() *ordered { return x.lists[listKey{}] }
+
+// list returns (making it) the list of k.
+func (x *Index) list(k listKey) *ordered {
+	o := x.lists[k]
+	if o == nil {
+		o = &ordered{state: k.state}
+		x.lists[k] = o
+	}
+	return o
+}
+
 // insert adds a new item.
 func (x *Index) insert(it *item) {
 	x.jobs[it.e.ID] = it
-	if p := x.all.insert(it); p < x.evict {
-		x.evict = p
+	for _, k := range listKeys(&it.e) {
+		if p := x.list(k).insert(it); k == (listKey{}) && p < x.evict {
+			x.evict = p
+		}
 	}
-	o := x.byRoute[it.e.Route]
-	if o == nil {
-		o = &ordered{}
-		x.byRoute[it.e.Route] = o
-	}
-	o.insert(it)
 	x.account(it.e)
+}
+
+// update replaces the entry of it by e, of the same route and creation
+// time (its place in the lists).
+func (x *Index) update(it *item, e Entry) {
+	was := it.e
+	x.unaccount(was)
+	it.e = e
+	x.account(e)
+	if was.State != e.State {
+		if was.State != "" {
+			x.lists[listKey{state: was.State}].leave()
+			x.lists[listKey{was.Route, was.State}].leave()
+		}
+		if e.State != "" {
+			x.list(listKey{state: e.State}).enter(it)
+			x.list(listKey{e.Route, e.State}).enter(it)
+		}
+	}
+	if !terminal(was) && terminal(e) {
+		if p := x.all().index(it); p >= 0 && p < x.evict {
+			x.evict = p
+		}
+	}
 }
 
 // remove forgets an item.
 func (x *Index) remove(it *item) {
 	delete(x.jobs, it.e.ID)
 	it.gone = true
-	if x.all.removed() {
-		x.evict = 0
-	}
-	if o := x.byRoute[it.e.Route]; o != nil {
-		o.removed()
+	for _, k := range listKeys(&it.e) {
+		if x.lists[k].leave() && k == (listKey{}) {
+			x.evict = 0
+		}
 	}
 	x.unaccount(it.e)
 }
 
-// account adds e to the counts, the secondary maps and the size.
+// account adds e to the model counts, the search maps and the size.
 func (x *Index) account(e Entry) {
-	if e.State != "" {
-		c := x.counts[e.Route]
-		if c == nil {
-			c = map[state.State]int{}
-			x.counts[e.Route] = c
-		}
-		c[e.State]++
-		x.total[e.State]++
-	}
 	if e.Model != "" {
 		m := x.models[e.Route]
 		if m == nil {
@@ -349,10 +356,6 @@ func (x *Index) account(e Entry) {
 
 // unaccount undoes account.
 func (x *Index) unaccount(e Entry) {
-	if e.State != "" {
-		x.counts[e.Route][e.State]--
-		x.total[e.State]--
-	}
 	if e.Model != "" {
 		if m := x.models[e.Route]; m != nil {
 			if m[e.Model]--; m[e.Model] <= 0 {
@@ -381,7 +384,7 @@ func drop(m map[string][]*item, k, id string) {
 // trim forgets the oldest terminal jobs beyond MaxJobs.
 func (x *Index) trim() {
 	for len(x.jobs) > x.cfg.MaxJobs {
-		it, p := x.all.firstFrom(x.evict, func(it *item) bool { return terminal(it.e) })
+		it, p := x.all().firstFrom(x.evict, func(it *item) bool { return terminal(it.e) })
 		if it == nil {
 			x.evict = p
 			return
@@ -394,7 +397,7 @@ func (x *Index) trim() {
 // entryBytes estimates the memory an entry takes in the index: the item,
 // its strings, its place in the ordered slices and maps.
 func entryBytes(e Entry) int64 {
-	n := int64(itemSize + 2*8 + 64) // two ordered slices, the jobs map's entry
+	n := int64(itemSize + 4*8 + 64) // four lists, the jobs map's entry
 	n += int64(len(e.ID) + len(e.Route) + len(e.Model) + len(e.RemoteID) + len(e.IdempotencyKey) + len(e.Reason) + len(e.RejectionError))
 	if e.IdempotencyKey != "" {
 		n += 64

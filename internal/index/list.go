@@ -83,36 +83,18 @@ func (x *Index) List(q Query) (Page, error) {
 		after = &k
 	}
 	m := newMatcher(q)
+	upper := after
+	if !q.CreatedBefore.IsZero() && (upper == nil || q.CreatedBefore.Before(upper.at)) {
+		upper = &key{at: q.CreatedBefore}
+	}
 
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	var src []*item
-	if q.Search != "" {
-		src = x.searched(q.Search)
-	} else if q.Route != "" {
-		if o := x.byRoute[q.Route]; o != nil {
-			src = o.items
-		}
-	} else {
-		src = x.all.items
-	}
-	// The range of creation times the query allows, as indexes of src.
-	lo, hi := 0, len(src)
-	if !q.CreatedAfter.IsZero() {
-		lo = searchTime(src, q.CreatedAfter.Add(1))
-	}
-	if !q.CreatedBefore.IsZero() {
-		hi = searchTime(src, q.CreatedBefore)
-	}
-
+	lists := x.sources(q, m)
 	p := Page{Jobs: []Entry{}}
-	from := hi
-	if after != nil {
-		from = min(hi, searchKey(src, *after))
-	}
-	for i := from - 1; i >= lo; i-- {
-		it := src[i]
-		if it.gone || !m.match(it.e) {
+	w := newWalker(lists, q.CreatedAfter, upper)
+	for it := w.next(); it != nil; it = w.next() {
+		if !m.match(&it.e) {
 			continue
 		}
 		if len(p.Jobs) == limit {
@@ -126,9 +108,13 @@ func (x *Index) List(q Query) (Page, error) {
 		p.Total = total
 		return p, nil
 	}
-	for i := hi - 1; i >= lo; i-- {
-		it := src[i]
-		if it.gone || !m.match(it.e) {
+	var before *key
+	if !q.CreatedBefore.IsZero() {
+		before = &key{at: q.CreatedBefore}
+	}
+	w = newWalker(lists, q.CreatedAfter, before)
+	for it := w.next(); it != nil; it = w.next() {
+		if !m.match(&it.e) {
 			continue
 		}
 		if p.Total == TotalCap {
@@ -140,6 +126,27 @@ func (x *Index) List(q Query) (Page, error) {
 	return p, nil
 }
 
+// sources returns the lists whose items q may select: the jobs a search
+// finds, else the lists of q's route and states.
+func (x *Index) sources(q Query, m matcher) []*ordered {
+	if q.Search != "" {
+		return []*ordered{{items: x.searched(q.Search)}}
+	}
+	if len(m.states) == 0 {
+		if o := x.lists[listKey{route: q.Route}]; o != nil {
+			return []*ordered{o}
+		}
+		return nil
+	}
+	var out []*ordered
+	for _, s := range m.states {
+		if o := x.lists[listKey{q.Route, s}]; o != nil {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
 // countFor returns the query's total from the running counts, when it
 // filters by nothing but route and states.
 func (x *Index) countFor(q Query, m matcher) (int, bool) {
@@ -147,21 +154,16 @@ func (x *Index) countFor(q Query, m matcher) (int, bool) {
 		return 0, false
 	}
 	if len(m.states) == 0 {
-		if q.Route == "" {
-			return x.all.live, true
-		}
-		if o := x.byRoute[q.Route]; o != nil {
+		if o := x.lists[listKey{route: q.Route}]; o != nil {
 			return o.live, true
 		}
 		return 0, true
 	}
-	c := x.total
-	if q.Route != "" {
-		c = x.counts[q.Route]
-	}
 	n := 0
 	for _, s := range m.states {
-		n += c[s]
+		if o := x.lists[listKey{q.Route, s}]; o != nil {
+			n += o.live
+		}
 	}
 	return n, true
 }
@@ -202,7 +204,7 @@ func newMatcher(q Query) matcher {
 	return m
 }
 
-func (m matcher) match(e Entry) bool {
+func (m matcher) match(e *Entry) bool {
 	switch {
 	case m.route != "" && e.Route != m.route,
 		m.model != "" && e.Model != m.model,
@@ -212,19 +214,6 @@ func (m matcher) match(e Entry) bool {
 		return false
 	}
 	return true
-}
-
-// searchTime returns the index of the first item of src created at t or
-// later.
-func searchTime(src []*item, t time.Time) int {
-	i, _ := slices.BinarySearchFunc(src, t, func(it *item, t time.Time) int { return it.e.CreatedAt.Compare(t) })
-	return i
-}
-
-// searchKey returns the index of the first item of src at k or later.
-func searchKey(src []*item, k key) int {
-	i, _ := slices.BinarySearchFunc(src, k, func(it *item, k key) int { return keyOf(it).compare(k) })
-	return i
 }
 
 // A cursor is "<created unix nanoseconds>.<id>" in unpadded base64url: the

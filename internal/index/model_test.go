@@ -35,13 +35,14 @@ func TestListAgreesWithAScan(t *testing.T) {
 		}
 		seqs[id]++
 		st := states[rnd.IntN(len(states))]
-		j := &state.Job{ID: id, Route: fmt.Sprintf("r%d", rnd.IntN(3)), Model: fmt.Sprintf("m%d", rnd.IntN(4)), State: st,
+		route := fmt.Sprintf("r%d", rnd.IntN(3))
+		j := &snapshot{Model: fmt.Sprintf("m%d", rnd.IntN(4)), State: st,
 			CreatedAt: created[id], IdempotencyKey: fmt.Sprintf("k%d", rnd.IntN(300)), RemoteID: fmt.Sprintf("rem%d", rnd.IntN(2000))}
 		seq := seqs[id]
 		if rnd.IntN(10) == 0 && seq > 1 {
 			seq-- // a redelivery
 		}
-		x.applyEvent(&events.Event{V: 1, Type: string(st), Seq: seq, Route: j.Route, JobID: id, State: st, Job: j, Time: t0})
+		x.applyEvent(&event{V: 1, Type: string(st), Seq: seq, Route: route, JobID: id, State: st, Job: j, Time: t0})
 		if got, ok := x.Get(id); ok {
 			open[id] = !terminal(got)
 		} else {
@@ -62,10 +63,11 @@ func TestListAgreesWithAScan(t *testing.T) {
 func check(t *testing.T, x *Index, rnd *rand.Rand, t0 time.Time, open map[string]bool) {
 	t.Helper()
 	var held []Entry
-	counts := map[state.State]int{}
+	counts := map[string]map[state.State]int{"": {}, "r0": {}, "r1": {}, "r2": {}}
 	for _, it := range x.jobs {
 		held = append(held, it.e)
-		counts[it.e.State]++
+		counts[""][it.e.State]++
+		counts[it.e.Route][it.e.State]++
 	}
 	for id, o := range open {
 		if o {
@@ -73,8 +75,10 @@ func check(t *testing.T, x *Index, rnd *rand.Rand, t0 time.Time, open map[string
 			require.True(t, ok, "open job %s is kept", id)
 		}
 	}
-	require.Equal(t, counts, x.Counts(""))
-	require.Equal(t, len(held), x.all.live)
+	for r, c := range counts {
+		require.Equal(t, c, x.Counts(r), "route %q", r)
+	}
+	require.Equal(t, len(held), x.all().live)
 	slices.SortFunc(held, func(a, b Entry) int { return key{b.CreatedAt, b.ID}.compare(key{a.CreatedAt, a.ID}) })
 
 	for range 30 {
@@ -83,7 +87,7 @@ func check(t *testing.T, x *Index, rnd *rand.Rand, t0 time.Time, open map[string
 			q.Route = fmt.Sprintf("r%d", rnd.IntN(3))
 		}
 		if rnd.IntN(2) == 0 {
-			q.States = []state.State{state.Queued, state.Failed}[:1+rnd.IntN(2)]
+			q.States = []state.State{state.Queued, state.Failed, state.Succeeded}[rnd.IntN(2):][:1+rnd.IntN(2)]
 		}
 		if rnd.IntN(3) == 0 {
 			q.Model = fmt.Sprintf("m%d", rnd.IntN(4))
@@ -100,7 +104,7 @@ func check(t *testing.T, x *Index, rnd *rand.Rand, t0 time.Time, open map[string
 		var want []Entry
 		m := newMatcher(q)
 		for _, e := range held {
-			if m.match(e) && (q.Search == "" || e.ID == q.Search || e.IdempotencyKey == q.Search || e.RemoteID == q.Search) {
+			if m.match(&e) && (q.Search == "" || e.ID == q.Search || e.IdempotencyKey == q.Search || e.RemoteID == q.Search) {
 				want = append(want, e)
 			}
 		}

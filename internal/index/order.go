@@ -5,6 +5,8 @@ import (
 	"strings"
 	"time"
 	"unsafe"
+
+	"github.com/pollux-dev/pollux/pkg/state"
 )
 
 // itemSize is the memory of an item itself.
@@ -26,22 +28,50 @@ func (k key) compare(o key) int {
 	return strings.Compare(k.id, o.id)
 }
 
-// ordered holds items sorted oldest first by key. Removing an item marks
-// it gone and leaves it in place (its key keeps the order searchable)
-// until compact drops the gone ones all at once.
+// listKey names one of the index's ordered lists: every job ("", ""), a
+// route's, a state's, or a route's jobs in a state.
+type listKey struct {
+	route string
+	state state.State
+}
+
+// listKeys returns the lists e belongs to.
+func listKeys(e *Entry) []listKey {
+	if e.State == "" {
+		return []listKey{{}, {route: e.Route}}
+	}
+	return []listKey{{}, {route: e.Route}, {state: e.State}, {e.Route, e.State}}
+}
+
+// ordered is a list of items sorted oldest first by key. An item that
+// leaves it (forgotten, or no longer in the list's state) stays in place,
+// skipped, its key keeping the order searchable, until compact drops the
+// items that left all at once.
 //
 // A sorted slice rather than a tree: events arrive nearly in creation
 // order, so an insert is almost always an append, and a page is a
 // contiguous run read backwards from a binary search.
 type ordered struct {
 	items []*item
+	state state.State // "": any state
 	live  int
 	dead  int
+}
+
+// holds reports whether it is one of o's items (not one that left).
+func (o *ordered) holds(it *item) bool {
+	return !it.gone && (o.state == "" || it.e.State == o.state)
 }
 
 // search returns the index of the first item whose key is at least k.
 func (o *ordered) search(k key) int {
 	i, _ := slices.BinarySearchFunc(o.items, k, func(it *item, k key) int { return keyOf(it).compare(k) })
+	return i
+}
+
+// searchTime returns the index of the first item created at t or later.
+func (o *ordered) searchTime(t time.Time) int {
+	i, _ := slices.BinarySearchFunc(o.items, t, func(it *item, t time.Time) int { return it.e.CreatedAt.Compare(t) })
 	return i
 }
 
@@ -58,7 +88,18 @@ func (o *ordered) insert(it *item) int {
 	return i
 }
 
-// index returns the index of it, which o holds.
+// enter adds it, which now belongs to o: back in its old place if it
+// left o and is still there.
+func (o *ordered) enter(it *item) {
+	if o.index(it) >= 0 {
+		o.live++
+		o.dead--
+		return
+	}
+	o.insert(it)
+}
+
+// index returns the index of it, -1 when o does not have it in place.
 func (o *ordered) index(it *item) int {
 	k := keyOf(it)
 	for i := o.search(k); i < len(o.items); i++ {
@@ -72,34 +113,70 @@ func (o *ordered) index(it *item) int {
 	return -1
 }
 
-// removed records that one of o's items is gone; it reports whether o
+// leave records that one of o's items left it; it reports whether o
 // compacted (its indexes changed).
-func (o *ordered) removed() bool {
+func (o *ordered) leave() bool {
 	o.live--
 	o.dead++
 	if o.dead > len(o.items)/4+64 {
-		o.compact()
+		o.items = slices.DeleteFunc(o.items, func(it *item) bool { return !o.holds(it) })
+		o.dead = 0
+		if cap(o.items) > 2*len(o.items)+1024 {
+			o.items = slices.Clip(o.items)
+		}
 		return true
 	}
 	return false
 }
 
-// compact drops the gone items.
-func (o *ordered) compact() {
-	o.items = slices.DeleteFunc(o.items, func(it *item) bool { return it.gone })
-	o.dead = 0
-	if cap(o.items) > 2*len(o.items)+1024 {
-		o.items = slices.Clip(o.items)
-	}
-}
-
-// firstFrom returns the first live item at or after index i that ok
+// firstFrom returns the first item o holds at or after index i that ok
 // accepts, and its index; nil and the length when there is none.
 func (o *ordered) firstFrom(i int, ok func(*item) bool) (*item, int) {
 	for ; i < len(o.items); i++ {
-		if it := o.items[i]; !it.gone && ok(it) {
+		if it := o.items[i]; o.holds(it) && ok(it) {
 			return it, i
 		}
 	}
 	return nil, len(o.items)
+}
+
+// walker walks lists newest first together, as one list.
+type walker struct {
+	lists []*ordered
+	pos   []int // the next item of lists[k] is lists[k].items[pos[k]-1]
+	lo    []int // lists[k]'s walk ends at index lo[k]
+}
+
+// newWalker walks lists from the newest item before `before` (the end
+// when nil) down to the oldest created after `after` (zero: no bound).
+func newWalker(lists []*ordered, after time.Time, before *key) *walker {
+	w := &walker{lists: lists, pos: make([]int, len(lists)), lo: make([]int, len(lists))}
+	for k, o := range lists {
+		w.pos[k] = len(o.items)
+		if before != nil {
+			w.pos[k] = o.search(*before)
+		}
+		if !after.IsZero() {
+			w.lo[k] = min(o.searchTime(after.Add(1)), w.pos[k])
+		}
+	}
+	return w
+}
+
+// next returns the next item, nil at the end.
+func (w *walker) next() *item {
+	best := -1
+	for k, o := range w.lists {
+		for w.pos[k] > w.lo[k] && !o.holds(o.items[w.pos[k]-1]) {
+			w.pos[k]--
+		}
+		if w.pos[k] > w.lo[k] && (best < 0 || keyOf(o.items[w.pos[k]-1]).compare(keyOf(w.lists[best].items[w.pos[best]-1])) > 0) {
+			best = k
+		}
+	}
+	if best < 0 {
+		return nil
+	}
+	w.pos[best]--
+	return w.lists[best].items[w.pos[best]]
 }

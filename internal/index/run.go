@@ -173,7 +173,7 @@ func (x *Index) handle(subject string, data []byte) {
 		x.applyRouteEvent(ev)
 		return
 	}
-	ev, err := events.DecodeEvent(data)
+	ev, err := decodeEvent(data)
 	switch {
 	case err != nil:
 	case ev.JobID != job || ev.Route != route:

@@ -1,0 +1,37 @@
+package index
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/pollux-dev/pollux/internal/natstest"
+	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/state"
+)
+
+// BenchmarkHandle measures decoding and applying one job's event, without
+// NATS: the index's own part of a replay.
+func BenchmarkHandle(b *testing.B) {
+	_, _, js := natstest.JetStream(b)
+	x, err := New(Config{}, js, events.Default, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	t0 := time.Now().UTC()
+	msgs := make([][]byte, 100_000)
+	subjects := make([]string, len(msgs))
+	for i := range msgs {
+		j := &state.Job{ID: fmt.Sprintf("bench-%07d", i), Route: "r", Model: "m", RemoteID: fmt.Sprintf("r-%07d", i), State: state.Running,
+			ProviderStatus: "processing", CreatedAt: t0.Add(time.Duration(i) * time.Millisecond), UpdatedAt: t0, Deadline: t0, Polls: 3,
+			Metadata: map[string]string{"user": "u1"}}
+		ev := &events.Event{V: events.Version, Type: "running", Seq: 1, Time: t0, Route: "r", JobID: j.ID, State: j.State, Job: j}
+		msgs[i], _ = ev.Encode()
+		subjects[i] = events.Default.Event("r", j.ID)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		x.handle(subjects[i%len(msgs)], msgs[i%len(msgs)])
+	}
+}
