@@ -8,17 +8,55 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/rs/zerolog"
 )
 
-// Tokens are the bearer tokens the front door accepts (Config.Tokens).
-// Only their SHA-256 sums are kept, and a presented token is compared with
-// every one of them in constant time, so neither a token's content nor its
-// length nor which one matched shows in the response time.
+// Role is what a token may do.
+type Role string
+
+// The roles of a tokens file's lines.
+const (
+	// RoleAct may do everything: read, submit, track, cancel, pause and
+	// resume routes. A line without a role is RoleAct.
+	RoleAct Role = "act"
+	// RoleRead may only read: every state-changing request is answered
+	// 403 forbidden.
+	RoleRead Role = "read"
+)
+
+// Tokens are the bearer tokens the front door accepts (Config.Tokens),
+// each with its role and an optional name. Only their SHA-256 sums are
+// kept, and a presented token is compared with every one of them in
+// constant time, so neither a token's content nor its length nor which one
+// matched shows in the response time. Tokens loaded from a file follow it:
+// a request after the file changed sees the new contents (a file that no
+// longer parses is logged and the last good contents stay in force).
 type Tokens struct {
-	sums [][sha256.Size]byte
+	path string
+	log  zerolog.Logger
+
+	mu      sync.RWMutex
+	entries []token
+	stamp   fileStamp
+}
+
+// token is one line of a tokens file.
+type token struct {
+	sum  [sha256.Size]byte
+	role Role
+	name string
+}
+
+// fileStamp tells whether a file changed since it was read.
+type fileStamp struct {
+	mod  time.Time
+	size int64
 }
 
 // Token limits: long enough to be unguessable, short enough to bound the
@@ -29,35 +67,65 @@ const (
 	maxTokens   = 1000
 	// maxTokensFile bounds a tokens file, comments included.
 	maxTokensFile = 1 << 20
+	// MaxTokenName bounds a token's name: it is shown as who paused a
+	// route.
+	MaxTokenName = 64
 )
 
-// LoadTokens reads a tokens file: one token per line; blank lines and
-// lines starting with # are skipped. Rotate a token by listing the old and
-// the new one until every client uses the new one.
+// LoadTokens reads a tokens file: one token a line, optionally followed by
+// its role (act, the default, or read) and a name (name=alice) that
+// appears as who acted in route pauses and logs — never the token itself.
+// Blank lines and lines starting with # are skipped. Rotate a token by
+// listing the old and the new one until every client uses the new one;
+// the front door rereads the file when it changes, so removing a line
+// takes effect at the next request, sessions made with it included.
 func LoadTokens(path string) (*Tokens, error) {
-	f, err := os.Open(path)
+	t := &Tokens{path: path}
+	entries, stamp, err := readTokens(path)
 	if err != nil {
-		return nil, fmt.Errorf("front door tokens: %w", err)
+		return nil, err
 	}
-	defer func() { _ = f.Close() }()
-	data, err := io.ReadAll(io.LimitReader(f, maxTokensFile+1))
-	if err != nil {
-		return nil, fmt.Errorf("front door tokens %s: %w", path, err)
-	}
-	if len(data) > maxTokensFile {
-		return nil, fmt.Errorf("front door tokens %s: larger than %d bytes", path, maxTokensFile)
-	}
-	t, err := ParseTokens(bytes.NewReader(data))
-	if err != nil {
-		return nil, fmt.Errorf("front door tokens %s: %w", path, err)
-	}
+	t.entries, t.stamp = entries, stamp
 	return t, nil
 }
 
-// ParseTokens reads tokens as LoadTokens does. Its errors name the line,
-// never the token.
+// readTokens reads and parses a tokens file.
+func readTokens(path string) ([]token, fileStamp, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fileStamp{}, fmt.Errorf("front door tokens: %w", err)
+	}
+	defer func() { _ = f.Close() }()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fileStamp{}, fmt.Errorf("front door tokens: %w", err)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxTokensFile+1))
+	if err != nil {
+		return nil, fileStamp{}, fmt.Errorf("front door tokens %s: %w", path, err)
+	}
+	if len(data) > maxTokensFile {
+		return nil, fileStamp{}, fmt.Errorf("front door tokens %s: larger than %d bytes", path, maxTokensFile)
+	}
+	entries, err := parseTokens(bytes.NewReader(data))
+	if err != nil {
+		return nil, fileStamp{}, fmt.Errorf("front door tokens %s: %w", path, err)
+	}
+	return entries, fileStamp{mod: st.ModTime(), size: st.Size()}, nil
+}
+
+// ParseTokens reads tokens as LoadTokens does, once. Its errors name the
+// line, never the token.
 func ParseTokens(r io.Reader) (*Tokens, error) {
-	t := &Tokens{}
+	entries, err := parseTokens(r)
+	if err != nil {
+		return nil, err
+	}
+	return &Tokens{entries: entries}, nil
+}
+
+func parseTokens(r io.Reader) ([]token, error) {
+	var out []token
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 4096), 64<<10)
 	for n := 1; sc.Scan(); n++ {
@@ -65,21 +133,40 @@ func ParseTokens(r io.Reader) (*Tokens, error) {
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
-		if err := validToken(line); err != nil {
+		fields := strings.Fields(line)
+		if err := validToken(fields[0]); err != nil {
 			return nil, fmt.Errorf("line %d: %w", n, err)
 		}
-		if len(t.sums) == maxTokens {
+		tok := token{sum: sha256.Sum256([]byte(fields[0])), role: RoleAct}
+		roleSeen := false
+		for i, f := range fields[1:] {
+			switch name, isName := strings.CutPrefix(f, "name="); {
+			case isName:
+				if tok.name != "" {
+					return nil, fmt.Errorf("line %d: name= given twice", n)
+				}
+				if name == "" || len(name) > MaxTokenName || !utf8.ValidString(name) {
+					return nil, fmt.Errorf("line %d: a name is 1 to %d bytes of UTF-8", n, MaxTokenName)
+				}
+				tok.name = name
+			case (f == string(RoleAct) || f == string(RoleRead)) && !roleSeen:
+				tok.role, roleSeen = Role(f), true
+			default:
+				return nil, fmt.Errorf("line %d: word %d after the token is neither a role (act or read, once) nor name=<who>", n, i+1)
+			}
+		}
+		if len(out) == maxTokens {
 			return nil, fmt.Errorf("line %d: more than %d tokens", n, maxTokens)
 		}
-		t.sums = append(t.sums, sha256.Sum256([]byte(line)))
+		out = append(out, tok)
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("reading: %w", err)
 	}
-	if len(t.sums) == 0 {
+	if len(out) == 0 {
 		return nil, errors.New("no tokens (a file without any would lock every client out)")
 	}
-	return t, nil
+	return out, nil
 }
 
 // validToken checks a token against RFC 6750's token68 characters and the
@@ -106,46 +193,70 @@ func (t *Tokens) Len() int {
 	if t == nil {
 		return 0
 	}
-	return len(t.sums)
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return len(t.entries)
 }
 
-// allows reports whether an Authorization header carries one of the
-// tokens; sent reports whether it carried a bearer token at all.
-func (t *Tokens) allows(header string) (ok, sent bool) {
-	scheme, tok, _ := strings.Cut(strings.TrimSpace(header), " ")
-	if !strings.EqualFold(scheme, "Bearer") {
-		return false, false
+// current returns the tokens in force, rereading the file first if it
+// changed.
+func (t *Tokens) current() []token {
+	if t.path != "" {
+		t.refresh()
 	}
-	tok = strings.TrimSpace(tok)
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.entries
+}
+
+// refresh rereads the file when its size or modification time changed.
+func (t *Tokens) refresh() {
+	st, err := os.Stat(t.path)
+	t.mu.RLock()
+	same := err == nil && st.ModTime().Equal(t.stamp.mod) && st.Size() == t.stamp.size
+	t.mu.RUnlock()
+	if same {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	entries, stamp, err := readTokens(t.path)
+	if err != nil {
+		if st != nil {
+			// Log once per version of the file, not once per request.
+			t.stamp = fileStamp{mod: st.ModTime(), size: st.Size()}
+		}
+		t.log.Error().Err(err).Msg("the tokens file changed and does not load; the tokens read before stay in force")
+		return
+	}
+	t.entries, t.stamp = entries, stamp
+	t.log.Info().Int("tokens", len(entries)).Msg("tokens file reloaded")
+}
+
+// lookup returns the token tok is, comparing with every one in constant
+// time.
+func lookup(entries []token, tok string) (token, bool) {
 	if tok == "" || len(tok) > maxTokenLen {
-		return false, true
+		return token{}, false
 	}
 	sum := sha256.Sum256([]byte(tok))
-	match := 0
-	for i := range t.sums {
-		match |= subtle.ConstantTimeCompare(sum[:], t.sums[i][:])
+	found := -1
+	for i := range entries {
+		eq := subtle.ConstantTimeCompare(sum[:], entries[i].sum[:])
+		found = subtle.ConstantTimeSelect(eq, i, found)
 	}
-	return match == 1, true
+	if found < 0 {
+		return token{}, false
+	}
+	return entries[found], true
 }
 
-// authenticated answers 401 to a request without one of the tokens, and
-// passes the others to next. Without tokens every request passes.
-func (s *Server) authenticated(next http.Handler) http.Handler {
-	if s.cfg.Tokens == nil {
-		return next
+// bearer returns the token of an Authorization header; sent reports
+// whether it named the Bearer scheme at all.
+func bearer(header string) (tok string, sent bool) {
+	scheme, tok, _ := strings.Cut(strings.TrimSpace(header), " ")
+	if !strings.EqualFold(scheme, "Bearer") {
+		return "", false
 	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ok, sent := s.cfg.Tokens.allows(r.Header.Get("Authorization"))
-		if ok {
-			next.ServeHTTP(w, r)
-			return
-		}
-		challenge, msg := `Bearer realm="pollux"`, "send Authorization: Bearer <token>"
-		if sent {
-			challenge += `, error="invalid_token"`
-			msg = "the bearer token is not one this front door accepts"
-		}
-		w.Header().Set("WWW-Authenticate", challenge)
-		fail(http.StatusUnauthorized, CodeUnauthorized, "", msg).write(w)
-	})
+	return strings.TrimSpace(tok), true
 }

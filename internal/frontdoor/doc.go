@@ -1,14 +1,29 @@
 // Package frontdoor is Pollux's HTTP front door, for callers without a NATS
-// client: it turns HTTP requests into the same intake messages any NATS
-// client publishes, reads job records from the jobs bucket, and streams a
-// job's events from the events stream as Server-Sent Events. It is a client
-// of the v1 contract (package events), not a second way in: everything it
-// accepts is validated by the contract's decoders and handled by ingest.
+// client and for the console: it turns HTTP requests into the same intake
+// messages any NATS client publishes, reads job records from the jobs
+// bucket, lists jobs from the in-memory index (package index), streams
+// events as Server-Sent Events, pauses and resumes routes, and shows what
+// is learned of each model. It is a client of the v1 contract (package
+// events), not a second way in: everything it accepts is validated by the
+// contract's decoders and handled by ingest.
 //
-//	POST /v1/jobs                 submit: {"route": ..., plus the fields of a submission}; 202
-//	GET  /v1/jobs/{id}            the job's record (its snapshot, as events carry it)
-//	POST /v1/jobs/{id}/cancel     cancel: {"reason"?}; 202
-//	GET  /v1/jobs/{id}/events     the job's events from its first, as text/event-stream, until the terminal one
+//	POST /v1/jobs                       submit: {"route": ..., plus the fields of a submission}; 202
+//	GET  /v1/jobs?route=&state=a,b&model=&created_after=&created_before=&q=&cursor=&limit=
+//	                                    a page of jobs, newest first: {"jobs","next","total","total_capped"}
+//	POST /v1/jobs/track                 track a job submitted elsewhere: {"route", plus a track message}; 202
+//	GET  /v1/jobs/{id}                  the job's record (its snapshot, as events carry it)
+//	POST /v1/jobs/{id}/cancel           cancel: {"reason"?}; 202
+//	GET  /v1/jobs/{id}/events           the job's events from its first, as text/event-stream, until the terminal one
+//	GET  /v1/stream?route=              every change to the index's jobs, as text/event-stream (event "job")
+//	GET  /v1/routes                     every route: state, pauses, census, counts by state, last hour
+//	POST /v1/routes/{name}/pause        {"reason"?, "for"?: "30m" | "until"?: RFC 3339}: an operator's pause
+//	POST /v1/routes/{name}/resume       {"reason"?}: its end
+//	GET  /v1/models?route=              the models seen, with what is learned of them
+//	GET  /v1/routes/{name}/models/{m}   a model's learned durations, poll plan, and its cost vs a fixed interval and an SDK
+//	GET  /console/session               who the browser is, and its CSRF token; 401: log in
+//	POST /console/login                 form field token: sets the session cookie
+//	POST /console/logout                clears it
+//	/console/...                        the console (Config.Console); / redirects there
 //
 // Every error is a JSON body {"error":{"code","message","field"?}} whose
 // code is one of the Code constants; api/openapi.yaml describes it all.
@@ -16,6 +31,27 @@
 // A job id is known when POST /v1/jobs answers: the id given, else the one
 // derived from the idempotency key (the body's idempotency_key or the
 // Idempotency-Key header, which must agree), else a random one the front
-// door assigns. The front door has no authentication of its own: serve it
-// on a private network or behind a gateway that authenticates.
+// door assigns.
+//
+// # Access
+//
+// With a tokens file (Config.Tokens, LoadTokens) every request but the
+// console's pages and login carries a token: "Authorization: Bearer
+// <token>", or the session cookie a console login sets. A line of the file
+// is a token, optionally its role — act (the default: may submit, track,
+// cancel, pause and resume) or read (every state-changing request is
+// answered 403) — and name=<who>, which pauses record as who acted and
+// logs show (never the token). The file is reread when it changes: a
+// token removed from it stops working at the next request, the sessions
+// it started included. A session cookie is stateless, signed with a key
+// derived from its token, so every front door of a fleet with the same
+// file accepts it.
+//
+// Whatever the tokens, a state-changing request whose Origin header names
+// another host is refused, and a browser's (made with the session cookie,
+// or with an Origin to a front door without tokens) must carry the CSRF
+// token of GET /console/session in X-CSRF-Token: a page on another site
+// cannot make a browser act on Pollux, not even on a loopback one.
+// Without a tokens file anyone who reaches the front door may act:
+// cmd/ingest serves it beyond loopback only with --http-insecure.
 package frontdoor

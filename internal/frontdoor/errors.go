@@ -30,10 +30,17 @@ const (
 	// CodeJobNotFound (404): no job has that id (yet: a submission is
 	// visible once ingest has taken it).
 	CodeJobNotFound Code = "job_not_found"
+	// CodeModelNotFound (404): nothing is learned yet of that model on
+	// that route.
+	CodeModelNotFound Code = "model_not_found"
 	// CodeUnauthorized (401): the front door takes bearer tokens and the
 	// request carried none, or one it does not accept; see the
 	// WWW-Authenticate header.
 	CodeUnauthorized Code = "unauthorized"
+	// CodeForbidden (403): the request may not do this: a read-only token
+	// acting, a browser's request without its CSRF token, or a request
+	// from another site (its Origin is not this host).
+	CodeForbidden Code = "forbidden"
 	// CodeNotFound (404): no such endpoint.
 	CodeNotFound = problem.CodeNotFound
 	// CodeMethodNotAllowed (405): the endpoint does not take that method;
@@ -41,6 +48,8 @@ const (
 	CodeMethodNotAllowed = problem.CodeMethodNotAllowed
 	// CodeJobTerminal (409): the job has finished and cannot be canceled.
 	CodeJobTerminal Code = "job_terminal"
+	// CodeNotPaused (409): the route has no operator's pause to resume.
+	CodeNotPaused Code = "not_paused"
 	// CodeBodyTooLarge (413): the body is larger than the limit.
 	CodeBodyTooLarge = problem.CodeBodyTooLarge
 	// CodeUnsupportedMediaType (415): the body is not application/json.
@@ -57,7 +66,8 @@ const (
 // Codes lists every error code.
 var Codes = []Code{
 	CodeInvalidBody, CodeInvalidField, CodeInvalidParameter, CodeIdempotencyKeyMismatch,
-	CodeUnauthorized, CodeUnknownRoute, CodeJobNotFound, CodeNotFound, CodeMethodNotAllowed, CodeJobTerminal,
+	CodeUnauthorized, CodeForbidden, CodeUnknownRoute, CodeJobNotFound, CodeModelNotFound, CodeNotFound, CodeMethodNotAllowed,
+	CodeJobTerminal, CodeNotPaused,
 	CodeBodyTooLarge, CodeUnsupportedMediaType, CodeTooManyStreams, CodeUnavailable,
 }
 
@@ -71,12 +81,18 @@ type ErrorDetail = problem.Detail
 type apiError struct {
 	status int
 	detail ErrorDetail
+	header http.Header // set on the response before it is written
 }
 
 func fail(status int, code Code, field, message string) *apiError {
 	return &apiError{status: status, detail: ErrorDetail{Code: code, Message: message, Field: field}}
 }
 
-func (e *apiError) write(w http.ResponseWriter) { problem.Write(w, e.status, e.detail) }
+func (e *apiError) write(w http.ResponseWriter) {
+	for k, v := range e.header {
+		w.Header()[k] = v
+	}
+	problem.Write(w, e.status, e.detail)
+}
 
 func writeJSON(w http.ResponseWriter, status int, v any) { problem.WriteJSON(w, status, v) }

@@ -5,18 +5,24 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/pollux-dev/pollux/internal/census"
 	"github.com/pollux-dev/pollux/internal/httpserve"
+	"github.com/pollux-dev/pollux/internal/index"
 	"github.com/pollux-dev/pollux/internal/jobs"
 	"github.com/pollux-dev/pollux/internal/problem"
+	"github.com/pollux-dev/pollux/internal/route"
 	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/schedule"
 )
 
 // Config configures the front door. Zero values mean the defaults on each
@@ -42,9 +48,26 @@ type Config struct {
 	// MaxHeaderBytes caps request headers (default 16 KiB).
 	MaxHeaderBytes int
 	// Tokens, when set, are the bearer tokens a request must carry
-	// (Authorization: Bearer <token>); without one it is answered 401.
-	// Nil: no authentication (serve on a private network only).
+	// (Authorization: Bearer <token>, or the console's session cookie);
+	// without one it is answered 401, and a read-only one may not change
+	// anything (403). Nil: no authentication (serve on loopback or a
+	// private network only).
 	Tokens *Tokens
+	// Index lists jobs (GET /v1/jobs, /v1/stream, the counts and activity
+	// of /v1/routes, the models of /v1/models); nil: those answer 503.
+	Index *index.Index
+	// Pauses pauses and resumes routes (POST /v1/routes/{name}/pause and
+	// resume); nil: those answer 503.
+	Pauses *route.Pauses
+	// Census samples the routes for GET /v1/routes; nil: it answers 503.
+	Census func(ctx context.Context) (*census.Snapshot, error)
+	// Learned returns the learned durations of a route and model (as
+	// learn.Stats.Lookup), and Policies the routes' schedules, for the
+	// models endpoints; either nil: those answer 503.
+	Learned  func(route, model, configKey string) (total, run *schedule.Dist)
+	Policies map[string]schedule.Policy
+	// Console, when set, is served at /console/ and / redirects there.
+	Console http.Handler
 	// Logger receives the front door's log lines (default: none).
 	Logger zerolog.Logger
 	// Now is the clock a submission's deadline is checked against
@@ -61,6 +84,8 @@ type Server struct {
 	stream jetstream.Stream
 	slots  chan struct{}
 	log    zerolog.Logger
+	// openCSRF is the CSRF token of browsers without tokens.
+	openCSRF string
 }
 
 // New validates the configuration and prepares the front door. It publishes
@@ -91,9 +116,14 @@ func New(cfg Config, js jetstream.JetStream, ns events.Namespace, res *events.Re
 	if cfg.MaxStreams < 0 || cfg.RequestTimeout < 0 || cfg.MaxStreamDuration < 0 || cfg.KeepAlive < 0 {
 		return nil, errors.New("frontdoor: MaxStreams, RequestTimeout, MaxStreamDuration and KeepAlive must not be negative")
 	}
+	if cfg.Tokens != nil {
+		cfg.Tokens.mu.Lock()
+		cfg.Tokens.log = cfg.Logger
+		cfg.Tokens.mu.Unlock()
+	}
 	return &Server{
 		cfg: cfg, js: js, ns: ns, jobs: owner, stream: res.Events,
-		slots: make(chan struct{}, cfg.MaxStreams), log: cfg.Logger,
+		slots: make(chan struct{}, cfg.MaxStreams), log: cfg.Logger, openCSRF: openCSRF(),
 	}, nil
 }
 
@@ -107,28 +137,53 @@ func (s *Server) Handler() http.Handler {
 // ends, so a shutdown does not wait for them.
 func (s *Server) handler(closing context.Context) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/v1/jobs", only(http.MethodPost, s.submit))
+	mux.Handle("/v1/jobs", methods{http.MethodGet: s.list, http.MethodPost: s.submit})
+	// A job may be named "track": GET reads it.
+	mux.Handle("/v1/jobs/track", methods{http.MethodPost: s.track, http.MethodGet: s.get})
 	mux.Handle("/v1/jobs/{id}", only(http.MethodGet, s.get))
 	mux.Handle("/v1/jobs/{id}/cancel", only(http.MethodPost, s.cancel))
 	mux.Handle("/v1/jobs/{id}/events", only(http.MethodGet, func(w http.ResponseWriter, r *http.Request) *apiError {
 		return s.events(closing, w, r)
 	}))
+	mux.Handle("/v1/stream", only(http.MethodGet, func(w http.ResponseWriter, r *http.Request) *apiError {
+		return s.live(closing, w, r)
+	}))
+	mux.Handle("/v1/routes", only(http.MethodGet, s.routes))
+	mux.Handle("/v1/routes/{name}/pause", only(http.MethodPost, s.pause))
+	mux.Handle("/v1/routes/{name}/resume", only(http.MethodPost, s.resume))
+	mux.Handle("/v1/models", only(http.MethodGet, s.models))
+	mux.Handle("/v1/routes/{name}/models/{model...}", only(http.MethodGet, s.model))
+	mux.Handle("/console/login", only(http.MethodPost, s.login))
+	mux.Handle("/console/logout", only(http.MethodPost, s.logout))
+	mux.Handle("/console/session", only(http.MethodGet, s.session))
+	if s.cfg.Console != nil {
+		mux.Handle("/console/", s.cfg.Console)
+		mux.Handle("/console", http.RedirectHandler("/console/", http.StatusMovedPermanently))
+		mux.Handle("/{$}", http.RedirectHandler("/console/", http.StatusFound))
+	}
 	mux.Handle("/", problem.NotFound("see api/openapi.yaml"))
-	return s.authenticated(mux)
+	return s.access(mux)
 }
 
 // only adapts a handler that returns its error response, and answers 405
 // to any method but method.
 func only(method string, h func(http.ResponseWriter, *http.Request) *apiError) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != method {
-			problem.MethodNotAllowed(w, r, method)
-			return
-		}
-		if e := h(w, r); e != nil {
-			e.write(w)
-		}
-	})
+	return methods{method: h}
+}
+
+// methods is an endpoint's handlers by method; it answers 405 to any
+// other method.
+type methods map[string]func(http.ResponseWriter, *http.Request) *apiError
+
+func (m methods) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h, ok := m[r.Method]
+	if !ok {
+		problem.MethodNotAllowed(w, r, strings.Join(slices.Sorted(maps.Keys(m)), ", "))
+		return
+	}
+	if e := h(w, r); e != nil {
+		e.write(w)
+	}
 }
 
 // Run serves the front door on ln until ctx ends, then ends the event

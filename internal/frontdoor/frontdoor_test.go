@@ -104,7 +104,7 @@ func TestSubmitErrors(t *testing.T) {
 		{"header key too long", "POST", `{"route":"sim",` + msg + `}`, map[string]string{"Idempotency-Key": strings.Repeat("k", 257)}, 400, frontdoor.CodeInvalidField, "idempotency_key"},
 		{"not json content", "POST", `{"route":"sim",` + msg + `}`, map[string]string{"Content-Type": "text/plain"}, 415, frontdoor.CodeUnsupportedMediaType, "Content-Type"},
 		{"too large", "POST", `{"route":"sim",` + msg + `,"metadata":{"x":"` + strings.Repeat("x", events.MaxMessageBytes) + `"}}`, nil, 413, frontdoor.CodeBodyTooLarge, ""},
-		{"wrong method", "GET", ``, nil, 405, frontdoor.CodeMethodNotAllowed, ""},
+		{"wrong method", "DELETE", ``, nil, 405, frontdoor.CodeMethodNotAllowed, ""},
 		{"no such endpoint", "GET", ``, nil, 404, frontdoor.CodeNotFound, ""},
 	}
 	for _, tt := range tests {
@@ -116,7 +116,7 @@ func TestSubmitErrors(t *testing.T) {
 			r := d.do(t, tt.method, path, tt.body, tt.header)
 			requireError(t, r, tt.status, tt.code, tt.field)
 			if tt.status == 405 {
-				require.Equal(t, "POST", r.header.Get("Allow"))
+				require.Equal(t, "GET, POST", r.header.Get("Allow"))
 			}
 		})
 	}

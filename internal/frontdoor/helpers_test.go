@@ -13,11 +13,14 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pollux-dev/pollux/internal/frontdoor"
+	"github.com/pollux-dev/pollux/internal/index"
 	"github.com/pollux-dev/pollux/internal/jobs"
 	"github.com/pollux-dev/pollux/internal/natstest"
+	proute "github.com/pollux-dev/pollux/internal/route"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
@@ -26,18 +29,27 @@ const route = "sim"
 
 // door is one test's front door on an embedded NATS server.
 type door struct {
-	url  string
-	nats *server.Server
-	js   jetstream.JetStream
-	ns   events.Namespace
-	res  *events.Resources
-	jobs *jobs.Owner
-	stop context.CancelFunc
-	done chan error
+	t     *testing.T
+	index *index.Index
+	url   string
+	nats  *server.Server
+	js    jetstream.JetStream
+	ns    events.Namespace
+	res   *events.Resources
+	jobs  *jobs.Owner
+	stop  context.CancelFunc
+	done  chan error
 }
 
 // setup runs a front door for routes "sim" and "other" until the test ends.
 func setup(t *testing.T, cfg frontdoor.Config) *door {
+	t.Helper()
+	return setupWith(t, cfg, nil)
+}
+
+// setupWith is setup, with more configuration made by with once NATS runs
+// (an index, pauses: what needs the streams and buckets).
+func setupWith(t *testing.T, cfg frontdoor.Config, with func(d *door, cfg *frontdoor.Config)) *door {
 	t.Helper()
 	srv, _, js := natstest.JetStream(t)
 	ns := events.Default
@@ -45,18 +57,57 @@ func setup(t *testing.T, cfg frontdoor.Config) *door {
 	require.NoError(t, err)
 	cfg.Routes = []string{route, "other"}
 	owner := jobs.New(ns, js, res, jobs.Config{})
+	d := &door{t: t, nats: srv, js: js, ns: ns, res: res, jobs: owner, done: make(chan error, 1)}
+	if with != nil {
+		with(d, &cfg)
+	}
 	fd, err := frontdoor.New(cfg, js, ns, res, owner)
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
-	d := &door{url: "http://" + ln.Addr().String(), nats: srv, js: js, ns: ns, res: res, jobs: owner, stop: cancel, done: make(chan error, 1)}
+	d.url, d.stop = "http://"+ln.Addr().String(), cancel
 	go func() { d.done <- fd.Run(ctx, ln) }()
 	t.Cleanup(func() {
 		cancel()
 		require.NoError(t, <-d.done)
 	})
 	return d
+}
+
+// background runs fn until the test ends, waiting for it then; fn closes
+// ready once it is ready to serve, and setup waits for that.
+func background(t *testing.T, fn func(ctx context.Context, ready chan<- struct{}) error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ready, done := make(chan struct{}), make(chan error, 1)
+	go func() { done <- fn(ctx, ready) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("stopped before it was ready: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("not ready within 10s")
+	}
+}
+
+// withIndex gives the front door a jobs index over the events stream.
+func withIndex(d *door, cfg *frontdoor.Config) {
+	x, err := index.New(index.Config{}, d.js, d.ns, d.res)
+	require.NoError(d.t, err)
+	background(d.t, x.Run)
+	cfg.Index, d.index = x, x
+}
+
+// withPauses lets the front door pause routes.
+func withPauses(d *door, cfg *frontdoor.Config) {
+	p := proute.NewPauses(d.res.Routes, zerolog.Nop())
+	background(d.t, p.Run)
+	cfg.Pauses = p
 }
 
 // reply is a decoded JSON response.

@@ -2,6 +2,7 @@ package frontdoor
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base32"
@@ -59,19 +60,9 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) *apiError {
 	if err != nil {
 		return invalid(err)
 	}
-	// A deadline in the past is wrong whatever the route: refused here, as
-	// ingest would refuse it (a deadline beyond the route's max_deadline
-	// depends on the route's configuration and comes as a rejected event).
-	if now := s.cfg.Now(); !m.Deadline.IsZero() && !m.Deadline.After(now) {
-		return fail(http.StatusBadRequest, CodeInvalidField, "deadline",
-			fmt.Sprintf("deadline: %s is in the past", m.Deadline.UTC().Format(time.RFC3339)))
-	}
-	route, e := routeOf(body)
+	route, e := s.intakeRoute(body, m.Deadline)
 	if e != nil {
 		return e
-	}
-	if !s.knownRoute(route) {
-		return fail(http.StatusNotFound, CodeUnknownRoute, "route", fmt.Sprintf("no route named %q", route))
 	}
 	if key := r.Header.Get("Idempotency-Key"); key != "" {
 		if m.IdempotencyKey != "" && m.IdempotencyKey != key {
@@ -103,6 +94,39 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) *apiError {
 		return s.unavailable(err, "publishing the submission")
 	}
 	s.log.Debug().Str("job_id", id).Str("route", route).Msg("submission published")
+	a := accepted(id, route)
+	w.Header().Set("Location", a.Links.Self)
+	writeJSON(w, http.StatusAccepted, a)
+	return nil
+}
+
+// track handles POST /v1/jobs/track: the body is a track message (a job
+// submitted elsewhere, by its provider's id) with its route. Without an id
+// the job's id derives from the remote id, so tracking it twice is one job.
+func (s *Server) track(w http.ResponseWriter, r *http.Request) *apiError {
+	body, e := readJSON(w, r, events.MaxMessageBytes)
+	if e != nil {
+		return e
+	}
+	m, err := events.DecodeTrack(body)
+	if err != nil {
+		return invalid(err)
+	}
+	route, e := s.intakeRoute(body, m.Deadline)
+	if e != nil {
+		return e
+	}
+	id := cmp.Or(m.ID, events.RemoteKeyID(route, m.RemoteID))
+	data, err := encode(m)
+	if err != nil {
+		return invalid(err)
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+	defer cancel()
+	if _, err := s.js.Publish(ctx, s.ns.Track(route), data); err != nil {
+		return s.unavailable(err, "publishing the track request")
+	}
+	s.log.Debug().Str("job_id", id).Str("route", route).Str("by", who(r).by(r)).Msg("track request published")
 	a := accepted(id, route)
 	w.Header().Set("Location", a.Links.Self)
 	writeJSON(w, http.StatusAccepted, a)
@@ -161,6 +185,7 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request) *apiError {
 	if _, err := s.js.Publish(ctx, s.ns.Cancel(j.Route), data); err != nil {
 		return s.unavailable(err, "publishing the cancel request")
 	}
+	s.log.Info().Str("job_id", j.ID).Str("route", j.Route).Str("by", who(r).by(r)).Msg("cancel request published")
 	writeJSON(w, http.StatusAccepted, accepted(j.ID, j.Route))
 	return nil
 }
@@ -200,6 +225,26 @@ func readJSON(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *api
 		return nil, fail(http.StatusBadRequest, CodeInvalidBody, "", "reading the body failed")
 	}
 	return body, nil
+}
+
+// intakeRoute checks what a submission or track request's body says beyond
+// the message: its deadline is not past (wrong whatever the route: refused
+// here, as ingest would refuse it; a deadline beyond the route's
+// max_deadline depends on the route's configuration and comes as a
+// rejected event) and its route is configured. It returns the route.
+func (s *Server) intakeRoute(body []byte, deadline time.Time) (string, *apiError) {
+	if now := s.cfg.Now(); !deadline.IsZero() && !deadline.After(now) {
+		return "", fail(http.StatusBadRequest, CodeInvalidField, "deadline",
+			fmt.Sprintf("deadline: %s is in the past", deadline.UTC().Format(time.RFC3339)))
+	}
+	route, e := routeOf(body)
+	if e != nil {
+		return "", e
+	}
+	if !s.knownRoute(route) {
+		return "", fail(http.StatusNotFound, CodeUnknownRoute, "route", fmt.Sprintf("no route named %q", route))
+	}
+	return route, nil
 }
 
 // routeOf returns the body's route field.

@@ -67,12 +67,7 @@ func (s *Server) events(closing context.Context, w http.ResponseWriter, r *http.
 	ctx, stop := context.WithTimeout(r.Context(), s.cfg.MaxStreamDuration)
 	defer stop()
 	defer context.AfterFunc(closing, stop)()
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Accel-Buffering", "no") // tell proxies not to buffer the stream
-	w.WriteHeader(http.StatusOK)
-	sse := &sseWriter{w: w, rc: http.NewResponseController(w), timeout: s.cfg.WriteTimeout}
+	sse := startSSE(w, s.cfg.WriteTimeout)
 	if sse.flush() == nil {
 		s.pump(ctx, sse, it, route, id)
 	}
@@ -225,6 +220,17 @@ func (s *Server) ends(ctx context.Context, route, id string, ev *events.Event) b
 	return j.Route != route
 }
 
+// startSSE answers 200 with an event stream, each write bounded by
+// timeout.
+func startSSE(w http.ResponseWriter, timeout time.Duration) *sseWriter {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no") // tell proxies not to buffer the stream
+	w.WriteHeader(http.StatusOK)
+	return &sseWriter{w: w, rc: http.NewResponseController(w), timeout: timeout}
+}
+
 // sseWriter writes Server-Sent Events, each under its own write deadline.
 type sseWriter struct {
 	w       http.ResponseWriter
@@ -235,7 +241,10 @@ type sseWriter struct {
 
 func (s *sseWriter) event(id uint64, typ string, data []byte) error {
 	s.buf.Reset()
-	fmt.Fprintf(&s.buf, "id: %d\nevent: %s\n", id, typ)
+	if id > 0 {
+		fmt.Fprintf(&s.buf, "id: %d\n", id)
+	}
+	fmt.Fprintf(&s.buf, "event: %s\n", typ)
 	// Events are published as one line of JSON; split defensively anyway.
 	for line := range bytes.Lines(data) {
 		s.buf.WriteString("data: ")
