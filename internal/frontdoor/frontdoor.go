@@ -139,7 +139,10 @@ func (s *Server) handler(closing context.Context) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/v1/jobs", methods{http.MethodGet: s.list, http.MethodPost: s.submit})
 	// A job may be named "track": GET reads it.
-	mux.Handle("/v1/jobs/track", methods{http.MethodPost: s.track, http.MethodGet: s.get})
+	mux.Handle("/v1/jobs/track", methods{http.MethodPost: s.track, http.MethodGet: func(w http.ResponseWriter, r *http.Request) *apiError {
+		r.SetPathValue("id", "track")
+		return s.get(w, r)
+	}})
 	mux.Handle("/v1/jobs/{id}", only(http.MethodGet, s.get))
 	mux.Handle("/v1/jobs/{id}/cancel", only(http.MethodPost, s.cancel))
 	mux.Handle("/v1/jobs/{id}/events", only(http.MethodGet, func(w http.ResponseWriter, r *http.Request) *apiError {
