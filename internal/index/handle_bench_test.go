@@ -1,6 +1,7 @@
 package index
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -34,4 +35,46 @@ func BenchmarkHandle(b *testing.B) {
 	for i := range b.N {
 		x.handle(subjects[i%len(msgs)], msgs[i%len(msgs)])
 	}
+}
+
+// BenchmarkReplay measures a fresh index reading 50,000 events from an
+// embedded server (ns/op is one replay).
+func BenchmarkReplay(b *testing.B) {
+	_, _, js := natstest.JetStream(b)
+	res, err := events.Default.Setup(b.Context(), js, events.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	t0 := time.Now().UTC()
+	const n = 50_000
+	for i := range n {
+		j := &state.Job{ID: fmt.Sprintf("bench-%07d", i), Route: "r", Model: "m", RemoteID: fmt.Sprintf("r-%07d", i), State: state.Running,
+			ProviderStatus: "processing", CreatedAt: t0.Add(time.Duration(i) * time.Millisecond), UpdatedAt: t0, Deadline: t0, Polls: 3,
+			Metadata: map[string]string{"user": "u1"}}
+		ev := &events.Event{V: events.Version, Type: "running", Seq: 1, Time: t0, Route: "r", JobID: j.ID, State: j.State, Job: j}
+		data, _ := ev.Encode()
+		if _, err := js.PublishAsync(events.Default.Event("r", j.ID), data); err != nil {
+			b.Fatal(err)
+		}
+		if i%1000 == 999 {
+			<-js.PublishAsyncComplete()
+		}
+	}
+	<-js.PublishAsyncComplete()
+	b.ResetTimer()
+	for range b.N {
+		x, err := New(Config{}, js, events.Default, res)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(b.Context())
+		ready, done := make(chan struct{}), make(chan error, 1)
+		go func() { done <- x.Run(ctx, ready) }()
+		<-ready
+		cancel()
+		if err := <-done; err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "events/s")
 }

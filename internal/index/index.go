@@ -94,8 +94,10 @@ type item struct {
 	gone bool // removed; still in ordered slices until compacted
 }
 
-// New returns an empty index of namespace ns's events; Run fills it.
-// res.Events must be the namespace's events stream.
+// New returns an empty index of namespace ns's events; Run fills it. It
+// looks the events stream up by name through js each time it starts
+// reading, so res (the namespace's resources, which may be nil) is not
+// needed beyond the call.
 func New(cfg Config, js jetstream.JetStream, ns events.Namespace, res *events.Resources) (*Index, error) {
 	cfg.MaxJobs = cmp.Or(cfg.MaxJobs, DefaultMaxJobs)
 	if cfg.MaxJobs < 0 {
@@ -118,7 +120,7 @@ func New(cfg Config, js jetstream.JetStream, ns events.Namespace, res *events.Re
 		act:     newActivity(),
 		subs:    map[*subscriber]struct{}{},
 	}
-	_ = res // the stream is looked up by name through js, so a restarted server's is found again
+	_ = res
 	return x, nil
 }
 

@@ -41,8 +41,8 @@ const (
 )
 
 // TotalCap is the most matches Page.Total counts when the index has no
-// running count for the query (a model, a time range): beyond it the
-// total is TotalCap and TotalCapped is set.
+// running count for the query (one with a time range, or with a model and
+// states): beyond it the total is TotalCap and TotalCapped is set.
 const TotalCap = 10_000
 
 // Page is one page of a query's jobs.
@@ -148,21 +148,30 @@ func (x *Index) sources(q Query, m matcher) []*ordered {
 }
 
 // countFor returns the query's total from the running counts, when it
-// filters by nothing but route and states.
+// filters by nothing but route and states, or route and model.
 func (x *Index) countFor(q Query, m matcher) (int, bool) {
-	if q.Search != "" || q.Model != "" || !q.CreatedAfter.IsZero() || !q.CreatedBefore.IsZero() {
+	if q.Search != "" || !q.CreatedAfter.IsZero() || !q.CreatedBefore.IsZero() {
 		return 0, false
 	}
-	if len(m.states) == 0 {
-		if o := x.lists[listKey{route: q.Route}]; o != nil {
-			return o.live, true
-		}
-		return 0, true
-	}
 	n := 0
-	for _, s := range m.states {
-		if o := x.lists[listKey{q.Route, s}]; o != nil {
-			n += o.live
+	switch {
+	case q.Model != "" && len(m.states) > 0:
+		return 0, false
+	case q.Model != "":
+		for r, ms := range x.models {
+			if q.Route == "" || r == q.Route {
+				n += ms[q.Model]
+			}
+		}
+	case len(m.states) == 0:
+		if o := x.lists[listKey{route: q.Route}]; o != nil {
+			n = o.live
+		}
+	default:
+		for _, s := range m.states {
+			if o := x.lists[listKey{q.Route, s}]; o != nil {
+				n += o.live
+			}
 		}
 	}
 	return n, true

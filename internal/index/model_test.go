@@ -126,3 +126,24 @@ func check(t *testing.T, x *Index, rnd *rand.Rand, t0 time.Time, open map[string
 		}
 	}
 }
+
+// Without a running count for the query, Total counts up to TotalCap.
+func TestTotalIsCapped(t *testing.T) {
+	t.Parallel()
+	_, _, js := natstest.JetStream(t)
+	x, err := New(Config{}, js, events.Default, nil)
+	require.NoError(t, err)
+	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	for i := range TotalCap + 10 {
+		x.applyEvent(&event{V: 1, Type: "queued", Seq: 1, Route: "r", JobID: fmt.Sprintf("j%05d", i), State: state.Queued, Time: t0.Add(time.Duration(i) * time.Millisecond)})
+	}
+	p, err := x.List(Query{CreatedAfter: t0.Add(-time.Hour), Limit: 3})
+	require.NoError(t, err)
+	require.Equal(t, TotalCap, p.Total)
+	require.True(t, p.TotalCapped)
+	require.Equal(t, []string{"j10009", "j10008", "j10007"}, []string{p.Jobs[0].ID, p.Jobs[1].ID, p.Jobs[2].ID})
+	p, err = x.List(Query{Route: "r", Limit: 3})
+	require.NoError(t, err)
+	require.Equal(t, TotalCap+10, p.Total, "a running count is exact")
+	require.False(t, p.TotalCapped)
+}
