@@ -203,6 +203,11 @@ type Route struct {
 	// NotFoundLimit is how many consecutive "unknown job" answers mark a job
 	// lost (default 3).
 	NotFoundLimit int `yaml:"not_found_limit"`
+	// CancelOnDeadline asks the provider to cancel a job Pollux expired at
+	// its deadline, so it stops paying for work nobody waits for (default
+	// true; where the adapter cannot cancel, nothing is asked). Set it to
+	// false where a late result is still worth having, or cancels cost.
+	CancelOnDeadline *bool `yaml:"cancel_on_deadline"`
 	// SettingsFrom names the top-level input fields whose values make a
 	// submission's configuration key when it gives none (for example
 	// [resolution, duration]): jobs of one model learn their durations

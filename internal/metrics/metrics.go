@@ -51,6 +51,7 @@ type Metrics struct {
 	reconciled      *prometheus.CounterVec
 	callbackHints   *prometheus.CounterVec
 	overrun         *prometheus.HistogramVec
+	deadlineCancels *prometheus.CounterVec
 	age             *prometheus.HistogramVec
 	orphans         *prometheus.CounterVec
 	slotWaits       *prometheus.CounterVec
@@ -149,6 +150,10 @@ func New() *Metrics {
 		Help:    "How long after its deadline an expired job was expired, by route.",
 		Buckets: prometheus.ExponentialBuckets(0.05, 2, 12),
 	}, []string{"route"})
+	m.deadlineCancels = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pollux_deadline_cancels_total",
+		Help: "Provider cancels of jobs expired at their deadline, by route and outcome (canceled, failed, held: paused or no budget, off: the route's cancel_on_deadline is false, unsupported: the provider cannot cancel).",
+	}, []string{"route", "outcome"})
 	m.age = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "pollux_unresolved_age_seconds",
 		Help:    "Age of unfinished jobs when their checks come due (one observation per check), by route.",
@@ -197,7 +202,7 @@ func New() *Metrics {
 func (m *Metrics) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.submissions, m.providerCalls, m.statusCalls, m.completions,
 		m.pollsPerJob, m.finishedPolls, m.detectionDelay, m.lateness, m.pauses, m.pausedSeconds, m.eventsPublished,
-		m.webhooks, m.webhooksApplied, m.webhooksDropped, m.reconciled, m.callbackHints, m.overrun, m.age, m.orphans,
+		m.webhooks, m.webhooksApplied, m.webhooksDropped, m.reconciled, m.callbackHints, m.overrun, m.deadlineCancels, m.age, m.orphans,
 		m.slotWaits, m.slotRepairs, m.queueWaiting, m.queueOldest, m.buildInfo}
 }
 
@@ -355,6 +360,9 @@ func (m *Metrics) Poller() poller.Metrics {
 		}
 		m.lateness.WithLabelValues(r)
 		m.age.WithLabelValues(r)
+		for _, o := range poller.DeadlineOutcomes {
+			m.deadlineCancels.WithLabelValues(r, o)
+		}
 	})
 	return poller.Metrics{
 		StatusCall: func(route, class string, d time.Duration) {
@@ -363,6 +371,9 @@ func (m *Metrics) Poller() poller.Metrics {
 		Lateness: func(route string, d time.Duration) { m.lateness.WithLabelValues(route).Observe(max(d.Seconds(), 0)) },
 		Age:      func(route string, d time.Duration) { m.age.WithLabelValues(route).Observe(max(d.Seconds(), 0)) },
 		Orphans:  m.orphansOf("checks"),
+		DeadlineCancel: func(route, outcome string) {
+			m.deadlineCancels.WithLabelValues(route, outcome).Inc()
+		},
 	}
 }
 

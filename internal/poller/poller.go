@@ -58,7 +58,17 @@ type Metrics struct {
 	// Orphans counts checks removed although acknowledged
 	// (consume.SweepOrphans).
 	Orphans func(n int)
+	// DeadlineCancel counts what became of the provider cancel of a job
+	// expired at its deadline, by route and one of DeadlineOutcomes.
+	DeadlineCancel func(route, outcome string)
 }
+
+// DeadlineOutcomes are what becomes of the provider cancel of a job
+// expired at its deadline: canceled; failed (the call failed; best
+// effort, not retried); held (the route was paused or no budget lease
+// came free); off (the route's cancel_on_deadline is false);
+// unsupported (the adapter cannot cancel).
+var DeadlineOutcomes = []string{"canceled", "failed", "held", "off", "unsupported"}
 
 // Config configures the service. Zero values mean the defaults on each field.
 type Config struct {
@@ -313,9 +323,13 @@ func (s *Service) poll(ctx context.Context, r *route.Route, d *jobs.Delivery, pr
 		log := s.jobLog(r, d)
 		log.Info().Str("state", string(j.State)).Int("polls", j.Polls).Str("detected_by", string(j.DetectedBy)).Msg("job finished")
 		// Expired by its deadline here (not canceled by the provider at
-		// it): the provider is asked to stop the work.
-		if j.State == state.Expired && j.DetectedBy == state.FromPollux && r.Adapter.Info().Cancel {
-			s.cancelExpired(ctx, r, j, *log)
+		// it): the provider is asked to stop the work, where the route
+		// wants it and the adapter can.
+		if j.State == state.Expired && j.DetectedBy == state.FromPollux {
+			outcome := s.cancelExpired(ctx, r, j, *log)
+			if s.cfg.Metrics.DeadlineCancel != nil {
+				s.cfg.Metrics.DeadlineCancel(r.Name, outcome)
+			}
 		}
 	}
 	return res.Outcome
@@ -365,19 +379,27 @@ type middle struct{}
 
 func (middle) Uint64() uint64 { return 1 << 63 }
 
-// cancelExpired asks the provider to stop work on an expired job; best
-// effort, as the job is already final for Pollux (and was given the
-// deadline where the provider takes one). Never while the route is paused.
-func (s *Service) cancelExpired(ctx context.Context, r *route.Route, j *state.Job, log zerolog.Logger) {
+// cancelExpired asks the provider to stop work on an expired job, where
+// the route wants it and the adapter can, and returns the outcome (one of
+// DeadlineOutcomes). Best effort, as the job is already final for Pollux
+// (and was given the deadline where the provider takes one). Never while
+// the route is paused.
+func (s *Service) cancelExpired(ctx context.Context, r *route.Route, j *state.Job, log zerolog.Logger) string {
+	switch {
+	case !r.CancelOnDeadline:
+		return "off"
+	case !r.Adapter.Info().Cancel:
+		return "unsupported"
+	}
 	lease, err := s.budgets[r.Name].Acquire(ctx)
 	if err != nil {
 		log.Warn().Err(err).Msg("no budget to cancel the expired job at the provider")
-		return
+		return "held"
 	}
 	if s.pauses.Hold(r) > 0 {
 		lease.Unused()
 		log.Info().Msg("the route is paused: the expired job is not canceled at the provider")
-		return
+		return "held"
 	}
 	cctx, cancel := context.WithTimeout(ctx, cmp.Or(r.CallTimeout, s.cfg.CallTimeout))
 	_, err = r.Adapter.Cancel(cctx, provider.JobRef(j))
@@ -386,5 +408,7 @@ func (s *Service) cancelExpired(ctx context.Context, r *route.Route, j *state.Jo
 	s.pauses.After(ctx, r, "cancel", err)
 	if err != nil {
 		log.Warn().Err(err).Msg("canceling the expired job at the provider failed")
+		return "failed"
 	}
+	return "canceled"
 }

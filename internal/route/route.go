@@ -70,6 +70,9 @@ type Route struct {
 	Levels []budget.Level
 	// NotFoundLimit consecutive "unknown job" answers mark a job lost.
 	NotFoundLimit int
+	// CancelOnDeadline asks the provider to cancel a job expired at its
+	// deadline, where the adapter can cancel.
+	CancelOnDeadline bool
 	// SettingsFrom names the input fields a submission's configuration
 	// key is made of when it gives none (see ConfigKey).
 	SettingsFrom []string
@@ -274,22 +277,23 @@ func Build(c *config.Config, reg provider.Registry, hc *http.Client, scale float
 // New makes a route from its adapter and settings.
 func New(name string, a provider.Adapter, rc config.Route, scale float64) (*Route, error) {
 	r := &Route{
-		Name:           name,
-		Adapter:        a,
-		WebhookURL:     rc.WebhookURL,
-		Deadline:       cmp.Or(rc.Deadline, DefaultDeadline),
-		MaxDeadline:    cmp.Or(rc.MaxDeadline, DefaultMaxDeadline),
-		SubmitWorkers:  cmp.Or(rc.Workers.Submit, DefaultSubmitWorkers),
-		StatusWorkers:  cmp.Or(rc.Workers.Status, DefaultStatusWorkers),
-		NotFoundLimit:  cmp.Or(rc.NotFoundLimit, DefaultNotFoundLimit),
-		SettingsFrom:   slices.Clone(rc.SettingsFrom),
-		Partitions:     max(rc.Partitions, 1),
-		CallTimeout:    rc.CallTimeout,
-		WebhookMaxBody: cmp.Or(rc.WebhookMaxBody, DefaultWebhookMaxBody),
-		Account:        rc.Account,
-		TenantKey:      rc.TenantKey,
-		Weights:        weights(rc.TenantWeights),
-		Levels:         []budget.Level{level(events.LevelRoute, name, rc.Budgets)},
+		Name:             name,
+		Adapter:          a,
+		WebhookURL:       rc.WebhookURL,
+		Deadline:         cmp.Or(rc.Deadline, DefaultDeadline),
+		MaxDeadline:      cmp.Or(rc.MaxDeadline, DefaultMaxDeadline),
+		SubmitWorkers:    cmp.Or(rc.Workers.Submit, DefaultSubmitWorkers),
+		StatusWorkers:    cmp.Or(rc.Workers.Status, DefaultStatusWorkers),
+		NotFoundLimit:    cmp.Or(rc.NotFoundLimit, DefaultNotFoundLimit),
+		SettingsFrom:     slices.Clone(rc.SettingsFrom),
+		CancelOnDeadline: rc.CancelOnDeadline == nil || *rc.CancelOnDeadline,
+		Partitions:       max(rc.Partitions, 1),
+		CallTimeout:      rc.CallTimeout,
+		WebhookMaxBody:   cmp.Or(rc.WebhookMaxBody, DefaultWebhookMaxBody),
+		Account:          rc.Account,
+		TenantKey:        rc.TenantKey,
+		Weights:          weights(rc.TenantWeights),
+		Levels:           []budget.Level{level(events.LevelRoute, name, rc.Budgets)},
 		Policy: schedule.Policy{
 			MaxDelay: rc.Poll.MaxDelay, MinDelay: rc.Poll.MinDelay, Jitter: rc.Poll.Jitter,
 			WebhookGrace: rc.Poll.WebhookGrace, Reconcile: rc.Poll.Reconcile, ErrorBase: rc.Poll.ErrorBase,
