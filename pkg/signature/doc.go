@@ -1,8 +1,9 @@
 // Package signature verifies webhook deliveries before anything parses them:
 // Standard Webhooks v1 (HMAC-SHA256; Replicate, OpenAI, Gemini) with
-// Verifier, and fal.ai's Ed25519 signatures with FalVerifier. It owns the
-// signing rules, the header parsing, the timestamp window and fal's key
-// cache; it does not read bodies, deduplicate or answer HTTP. Callers pass
+// Verifier, fal.ai's Ed25519 signatures with FalVerifier, and Atlas
+// Cloud's with AtlasVerifier. It owns the signing rules, the header
+// parsing, the timestamp window and the JWKS key cache both Ed25519
+// schemes share; it does not read bodies, deduplicate or answer HTTP. Callers pass
 // the raw body exactly as received (bounded by the receiver) and map the
 // sentinel errors to status codes (see the Err variables).
 //
@@ -42,6 +43,16 @@
 // sizes). A failed fetch (an error status, garbage, no usable key) never
 // replaces good keys, and without keys younger than MaxStaleness
 // verification fails closed with ErrKeys.
+//
+// # Atlas Cloud
+//
+// Atlas Cloud signs X-AtlasCloud-Webhook-Timestamp + "." + body with
+// Ed25519 (X-AtlasCloud-Webhook-Signature-Ed25519, base64url) under the key
+// X-AtlasCloud-Webhook-Key-Id names in its JWKS. AtlasVerifier uses the
+// same key cache as FalVerifier, looking a key up by its id: an unknown id
+// refreshes the keys, within the same MinRefresh bound, so forged key ids
+// cannot make it fetch more often. Its Verified re-checks a delivery
+// already accepted against the cached keys alone, whatever its age.
 //
 // # Why in-house
 //

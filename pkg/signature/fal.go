@@ -4,15 +4,11 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
-	"sync"
 	"time"
 )
 
@@ -65,7 +61,7 @@ type FalVerifier struct {
 	// their cause, failed ones included (default 1 min).
 	MinRefresh time.Duration
 
-	cache *keyCache // made by NewFalVerifier, shared by copies
+	keys *jwks // made by NewFalVerifier, shared by copies
 }
 
 // NewFalVerifier fills cfg's defaults, validates it, naming the bad field,
@@ -106,7 +102,7 @@ func NewFalVerifier(cfg FalVerifier) (*FalVerifier, error) {
 	if f.MaxStaleness < f.MinRefresh {
 		return nil, errors.New("signature: FalVerifier.MaxStaleness is shorter than MinRefresh")
 	}
-	f.cache = &keyCache{}
+	f.keys = &jwks{name: "fal", url: f.JWKSURL, client: f.HTTPClient, now: f.Now, maxStaleness: f.MaxStaleness, minRefresh: f.MinRefresh}
 	return &f, nil
 }
 
@@ -116,7 +112,7 @@ func NewFalVerifier(cfg FalVerifier) (*FalVerifier, error) {
 // is needed. Errors wrap the package's sentinels; ErrKeys means nothing
 // could be verified for want of keys.
 func (f *FalVerifier) Verify(ctx context.Context, h http.Header, body []byte) (requestID string, err error) {
-	if f.cache == nil {
+	if f.keys == nil {
 		return "", errors.New("signature: FalVerifier not made by NewFalVerifier")
 	}
 	rid, err := oneValue(h, falHeaderRequestID, ErrBadID)
@@ -155,168 +151,20 @@ func (f *FalVerifier) Verify(ctx context.Context, h http.Header, body []byte) (r
 
 	sum := sha256.Sum256(body)
 	msg := []byte(rid + "\n" + uid + "\n" + tsRaw + "\n" + hex.EncodeToString(sum[:]))
-	set, err := f.keys(ctx, false)
+	set, err := f.keys.get(ctx, false)
 	if err != nil {
 		return "", err
 	}
-	if set.verify(msg, sig) {
+	if set.verifyAny(msg, sig) {
 		return rid, nil
 	}
 	// Perhaps fal rotated its keys: refresh, if MinRefresh allows, and retry.
-	newer, err := f.keys(ctx, true)
+	newer, err := f.keys.get(ctx, true)
 	if err != nil {
 		return "", err
 	}
-	if newer != set && newer.verify(msg, sig) {
+	if newer != set && newer.verifyAny(msg, sig) {
 		return rid, nil
 	}
 	return "", fmt.Errorf("%w: no fal key verifies the signature", ErrNoMatch)
-}
-
-// keyCache holds the last good key set. A failed fetch never replaces it.
-type keyCache struct {
-	mu        sync.Mutex
-	set       *keySet       // last good set; nil before the first good fetch
-	attempted time.Time     // start of the last fetch that counts against MinRefresh
-	lastErr   error         // why the last counted fetch failed; nil if it succeeded
-	inflight  chan struct{} // closed when the running fetch ends; nil if none runs
-}
-
-// keySet is one good JWKS fetch. Its keys are all ed25519.PublicKeySize
-// bytes long, so ed25519.Verify cannot panic on them.
-type keySet struct {
-	keys      []ed25519.PublicKey
-	fetchedAt time.Time
-}
-
-func (s *keySet) verify(msg, sig []byte) bool {
-	for _, k := range s.keys {
-		if ed25519.Verify(k, msg, sig) {
-			return true
-		}
-	}
-	return false
-}
-
-// keys returns the cached key set, fetching the JWKS first when there is no
-// set younger than MaxStaleness or when refresh is set, as far as MinRefresh
-// allows. Concurrent callers share one fetch. Without a usable set the
-// error wraps ErrKeys.
-func (f *FalVerifier) keys(ctx context.Context, refresh bool) (*keySet, error) {
-	c := f.cache
-	fetched := false
-	var fetchErr error
-	for {
-		c.mu.Lock()
-		now := f.Now()
-		set := c.set
-		if set != nil && now.Sub(set.fetchedAt) > f.MaxStaleness {
-			set = nil // too old to trust
-		}
-		want := !fetched && (set == nil || refresh)
-		if want && c.inflight != nil {
-			wait := c.inflight
-			c.mu.Unlock()
-			select {
-			case <-wait:
-			case <-ctx.Done():
-				return nil, fmt.Errorf("%w: waiting for the fal JWKS: %w", ErrKeys, ctx.Err())
-			}
-			continue // look again at what that fetch left
-		}
-		if want && (c.attempted.IsZero() || now.Sub(c.attempted) >= f.MinRefresh) {
-			prev, done := c.attempted, make(chan struct{})
-			c.attempted, c.inflight = now, done
-			c.mu.Unlock()
-
-			keys, err := f.fetch(ctx)
-
-			c.mu.Lock()
-			switch {
-			case err == nil:
-				c.set, c.lastErr = &keySet{keys: keys, fetchedAt: f.Now()}, nil
-			case ctx.Err() != nil:
-				// Our caller gave up, which says nothing about the JWKS:
-				// do not count it, so a waiter may fetch at once.
-				c.attempted = prev
-			default:
-				c.lastErr = err
-			}
-			c.inflight = nil
-			close(done)
-			c.mu.Unlock()
-			fetched, fetchErr = true, err
-			continue
-		}
-		lastErr := c.lastErr
-		c.mu.Unlock()
-		if set != nil {
-			return set, nil
-		}
-		switch {
-		case fetchErr != nil:
-			return nil, fmt.Errorf("%w: %w", ErrKeys, fetchErr)
-		case lastErr != nil:
-			return nil, fmt.Errorf("%w: last fetch: %w", ErrKeys, lastErr)
-		}
-		return nil, fmt.Errorf("%w: fal keys are stale and MinRefresh forbids a fetch yet", ErrKeys)
-	}
-}
-
-// fetch gets and parses the JWKS.
-func (f *FalVerifier) fetch(ctx context.Context) ([]ed25519.PublicKey, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, f.JWKSURL, nil)
-	if err != nil {
-		return nil, fmt.Errorf("fal JWKS request: %w", err)
-	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := f.HTTPClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("fetch fal JWKS: %w", err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("fetch fal JWKS: HTTP %d", resp.StatusCode)
-	}
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxJWKSBody+1))
-	if err != nil {
-		return nil, fmt.Errorf("read fal JWKS: %w", err)
-	}
-	if len(raw) > maxJWKSBody {
-		return nil, fmt.Errorf("read fal JWKS: body larger than %d bytes", maxJWKSBody)
-	}
-	return parseJWKS(raw)
-}
-
-// parseJWKS returns the Ed25519 keys of a JWKS document: entries with kty
-// "OKP", crv "Ed25519" and an x of 32 bytes in unpadded base64url. Other
-// entries are skipped; a document without any such key is an error.
-func parseJWKS(raw []byte) ([]ed25519.PublicKey, error) {
-	var doc struct {
-		Keys []json.RawMessage `json:"keys"`
-	}
-	if err := json.Unmarshal(raw, &doc); err != nil {
-		return nil, fmt.Errorf("decode fal JWKS: %w", err)
-	}
-	var keys []ed25519.PublicKey
-	for _, entry := range doc.Keys {
-		var k struct {
-			Kty string `json:"kty"`
-			Crv string `json:"crv"`
-			X   string `json:"x"`
-		}
-		// An entry of another shape is skipped, not fatal to the others.
-		if json.Unmarshal(entry, &k) != nil || k.Kty != "OKP" || k.Crv != "Ed25519" {
-			continue
-		}
-		x, err := base64.RawURLEncoding.Strict().DecodeString(k.X)
-		if err != nil || len(x) != ed25519.PublicKeySize {
-			continue
-		}
-		keys = append(keys, ed25519.PublicKey(x))
-	}
-	if len(keys) == 0 {
-		return nil, errors.New("fal JWKS has no usable Ed25519 key")
-	}
-	return keys, nil
 }

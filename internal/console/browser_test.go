@@ -1,0 +1,224 @@
+package console_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pollux-dev/pollux/internal/dev"
+	"github.com/pollux-dev/pollux/pkg/events"
+)
+
+// live is how long a change may take to reach the page: the stack's work
+// and the event's way through /v1/stream or the job's event stream.
+const live = 20 * time.Second
+
+// login signs the tab in with token and waits for the overview.
+func (b *tab) login(token, role string) {
+	b.t.Helper()
+	b.open("#/", "#token")
+	b.shot("login")
+	b.do("sign in", chromedp.SendKeys(chromedp.CSS("#token"), token), chromedp.Click(chromedp.CSS("#login-submit")))
+	b.waitJS("the "+role+" session", fmt.Sprintf(`document.querySelector('#role[data-role=%q]') && document.querySelector('section.route')`, role), live)
+}
+
+// confirm fills the open confirmation dialog's reason, saves a screenshot
+// of it as dialog-<name>, and confirms it.
+func (b *tab) confirm(name, reason string) {
+	b.t.Helper()
+	b.do("confirm", chromedp.WaitVisible(chromedp.CSS("dialog.dialog textarea[name=reason]")))
+	b.shot("dialog-" + name)
+	b.do("confirm", chromedp.SendKeys(chromedp.CSS("dialog.dialog textarea[name=reason]"), reason),
+		chromedp.Click(chromedp.CSS("dialog.dialog [data-confirm]")), chromedp.WaitNotPresent(chromedp.CSS("dialog.dialog")))
+}
+
+// rowState is the JavaScript for the state a job's row in the list shows.
+func rowState(id string) string {
+	return fmt.Sprintf(`(document.querySelector('#job-rows tr[data-id=%q]')||{dataset:{}}).dataset.state`, id)
+}
+
+// An operator signs in, and every page works end to end against a running
+// stack: the overview, the live list and its filters, a job's timeline,
+// cancel, pause and resume; and a state-changing request without the CSRF
+// token is refused.
+func TestOperatorConsole(t *testing.T) {
+	t.Parallel()
+	f := startFleet(t)
+	b := newTab(t, f.HTTPURL)
+	b.login(actToken, "act")
+
+	t.Run("OverviewShowsEveryRoute", func(t *testing.T) {
+		b := b.on(t)
+		var routes struct {
+			Routes []struct{ Name string } `json:"routes"`
+		}
+		require.Equal(t, http.StatusOK, f.call(t, http.MethodGet, "/v1/routes", nil, &routes))
+		require.NotEmpty(t, routes.Routes)
+		for _, r := range routes.Routes {
+			b.waitJS("route "+r.Name, fmt.Sprintf(`document.querySelector('section.route[data-route=%q] .chip[data-state=running]')`, r.Name), live)
+		}
+		require.Equal(t, len(routes.Routes), eval[int](b, `document.querySelectorAll('section.route').length`))
+		require.Contains(t, b.text("#who"), actName)
+	})
+
+	var quick string
+	t.Run("SubmittedJobAppearsAndEndsLive", func(t *testing.T) {
+		b := b.on(t)
+		b.open("#/jobs", "#live.on")
+		before := eval[int](b, `document.querySelectorAll('#job-rows tr[data-id]').length`)
+		quick = f.submit(t, quickModel, "console-quick-1")
+		// No reload: the row comes from /v1/stream and changes in place.
+		b.waitJS("the new job's row", fmt.Sprintf(`%s !== undefined`, rowState(quick)), live)
+		b.shot("jobs-live")
+		b.waitJS("the job's terminal state", fmt.Sprintf(`%s === 'succeeded'`, rowState(quick)), live)
+		require.Equal(t, before+1, eval[int](b, `document.querySelectorAll('#job-rows tr[data-id]').length`))
+		require.Equal(t, "/console/", eval[string](b, `location.pathname`))
+		b.shot("jobs")
+	})
+
+	t.Run("FilterNarrowsTheList", func(t *testing.T) {
+		b := b.on(t)
+		other := f.submit(t, otherModel, "console-other-1")
+		b.open("#/jobs", "#live.on")
+		b.waitJS("both models listed", fmt.Sprintf(`%s && %s`, rowState(quick), rowState(other)), live)
+		b.do("filter by model", chromedp.SendKeys(chromedp.CSS("#f-model"), otherModel), chromedp.Click(chromedp.CSS("form.filters button[type=submit]")))
+		b.waitJS("only the other model", fmt.Sprintf(`!%s && %s`, rowState(quick), rowState(other)), live)
+		models := eval[[]string](b, `[...document.querySelectorAll('#job-rows tr[data-id] td.model')].map(td => td.textContent)`)
+		require.NotEmpty(t, models)
+		for _, m := range models {
+			require.Equal(t, otherModel, m)
+		}
+		require.Contains(t, eval[string](b, `location.hash`), "model="+url.QueryEscape(otherModel))
+		b.shot("jobs-filtered")
+		// A state nothing is in empties the list; the search finds one job.
+		b.do("filter by state", chromedp.Click(chromedp.CSS("button.chip-toggle[data-state=lost]")))
+		b.waitJS("no lost job", `document.querySelector('#job-rows tr.empty')`, live)
+		b.open("#/jobs?q="+quick, "#job-rows")
+		b.waitJS("the searched job alone", fmt.Sprintf(`%s && document.querySelectorAll('#job-rows tr[data-id]').length === 1`, rowState(quick)), live)
+	})
+
+	t.Run("JobPageShowsItsTimeline", func(t *testing.T) {
+		b := b.on(t)
+		b.open("#/jobs/"+quick+"?route="+dev.RouteName, "#record dl")
+		b.waitJS("the terminal event", `document.querySelector('li.ev[data-type=succeeded]') && document.querySelector('#tl-state.done')`, live)
+		types := eval[[]string](b, `[...document.querySelectorAll('li.ev')].map(li => li.dataset.type)`)
+		require.Equal(t, events.EventSubmitted, types[0])
+		require.Equal(t, events.EventSucceeded, types[len(types)-1])
+		require.Contains(t, b.text("#record"), "console-quick-1")
+		require.True(t, eval[bool](b, `document.querySelector('#cancel').disabled`), "a finished job cannot be canceled")
+		b.shot("job")
+	})
+
+	t.Run("CancelShowsAsAnEvent", func(t *testing.T) {
+		b := b.on(t)
+		slow := f.submit(t, slowModel, "console-slow-1")
+		b.open("#/jobs/"+slow+"?route="+dev.RouteName, "#timeline")
+		b.waitJS("the job running at the provider", `document.querySelector('li.ev[data-type=submitted]') && !document.querySelector('#cancel').disabled`, live)
+		b.shot("job-running")
+		b.do("cancel", chromedp.Click(chromedp.CSS("#cancel")))
+		b.confirm("cancel", "the customer withdrew the order")
+		b.waitJS("the canceled event", `document.querySelector('li.ev[data-type=canceled]')`, live)
+		b.waitJS("the reason in the record", `document.querySelector('#record').textContent.includes('the customer withdrew the order')`, live)
+		b.shot("job-canceled")
+	})
+
+	t.Run("ActionWithoutCSRFTokenIsRefused", func(t *testing.T) {
+		b := b.on(t)
+		slow := f.submit(t, slowModel, "console-slow-2")
+		b.open("#/jobs/"+slow+"?route="+dev.RouteName, "#timeline")
+		b.waitJS("the job's record", `!document.querySelector('#cancel').disabled`, live)
+		// The page's own session cookie goes with these; only the header differs.
+		post := func(header string) int {
+			return eval[int](b, fmt.Sprintf(`fetch('/v1/jobs/%s/cancel', {method: 'POST', credentials: 'same-origin', headers: {'Content-Type': 'application/json'%s}, body: '{}'}).then(r => r.status)`, slow, header))
+		}
+		require.Equal(t, http.StatusForbidden, post(""))
+		require.Equal(t, http.StatusForbidden, post(`, 'X-CSRF-Token': 'not-the-token'`))
+		require.Equal(t, http.StatusForbidden, eval[int](b, `fetch('/v1/routes/`+dev.RouteName+`/pause', {method: 'POST', credentials: 'same-origin', body: '{}'}).then(r => r.status)`))
+		var j struct{ State, CancelReason string }
+		require.Equal(t, http.StatusOK, f.call(t, http.MethodGet, "/v1/jobs/"+slow, nil, &j))
+		require.NotEqual(t, "canceled", j.State)
+		require.Nil(t, f.routeEvent(t), "no pause came of it")
+	})
+
+	t.Run("ModelPageDrawsThePlan", func(t *testing.T) {
+		b := b.on(t)
+		b.open("#/models/"+dev.RouteName+"/"+url.PathEscape(quickModel), "#compare")
+		require.Contains(t, b.text("h1"), quickModel)
+		require.Positive(t, eval[int](b, `document.querySelectorAll('svg.dist line.poll').length`), "the plan's polls drawn")
+		b.shot("model")
+	})
+
+	t.Run("TrackFormFollowsAJobSubmittedElsewhere", func(t *testing.T) {
+		b := b.on(t)
+		remote := f.createAtProvider(t, quickModel)
+		b.open("#/track", "#t-route")
+		b.waitJS("the routes to track on", `document.querySelector('#t-route option')`, live)
+		b.do("track", chromedp.SendKeys(chromedp.CSS("#t-model"), quickModel), chromedp.SendKeys(chromedp.CSS("#t-remote"), remote))
+		b.shot("track")
+		b.do("track", chromedp.Click(chromedp.CSS("#t-submit")))
+		b.waitJS("the tracked job's page", `location.hash.startsWith('#/jobs/') && document.querySelector('#timeline')`, live)
+		b.waitJS("the tracked job's end", `document.querySelector('li.ev[data-type=succeeded]')`, live)
+		require.Contains(t, b.text("#record"), remote)
+		b.shot("job-tracked")
+	})
+
+	// Last: once resumed, held-back work returns within
+	// route.OperatorRecheck, which later steps would wait for.
+	t.Run("PauseAndResumeShowAsEvents", func(t *testing.T) {
+		b := b.on(t)
+		b.open("#/", "[data-action=pause]")
+		b.do("pause", chromedp.Click(chromedp.CSS("[data-action=pause]")))
+		b.confirm("pause", "provider maintenance window")
+		b.waitJS("the operator's pause", fmt.Sprintf(`(document.querySelector('.pause-line[data-kind=operator]')||{textContent:''}).textContent.includes(%q)`, actName), live)
+		require.Contains(t, b.text(".pause-line[data-kind=operator]"), "provider maintenance window")
+		ev := f.routeEvent(t)
+		require.NotNil(t, ev)
+		require.Equal(t, events.EventRoutePaused, ev.Type)
+		require.Equal(t, actName, ev.By)
+		require.Equal(t, "provider maintenance window", ev.Reason)
+		require.WithinDuration(t, time.Now().Add(30*time.Minute), ev.Until, time.Minute, "the dialog's default: 30 minutes")
+		b.shot("overview-paused")
+
+		b.do("resume", chromedp.Click(chromedp.CSS("[data-action=resume]")))
+		b.confirm("resume", "maintenance over")
+		b.waitJS("the route running again", `document.querySelector('section.route .chip[data-state=running]') && !document.querySelector('.pause-line')`, live)
+		ev = f.routeEvent(t)
+		require.Equal(t, events.EventRouteResumed, ev.Type)
+		require.Equal(t, "maintenance over", ev.Reason)
+		require.Equal(t, actName, ev.By)
+	})
+}
+
+// A read-only token signs in and sees everything, but every action is
+// disabled, and the API refuses one made by hand.
+func TestReadOnlyConsole(t *testing.T) {
+	t.Parallel()
+	f := startFleet(t)
+	id := f.submit(t, slowModel, "console-readonly-1")
+	b := newTab(t, f.HTTPURL)
+	b.login(readToken, "read")
+	require.Contains(t, b.text("#who"), readName)
+	require.Zero(t, eval[int](b, `[...document.querySelectorAll('[data-action]')].filter(e => !e.disabled && e.offsetParent).length`), "no enabled pause or resume")
+	b.shot("overview-readonly")
+
+	b.open("#/jobs/"+id+"?route="+dev.RouteName, "#timeline")
+	b.waitJS("the job's record", `document.querySelector('li.ev[data-type=submitted]')`, live)
+	require.True(t, eval[bool](b, `document.querySelector('#cancel').disabled`))
+	b.shot("job-readonly")
+
+	b.open("#/track", "#t-submit")
+	require.True(t, eval[bool](b, `document.querySelector('#t-submit').disabled`))
+
+	// With the session's own CSRF token, the request is well formed: the
+	// role alone refuses it.
+	status := eval[int](b, `fetch('/console/session').then(r => r.json()).then(s => fetch('/v1/jobs/`+id+`/cancel', {method: 'POST', headers: {'X-CSRF-Token': s.csrf, 'Content-Type': 'application/json'}, body: '{}'})).then(r => r.status)`)
+	require.Equal(t, http.StatusForbidden, status)
+	status = eval[int](b, `fetch('/console/session').then(r => r.json()).then(s => fetch('/v1/routes/`+dev.RouteName+`/pause', {method: 'POST', headers: {'X-CSRF-Token': s.csrf, 'Content-Type': 'application/json'}, body: '{"reason":"x"}'})).then(r => r.status)`)
+	require.Equal(t, http.StatusForbidden, status)
+	require.Nil(t, f.routeEvent(t))
+}

@@ -1,0 +1,183 @@
+package console_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/pollux-dev/pollux/internal/census"
+	"github.com/pollux-dev/pollux/internal/config"
+	"github.com/pollux-dev/pollux/internal/console"
+	"github.com/pollux-dev/pollux/internal/dev"
+	"github.com/pollux-dev/pollux/internal/frontdoor"
+	"github.com/pollux-dev/pollux/internal/index"
+	"github.com/pollux-dev/pollux/internal/natstest"
+	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/provider/sim"
+	"github.com/pollux-dev/pollux/pkg/schedule"
+)
+
+// The tokens of the test stacks' tokens file: an operator who may act and
+// a reader who may only look.
+const (
+	actToken  = "act-token-0123456789abcdef"
+	readToken = "read-token-0123456789abcdef"
+	actName   = "alice"
+	readName  = "bob"
+)
+
+// The simulated provider's models: quick jobs end in a few seconds of real
+// time (time runs 20 times faster), other ones at once, slow ones outlast
+// any test.
+const (
+	quickModel = "console-test/quick"
+	otherModel = "console-test/other"
+	slowModel  = "console-test/slow"
+	timeScale  = 20
+)
+
+// frontDoor runs a front door with the tokens, the jobs index and the
+// console on the stack's connection and returns its URL. (dev.Start's own
+// front door takes no tokens file, and the read-only and CSRF tests need
+// one.)
+func frontDoor(t *testing.T, ctx context.Context, g *errgroup.Group, st *dev.Stack, tokens *frontdoor.Tokens) string {
+	t.Helper()
+	env := st.Env
+	x, err := index.New(index.Config{}, env.JS, env.NS, env.Res)
+	require.NoError(t, err)
+	ready := make(chan struct{})
+	g.Go(func() error { return x.Run(ctx, ready) })
+	<-ready
+	policies := map[string]schedule.Policy{}
+	for name, r := range env.Routes {
+		policies[name] = r.Policy
+	}
+	fd, err := frontdoor.New(frontdoor.Config{
+		Routes: env.RouteNames(), Tokens: tokens, Index: x, Pauses: env.Pauses,
+		Census: func(ctx context.Context) (*census.Snapshot, error) {
+			return census.Take(ctx, env.NS, env.Res, env.RouteNames(), env.Levels()...)
+		},
+		Learned: env.Stats.Lookup, Policies: policies, Console: console.Handler(),
+	}, env.JS, env.NS, env.Res, env.Jobs)
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	g.Go(func() error { return fd.Run(ctx, ln) })
+	return "http://" + ln.Addr().String()
+}
+
+// fleet is a running stack (the simulated provider, the services and the
+// front door with the console) a test drives through HTTP and a browser.
+type fleet struct {
+	*dev.Stack
+	js jetstream.JetStream
+}
+
+// startFleet runs the stack, with the tokens above, until the test ends.
+func startFleet(t *testing.T) *fleet {
+	t.Helper()
+	srv := natstest.Server(t)
+	nc, js := natstest.Connect(t, srv)
+	tokens, err := frontdoor.ParseTokens(strings.NewReader(
+		actToken + " act name=" + actName + "\n" + readToken + " read name=" + readName + "\n"))
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	g, gctx := errgroup.WithContext(ctx)
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, g.Wait())
+	})
+	d := func(x time.Duration) sim.Duration { return sim.Duration(x) }
+	st, err := dev.Start(gctx, g, nc, dev.StackConfig{
+		Sim: sim.Config{TimeScale: timeScale, Seed: 18, Models: map[string]sim.Model{
+			quickModel: {QueueMedian: d(20 * time.Second), QueueSigma: 0.2, RunMedian: d(50 * time.Second), RunSigma: 0.2},
+			otherModel: {QueueMedian: d(2 * time.Second), QueueSigma: 0.2, RunMedian: d(8 * time.Second), RunSigma: 0.2},
+			slowModel:  {QueueMedian: d(time.Second), QueueSigma: 0.2, RunMedian: d(2 * time.Hour), RunSigma: 0.1},
+		}},
+		Route: config.Route{Workers: config.Workers{Submit: 8}},
+	})
+	require.NoError(t, err)
+	st.HTTPURL = frontDoor(t, gctx, g, st, tokens)
+	return &fleet{Stack: st, js: js}
+}
+
+// call makes an API request with the operator's bearer token and decodes
+// the JSON answer into out (when not nil); it returns the status.
+func (f *fleet) call(t *testing.T, method, path string, body, out any) int {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		require.NoError(t, err)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(t.Context(), method, f.HTTPURL+path, rd)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+actToken)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer func() { _ = res.Body.Close() }()
+	data, err := io.ReadAll(res.Body)
+	require.NoError(t, err)
+	if out != nil && res.StatusCode < 300 {
+		require.NoError(t, json.Unmarshal(data, out), "%s %s: %s", method, path, data)
+	}
+	return res.StatusCode
+}
+
+// submit submits a job of model with the idempotency key and returns its id.
+func (f *fleet) submit(t *testing.T, model, key string) string {
+	t.Helper()
+	var a frontdoor.Accepted
+	status := f.call(t, http.MethodPost, "/v1/jobs", map[string]any{
+		"v": 1, "route": dev.RouteName, "model": model, "idempotency_key": key, "input": map[string]any{"prompt": key},
+	}, &a)
+	require.Equal(t, http.StatusAccepted, status)
+	return a.ID
+}
+
+// routeEvent returns the latest pause or resume of the route in the events
+// stream.
+func (f *fleet) routeEvent(t *testing.T) *events.RouteEvent {
+	t.Helper()
+	s, err := f.js.Stream(t.Context(), f.Env.NS.EventsStream())
+	require.NoError(t, err)
+	msg, err := s.GetLastMsgForSubject(t.Context(), f.Env.NS.RouteEvent(dev.RouteName))
+	if err != nil {
+		return nil
+	}
+	ev, err := events.DecodeRouteEvent(msg.Data)
+	require.NoError(t, err)
+	return ev
+}
+
+// createAtProvider creates a prediction at the simulated provider directly,
+// as a client that does not go through Pollux would, and returns its id.
+func (f *fleet) createAtProvider(t *testing.T, model string) string {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, f.SimURL+"/v1/models/"+model+"/predictions", strings.NewReader(`{"input":{"prompt":"made elsewhere"}}`))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+f.SimToken)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer func() { _ = res.Body.Close() }()
+	var p struct{ ID string }
+	require.NoError(t, json.NewDecoder(res.Body).Decode(&p))
+	require.Less(t, res.StatusCode, 300)
+	require.NotEmpty(t, p.ID)
+	return p.ID
+}
