@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"time"
 )
 
@@ -72,35 +71,12 @@ type AtlasVerifier struct {
 // nothing: the first Verify does.
 func NewAtlasVerifier(cfg AtlasVerifier) (*AtlasVerifier, error) {
 	a := cfg
-	if a.JWKSURL == "" {
-		a.JWKSURL = atlasJWKSURL
+	keys, err := keyConfig{verifier: "AtlasVerifier", name: "Atlas Cloud", defaultURL: atlasJWKSURL, url: &a.JWKSURL, client: &a.HTTPClient,
+		tolerance: &a.Tolerance, now: &a.Now, maxStaleness: &a.MaxStaleness, minRefresh: &a.MinRefresh}.build()
+	if err != nil {
+		return nil, err
 	}
-	if u, err := url.Parse(a.JWKSURL); err != nil || u.Scheme != "https" || u.Host == "" {
-		return nil, errors.New("signature: AtlasVerifier.JWKSURL must be an https URL")
-	}
-	if a.Tolerance < 0 || a.MaxStaleness < 0 || a.MinRefresh < 0 {
-		return nil, errors.New("signature: AtlasVerifier durations must not be negative")
-	}
-	if a.HTTPClient == nil {
-		a.HTTPClient = &http.Client{Timeout: falHTTPTimeout}
-	}
-	if a.Now == nil {
-		a.Now = time.Now
-	}
-	if a.Tolerance == 0 {
-		a.Tolerance = defaultTolerance
-	}
-	if a.MaxStaleness == 0 {
-		a.MaxStaleness = falMaxStaleness
-	}
-	if a.MinRefresh == 0 {
-		a.MinRefresh = falMinRefresh
-	}
-	if a.MaxStaleness < a.MinRefresh {
-		return nil, errors.New("signature: AtlasVerifier.MaxStaleness is shorter than MinRefresh")
-	}
-	a.keys = &jwks{name: "Atlas Cloud", url: a.JWKSURL, client: a.HTTPClient, now: a.Now,
-		maxStaleness: a.MaxStaleness, minRefresh: a.MinRefresh}
+	a.keys = keys
 	return &a, nil
 }
 

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"time"
 )
 
@@ -22,10 +21,6 @@ const (
 
 const (
 	falJWKSURL          = "https://rest.fal.ai/.well-known/jwks.json"
-	falHTTPTimeout      = 10 * time.Second
-	falMaxStaleness     = 24 * time.Hour
-	falMinRefresh       = time.Minute
-	maxJWKSBody         = 64 << 10
 	falSignatureHexSize = 2 * ed25519.SignatureSize
 )
 
@@ -69,40 +64,18 @@ type FalVerifier struct {
 // first Verify does.
 func NewFalVerifier(cfg FalVerifier) (*FalVerifier, error) {
 	f := cfg
-	if f.JWKSURL == "" {
-		f.JWKSURL = falJWKSURL
-	}
-	if u, err := url.Parse(f.JWKSURL); err != nil || u.Scheme != "https" || u.Host == "" {
-		return nil, errors.New("signature: FalVerifier.JWKSURL must be an https URL")
-	}
 	if f.UserID == "" {
 		return nil, errors.New("signature: FalVerifier.UserID is required")
 	}
 	if err := checkID("FalVerifier.UserID", f.UserID, false); err != nil {
 		return nil, fmt.Errorf("signature: FalVerifier.UserID: only printable ASCII without spaces, at most %d bytes", maxIDLen)
 	}
-	if f.Tolerance < 0 || f.MaxStaleness < 0 || f.MinRefresh < 0 {
-		return nil, errors.New("signature: FalVerifier durations must not be negative")
+	keys, err := keyConfig{verifier: "FalVerifier", name: "fal", defaultURL: falJWKSURL, url: &f.JWKSURL, client: &f.HTTPClient,
+		tolerance: &f.Tolerance, now: &f.Now, maxStaleness: &f.MaxStaleness, minRefresh: &f.MinRefresh}.build()
+	if err != nil {
+		return nil, err
 	}
-	if f.HTTPClient == nil {
-		f.HTTPClient = &http.Client{Timeout: falHTTPTimeout}
-	}
-	if f.Now == nil {
-		f.Now = time.Now
-	}
-	if f.Tolerance == 0 {
-		f.Tolerance = defaultTolerance
-	}
-	if f.MaxStaleness == 0 {
-		f.MaxStaleness = falMaxStaleness
-	}
-	if f.MinRefresh == 0 {
-		f.MinRefresh = falMinRefresh
-	}
-	if f.MaxStaleness < f.MinRefresh {
-		return nil, errors.New("signature: FalVerifier.MaxStaleness is shorter than MinRefresh")
-	}
-	f.keys = &jwks{name: "fal", url: f.JWKSURL, client: f.HTTPClient, now: f.Now, maxStaleness: f.MaxStaleness, minRefresh: f.MinRefresh}
+	f.keys = keys
 	return &f, nil
 }
 

@@ -1,6 +1,7 @@
 package signature
 
 import (
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"encoding/base64"
@@ -9,8 +10,17 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"sync"
 	"time"
+)
+
+// Key cache defaults.
+const (
+	jwksHTTPTimeout  = 10 * time.Second
+	jwksMaxStaleness = 24 * time.Hour
+	jwksMinRefresh   = time.Minute
+	maxJWKSBody      = 64 << 10
 )
 
 // jwks is a provider's published Ed25519 keys, fetched lazily and cached:
@@ -33,6 +43,46 @@ type jwks struct {
 	attempted time.Time     // start of the last fetch that counts against minRefresh
 	lastErr   error         // why the last counted fetch failed; nil if it succeeded
 	inflight  chan struct{} // closed when the running fetch ends; nil if none runs
+}
+
+// keyConfig points at the configuration fields an Ed25519 verifier shares
+// with the others, so build can fill their defaults and check them in one
+// place.
+type keyConfig struct {
+	verifier, name, defaultURL string
+	url                        *string
+	client                     **http.Client
+	tolerance                  *time.Duration
+	now                        *func() time.Time
+	maxStaleness, minRefresh   *time.Duration
+}
+
+// build fills the defaults, checks the values, naming the bad field, and
+// returns an empty key cache.
+func (c keyConfig) build() (*jwks, error) {
+	if *c.url == "" {
+		*c.url = c.defaultURL
+	}
+	if u, err := url.Parse(*c.url); err != nil || u.Scheme != "https" || u.Host == "" {
+		return nil, fmt.Errorf("signature: %s.JWKSURL must be an https URL", c.verifier)
+	}
+	if *c.tolerance < 0 || *c.maxStaleness < 0 || *c.minRefresh < 0 {
+		return nil, fmt.Errorf("signature: %s durations must not be negative", c.verifier)
+	}
+	if *c.client == nil {
+		*c.client = &http.Client{Timeout: jwksHTTPTimeout}
+	}
+	if *c.now == nil {
+		*c.now = time.Now
+	}
+	*c.tolerance = cmp.Or(*c.tolerance, defaultTolerance)
+	*c.maxStaleness = cmp.Or(*c.maxStaleness, jwksMaxStaleness)
+	*c.minRefresh = cmp.Or(*c.minRefresh, jwksMinRefresh)
+	if *c.maxStaleness < *c.minRefresh {
+		return nil, fmt.Errorf("signature: %s.MaxStaleness is shorter than MinRefresh", c.verifier)
+	}
+	return &jwks{name: c.name, url: *c.url, client: *c.client, now: *c.now,
+		maxStaleness: *c.maxStaleness, minRefresh: *c.minRefresh}, nil
 }
 
 // keySet is one good JWKS fetch. Its keys are all ed25519.PublicKeySize
