@@ -131,3 +131,22 @@ func parseJob(rec []string, col map[string]int) (Job, error) {
 	}
 	return j, nil
 }
+
+// WriteTrace writes jobs as a CSV trace that ReadTrace reads back: the
+// header model,submit_s,queue_s,duration_s,outcome, then one job a line,
+// times in seconds to the millisecond.
+func WriteTrace(w io.Writer, jobs []Job) error {
+	cw := csv.NewWriter(w)
+	if err := cw.Write(traceColumns); err != nil {
+		return err
+	}
+	for _, j := range jobs {
+		if err := cw.Write([]string{j.Model, secs3(j.Submit), secs3(j.Queue), secs3(j.Duration), j.Outcome}); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+func secs3(x float64) string { return strconv.FormatFloat(x, 'f', 3, 64) }
