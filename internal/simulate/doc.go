@@ -8,7 +8,10 @@
 // its terminal state Duration seconds after Submit. Jobs come from the
 // built-in workloads (Workloads: lognormal of three spreads, bimodal, heavy
 // tailed, a mid-run slowdown, early failures; each with a lognormal queue
-// wait and Poisson arrivals) or from a CSV trace (ReadTrace). A poll at t
+// wait and Poisson arrivals), from a CSV trace (ReadTrace, WriteTrace), or
+// from the fleet's own finished jobs (ReadFleet: the jobs bucket read
+// through its owner, internal/jobs; the jobs learn.Durations learns from,
+// in submit order). A poll at t
 // sees the job queued, running or terminal; the simulated provider reports
 // a running job's start time, as Replicate does.
 //
@@ -48,4 +51,11 @@
 //
 // With Config.Sweep every strategy also runs across its knob (the poll
 // cost, or a factor on every delay) for WritePlot.
+//
+// # What-if
+//
+// RunWhatIf prices a change of a route's poll settings (Change: poll_cost,
+// min_delay, max_delay, jitter) on one history: adaptive runs twice, with
+// the same seed, under the policy of today and under the changed one, and
+// each model's and all jobs' polls per job and delays are compared.
 package simulate

@@ -37,25 +37,33 @@ func (r *run) score(s Strategy, knobs []float64, out outcome) []Score {
 	scores := make([]Score, len(r.models))
 	delays := make([]float64, 0, len(r.jobs))
 	for m, md := range r.models {
-		sc := Score{Strategy: s.Name, Model: md.name, Knob: knobs[m], Jobs: len(md.scored)}
-		delays = delays[:0]
-		polls := 0.0
-		for _, i := range md.scored {
-			polls += float64(out.polls[i])
-			delays = append(delays, out.delay[i])
-		}
-		if n := float64(len(delays)); n > 0 {
-			slices.Sort(delays)
-			sum := 0.0
-			for _, d := range delays {
-				sum += d
-			}
-			sc.PollsPerJob, sc.MeanDelayS = polls/n, sum/n
-			sc.P50DelayS, sc.P95DelayS, sc.P99DelayS = rank(delays, 0.50), rank(delays, 0.95), rank(delays, 0.99)
-		}
+		sc := Score{Strategy: s.Name, Model: md.name, Knob: knobs[m]}
+		delays = sc.figures(md.scored, out, delays)
 		scores[m] = sc
 	}
 	return scores
+}
+
+// figures fills in the score of the jobs at indexes scored; delays is
+// scratch space, returned for reuse.
+func (sc *Score) figures(scored []int, out outcome, delays []float64) []float64 {
+	sc.Jobs = len(scored)
+	delays = delays[:0]
+	polls := 0.0
+	for _, i := range scored {
+		polls += float64(out.polls[i])
+		delays = append(delays, out.delay[i])
+	}
+	if n := float64(len(delays)); n > 0 {
+		slices.Sort(delays)
+		sum := 0.0
+		for _, d := range delays {
+			sum += d
+		}
+		sc.PollsPerJob, sc.MeanDelayS = polls/n, sum/n
+		sc.P50DelayS, sc.P95DelayS, sc.P99DelayS = rank(delays, 0.50), rank(delays, 0.95), rank(delays, 0.99)
+	}
+	return delays
 }
 
 // rank returns the q-quantile of sorted xs by nearest rank.
