@@ -16,7 +16,7 @@ import (
 )
 
 // Sections of the bench, in the order they run.
-var Sections = []string{"micro", "cycles", "fleet", "ingest", "limits", "webhook", "capacity", "timers", "cluster"}
+var Sections = []string{"micro", "cycles", "fleet", "ingest", "limits", "webhook", "index", "capacity", "timers", "cluster"}
 
 // Config configures a run. Zero values mean the defaults on each field.
 type Config struct {
@@ -91,7 +91,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}}
 	steps := map[string]func(context.Context) error{
 		"micro": r.micro, "cycles": r.cycles, "fleet": r.fleet, "ingest": r.ingest, "limits": r.limits, "webhook": r.webhook,
-		"capacity": r.capacity, "timers": r.timers, "cluster": r.cluster,
+		"index": r.index, "capacity": r.capacity, "timers": r.timers, "cluster": r.cluster,
 	}
 	for _, s := range Sections {
 		if !slices.Contains(cfg.Only, s) {
