@@ -76,7 +76,13 @@ export async function request(method, url, body, opts = {}) {
   } catch (err) {
     throw new APIError(0, 'network', `the front door did not answer (${err.message})`);
   }
-  if (!res.ok) throw await problem(res);
+  if (!res.ok) {
+    const err = await problem(res);
+    // A session that ended (expired, or its token left the tokens file)
+    // sends the console back to its login.
+    if (res.status === 401 && !opts.noSignOut) window.dispatchEvent(new CustomEvent('pollux:unauthorized'));
+    throw err;
+  }
   if (res.status === 204) return null;
   const text = await res.text();
   if (!text) return null;
@@ -106,7 +112,7 @@ export async function session() {
   return norm(await res.json());
 }
 
-export const login = (token) => post('/console/login', new URLSearchParams({ token }));
+export const login = (token) => post('/console/login', new URLSearchParams({ token }), { noSignOut: true });
 export const logout = () => post('/console/logout');
 
 /** Opens an EventSource; onEvent(type, data, id) for each named type. */

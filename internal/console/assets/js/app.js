@@ -101,5 +101,21 @@ async function start() {
 }
 
 window.addEventListener('hashchange', () => route());
+window.addEventListener('pollux:unauthorized', () => {
+  if (!ctx.session || !ctx.session.auth) return;
+  ctx.session = null;
+  api.setCSRF('');
+  renderWho();
+  toast('The session ended: sign in again.', 'error');
+  route();
+});
+// "/" focuses the page's search box, as in most consoles.
+window.addEventListener('keydown', (ev) => {
+  if (ev.key !== '/' || ev.ctrlKey || ev.metaKey || ev.altKey) return;
+  const t = ev.target;
+  if (t instanceof HTMLInputElement || t instanceof HTMLTextAreaElement || t instanceof HTMLSelectElement) return;
+  const search = document.querySelector('input[type=search]');
+  if (search) { ev.preventDefault(); search.focus(); }
+});
 setInterval(() => tick(view), 1000);
 start();

@@ -50,7 +50,7 @@ export async function jobs(ctx, el) {
   const modelIn = h('input#f-model', { name: 'model', list: 'models', placeholder: 'any model', 'aria-label': 'Model', value: f.model, spellcheck: false });
   const models = h('datalist#models');
   const ageSel = h('select#f-age', { name: 'age', 'aria-label': 'Created' }, AGES.map(([v, l]) => h('option', { value: v, selected: v === f.age }, l)));
-  const search = h('input#f-search', { type: 'search', name: 'q', placeholder: 'job id, idempotency key or remote id', value: f.q, spellcheck: false, 'aria-label': 'Search' });
+  const search = h('input#f-search', { type: 'search', name: 'q', placeholder: 'exact job id, idempotency key or remote id (press /)', value: f.q, spellcheck: false, 'aria-label': 'Search' });
   const stateBtns = STATES.map((s) => h(`button.chip-toggle.s-${s}`, {
     type: 'button', 'data-state': s, 'aria-pressed': String(f.states.includes(s)),
     on: { click: () => { f.states = f.states.includes(s) ? f.states.filter((x) => x !== s) : [...f.states, s]; apply(); } },
@@ -170,8 +170,10 @@ export async function jobs(ctx, el) {
 
   // Live updates: a job in the table changes in place; a new one that
   // matches appears on top of the first page.
+  let lost = false;
   function follow() {
     if (es) es.close();
+    lost = false;
     liveDot.textContent = 'connecting';
     liveDot.className = 'live';
     es = api.stream(`/v1/stream${api.query({ route: f.route })}`, ['job'], (_, e) => {
@@ -201,6 +203,9 @@ export async function jobs(ctx, el) {
       page.total = (page.total || 0) + 1;
       renderTotals();
     }, (state) => {
+      // Updates missed while the stream was down: reload the page.
+      if (state === 'open' && lost) load();
+      lost = state !== 'open';
       liveDot.textContent = state === 'open' ? 'live' : 'reconnecting';
       liveDot.className = `live ${state === 'open' ? 'on' : 'off'}`;
     });
