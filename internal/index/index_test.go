@@ -1,9 +1,12 @@
 package index_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -161,6 +164,60 @@ func TestSurvivesNATSServerRestart(t *testing.T) {
 	require.Len(t, live, 22)
 }
 
+// Run started while the server is down waits for it, then catches up.
+func TestRunWaitsForTheServer(t *testing.T) {
+	t.Parallel()
+	srv := natstest.NewRestartable(t)
+	_, js := srv.Connect(t)
+	e := setupOn(t, js)
+	e.publish(job("r", "a", t0, state.Queued), 1)
+	logs := &syncBuffer{}
+	x, err := index.New(index.Config{Logger: zerolog.New(logs)}, js, e.ns, e.res)
+	require.NoError(t, err)
+	srv.Stop()
+
+	ctx, cancel := context.WithCancel(t.Context())
+	ready, done := make(chan struct{}), make(chan error, 1)
+	go func() { done <- x.Run(ctx, ready) }()
+	defer func() {
+		cancel()
+		require.NoError(t, <-done)
+	}()
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "reading the events stream failed") },
+		30*time.Second, 10*time.Millisecond, "Run reports that it cannot read")
+	select {
+	case <-ready:
+		require.FailNow(t, "ready before the server is back")
+	default:
+	}
+	srv.Start(t)
+	select {
+	case <-ready:
+	case <-time.After(30 * time.Second):
+		require.FailNow(t, "the index did not catch up once the server was back")
+	}
+	_, ok := x.Get("a")
+	require.True(t, ok)
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
 // Run again after it returned goes on after the last event applied: what
 // came while it was stopped applies, nothing is applied twice.
 func TestRunResumesAfterTheLastEventApplied(t *testing.T) {
@@ -192,8 +249,10 @@ func TestGarbageIsIgnoredAndCounted(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	e.raw(e.ns.Event("r", "x"), []byte("not json"))
-	x := e.start(index.Config{})
+	logs := &syncBuffer{}
+	x := e.start(index.Config{Logger: zerolog.New(logs)})
 	require.Equal(t, uint64(1), x.Garbage())
+	require.Contains(t, logs.String(), `{"level":"debug","error":"not an event: `)
 
 	other := &events.Event{V: events.Version, Type: "queued", Seq: 1, Route: "r", JobID: "other", Time: t0}
 	mismatch, err := other.Encode()
@@ -216,6 +275,8 @@ func TestGarbageIsIgnoredAndCounted(t *testing.T) {
 	e.publish(job("r", "fine", t0, state.Queued), 1)
 	e.caughtUp(x)
 	require.Equal(t, uint64(9), x.Garbage())
+	require.Equal(t, 9, strings.Count(logs.String(), `"level":"debug"`), "each is logged once, at debug level")
+	require.NotContains(t, logs.String(), `"level":"warn"`)
 	n, _ := x.Size()
 	require.Equal(t, 1, n)
 	_, ok := x.Get("fine")
