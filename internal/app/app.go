@@ -106,9 +106,7 @@ func (e *Env) Levels() []census.Want {
 // RunCensus exports the fleet census (see package census) as gauges on the
 // process's metrics, refreshed every interval, until ctx ends.
 func (e *Env) RunCensus(ctx context.Context, every time.Duration) error {
-	c := census.NewCollector(func(ctx context.Context) (*census.Snapshot, error) {
-		return census.Take(ctx, e.NS, e.Res, e.RouteNames(), e.Levels()...)
-	}, every, e.Log)
+	c := census.NewCollector(e.Census, every, e.Log)
 	if err := e.Metrics.Registry().Register(c); err != nil {
 		return fmt.Errorf("census metrics: %w", err)
 	}

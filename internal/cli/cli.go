@@ -130,11 +130,11 @@ func (c *ServeCmd) Run(g *Globals) error {
 	}, func(e dev.Endpoints, _ *dev.Stack) {
 		fmt.Fprint(g.Stdout, e.Env())
 		fmt.Fprintf(g.Stderr, "Pollux is running: route %q on the simulated provider (models %s), time compressed %g×. Ctrl-C stops it.\n"+
-			"  NATS        %s\n  front door  %s\n  metrics     %s\n"+
+			"  NATS        %s\n  front door  %s\n  console     %s\n  metrics     %s\n"+
 			"In another terminal: export POLLUX_NATS_URL=%s, then pollux submit --route %s --model pollux-demo/preview --wait\n"+
 			"Try the examples (docs/contract.md): NATS_URL=%s POLLUX_HTTP_URL=%s examples/cli/run.sh\n",
 			dev.RouteName, strings.Join(slices.Sorted(maps.Keys(dev.DefaultModels())), ", "), c.TimeScale,
-			e.NATSURL, e.HTTPURL, e.MetricsURL, e.NATSURL, dev.RouteName, e.NATSURL, e.HTTPURL)
+			e.NATSURL, e.HTTPURL, dev.ConsoleURL(e.HTTPURL), e.MetricsURL, e.NATSURL, dev.RouteName, e.NATSURL, e.HTTPURL)
 	})
 }
 

@@ -153,6 +153,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 		return nil, err
 	}
 	env, simSrv := stack.Env, stack.Sim
+	fmt.Fprintf(cfg.Progress, "console (while the demo runs): %s\n", ConsoleURL(stack.HTTPURL))
 
 	w := &workload{cfg: cfg, env: env, run: "demo-" + randomHex(3)}
 	tracker, err := newTracker(gctx, env, w.run)

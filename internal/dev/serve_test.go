@@ -73,3 +73,34 @@ func TestServeRefusesATakenAddress(t *testing.T) {
 		require.True(t, strings.Contains(err.Error(), flag), "%s: %v", flag, err)
 	}
 }
+
+// A served stack's front door has the jobs index, the routes' census and
+// the console: / leads to it.
+func TestServeServesTheConsoleAndTheAPI(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	got := map[string]string{}
+	status := map[string]int{}
+	err := dev.Serve(ctx, serveConfig(t), func(e dev.Endpoints, _ *dev.Stack) {
+		defer cancel()
+		for _, u := range []string{e.HTTPURL + "/", dev.ConsoleURL(e.HTTPURL), e.HTTPURL + "/v1/jobs", e.HTTPURL + "/v1/routes", e.HTTPURL + "/console/session"} {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+			require.NoError(t, err)
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			b, err := io.ReadAll(resp.Body)
+			require.NoError(t, errors.Join(err, resp.Body.Close()))
+			got[strings.TrimPrefix(u, e.HTTPURL)], status[strings.TrimPrefix(u, e.HTTPURL)] = resp.Header.Get("Content-Type")+" "+string(b), resp.StatusCode
+		}
+	})
+	require.NoError(t, err)
+	for path, code := range status {
+		require.Equal(t, http.StatusOK, code, "%s: %s", path, got[path])
+	}
+	require.Contains(t, got["/"], "text/html", "/ leads to the console")
+	require.Contains(t, got["/console/"], "text/html")
+	require.Contains(t, got["/v1/jobs"], `"jobs":[]`)
+	require.Contains(t, got["/v1/routes"], `"name":"`+dev.RouteName+`"`)
+	require.Contains(t, got["/console/session"], `"auth":false`)
+}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/pollux-dev/pollux/internal/app"
 	"github.com/pollux-dev/pollux/internal/config"
+	"github.com/pollux-dev/pollux/internal/console"
 	"github.com/pollux-dev/pollux/internal/frontdoor"
 	"github.com/pollux-dev/pollux/internal/ingest"
 	"github.com/pollux-dev/pollux/internal/metrics"
@@ -42,12 +43,15 @@ type StackConfig struct {
 	// HTTPAddr is where the HTTP front door listens (default
 	// 127.0.0.1:0, a free loopback port).
 	HTTPAddr string
+	// HTTPTokens are the front door's tokens (nil: none, as on loopback).
+	HTTPTokens *frontdoor.Tokens
 	// Logger receives every component's logs (default: none).
 	Logger zerolog.Logger
 }
 
 // Stack is the simulated provider, all three services and the HTTP front
-// door in one process on one NATS connection: what `pollux dev` and `pollux
+// door (with the jobs index and the console) in one process on one NATS
+// connection: what `pollux dev` and `pollux
 // serve` run, and what the end-to-end tests drive.
 type Stack struct {
 	Env     *app.Env
@@ -59,6 +63,9 @@ type Stack struct {
 	// HTTPURL is the front door's base URL.
 	HTTPURL string
 }
+
+// ConsoleURL is the console's URL on a front door's base URL.
+func ConsoleURL(httpURL string) string { return httpURL + "/console/" }
 
 // Start starts the simulated provider and the services on nc; they run
 // under g until its context ends.
@@ -129,8 +136,9 @@ func Start(ctx context.Context, g *errgroup.Group, nc *nats.Conn, sc StackConfig
 		_ = hookLn.Close()
 		return nil, err
 	}
-	fd, err := frontdoor.New(frontdoor.Config{Routes: []string{RouteName}, Logger: log.With().Str("component", "frontdoor").Logger()},
-		env.JS, env.NS, env.Res, env.Jobs)
+	fd, err := env.FrontDoor(ctx, g, frontdoor.Config{
+		Tokens: sc.HTTPTokens, Console: console.Handler(), Logger: log.With().Str("component", "frontdoor").Logger(),
+	})
 	if err != nil {
 		_ = hookLn.Close()
 		return nil, err
@@ -184,7 +192,8 @@ const (
 type Endpoints struct {
 	// NATSURL is the NATS server's URL.
 	NATSURL string
-	// HTTPURL is the front door's base URL.
+	// HTTPURL is the front door's base URL (the console is at
+	// ConsoleURL(HTTPURL)).
 	HTTPURL string
 	// MetricsURL is the URL of the Prometheus metrics.
 	MetricsURL string
