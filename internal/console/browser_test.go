@@ -200,11 +200,18 @@ func TestReadOnlyConsole(t *testing.T) {
 	t.Parallel()
 	f := startFleet(t)
 	id := f.submit(t, slowModel, "console-readonly-1")
+	// Some history for the reader to look at: jobs that succeed and fail.
+	for i := range 12 {
+		f.submit(t, []string{quickModel, flakyModel}[i%2], fmt.Sprintf("console-readonly-busy-%d", i))
+	}
 	b := newTab(t, f.HTTPURL)
 	b.login(readToken, "read")
 	require.Contains(t, b.text("#who"), readName)
 	require.Zero(t, eval[int](b, `[...document.querySelectorAll('[data-action]')].filter(e => !e.disabled && e.offsetParent).length`), "no enabled pause or resume")
+	b.waitJS("the busy jobs done", `Number((document.querySelector('section.route .legend-item:has(.s-running) b')||{textContent:'0'}).textContent) <= 1 && document.querySelector('section.route .legend-item:has(.s-succeeded)')`, live)
 	b.shot("overview-readonly")
+	b.open("#/jobs", "#live.on")
+	b.shot("jobs-readonly")
 
 	b.open("#/jobs/"+id+"?route="+dev.RouteName, "#timeline")
 	b.waitJS("the job's record", `document.querySelector('li.ev[data-type=submitted]')`, live)

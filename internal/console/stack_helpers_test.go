@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -15,16 +14,12 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/pollux-dev/pollux/internal/census"
 	"github.com/pollux-dev/pollux/internal/config"
-	"github.com/pollux-dev/pollux/internal/console"
 	"github.com/pollux-dev/pollux/internal/dev"
 	"github.com/pollux-dev/pollux/internal/frontdoor"
-	"github.com/pollux-dev/pollux/internal/index"
 	"github.com/pollux-dev/pollux/internal/natstest"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/provider/sim"
-	"github.com/pollux-dev/pollux/pkg/schedule"
 )
 
 // The tokens of the test stacks' tokens file: an operator who may act and
@@ -42,42 +37,14 @@ const (
 const (
 	quickModel = "console-test/quick"
 	otherModel = "console-test/other"
+	flakyModel = "console-test/flaky"
 	slowModel  = "console-test/slow"
 	timeScale  = 20
 )
 
-// frontDoor runs a front door with the tokens, the jobs index and the
-// console on the stack's connection and returns its URL. (dev.Start's own
-// front door takes no tokens file, and the read-only and CSRF tests need
-// one.)
-func frontDoor(t *testing.T, ctx context.Context, g *errgroup.Group, st *dev.Stack, tokens *frontdoor.Tokens) string {
-	t.Helper()
-	env := st.Env
-	x, err := index.New(index.Config{}, env.JS, env.NS, env.Res)
-	require.NoError(t, err)
-	ready := make(chan struct{})
-	g.Go(func() error { return x.Run(ctx, ready) })
-	<-ready
-	policies := map[string]schedule.Policy{}
-	for name, r := range env.Routes {
-		policies[name] = r.Policy
-	}
-	fd, err := frontdoor.New(frontdoor.Config{
-		Routes: env.RouteNames(), Tokens: tokens, Index: x, Pauses: env.Pauses,
-		Census: func(ctx context.Context) (*census.Snapshot, error) {
-			return census.Take(ctx, env.NS, env.Res, env.RouteNames(), env.Levels()...)
-		},
-		Learned: env.Stats.Lookup, Policies: policies, Console: console.Handler(),
-	}, env.JS, env.NS, env.Res, env.Jobs)
-	require.NoError(t, err)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	g.Go(func() error { return fd.Run(ctx, ln) })
-	return "http://" + ln.Addr().String()
-}
-
 // fleet is a running stack (the simulated provider, the services and the
-// front door with the console) a test drives through HTTP and a browser.
+// front door with the jobs index and the console, as dev.Start wires them)
+// a test drives through HTTP and a browser.
 type fleet struct {
 	*dev.Stack
 	js jetstream.JetStream
@@ -102,12 +69,13 @@ func startFleet(t *testing.T) *fleet {
 		Sim: sim.Config{TimeScale: timeScale, Seed: 18, Models: map[string]sim.Model{
 			quickModel: {QueueMedian: d(20 * time.Second), QueueSigma: 0.2, RunMedian: d(50 * time.Second), RunSigma: 0.2},
 			otherModel: {QueueMedian: d(2 * time.Second), QueueSigma: 0.2, RunMedian: d(8 * time.Second), RunSigma: 0.2},
+			flakyModel: {QueueMedian: d(10 * time.Second), QueueSigma: 0.5, RunMedian: d(30 * time.Second), RunSigma: 0.5, FailRate: 0.4},
 			slowModel:  {QueueMedian: d(time.Second), QueueSigma: 0.2, RunMedian: d(2 * time.Hour), RunSigma: 0.1},
 		}},
-		Route: config.Route{Workers: config.Workers{Submit: 8}},
+		Route:      config.Route{Workers: config.Workers{Submit: 8}},
+		HTTPTokens: tokens,
 	})
 	require.NoError(t, err)
-	st.HTTPURL = frontDoor(t, gctx, g, st, tokens)
 	return &fleet{Stack: st, js: js}
 }
 

@@ -84,7 +84,7 @@ function fleet(routes, all) {
     stat('Completions', fmtNum(a.completions || 0), 'last hour'),
     stat('Polls / completion', done ? fmtNum(a.polls_per_completion, 2) : '—', 'last hour'),
     stat('Detection p50 / p95', done ? `${fmtDur(a.detect_p50)} / ${fmtDur(a.detect_p95)}` : '—', 'completion → Pollux knows'),
-    stat('Webhook coverage', done ? fmtPct(a.webhook_coverage) : '—', 'completions seen by webhook'),
+    stat('Webhook coverage', done ? fmtPct(a.webhook_coverage) : '—', 'first seen by webhook'),
   ];
 }
 
