@@ -37,6 +37,9 @@ const DefaultMaxJobs = 1_000_000
 // Entry is what the index holds of one job: the fields lists filter and
 // show, from the job's latest event.
 type Entry struct {
+	// ID, Route, Model, RemoteID, IdempotencyKey, State and Tracked are
+	// the job record's (state.Job), as are Polls, Progress, QueuePosition
+	// and Reason below.
 	ID             string      `json:"id"`
 	Route          string      `json:"route"`
 	Model          string      `json:"model,omitempty"`

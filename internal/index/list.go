@@ -68,22 +68,23 @@ func (x *Index) List(q Query) (Page, error) {
 	limit := q.Limit
 	switch {
 	case limit < 0:
-		return Page{}, fmt.Errorf("limit %d: must be positive", limit)
+		return Page{}, fmt.Errorf("limit %d: must not be negative (0 means %d)", limit, DefaultLimit)
 	case limit == 0:
 		limit = DefaultLimit
 	case limit > MaxLimit:
 		limit = MaxLimit
 	}
-	var after *key
+	var cursor *key
 	if q.Cursor != "" {
 		k, err := parseCursor(q.Cursor)
 		if err != nil {
 			return Page{}, err
 		}
-		after = &k
+		cursor = &k
 	}
 	m := newMatcher(q)
-	upper := after
+	// The page starts below the cursor and below CreatedBefore.
+	upper := cursor
 	if !q.CreatedBefore.IsZero() && (upper == nil || q.CreatedBefore.Before(upper.at)) {
 		upper = &key{at: q.CreatedBefore}
 	}

@@ -31,7 +31,9 @@ const caughtUpCheck = time.Second
 // then returns nil). It closes ready (if not nil) once it has applied
 // everything the stream held when Run started. When reading fails (NATS
 // restarts, the connection drops) it reads again from the message after
-// the last it applied, waiting a little longer after each failure.
+// the last it applied, waiting a little longer after each failure. Run
+// may be called again after it returned (it goes on from where it
+// stopped), not twice at once.
 func (x *Index) Run(ctx context.Context, ready chan<- struct{}) error {
 	var once sync.Once
 	r := &reader{x: x, ready: func() {
