@@ -1,7 +1,7 @@
 // Package cli holds the commands of the pollux tool: dev (everything in one
 // process on an embedded NATS server, with a demo workload), serve (the
 // same, for your own clients), sim-provider, and the client commands
-// submit, track, cancel, get and routes.
+// submit, track, cancel, get, routes and jobs.
 package cli
 
 import (
@@ -48,6 +48,7 @@ type CLI struct {
 	Track       TrackCmd       `cmd:"" help:"Track a job submitted elsewhere (by its provider's id) and optionally wait for it to finish."`
 	Cancel      CancelCmd      `cmd:"" help:"Cancel a job, with a reason kept in its record."`
 	Routes      RoutesCmd      `cmd:"" help:"List the routes; pause and resume one across the fleet."`
+	Jobs        JobsCmd        `cmd:"" help:"List jobs, newest first, filtered, from a front door's index (GET /v1/jobs)."`
 	Bench       BenchCmd       `cmd:"" help:"Measure the fleet against JetStream's own limits and print one table (make bench)."`
 }
 
