@@ -229,3 +229,26 @@ func TestReadOnlyConsole(t *testing.T) {
 	require.Equal(t, http.StatusForbidden, status)
 	require.Nil(t, f.routeEvent(t))
 }
+
+// Without a tokens file (pollux serve on loopback) there is no login and
+// the console may act, still with the CSRF token the front door hands it:
+// a request from the page without one is refused all the same.
+func TestOpenFrontDoorConsole(t *testing.T) {
+	t.Parallel()
+	f := startFleetWith(t, nil)
+	id := f.submit(t, slowModel, "console-open-1")
+	b := newTab(t, f.HTTPURL)
+	b.open("#/", "section.route")
+	require.Zero(t, eval[int](b, `document.querySelectorAll('#token').length`), "no login")
+	require.Equal(t, "act", eval[string](b, `document.querySelector('#role').dataset.role`))
+	require.Contains(t, b.text("#who"), "no login")
+	b.shot("overview-open")
+
+	b.open("#/jobs/"+id+"?route="+dev.RouteName, "#timeline")
+	b.waitJS("the job's record", `!document.querySelector('#cancel').disabled`, live)
+	status := eval[int](b, `fetch('/v1/jobs/`+id+`/cancel', {method: 'POST', headers: {'Content-Type': 'application/json'}, body: '{}'}).then(r => r.status)`)
+	require.Equal(t, http.StatusForbidden, status, "a page's request without the CSRF token")
+	b.do("cancel", chromedp.Click(chromedp.CSS("#cancel")))
+	b.confirm("cancel-open", "")
+	b.waitJS("the canceled event", `document.querySelector('li.ev[data-type=canceled]')`, live)
+}

@@ -47,17 +47,25 @@ const (
 // a test drives through HTTP and a browser.
 type fleet struct {
 	*dev.Stack
-	js jetstream.JetStream
+	js     jetstream.JetStream
+	tokens bool // the front door takes tokens
 }
 
 // startFleet runs the stack, with the tokens above, until the test ends.
 func startFleet(t *testing.T) *fleet {
 	t.Helper()
-	srv := natstest.Server(t)
-	nc, js := natstest.Connect(t, srv)
 	tokens, err := frontdoor.ParseTokens(strings.NewReader(
 		actToken + " act name=" + actName + "\n" + readToken + " read name=" + readName + "\n"))
 	require.NoError(t, err)
+	return startFleetWith(t, tokens)
+}
+
+// startFleetWith runs the stack with tokens (nil: none, every request
+// allowed, as pollux serve runs on loopback) until the test ends.
+func startFleetWith(t *testing.T, tokens *frontdoor.Tokens) *fleet {
+	t.Helper()
+	srv := natstest.Server(t)
+	nc, js := natstest.Connect(t, srv)
 	ctx, cancel := context.WithCancel(context.Background())
 	g, gctx := errgroup.WithContext(ctx)
 	t.Cleanup(func() {
@@ -76,7 +84,7 @@ func startFleet(t *testing.T) *fleet {
 		HTTPTokens: tokens,
 	})
 	require.NoError(t, err)
-	return &fleet{Stack: st, js: js}
+	return &fleet{Stack: st, js: js, tokens: tokens != nil}
 }
 
 // call makes an API request with the operator's bearer token and decodes
@@ -91,7 +99,9 @@ func (f *fleet) call(t *testing.T, method, path string, body, out any) int {
 	}
 	req, err := http.NewRequestWithContext(t.Context(), method, f.HTTPURL+path, rd)
 	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+actToken)
+	if f.tokens {
+		req.Header.Set("Authorization", "Bearer "+actToken)
+	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
