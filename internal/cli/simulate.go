@@ -38,7 +38,7 @@ type SimulateCmd struct {
 	MaxDelay *time.Duration `name:"max-delay" env:"POLLUX_SIMULATE_MAX_DELAY" help:"Pollux's longest interval between polls, the tolerated notification delay (adaptive, seed-table and optimal; default 60s; with --from-fleet the route's)."`
 
 	FromFleet  bool           `name:"from-fleet" env:"POLLUX_SIMULATE_FROM_FLEET" help:"Replay the fleet's finished jobs of --route, read from the jobs bucket over NATS, under the route's poll settings from --config."`
-	Route      string         `name:"route" env:"POLLUX_ROUTE" help:"With --from-fleet: the route whose jobs are read (required)."`
+	Route      string         `name:"route" env:"POLLUX_SIMULATE_ROUTE" help:"With --from-fleet: the route whose jobs are read (required)."`
 	Model      string         `name:"model" env:"POLLUX_SIMULATE_MODEL" help:"With --from-fleet: only this model's jobs, all its configurations (default: all the route's models)."`
 	Since      *time.Duration `name:"since" env:"POLLUX_SIMULATE_SINCE" help:"With --from-fleet: only jobs accepted within this long before now (default: all the jobs bucket holds, 7 days unless configured)."`
 	Export     string         `name:"export" env:"POLLUX_SIMULATE_EXPORT" type:"path" placeholder:"FILE.csv" help:"With --from-fleet: also write the jobs read as a trace (--trace reads it back)."`
@@ -79,8 +79,16 @@ func (c *SimulateCmd) Run(g *Globals) error {
 		policy.MaxDelay = *c.MaxDelay
 	}
 	if c.FromFleet && !c.ExportOnly {
-		if policy, err = routePolicy(c.ConfigFile, c.Route); err != nil {
+		var floor time.Duration
+		if policy, floor, err = routePolicy(c.ConfigFile, c.Route); err != nil {
 			return err
+		}
+		changed := policy
+		for _, ch := range changes {
+			ch.Apply(&changed)
+		}
+		if changed.MinDelay < floor {
+			return fmt.Errorf("--what-if: min_delay %s is below the poll floor of route %s's provider, %s, which the route keeps", changed.MinDelay, c.Route, floor)
 		}
 	}
 	cfg := simulate.Config{Policy: policy, Warmup: c.Warmup, Seed: c.Seed, Sweep: c.Plot != ""}
@@ -95,6 +103,9 @@ func (c *SimulateCmd) Run(g *Globals) error {
 		if trace, err = readTrace(c.Trace); err != nil {
 			return err
 		}
+	}
+	if kept, _ := scorable(trace, c.Warmup); trace != nil && len(kept) == 0 {
+		return fmt.Errorf("--warmup %d: no model has more jobs than that, so none would be scored; lower it", c.Warmup)
 	}
 	if len(changes) > 0 {
 		w, err := simulate.RunWhatIf(trace, changes, cfg)
@@ -111,10 +122,7 @@ func (c *SimulateCmd) Run(g *Globals) error {
 	if trace != nil {
 		if c.FromFleet {
 			var dropped []string
-			if trace, dropped = scorable(trace, c.Warmup); len(trace) == 0 {
-				return fmt.Errorf("--warmup %d: no model of the route has more jobs than that; lower it", c.Warmup)
-			}
-			if len(dropped) > 0 {
+			if trace, dropped = scorable(trace, c.Warmup); len(dropped) > 0 {
 				fmt.Fprintf(g.Stderr, "left out, %d jobs or fewer (--warmup): %s\n", c.Warmup, strings.Join(dropped, ", "))
 			}
 		}
@@ -241,32 +249,36 @@ func (c *SimulateCmd) validate() ([]simulate.Change, error) {
 }
 
 // routePolicy is the poll policy of route name in the configuration file
-// at path, as the services build it (the adapter's poll floor included).
-// No call is made: the adapter is built with a stand-in token, and
-// without webhooks, which the simulation does not model.
-func routePolicy(path, name string) (schedule.Policy, error) {
+// at path, as the services build it, and the adapter's poll floor, which
+// the policy's MinDelay never goes below. No call is made: the adapter is
+// built with a stand-in token, and without webhooks, which the simulation
+// does not model.
+func routePolicy(path, name string) (schedule.Policy, time.Duration, error) {
+	fail := func(err error) (schedule.Policy, time.Duration, error) {
+		return schedule.Policy{}, 0, fmt.Errorf("--config %s: %w", path, err)
+	}
 	cfg, err := config.Load(path)
 	if err != nil {
-		return schedule.Policy{}, fmt.Errorf("--config %s: %w (--from-fleet reads the route's poll settings from it)", path, err)
+		return fail(fmt.Errorf("%w (--from-fleet reads the route's poll settings from it)", err))
 	}
 	rc, ok := cfg.Routes[name]
 	if !ok {
-		return schedule.Policy{}, fmt.Errorf("--route %s: no such route in %s (routes: %s)", name, path, strings.Join(cfg.RouteNames(), ", "))
+		return schedule.Policy{}, 0, fmt.Errorf("--route %s: no such route in %s (routes: %s)", name, path, strings.Join(cfg.RouteNames(), ", "))
 	}
 	opts, err := rc.OptionsJSON()
 	if err != nil {
-		return schedule.Policy{}, fmt.Errorf("--config %s: route %s: %w", path, name, err)
+		return fail(fmt.Errorf("route %s: %w", name, err))
 	}
 	a, err := route.Registry.New(provider.Config{Route: name, Kind: rc.Kind, BaseURL: rc.BaseURL, Token: "simulate-makes-no-calls", Options: opts})
 	if err != nil {
-		return schedule.Policy{}, fmt.Errorf("--config %s: %w", path, err)
+		return fail(err)
 	}
 	rc.WebhookURL = ""
 	r, err := route.New(name, a, rc, 1)
 	if err != nil {
-		return schedule.Policy{}, fmt.Errorf("--config %s: %w", path, err)
+		return fail(err)
 	}
-	return r.Policy, nil
+	return r.Policy, a.Info().PollFloor, nil
 }
 
 // readFleet reads the route's finished jobs over NATS, showing progress
@@ -291,7 +303,7 @@ func (c *SimulateCmd) readFleet(g *Globals) ([]simulate.Job, error) {
 	if st, err := res.Jobs.Status(ctx); err == nil {
 		total = st.Values()
 	}
-	p := progress{w: g.Stderr, inPlace: isTerminal(g.Stderr), total: total, route: c.Route}
+	p := progress{w: g.Stderr, inPlace: isTerminal(g.Stderr), total: total, route: c.Route, last: time.Now()}
 	f, err := simulate.ReadFleet(ctx, jobs.New(ns, js, res, jobs.Config{}), h, p.show)
 	p.end()
 	if err != nil {
@@ -312,22 +324,40 @@ func (c *SimulateCmd) readFleet(g *Globals) ([]simulate.Job, error) {
 	return f.Jobs, nil
 }
 
-// progress shows a long read of the jobs bucket on stderr, at most once a
-// second: in place on a terminal, a line at a time otherwise.
+// progress shows a read of the jobs bucket on stderr once it has taken a
+// second, then at most once a second and at its end: in place on a
+// terminal, a line at a time otherwise.
 type progress struct {
-	w       io.Writer
-	inPlace bool
-	total   uint64
-	route   string
-	last    time.Time
-	shown   bool
+	w          io.Writer
+	inPlace    bool
+	total      uint64
+	route      string
+	last       time.Time // of the last line, or of the start
+	shown      bool
+	read, kept int
 }
 
 func (p *progress) show(read, kept int) {
+	p.read, p.kept = read, kept
 	if time.Since(p.last) < time.Second {
 		return
 	}
 	p.last, p.shown = time.Now(), true
+	p.print()
+}
+
+// end shows the final count, if the read was long enough to be shown.
+func (p *progress) end() {
+	if !p.shown {
+		return
+	}
+	p.print()
+	if p.inPlace {
+		fmt.Fprintln(p.w)
+	}
+}
+
+func (p *progress) print() {
 	of := ""
 	if p.total > 0 {
 		of = fmt.Sprintf(" of ~%d", p.total)
@@ -336,13 +366,7 @@ func (p *progress) show(read, kept int) {
 	if p.inPlace {
 		end = "\r"
 	}
-	fmt.Fprintf(p.w, "reading job records: %d%s, %d finished on route %s%s", read, of, kept, p.route, end)
-}
-
-func (p *progress) end() {
-	if p.shown && p.inPlace {
-		fmt.Fprintln(p.w)
-	}
+	fmt.Fprintf(p.w, "reading job records: %d%s, %d finished on route %s%s", p.read, of, p.kept, p.route, end)
 }
 
 // scorable leaves out the models with no more than warmup jobs, which

@@ -65,9 +65,9 @@ func TestSimulateFromFleetPricesAChangeOnTheRoutesHistory(t *testing.T) {
 	trace := filepath.Join(t.TempDir(), "trace.csv")
 	var stdout, stderr output
 	err := pollux(t, &stdout, &stderr, "simulate", "--from-fleet", "--nats-url", url, "--route", "r", "--config", cfg,
-		"--warmup", "20", "--export", trace, "--what-if", "max_delay=20s", "--what-if", "min_delay=2s")
+		"--warmup", "20", "--export", trace, "--what-if", "max_delay=20s", "--what-if", "min_delay=8s")
 	require.NoError(t, err, stderr.String())
-	require.Regexp(t, `^max_delay 45s → 20s, min_delay 5s → 2s: polls/job \d+\.\d\d → \d+\.\d\d \([+−]\d+%\), mean delay .* \(115 jobs scored\)\n$`, stdout.String())
+	require.Regexp(t, `^max_delay 45s → 20s, min_delay 5s → 8s: polls/job \d+\.\d\d → \d+\.\d\d \([+−]\d+%\), mean delay .* \(115 jobs scored\)\n$`, stdout.String())
 	require.Contains(t, stderr.String(), "135 finished jobs of route r from ")
 	require.Contains(t, stderr.String(), "15 left out (expired, lost or canceled by the user)")
 
@@ -88,6 +88,10 @@ func TestSimulateFromFleetPricesAChangeOnTheRoutesHistory(t *testing.T) {
 	out, err = run(t, "simulate", "--from-fleet", "--nats-url", url, "--route", "r", "--config", "/nonexistent", "--export", trace, "--export-only")
 	require.NoError(t, err)
 	require.Empty(t, out)
+	_, err = run(t, "simulate", "--from-fleet", "--nats-url", url, "--route", "r", "--config", cfg, "--what-if", "min_delay=2s")
+	require.ErrorContains(t, err, "--what-if: min_delay 2s is below the poll floor of route r's provider, 5s, which the route keeps")
+	_, err = run(t, "simulate", "--from-fleet", "--nats-url", url, "--route", "r", "--config", cfg, "--what-if", "jitter=0.1", "--warmup", "135")
+	require.ErrorContains(t, err, "--warmup 135: no model has more jobs than that")
 }
 
 // Every flag of simulate is checked before anything runs, and its error

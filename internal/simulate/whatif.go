@@ -29,6 +29,9 @@ type Change struct {
 	get func(schedule.Policy) string
 }
 
+// Apply makes the change to p.
+func (c Change) Apply(p *schedule.Policy) { c.set(p) }
+
 // ChangeSettings lists the settings a Change may name.
 const ChangeSettings = "poll_cost, min_delay, max_delay, jitter"
 
