@@ -205,6 +205,7 @@ func Open(ctx context.Context, g *errgroup.Group, cfg *config.Config, nc *nats.C
 	}
 	pauses := route.NewPauses(res.Routes, log)
 	stats := learn.New(res.Stats, log)
+	stats.OnDrift = driftTold(js, ns, log)
 	for what, run := range map[string]func(context.Context, chan<- struct{}) error{
 		"route pauses": pauses.Run, "learned durations": stats.Run,
 	} {
@@ -219,6 +220,7 @@ func Open(ctx context.Context, g *errgroup.Group, cfg *config.Config, nc *nats.C
 	pauses.Started = m.Paused
 	for name := range routes {
 		m.Routes(name) // every route's series at zero from the start
+		m.Drift(name, func() float64 { return stats.Drift(name) })
 	}
 	owner := jobs.New(ns, js, res, jobs.Config{Options: cfg.Streams.Options(), Logger: log, Hooks: jobs.Hooks{
 		Published: m.Published,

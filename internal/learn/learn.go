@@ -14,6 +14,16 @@
 // schedule.DefaultMinSamples effective samples (schedule.Dist.WithPrior);
 // with nothing learned at any level the schedule's cold-start table
 // applies.
+//
+// # Drift
+//
+// A model's record keeps its last RecentJobs durations. When their median
+// is 1.5× the learned median or more (or 1/1.5 or less) with at least
+// eight of them, the model drifts: the write that finds it so calls
+// Stats.OnDrift, once — the compare-and-set makes that one writer in the
+// fleet — and so does the write that finds it back within 1.25×. The
+// learned distribution itself follows within a few dozen jobs (it weighs
+// recent jobs most), which is what ends a drift.
 package learn
 
 import (
@@ -24,6 +34,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -45,6 +57,55 @@ type Record struct {
 	Total     schedule.Dist `json:"total"`
 	Run       schedule.Dist `json:"run"`
 	UpdatedAt time.Time     `json:"updated_at"`
+	// Recent are the last RecentJobs total durations in seconds, oldest
+	// first (not kept for the route's record).
+	Recent []float64 `json:"recent_s,omitempty"`
+	// Drift is the recent median over the learned one while the model
+	// drifts; 0 when it does not.
+	Drift float64 `json:"drift,omitempty"`
+}
+
+// Drift detection (see the package doc).
+const (
+	// RecentJobs is how many recent durations a model's record keeps.
+	RecentJobs = 16
+	// minRecent is how many it needs to tell a drift.
+	minRecent = 8
+	// driftStarts and driftEnds are the ratios (and their inverses) at
+	// which a drift begins and ends.
+	driftStarts = 1.5
+	driftEnds   = 1.25
+)
+
+// Drift is a change of a model's drift: it began (Drifting) or ended.
+type Drift struct {
+	Route, Model, ConfigKey string
+	Drifting                bool
+	// Ratio is the recent median over the learned one.
+	Ratio float64
+	// Learned is the learned median, Recent the median of the last
+	// RecentN durations.
+	Learned, Recent time.Duration
+	RecentN         int
+	// Rev is the bucket revision that recorded the change.
+	Rev uint64
+}
+
+// Sentence says the drift as an operator reads it.
+func (d Drift) Sentence() string {
+	name := d.Model
+	if d.ConfigKey != "" {
+		name += " [" + d.ConfigKey + "]"
+	}
+	how := fmt.Sprintf("%.1f× slower than", d.Ratio)
+	if d.Ratio < 1 {
+		how = fmt.Sprintf("%.1f× faster than", 1/d.Ratio)
+	}
+	if !d.Drifting {
+		how = fmt.Sprintf("back within %.2g× of", driftEnds)
+	}
+	return fmt.Sprintf("%s is %s its learned p50 (%s; the last %d jobs: %s)", name, how,
+		d.Learned.Round(100*time.Millisecond), d.RecentN, d.Recent.Round(100*time.Millisecond))
 }
 
 // Key is the bucket key of a route, model and configuration key: the route
@@ -72,10 +133,11 @@ func levels(route, model, configKey string) []string {
 	return []string{Key(route, model, configKey), Key(route, model, ""), RouteKey(route)}
 }
 
-// snapshot is an immutable pair of distributions and the bucket revision
-// they were read at.
+// snapshot is an immutable pair of distributions, the record's drift, and
+// the bucket revision they were read at.
 type snapshot struct {
 	total, run *schedule.Dist
+	drift      float64
 	rev        uint64
 }
 
@@ -94,6 +156,10 @@ type Stats struct {
 	log zerolog.Logger
 	// FlushEvery is how often queued durations are written (default 1s).
 	FlushEvery time.Duration
+	// OnDrift, when set before Run, is told each change of a model's drift
+	// this process recorded (see the package doc). It is called from the
+	// flushing goroutine: it must not block for long.
+	OnDrift func(Drift)
 
 	mu   sync.RWMutex
 	dist map[string]snapshot
@@ -266,7 +332,7 @@ func (s *Stats) apply(e jetstream.KeyValueEntry) {
 		s.log.Warn().Err(err).Str("key", e.Key()).Msg("ignoring unreadable learned durations")
 		return
 	}
-	s.install(e.Key(), snapshot{total: &r.Total, run: &r.Run, rev: e.Revision()})
+	s.install(e.Key(), snapshot{total: &r.Total, run: &r.Run, drift: r.Drift, rev: e.Revision()})
 }
 
 // install keeps sn unless a later revision of the key is already in hand:
@@ -326,6 +392,15 @@ func (s *Stats) fold(ctx context.Context, k string, b *batch) error {
 			return err
 		}
 		r.Route, r.Scope, r.Model, r.ConfigKey = b.route, b.scope, b.model, b.configKey
+		var learned time.Duration
+		if r.Total.Weight() >= schedule.DefaultMinSamples {
+			learned = r.Total.Quantile(0.5)
+		}
+		was := r.Drift
+		if b.scope != ScopeRoute {
+			r.Recent = recent(r.Recent, b.total)
+			r.Drift = drift(was, learned, r.Recent)
+		}
 		for _, d := range b.total {
 			r.Total.Observe(d)
 		}
@@ -345,7 +420,15 @@ func (s *Stats) fold(ctx context.Context, k string, b *batch) error {
 		}
 		switch {
 		case err == nil:
-			s.install(k, snapshot{total: &r.Total, run: &r.Run, rev: written})
+			s.install(k, snapshot{total: &r.Total, run: &r.Run, rev: written, drift: r.Drift})
+			if (was > 0) != (r.Drift > 0) && s.OnDrift != nil {
+				d := Drift{Route: r.Route, Model: r.Model, ConfigKey: r.ConfigKey, Drifting: r.Drift > 0,
+					Ratio: r.Drift, Learned: learned, Recent: seconds(median(r.Recent)), RecentN: len(r.Recent), Rev: written}
+				if !d.Drifting {
+					d.Ratio = d.Recent.Seconds() / max(learned.Seconds(), 1e-9)
+				}
+				s.OnDrift(d)
+			}
 			return nil
 		case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyRevisionMismatch):
 			continue
@@ -354,4 +437,60 @@ func (s *Stats) fold(ctx context.Context, k string, b *batch) error {
 		}
 	}
 	return errors.New("too many concurrent writers")
+}
+
+// recent appends durations to a record's recent ones, keeping the last
+// RecentJobs.
+func recent(xs []float64, add []time.Duration) []float64 {
+	for _, d := range add {
+		xs = append(xs, d.Seconds())
+	}
+	if len(xs) > RecentJobs {
+		xs = append([]float64(nil), xs[len(xs)-RecentJobs:]...)
+	}
+	return xs
+}
+
+// drift is a record's drift after its recent durations changed: the ratio
+// of their median to the learned one while it drifts, else 0. It begins
+// past driftStarts and ends within driftEnds.
+func drift(was float64, learned time.Duration, recent []float64) float64 {
+	if learned <= 0 || len(recent) < minRecent {
+		return 0
+	}
+	ratio := median(recent) / learned.Seconds()
+	far := max(ratio, 1/ratio)
+	switch {
+	case was == 0 && far >= driftStarts, was > 0 && far >= driftEnds:
+		return ratio
+	}
+	return 0
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Sorted(slices.Values(xs))
+	if n := len(s); n%2 == 0 {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+	return s[len(s)/2]
+}
+
+func seconds(x float64) time.Duration { return time.Duration(x * float64(time.Second)) }
+
+// Drift returns the route's most drifted model's ratio (recent median over
+// learned), 1 when none drifts.
+func (s *Stats) Drift(route string) float64 {
+	prefix := route + "."
+	worst := 1.0
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for k, sn := range s.dist {
+		if sn.drift > 0 && strings.HasPrefix(k, prefix) && max(sn.drift, 1/sn.drift) > max(worst, 1/worst) {
+			worst = sn.drift
+		}
+	}
+	return worst
 }

@@ -2,6 +2,7 @@ package learn_test
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -158,4 +159,63 @@ func TestKeysAreValidForAnyModelName(t *testing.T) {
 		require.NotNil(t, total, model)
 		require.Equal(t, uint64(1), total.Count())
 	}
+}
+
+// A model whose recent jobs take twice as long drifts: the fleet is told
+// once (one writer flips the record), the route's gauge shows the ratio,
+// and once the learned distribution has followed, the drift ends, once.
+func TestDriftIsToldOnceAndEndsOnceFollowed(t *testing.T) {
+	t.Parallel()
+	ss := fleet(t, 2)
+	ctx := context.Background()
+	var mu sync.Mutex
+	var told []learn.Drift
+	for _, s := range ss {
+		s.OnDrift = func(d learn.Drift) {
+			mu.Lock()
+			defer mu.Unlock()
+			told = append(told, d)
+		}
+	}
+	drifts := func() []learn.Drift {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(told)
+	}
+	job := func(total time.Duration) *state.Job { return finished(state.Succeeded, total, 0) }
+	for range 40 {
+		ss[0].Observe(job(60 * time.Second))
+	}
+	ss[0].Flush(ctx)
+	require.Empty(t, drifts(), "a steady model does not drift")
+
+	// Twice as slow, the fleet's two processes seeing the jobs end.
+	var began int
+	for i := range 12 {
+		s := ss[i%2]
+		s.Observe(job(120 * time.Second))
+		s.Flush(ctx)
+		if len(drifts()) > 0 && began == 0 {
+			began = i + 1
+		}
+	}
+	require.Len(t, drifts(), 1, "told once")
+	d := drifts()[0]
+	require.True(t, d.Drifting)
+	require.Equal(t, "owner/model:v1", d.Model)
+	require.InDelta(t, 2, d.Ratio, 0.2)
+	require.Contains(t, d.Sentence(), "× slower than its learned p50")
+	require.LessOrEqual(t, began, 10, "within a few jobs of the change")
+	require.Eventually(t, func() bool { return ss[1].Drift("r") > 1.8 }, 5*time.Second, 10*time.Millisecond, "every process sees the drift")
+
+	for i := 0; i < 200 && len(drifts()) < 2; i++ {
+		ss[i%2].Observe(job(120 * time.Second))
+		ss[i%2].Flush(ctx)
+	}
+	require.Len(t, drifts(), 2, "the end is told once")
+	require.False(t, drifts()[1].Drifting)
+	require.Contains(t, drifts()[1].Sentence(), "back within")
+	require.Eventually(t, func() bool { return ss[0].Drift("r") == 1 }, 5*time.Second, 10*time.Millisecond)
+	total, _ := ss[0].Lookup("r", "owner/model:v1", "")
+	require.InDelta(t, 120, total.Quantile(0.5).Seconds(), 15, "the learned median followed")
 }

@@ -52,6 +52,7 @@ type Metrics struct {
 	callbackHints   *prometheus.CounterVec
 	overrun         *prometheus.HistogramVec
 	deadlineCancels *prometheus.CounterVec
+	drift           *driftGauges
 	age             *prometheus.HistogramVec
 	orphans         *prometheus.CounterVec
 	slotWaits       *prometheus.CounterVec
@@ -150,6 +151,9 @@ func New() *Metrics {
 		Help:    "How long after its deadline an expired job was expired, by route.",
 		Buckets: prometheus.ExponentialBuckets(0.05, 2, 12),
 	}, []string{"route"})
+	m.drift = &driftGauges{fns: map[string]func() float64{}, desc: prometheus.NewDesc("pollux_learned_drift_ratio",
+		"The recent median duration of the route's most drifted model over its learned median (1: no model drifts; a drift begins past 1.5x either way), by route.",
+		[]string{"route"}, nil)}
 	m.deadlineCancels = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "pollux_deadline_cancels_total",
 		Help: "Provider cancels of jobs expired at their deadline, by route and outcome (canceled, failed, held: paused or no budget, off: the route's cancel_on_deadline is false, unsupported: the provider cannot cancel).",
@@ -202,7 +206,7 @@ func New() *Metrics {
 func (m *Metrics) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.submissions, m.providerCalls, m.statusCalls, m.completions,
 		m.pollsPerJob, m.finishedPolls, m.detectionDelay, m.lateness, m.pauses, m.pausedSeconds, m.eventsPublished,
-		m.webhooks, m.webhooksApplied, m.webhooksDropped, m.reconciled, m.callbackHints, m.overrun, m.deadlineCancels, m.age, m.orphans,
+		m.webhooks, m.webhooksApplied, m.webhooksDropped, m.reconciled, m.callbackHints, m.overrun, m.deadlineCancels, m.drift, m.age, m.orphans,
 		m.slotWaits, m.slotRepairs, m.queueWaiting, m.queueOldest, m.buildInfo}
 }
 
@@ -223,6 +227,34 @@ var (
 	// dropReasons are webhook.Metrics.Dropped's reasons.
 	dropReasons = []string{"mismatch", "unknown_job", "unreadable"}
 )
+
+// Drift exports pollux_learned_drift_ratio{route}: at each scrape, fn's
+// answer, the recent median duration of the route's most drifted model
+// over its learned median (1: none drifts; see package learn). A route's
+// later call replaces its fn.
+func (m *Metrics) Drift(route string, fn func() float64) {
+	m.drift.mu.Lock()
+	defer m.drift.mu.Unlock()
+	m.drift.fns[route] = fn
+}
+
+// driftGauges is pollux_learned_drift_ratio: one gauge a route, read at
+// each scrape.
+type driftGauges struct {
+	desc *prometheus.Desc
+	mu   sync.Mutex
+	fns  map[string]func() float64
+}
+
+func (d *driftGauges) Describe(ch chan<- *prometheus.Desc) { ch <- d.desc }
+
+func (d *driftGauges) Collect(ch chan<- prometheus.Metric) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for route, fn := range d.fns {
+		ch <- prometheus.MustNewConstMetric(d.desc, prometheus.GaugeValue, fn(), route)
+	}
+}
 
 // Routes starts at zero, for each named route, every series whose other
 // labels are a known set, so that a dashboard has its lines before the

@@ -130,7 +130,7 @@ func PauseAndRecord(ctx context.Context, p *Pauses, js jetstream.JetStream, ns e
 	if err != nil {
 		return Pause{}, err
 	}
-	return ps, announce(ctx, js, ns, events.RouteEvent{Type: events.EventRoutePaused, Route: route, By: by, Reason: reason, Until: ps.Until})
+	return ps, Announce(ctx, js, ns, events.RouteEvent{Type: events.EventRoutePaused, Route: route, By: by, Reason: reason, Until: ps.Until})
 }
 
 // ResumeAndRecord is what an operator's resume is: ResumeRoute, then, when
@@ -144,17 +144,18 @@ func ResumeAndRecord(ctx context.Context, p *Pauses, js jetstream.JetStream, ns 
 	if err != nil || !inForce {
 		return was, inForce, err
 	}
-	return was, true, announce(ctx, js, ns, events.RouteEvent{Type: events.EventRouteResumed, Route: route, By: by, Reason: reason})
+	return was, true, Announce(ctx, js, ns, events.RouteEvent{Type: events.EventRouteResumed, Route: route, By: by, Reason: reason})
 }
 
-// announce publishes ev as its route's event.
-func announce(ctx context.Context, js jetstream.JetStream, ns events.Namespace, ev events.RouteEvent) error {
+// Announce publishes ev as its route's event, stamped with the contract
+// version and the time.
+func Announce(ctx context.Context, js jetstream.JetStream, ns events.Namespace, ev events.RouteEvent, opts ...jetstream.PublishOpt) error {
 	ev.V, ev.Time = events.Version, time.Now().UTC()
 	b, err := json.Marshal(ev)
 	if err != nil {
 		return err
 	}
-	if _, err := js.Publish(ctx, ns.RouteEvent(ev.Route), b); err != nil {
+	if _, err := js.Publish(ctx, ns.RouteEvent(ev.Route), b, opts...); err != nil {
 		return fmt.Errorf("record the %s event of route %s: %w", ev.Type, ev.Route, err)
 	}
 	return nil

@@ -3,6 +3,8 @@ package events
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/pollux-dev/pollux/pkg/state"
@@ -108,29 +110,54 @@ func DecodeEvent(data []byte) (*Event, error) {
 	return &e, nil
 }
 
-// Route event types: an operator paused or resumed a route.
+// Route event types: an operator paused or resumed a route; a model's
+// recent jobs began, or ceased, to take a different time than Pollux
+// learned (its schedule follows within a few dozen jobs either way).
 const (
-	EventRoutePaused  = "route_paused"
-	EventRouteResumed = "route_resumed"
+	EventRoutePaused     = "route_paused"
+	EventRouteResumed    = "route_resumed"
+	EventModelDrift      = "model_drift"
+	EventModelDriftEnded = "model_drift_ended"
 )
+
+// RouteEventTypes lists every route event type.
+var RouteEventTypes = []string{EventRoutePaused, EventRouteResumed, EventModelDrift, EventModelDriftEnded}
+
+// Drift is what a model_drift or model_drift_ended event says of a model.
+type Drift struct {
+	// Model and ConfigKey name the learned durations that drifted.
+	Model     string `json:"model"`
+	ConfigKey string `json:"config_key,omitempty"`
+	// Ratio is the recent jobs' median duration over the learned median:
+	// 1.8 is 1.8× slower, 0.5 twice as fast.
+	Ratio float64 `json:"ratio"`
+	// LearnedP50 is the learned median; RecentP50 the median of the last
+	// RecentJobs jobs. Seconds, acceptance to end.
+	LearnedP50 float64 `json:"learned_p50_s"`
+	RecentP50  float64 `json:"recent_p50_s"`
+	RecentJobs int     `json:"recent_jobs"`
+}
 
 // RouteEvent is published on a route's event subject (Namespace.RouteEvent,
 // "<prefix>.events.<route>", in the events stream beside its jobs' events)
-// when an operator pauses or resumes the route.
+// when an operator pauses or resumes the route, and when one of its
+// models drifts.
 type RouteEvent struct {
 	// V is the contract version (1).
 	V int `json:"v"`
-	// Type is EventRoutePaused or EventRouteResumed.
+	// Type is one of RouteEventTypes.
 	Type string `json:"type"`
 	// Time is when it happened.
 	Time time.Time `json:"time"`
 	// Route repeats the subject's token.
 	Route string `json:"route"`
-	// By names the operator, Reason says why.
+	// By names the operator ("pollux" for a drift), Reason says why.
 	By     string `json:"by"`
 	Reason string `json:"reason,omitempty"`
 	// Until is a pause's end (absent: until resumed).
 	Until time.Time `json:"until,omitzero"`
+	// Drift is the model of a model_drift or model_drift_ended event.
+	Drift *Drift `json:"drift,omitempty"`
 }
 
 // DecodeRouteEvent parses and validates a route's event.
@@ -142,9 +169,14 @@ func DecodeRouteEvent(data []byte) (*RouteEvent, error) {
 	if err := checkVersion(e.V); err != nil {
 		return nil, err
 	}
+	drift := e.Type == EventModelDrift || e.Type == EventModelDriftEnded
 	switch {
-	case e.Type != EventRoutePaused && e.Type != EventRouteResumed:
-		return nil, fieldErr("type", "must be %s or %s", EventRoutePaused, EventRouteResumed)
+	case !slices.Contains(RouteEventTypes, e.Type):
+		return nil, fieldErr("type", "must be one of %s", strings.Join(RouteEventTypes, ", "))
+	case drift && (e.Drift == nil || e.Drift.Model == "" || !(e.Drift.Ratio > 0)):
+		return nil, fieldErr("drift", "required with %s: model and a positive ratio", e.Type)
+	case !drift && e.Drift != nil:
+		return nil, fieldErr("drift", "only with %s or %s", EventModelDrift, EventModelDriftEnded)
 	case !ValidToken(e.Route):
 		return nil, fieldErr("route", "must be a route name")
 	case e.By == "":

@@ -46,6 +46,7 @@ var contracts = []contract{
 	{"event.json", reflect.TypeFor[events.Event](), decodeWith(events.DecodeEvent), nil},
 	{"rejection.json", reflect.TypeFor[events.Rejection](), strictly[events.Rejection], nil},
 	{"route-event.json", reflect.TypeFor[events.RouteEvent](), decodeWith(events.DecodeRouteEvent), nil},
+	{"drift.json", reflect.TypeFor[events.Drift](), strictly[events.Drift], nil},
 	// A snapshot leaves out the submission input and the outbox.
 	{"job.json", reflect.TypeFor[state.Job](), decodeWith(state.Decode), []string{"input", "outbox"}},
 }
@@ -162,6 +163,8 @@ func goExamples() map[string][]any {
 		"route-event.json": {
 			events.RouteEvent{V: 1, Type: events.EventRoutePaused, Time: at, Route: "replicate", By: "alice", Reason: "incident", Until: at.Add(time.Hour)},
 			events.RouteEvent{V: 1, Type: events.EventRouteResumed, Time: at, Route: "replicate", By: "bob"},
+			events.RouteEvent{V: 1, Type: events.EventModelDrift, Time: at, Route: "kling", By: "pollux", Reason: "slower",
+				Drift: &events.Drift{Model: "kling-v2", ConfigKey: "1080p", Ratio: 1.8, LearnedP50: 90, RecentP50: 162, RecentJobs: 16}},
 		},
 		"event.json": {
 			events.NewEvent(job, job.Outbox[0]),
@@ -263,6 +266,8 @@ func TestInvalidMessagesRefusedByBoth(t *testing.T) {
 		{"route-event.json", "by too long", `{"v":1,"type":"route_paused","time":"2026-01-01T00:00:00Z","route":"r","by":"` + strings.Repeat("b", events.MaxOperatorLen+1) + `"}`},
 		{"route-event.json", "reason too long", `{"v":1,"type":"route_paused","time":"2026-01-01T00:00:00Z","route":"r","by":"a","reason":"` + strings.Repeat("x", events.MaxReasonLen+1) + `"}`},
 		{"route-event.json", "bad route", `{"v":1,"type":"route_paused","time":"2026-01-01T00:00:00Z","route":"a b","by":"a"}`},
+		{"route-event.json", "a drift without its model", `{"v":1,"type":"model_drift","time":"2026-01-01T00:00:00Z","route":"r","by":"pollux"}`},
+		{"route-event.json", "a pause with a drift", `{"v":1,"type":"route_paused","time":"2026-01-01T00:00:00Z","route":"r","by":"a","drift":{"model":"m","ratio":2,"learned_p50_s":1,"recent_p50_s":2,"recent_jobs":8}}`},
 		{"event.json", "no type", `{"v":1,"seq":1,"time":"2026-01-01T00:00:00Z","route":"r","job_id":"j"}`},
 		{"event.json", "version 2", `{"v":2,"type":"queued","seq":1,"time":"2026-01-01T00:00:00Z","route":"r","job_id":"j"}`},
 		{"event.json", "time not a time", `{"v":1,"type":"queued","seq":1,"time":"noon","route":"r","job_id":"j"}`},
@@ -409,7 +414,7 @@ func TestAsyncAPI(t *testing.T) {
 			used[filepath.Base(ref)] = true
 		}
 	}
-	for _, c := range []string{"job.json", "rejection.json"} { // through event.json
+	for _, c := range []string{"job.json", "rejection.json", "drift.json"} { // through event.json and route-event.json
 		used[c] = true
 	}
 	files, err := filepath.Glob(filepath.Join(apiDir, "schemas", "*.json"))
