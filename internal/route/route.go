@@ -24,6 +24,7 @@ import (
 	"github.com/pollux-dev/pollux/internal/config"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/provider"
+	"github.com/pollux-dev/pollux/pkg/provider/atlas"
 	"github.com/pollux-dev/pollux/pkg/provider/fal"
 	"github.com/pollux-dev/pollux/pkg/provider/generic"
 	"github.com/pollux-dev/pollux/pkg/provider/replicate"
@@ -100,6 +101,7 @@ var Registry = provider.Registry{
 	fal.Kind:       fal.New,
 	runway.Kind:    runway.New,
 	veo.Kind:       veo.New,
+	atlas.Kind:     atlas.New,
 	generic.Kind:   generic.New,
 }
 

@@ -200,10 +200,13 @@ func (a *AtlasVerifier) Verify(ctx context.Context, h http.Header, body []byte) 
 	return fmt.Errorf("%w: no Atlas Cloud key verifies the signature", ErrNoMatch)
 }
 
-// Verified reports whether the keys already cached verify the delivery,
-// whatever its age: for a delivery Verify accepted when it arrived, read
-// again later. It never fetches, so it may say false after a rotation.
-func (a *AtlasVerifier) Verified(h http.Header, body []byte) bool {
+// Verified reports whether the cached keys verify the delivery, whatever
+// its age: for a delivery Verify accepted when it arrived, read again
+// later, perhaps by another process. It fetches the keys only when none
+// are cached or they are stale (within MinRefresh, ctx bounding the
+// fetch), never for an unknown key id, so it may say false after a
+// rotation.
+func (a *AtlasVerifier) Verified(ctx context.Context, h http.Header, body []byte) bool {
 	if a.keys == nil {
 		return false
 	}
@@ -211,8 +214,8 @@ func (a *AtlasVerifier) Verified(h http.Header, body []byte) bool {
 	if err != nil {
 		return false
 	}
-	set := a.keys.cached()
-	if set == nil {
+	set, err := a.keys.get(ctx, false)
+	if err != nil {
 		return false
 	}
 	ok, _ := d.verifiedBy(set)

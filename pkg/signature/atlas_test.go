@@ -49,7 +49,7 @@ func TestAtlasVerify(t *testing.T) {
 
 	require.NoError(t, v.Verify(t.Context(), atlasSign(k1, "k1", ts, body), body))
 	require.NoError(t, v.Verify(t.Context(), atlasSign(k1, "", ts, body), body), "no key id: every key is tried")
-	require.True(t, v.Verified(atlasSign(k1, "k1", ts, body), body))
+	require.True(t, v.Verified(t.Context(), atlasSign(k1, "k1", ts, body), body))
 
 	// Other encodings of the same signature, and the legacy header.
 	sig := ed25519.Sign(k1, []byte(ts+"."+atlasBody))
@@ -97,7 +97,7 @@ func TestAtlasVerify(t *testing.T) {
 	} {
 		err := v.Verify(t.Context(), tc.h, []byte(tc.body))
 		require.ErrorIs(t, err, tc.want, tc.name)
-		require.False(t, v.Verified(tc.h, []byte(tc.body)) && tc.want == signature.ErrNoMatch, tc.name)
+		require.False(t, v.Verified(t.Context(), tc.h, []byte(tc.body)) && tc.want == signature.ErrNoMatch, tc.name)
 	}
 	require.EqualValues(t, 1, srv.hits.Load(), "within MinRefresh nothing is fetched again")
 }
@@ -139,7 +139,7 @@ func TestAtlasKeyRotation(t *testing.T) {
 	require.NoError(t, verify(k2, "k2"))
 	c.Advance(25 * time.Hour)
 	require.ErrorIs(t, verify(k2, "k2"), signature.ErrKeys)
-	require.False(t, v.Verified(atlasSign(k2, "k2", c.ts(), body), body), "stale keys are not trusted")
+	require.False(t, v.Verified(t.Context(), atlasSign(k2, "k2", c.ts(), body), body), "stale keys are not trusted")
 }
 
 func TestAtlasConfig(t *testing.T) {

@@ -52,7 +52,7 @@
 // same key cache as FalVerifier, looking a key up by its id: an unknown id
 // refreshes the keys, within the same MinRefresh bound, so forged key ids
 // cannot make it fetch more often. Its Verified re-checks a delivery
-// already accepted against the cached keys alone, whatever its age.
+// already accepted against the cached keys, whatever its age.
 //
 // # Why in-house
 //

@@ -103,17 +103,6 @@ func (s *keySet) verifyAny(msg, sig []byte) bool {
 	return false
 }
 
-// cached returns the last good set while it is younger than maxStaleness,
-// else nil. It never fetches.
-func (j *jwks) cached() *keySet {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if j.set == nil || j.now().Sub(j.set.fetchedAt) > j.maxStaleness {
-		return nil
-	}
-	return j.set
-}
-
 // get returns the cached key set, fetching the JWKS first when there is no
 // set younger than maxStaleness or when refresh is set, as far as
 // minRefresh allows. Concurrent callers share one fetch. Without a usable

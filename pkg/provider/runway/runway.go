@@ -147,17 +147,10 @@ func (a *Adapter) route(s string) (endpoint, model string, err error) {
 
 // withModel returns the input object with "model" set.
 func withModel(input json.RawMessage, model string) ([]byte, error) {
-	fields := map[string]json.RawMessage{}
-	if len(bytes.TrimSpace(input)) > 0 {
-		if err := json.Unmarshal(input, &fields); err != nil || fields == nil {
-			return nil, &provider.Error{Class: provider.Invalid, Message: "input must be a JSON object"}
-		}
+	fields, err := provider.InputWithModel(input, "model", model)
+	if err != nil {
+		return nil, err
 	}
-	m, _ := json.Marshal(model) // a string: cannot fail
-	if prev, ok := fields["model"]; ok && !bytes.Equal(bytes.TrimSpace(prev), m) {
-		return nil, &provider.Error{Class: provider.Invalid, Message: "input.model differs from the job's model"}
-	}
-	fields["model"] = m
 	return json.Marshal(fields)
 }
 
