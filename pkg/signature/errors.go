@@ -32,3 +32,11 @@ var (
 	// verified. Verification fails closed.
 	ErrKeys = errors.New("signature: no usable keys")
 )
+
+// Malformed reports whether err says a delivery is not well formed (a
+// header missing, malformed or repeated) rather than not authentic: the
+// former is a 400, the latter a 401.
+func Malformed(err error) bool {
+	return errors.Is(err, ErrMissingHeader) || errors.Is(err, ErrBadID) ||
+		errors.Is(err, ErrBadTimestamp) || errors.Is(err, ErrBadSignatureHeader)
+}

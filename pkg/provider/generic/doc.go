@@ -1,8 +1,8 @@
 // Package generic is a provider adapter configured without code, for the
 // many video APIs that are "POST → id, GET /…/{id} → status string": Luma,
-// Kling, MiniMax, Seedance and Wan (DashScope) ship as working examples in
-// the examples directory, each tested against a fake that replays the
-// provider's documented values.
+// Kling, MiniMax, Seedance, Wan (DashScope) and the OpenAI-style video API
+// (/v1/videos) ship as working examples in the examples directory, each
+// tested against a fake that replays the provider's documented values.
 //
 // Options (YAML or JSON, read strictly: an unknown field is named) say:
 //
@@ -13,7 +13,10 @@
 //   - how to read a job: method, path (with {id}, {model}, {endpoint}), and
 //     JSON paths to the raw status, progress, failure reason, outputs and
 //     the provider's created/started/completed times (RFC 3339, Unix seconds
-//     or milliseconds, or a Go layout);
+//     or milliseconds, or a Go layout), the outputs' expiry time
+//     (expires_at_path: a job read after it is expired), and a request
+//     path that is a succeeded job's output when the answer names none
+//     (output_path, OpenAI's /videos/{id}/content);
 //   - the state map, raw value → queued, running, succeeded, failed,
 //     canceled, expired, unknown, or not_found (the provider does not know
 //     the job, as DashScope's UNKNOWN says: the not-found class, which
@@ -49,8 +52,19 @@
 // read the answer. Success needs a URL only where the provider's answer has
 // one: a succeeded job without outputs stays succeeded.
 //
-// What this adapter does not do: webhooks (these providers' callbacks are
-// unsigned, so Pollux cannot trust them), idempotency keys, request bodies
-// beyond "input object (+ model field)", and times in zone-less local
-// formats other than UTC.
+// Callbacks (Options.Callback) are hints whatever their signing: a callback
+// names the job (id_path) and Pollux checks it now with a status call;
+// nothing in its body changes a job. Unsigned ones (Luma, Kling, Seedance)
+// are Callbacks, guarded by the per-job token of their URL. Signed ones
+// (signature: standard_webhooks, OpenAI's video.completed and video.failed,
+// whose body carries only the video's id) are Webhooks: verified with the
+// route's whsec_ secret before anything reads them (a forged one is
+// refused), deduplicated on webhook-id, and then a hint, as ParseWebhook
+// reports the job with an unknown state. Pollux finds a delivery's job by
+// the job in its URL, so a provider whose endpoint is configured once per
+// account, not per job (url_field unset), cannot route deliveries yet.
+//
+// What this adapter does not do: idempotency keys (a create is never
+// repeated), request bodies beyond "input object (+ model field)", and
+// times in zone-less local formats other than UTC.
 package generic

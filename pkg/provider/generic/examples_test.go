@@ -14,6 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pollux-dev/pollux/pkg/provider"
+	"github.com/pollux-dev/pollux/pkg/provider/generic"
+	"github.com/pollux-dev/pollux/pkg/signature"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
@@ -303,6 +305,106 @@ func TestWanExample(t *testing.T) {
 		require.Equal(t, tt.class, provider.ClassOf(err), tt.file)
 		require.NotEmpty(t, provider.MessageOf(err))
 	}
+}
+
+func TestOpenAIVideoExample(t *testing.T) {
+	t.Parallel()
+	const id = "video_68d7512d07848190b3e45da0ecbebcde0b7a9a7e4d2a35f6"
+	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw" // Standard Webhooks vector A's
+	videoPath := "/v1/videos/" + id
+	f := newFake(t, map[string]reply{"POST /v1/videos": ok(t, "openai/queued.json")})
+	a, err := generic.NewAdapter(provider.Config{Route: "openai", Kind: generic.Kind, BaseURL: f.URL + "/v1",
+		Token: "sk-test", WebhookSecret: secret, Options: loadExample(t, "openai")})
+	require.NoError(t, err)
+	created, done, expires := time.Unix(1795946400, 0).UTC(), time.Unix(1795946500, 0).UTC(), time.Unix(1796032900, 0).UTC()
+	now := done.Add(time.Minute)
+	a.SetNow(func() time.Time { return now })
+	require.Equal(t, provider.Info{Kind: "generic", Webhooks: true}, a.Info(), "no cancel, no idempotency key, signed webhooks")
+
+	// Create, once: the input with the model, no webhook field (the
+	// example's endpoint is configured at the provider).
+	st, err := a.Submit(context.Background(), provider.SubmitRequest{Model: "sora-2",
+		Input: json.RawMessage(`{"prompt":"a red kite over the sea","seconds":"8"}`), WebhookURL: "https://hooks.example/webhooks/openai?job=j"})
+	require.NoError(t, err)
+	require.Equal(t, id, st.RemoteID)
+	require.Equal(t, state.Queued, st.State)
+	require.Equal(t, "Bearer sk-test", f.last().Header.Get("Authorization"))
+	require.Empty(t, f.last().Header.Get("Idempotency-Key"))
+	require.JSONEq(t, `{"model":"sora-2","prompt":"a red kite over the sea","seconds":"8"}`, string(f.last().Body))
+
+	ref := provider.Ref{ID: id, Model: "sora-2"}
+	runStates(t, f, a, "GET "+videoPath, ref, []stateCase{
+		{"openai/queued.json", state.Queued, "queued", func(t *testing.T, st provider.Status) { require.Equal(t, created, st.CreatedAt) }},
+		{"openai/in_progress.json", state.Running, "in_progress", func(t *testing.T, st provider.Status) {
+			require.NotNil(t, st.Progress)
+			require.InDelta(t, 0.42, *st.Progress, 1e-9)
+		}},
+		{"openai/completed.json", state.Succeeded, "completed", func(t *testing.T, st provider.Status) {
+			require.Equal(t, []string{f.URL + videoPath + "/content"}, st.Outputs, "the content endpoint")
+			require.Equal(t, done, st.CompletedAt)
+			require.Equal(t, expires, st.OutputsExpireAt, "expires_at")
+		}},
+		{"openai/failed.json", state.Failed, "failed", func(t *testing.T, st provider.Status) {
+			require.Equal(t, "moderation_blocked: Your request was blocked by our moderation system.", st.Reason)
+		}},
+	})
+
+	// openai-poll-after-ms on a status answer is the next poll's floor.
+	f.set("GET "+videoPath, reply{status: 200, header: http.Header{"Openai-Poll-After-Ms": {"2500"}}, body: fixture(t, "openai/in_progress.json")})
+	st, err = a.Status(context.Background(), ref)
+	require.NoError(t, err)
+	require.Equal(t, 2500*time.Millisecond, st.PollAfter)
+
+	// Read after expires_at, a completed video's assets are gone.
+	f.set("GET "+videoPath, ok(t, "openai/completed.json"))
+	now = expires
+	st, err = a.Status(context.Background(), ref)
+	require.NoError(t, err)
+	require.Equal(t, state.Expired, st.State)
+	require.Empty(t, st.Outputs)
+
+	f.set("GET "+videoPath, reply{status: 404, body: fixture(t, "openai/not_found.json")})
+	_, err = a.Status(context.Background(), ref)
+	require.Equal(t, provider.NotFound, provider.ClassOf(err))
+	f.set("GET "+videoPath, reply{status: 429, header: http.Header{"Retry-After-Ms": {"1500"}}, body: fixture(t, "openai/rate_limited.json")})
+	_, err = a.Status(context.Background(), ref)
+	require.Equal(t, provider.RateLimited, provider.ClassOf(err))
+	require.Equal(t, 1500*time.Millisecond, provider.RetryAfterOf(err))
+	_, err = a.Cancel(context.Background(), ref)
+	require.ErrorIs(t, err, provider.ErrUnsupported, "no cancel")
+
+	// video.completed and video.failed name only the video: verified, each
+	// is a hint, never a state.
+	key, err := signature.ParseSecret(secret)
+	require.NoError(t, err)
+	now = time.Unix(1795946500, 0)
+	for _, file := range []string{"openai/webhook_completed.json", "openai/webhook_failed.json"} {
+		body := fixture(t, file)
+		h := http.Header{}
+		h.Set("webhook-id", "wh_"+strings.TrimSuffix(strings.TrimPrefix(file, "openai/"), ".json"))
+		h.Set("webhook-timestamp", "1795946500")
+		h.Set("webhook-signature", signature.Sign(key, h.Get("webhook-id"), now, body))
+		delivery, err := a.VerifyWebhook(context.Background(), h, body)
+		require.NoError(t, err, file)
+		require.Equal(t, h.Get("webhook-id"), delivery)
+		st, err := a.ParseWebhook(h, body)
+		require.NoError(t, err, file)
+		require.Equal(t, provider.Status{RemoteID: id, Observation: state.Observation{State: state.Unknown}}, st, file)
+
+		forged := h.Clone()
+		forged.Set("webhook-signature", signature.Sign([]byte("another secret of 24 bytes"), h.Get("webhook-id"), now, body))
+		_, err = a.VerifyWebhook(context.Background(), forged, body)
+		require.ErrorIs(t, err, provider.ErrSignature, file)
+		forged.Del("webhook-signature")
+		_, err = a.VerifyWebhook(context.Background(), forged, body)
+		require.ErrorIs(t, err, provider.ErrMalformed, file)
+	}
+
+	// Signed callbacks need the secret; unsigned ones refuse one.
+	_, err = generic.NewAdapter(provider.Config{Route: "openai", Kind: generic.Kind, Token: "t", Options: loadExample(t, "openai")})
+	require.ErrorContains(t, err, "webhook secret")
+	_, err = generic.NewAdapter(provider.Config{Route: "luma", Kind: generic.Kind, Token: "t", WebhookSecret: secret, Options: loadExample(t, "luma")})
+	require.ErrorContains(t, err, "webhook secret")
 }
 
 // runStates serves each case's sample at key and checks the status read.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/pollux-dev/pollux/pkg/provider"
 	"github.com/pollux-dev/pollux/pkg/provider/httpapi"
+	"github.com/pollux-dev/pollux/pkg/signature"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
@@ -29,6 +30,7 @@ type Adapter struct {
 	token     string
 	accessKey string // with secretKey, when tokens are minted JWTs
 	secretKey string
+	verifier  *signature.Verifier // signed callbacks only
 	now       func() time.Time
 }
 
@@ -50,10 +52,20 @@ func NewAdapter(cfg provider.Config) (*Adapter, error) {
 	if cfg.Token == "" {
 		return nil, errors.New("token: required")
 	}
-	if cfg.WebhookSecret != "" {
-		return nil, errors.New("webhook secret: the generic adapter takes no webhooks (callbacks of these providers are unsigned)")
-	}
 	a := &Adapter{cfg: c, token: cfg.Token, now: time.Now}
+	switch signed := c.callback != nil && c.callback.signed; {
+	case signed && cfg.WebhookSecret == "":
+		return nil, errors.New("webhook secret: required by options.callback.signature (the whsec_ secret the provider signs with)")
+	case signed:
+		v, err := signature.NewVerifier(cfg.WebhookSecret)
+		if err != nil {
+			return nil, fmt.Errorf("webhook secret: %w", err)
+		}
+		v.Now = func() time.Time { return a.now() }
+		a.verifier = v
+	case cfg.WebhookSecret != "":
+		return nil, errors.New("webhook secret: set only with options.callback.signature (unsigned callbacks take none)")
+	}
 	if c.jwtTTL > 0 {
 		ak, sk, ok := strings.Cut(cfg.Token, ":")
 		if !ok || ak == "" || sk == "" {
@@ -79,9 +91,42 @@ func (a *Adapter) authorize(r *http.Request) {
 }
 
 // Info describes the configured provider: cancel when a cancel call is
-// configured, no webhooks, no idempotency key, the configured poll floor.
+// configured, unsigned callbacks or signed webhooks as configured, no
+// idempotency key, the configured poll floor.
 func (a *Adapter) Info() provider.Info {
-	return provider.Info{Kind: Kind, Cancel: a.cfg.cancel != nil, Callbacks: a.cfg.callback != nil, PollFloor: a.cfg.pollFloor}
+	cb := a.cfg.callback
+	return provider.Info{Kind: Kind, Cancel: a.cfg.cancel != nil, Callbacks: cb != nil && !cb.signed,
+		Webhooks: cb != nil && cb.signed, PollFloor: a.cfg.pollFloor}
+}
+
+// VerifyWebhook checks a signed callback's Standard Webhooks signature and
+// returns its webhook-id.
+func (a *Adapter) VerifyWebhook(_ context.Context, h http.Header, body []byte) (string, error) {
+	if a.verifier == nil {
+		return "", fmt.Errorf("%w: this route takes no signed callbacks", provider.ErrSignature)
+	}
+	id, err := a.verifier.Verify(h, body)
+	switch {
+	case err == nil:
+		return id, nil
+	case signature.Malformed(err):
+		return "", fmt.Errorf("%w: %w", provider.ErrMalformed, err)
+	}
+	return "", fmt.Errorf("%w: %w", provider.ErrSignature, err)
+}
+
+// ParseWebhook reads which job a verified callback is about and nothing
+// else: the status is unknown, so Pollux checks the job now. Even a signed
+// "completed" is confirmed by a status call, which is where the outputs
+// and their expiry are.
+func (a *Adapter) ParseWebhook(_ http.Header, body []byte) (provider.Status, error) {
+	id, err := a.CallbackRemoteID(body)
+	if err != nil {
+		return provider.Status{}, err
+	}
+	st := provider.Status{RemoteID: id}
+	st.State = state.Unknown
+	return st, nil
 }
 
 // CallbackRemoteID reads which job an (unsigned) callback is about.
@@ -157,7 +202,7 @@ func (a *Adapter) body(input json.RawMessage, model, callbackURL string) ([]byte
 		in, _ := json.Marshal(fields) // decoded JSON: cannot fail
 		fields = map[string]json.RawMessage{a.cfg.inputField: in}
 	}
-	if cb := a.cfg.callback; cb != nil && callbackURL != "" {
+	if cb := a.cfg.callback; cb != nil && cb.urlField != "" && callbackURL != "" {
 		u, _ := json.Marshal(callbackURL) // a string: cannot fail
 		fields[cb.urlField] = u
 	}
@@ -212,7 +257,7 @@ func (a *Adapter) Status(ctx context.Context, ref provider.Ref) (provider.Status
 			return provider.Status{}, err
 		}
 	}
-	if a.cfg.outputsTTL > 0 && len(st.Outputs) > 0 {
+	if a.cfg.outputsTTL > 0 && len(st.Outputs) > 0 && st.OutputsExpireAt.IsZero() {
 		// From completion, else creation (earlier, so never too late), else
 		// from now, when Pollux learned of the outputs.
 		from := st.CompletedAt
@@ -290,6 +335,19 @@ func (a *Adapter) parse(doc any, id string) (provider.Status, error) {
 	case state.Succeeded:
 		if a.cfg.followUp == nil {
 			st.Outputs = urls(a.cfg.resultPath.Eval(doc))
+		}
+		if len(st.Outputs) == 0 && a.cfg.outputPath != nil {
+			if p, err := a.cfg.outputPath.render(map[string]string{"id": id}); err == nil {
+				st.Outputs = []string{a.cfg.base + p}
+			}
+		}
+		if exp := a.readTime(a.cfg.expiresAt, doc); !exp.IsZero() {
+			st.OutputsExpireAt = exp
+			if !a.now().Before(exp) {
+				st.State = state.Expired
+				st.Reason = "the outputs expired at " + exp.Format(time.RFC3339)
+				st.Outputs = nil
+			}
 		}
 	case state.Failed, state.Canceled, state.Expired:
 		st.Reason = a.reason(doc, st.Raw)

@@ -125,6 +125,26 @@ func TestSubmitBody(t *testing.T) {
 	require.Equal(t, "/v2/other/m-1", f.last().Path)
 }
 
+// A signed callback with a URL field gets the job's webhook URL in the
+// submit body, as an unsigned one does.
+func TestSignedCallbackURLField(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, map[string]reply{"*": body(`{"job":{"id":"j-1"}}`)})
+	opts := baseOptions()
+	opts["callback"] = map[string]any{"signature": "standard_webhooks", "id_path": "data.id", "url_field": "webhook_url"}
+	raw, err := json.Marshal(opts)
+	require.NoError(t, err)
+	a, err := generic.NewAdapter(provider.Config{Route: "g", Kind: generic.Kind, BaseURL: f.URL, Token: "tok",
+		WebhookSecret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", Options: raw})
+	require.NoError(t, err)
+	_, err = a.Submit(context.Background(), provider.SubmitRequest{Model: "m-1", WebhookURL: "https://hooks.example/w?job=j"})
+	require.NoError(t, err)
+	require.JSONEq(t, `{"model":"m-1","webhook_url":"https://hooks.example/w?job=j"}`, string(f.last().Body))
+	_, err = generic.NewAdapter(provider.Config{Route: "g", Kind: generic.Kind, BaseURL: f.URL, Token: "tok",
+		WebhookSecret: "whsec_short", Options: raw})
+	require.ErrorContains(t, err, "webhook secret")
+}
+
 func TestSubmitRefusesWithoutACall(t *testing.T) {
 	t.Parallel()
 	f := newFake(t, nil)
@@ -380,6 +400,12 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		{"no states", func(o map[string]any) { delete(o, "states") }, "options.states"},
 		{"bad state", func(o map[string]any) { o["states"] = map[string]string{"x": "done"} }, "options.states.x"},
 		{"bad 404", func(o map[string]any) { o["http_404_is"] = "failed" }, "options.http_404_is"},
+		{"unsigned callback without url field", func(o map[string]any) { o["callback"] = map[string]any{"id_path": "id"} }, "options.callback.url_field"},
+		{"unknown callback signature", func(o map[string]any) {
+			o["callback"] = map[string]any{"id_path": "id", "signature": "hmac"}
+		}, "options.callback.signature"},
+		{"bad output path", func(o map[string]any) { o["status"].(map[string]any)["output_path"] = "/x/{model}" }, "options.status.output_path"},
+		{"bad expires path", func(o map[string]any) { o["status"].(map[string]any)["expires_at_path"] = "a[" }, "options.status.expires_at_path"},
 		{"bad duration", func(o map[string]any) { o["poll_floor"] = 15 }, "duration"},
 		{"negative duration", func(o map[string]any) { o["outputs_ttl"] = "-1h" }, "negative"},
 		{"auth format without token", func(o map[string]any) { o["auth"] = map[string]any{"format": "Bearer"} }, "options.auth.format"},
@@ -431,7 +457,7 @@ func ptr[T any](v T) *T { return &v }
 // it never panics, and a terminal state comes only from a raw value the
 // example maps to one, or from an error code meaning failed.
 func FuzzStatus(f *testing.F) {
-	names := []string{"luma", "kling", "minimax", "seedance", "wan"}
+	names := []string{"luma", "kling", "minimax", "seedance", "wan", "openai"}
 	type ex struct {
 		a      *generic.Adapter
 		states map[string]string
@@ -439,7 +465,11 @@ func FuzzStatus(f *testing.F) {
 	var exs []ex
 	for _, name := range names {
 		opts := loadExample(f, name)
-		a, err := generic.NewAdapter(provider.Config{Route: name, Token: "ak:sk", Options: opts})
+		cfg := provider.Config{Route: name, Token: "ak:sk", Options: opts}
+		if name == "openai" {
+			cfg.WebhookSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw" // its callbacks are signed
+		}
+		a, err := generic.NewAdapter(cfg)
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -452,7 +482,7 @@ func FuzzStatus(f *testing.F) {
 		exs = append(exs, ex{a, o.States})
 	}
 	for _, file := range []string{"luma/completed.json", "kling/succeed.json", "minimax/success.json", "minimax/sensitive_output.json",
-		"seedance/failed.json", "wan/unknown.json", "wan/succeeded.json"} {
+		"seedance/failed.json", "wan/unknown.json", "wan/succeeded.json", "openai/completed.json", "openai/failed.json"} {
 		f.Add(fixture(f, file))
 	}
 	terminal := map[string]bool{"succeeded": true, "failed": true, "canceled": true, "expired": true}

@@ -57,9 +57,9 @@ type Options struct {
 	// OutputsTTL is how long outputs stay available after the job
 	// completed (default 0, unknown: no expiry is recorded).
 	OutputsTTL Duration `json:"outputs_ttl,omitzero"`
-	// Callback, when set, asks the provider to call the route's webhook URL
-	// when a job changes (default none). Callbacks are unsigned: Pollux
-	// takes each as a hint and confirms it with a status call.
+	// Callback, when set, takes the provider's notices that a job changed
+	// (default none). Unsigned or signed, Pollux takes each as a hint and
+	// confirms it with a status call; a signed one is verified first.
 	Callback *CallbackCall `json:"callback,omitempty"`
 	// HTTP404 is what a 404 from a status call means: "not_found" (the
 	// default; Pollux reconciles) or "expired" (the provider drops finished
@@ -67,14 +67,23 @@ type Options struct {
 	HTTP404 string `json:"http_404_is,omitempty"`
 }
 
-// CallbackCall says how the provider is given a callback URL and how a
-// callback names its job.
+// CallbackCall says how the provider is given a callback URL, how a
+// callback names its job, and how it is signed.
 type CallbackCall struct {
-	// URLField is the submit body's field that gets the callback URL (for
-	// example "callback_url"). Required.
-	URLField string `json:"url_field"`
+	// URLField is the submit body's field that gets the job's callback
+	// URL (for example "callback_url"). Required for unsigned callbacks;
+	// for signed ones, empty when the provider's endpoint is configured on
+	// its side rather than per job (default none).
+	URLField string `json:"url_field,omitempty"`
 	// IDPath is the JSON path of the job's id in a callback body. Required.
 	IDPath string `json:"id_path"`
+	// Signature is how callbacks are signed: "" (unsigned, the default)
+	// or "standard_webhooks" (Standard Webhooks v1: HMAC-SHA256 over
+	// webhook-id.webhook-timestamp.body under the route's whsec_ webhook
+	// secret, as OpenAI signs its video.completed and video.failed
+	// events). A signed delivery that fails verification is refused; one
+	// that passes is a hint, deduplicated on its webhook-id.
+	Signature string `json:"signature,omitempty"`
 }
 
 // Auth is how the token is sent.
@@ -142,6 +151,15 @@ type StatusCall struct {
 	// ResultPath locates the outputs of a succeeded job: a URL or a list
 	// of URLs, [*] selecting across lists (default none).
 	ResultPath string `json:"result_path,omitempty"`
+	// OutputPath, when the answer names no output, is a request path,
+	// with {id}, whose URL on the base URL is a succeeded job's output
+	// (OpenAI-style /videos/{id}/content, fetched with the route's
+	// credential) (default none).
+	OutputPath string `json:"output_path,omitempty"`
+	// ExpiresAtPath locates the time a succeeded job's outputs expire, in
+	// TimeFormat (OpenAI-style expires_at); it takes precedence over
+	// OutputsTTL, and a job read after it is expired (default none).
+	ExpiresAtPath string `json:"expires_at_path,omitempty"`
 	// CreatedAtPath, StartedAtPath and CompletedAtPath locate the
 	// provider's times (default none). The completion time is read for
 	// terminal jobs only.
@@ -260,6 +278,8 @@ type config struct {
 	etaPath       Path
 	reasonPaths   []Path
 	resultPath    Path
+	outputPath    *template
+	expiresAt     Path
 	createdAt     Path
 	startedAt     Path
 	completedAt   Path
@@ -279,6 +299,7 @@ type config struct {
 type callbackSpec struct {
 	urlField string
 	idPath   Path
+	signed   bool // Standard Webhooks
 }
 
 type followUpSpec struct {
@@ -373,14 +394,9 @@ func compile(o Options, baseOverride string) (*config, error) {
 		}
 	}
 	if cb := o.Callback; cb != nil {
-		if cb.URLField == "" {
-			return nil, errors.New("options.callback.url_field: required")
+		if c.callback, err = compileCallback(*cb); err != nil {
+			return nil, err
 		}
-		p, err := ParsePath(cb.IDPath)
-		if err != nil {
-			return nil, fmt.Errorf("options.callback.id_path: %w", err)
-		}
-		c.callback = &callbackSpec{urlField: cb.URLField, idPath: p}
 	}
 	switch o.HTTP404 {
 	case "", "not_found":
@@ -517,6 +533,7 @@ func (c *config) compileStatus(s StatusCall) error {
 		{"queue_position_path", s.QueuePositionPath, &c.queuePath, false},
 		{"eta_path", s.ETAPath, &c.etaPath, false},
 		{"result_path", s.ResultPath, &c.resultPath, false},
+		{"expires_at_path", s.ExpiresAtPath, &c.expiresAt, false},
 		{"created_at_path", s.CreatedAtPath, &c.createdAt, false},
 		{"started_at_path", s.StartedAtPath, &c.startedAt, false},
 		{"completed_at_path", s.CompletedAtPath, &c.completedAt, false},
@@ -531,6 +548,13 @@ func (c *config) compileStatus(s StatusCall) error {
 			return err
 		}
 		c.reasonPaths = append(c.reasonPaths, p)
+	}
+	if s.OutputPath != "" {
+		t, err := pathTemplate("options.status.output_path", s.OutputPath, map[string]bool{"id": true})
+		if err != nil {
+			return err
+		}
+		c.outputPath = &t
 	}
 	if s.ProgressScale < 0 {
 		return errors.New("options.status.progress_scale: must be positive")
@@ -561,6 +585,29 @@ func states(m map[string]string) (map[string]outcome, error) {
 		}
 	}
 	return out, nil
+}
+
+func compileCallback(cb CallbackCall) (*callbackSpec, error) {
+	spec := &callbackSpec{urlField: cb.URLField}
+	switch cb.Signature {
+	case "":
+		if cb.URLField == "" {
+			return nil, errors.New("options.callback.url_field: required for unsigned callbacks")
+		}
+	case "standard_webhooks":
+		spec.signed = true
+	default:
+		return nil, fmt.Errorf("options.callback.signature: %q is not standard_webhooks or empty (unsigned)", cb.Signature)
+	}
+	if cb.URLField != "" && !fieldRe.MatchString(cb.URLField) {
+		return nil, fmt.Errorf("options.callback.url_field: %q is not a field name", cb.URLField)
+	}
+	p, err := ParsePath(cb.IDPath)
+	if err != nil {
+		return nil, fmt.Errorf("options.callback.id_path: %w", err)
+	}
+	spec.idPath = p
+	return spec, nil
 }
 
 func compileFollowUp(f FollowUpCall) (*followUpSpec, error) {

@@ -341,8 +341,7 @@ func (a *Adapter) VerifyWebhook(ctx context.Context, h http.Header, body []byte)
 	switch {
 	case err == nil:
 		return id, nil
-	case errors.Is(err, signature.ErrMissingHeader), errors.Is(err, signature.ErrBadID),
-		errors.Is(err, signature.ErrBadTimestamp), errors.Is(err, signature.ErrBadSignatureHeader):
+	case signature.Malformed(err):
 		return "", fmt.Errorf("%w: %w", provider.ErrMalformed, err)
 	}
 	return "", fmt.Errorf("%w: %w", provider.ErrSignature, err)
