@@ -46,8 +46,10 @@ type Activity struct {
 	WebhookCoverage float64 `json:"webhook_coverage"`
 }
 
-// maxSamples bounds the detection delays a minute keeps for quantiles.
-const maxSamples = 2048
+// maxSamples bounds the detection delays a minute keeps for quantiles
+// (the first of the minute's ends), so that Activity sorts at most 60
+// times as many.
+const maxSamples = 512
 
 // bucket is one minute's figures.
 type bucket struct {
