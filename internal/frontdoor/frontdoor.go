@@ -86,6 +86,8 @@ type Server struct {
 	log    zerolog.Logger
 	// openCSRF is the CSRF token of browsers without tokens.
 	openCSRF string
+	// census is the latest census of the routes.
+	census censusCache
 }
 
 // New validates the configuration and prepares the front door. It publishes

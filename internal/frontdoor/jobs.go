@@ -93,7 +93,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) *apiError {
 	if _, err := s.js.Publish(ctx, s.ns.Submit(route), data); err != nil {
 		return s.unavailable(err, "publishing the submission")
 	}
-	s.log.Debug().Str("job_id", id).Str("route", route).Msg("submission published")
+	s.log.Debug().Str("job_id", id).Str("route", route).Str("by", who(r).by(r)).Msg("submission published")
 	a := accepted(id, route)
 	w.Header().Set("Location", a.Links.Self)
 	writeJSON(w, http.StatusAccepted, a)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -96,7 +97,7 @@ func (s *Server) routes(w http.ResponseWriter, r *http.Request) *apiError {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
 	defer cancel()
-	snap, err := s.cfg.Census(ctx)
+	snap, err := s.census.take(ctx, s.cfg.Census, s.cfg.Now())
 	if err != nil {
 		return s.unavailable(err, "taking the census of the routes")
 	}
@@ -135,6 +136,41 @@ func (s *Server) routes(w http.ResponseWriter, r *http.Request) *apiError {
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// censusMaxAge is how long a census answers GET /v1/routes: every console
+// open on a fleet polls it, and a census reads consumer infos and messages
+// of every route.
+const censusMaxAge = time.Second
+
+// censusCache keeps the latest census, taking one at a time.
+type censusCache struct {
+	mu   sync.Mutex
+	snap *census.Snapshot
+	at   time.Time
+}
+
+// take returns a census at most censusMaxAge old at now.
+func (c *censusCache) take(ctx context.Context, census func(context.Context) (*census.Snapshot, error), now time.Time) (*census.Snapshot, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.snap != nil && now.Sub(c.at) < censusMaxAge && !now.Before(c.at) {
+		return c.snap, nil
+	}
+	snap, err := census(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.snap, c.at = snap, now
+	return snap, nil
+}
+
+// invalidate makes the next GET /v1/routes take a new census: a pause or
+// resume shows at once.
+func (c *censusCache) invalidate() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.snap = nil
 }
 
 // RouteAction answers a pause or resume: the route's state after it, and
@@ -187,6 +223,7 @@ func (s *Server) pause(w http.ResponseWriter, r *http.Request) *apiError {
 	if err != nil {
 		return s.unavailable(err, "pausing route "+name)
 	}
+	s.census.invalidate()
 	s.log.Info().Str("route", name).Str("by", by).Time("until", ps.Until).Str("reason", req.Reason).Msg("route paused")
 	writeJSON(w, http.StatusOK, RouteAction{Route: name, State: "paused", Pause: pauseView(ps)})
 	return nil
@@ -219,6 +256,7 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request) *apiError {
 	case !inForce:
 		return fail(http.StatusConflict, CodeNotPaused, "", fmt.Sprintf("route %s has no operator's pause in force", name))
 	}
+	s.census.invalidate()
 	s.log.Info().Str("route", name).Str("by", by).Str("reason", req.Reason).Msg("route resumed")
 	state := "running"
 	if s.providerPaused(name) {
