@@ -455,3 +455,20 @@ func TestCrossOriginRequestsRefused(t *testing.T) {
 	r = d2.do(t, http.MethodPost, "/v1/jobs/job-1/cancel", `{}`, with(bearer, "Origin", d2.url))
 	require.Equal(t, http.StatusAccepted, r.status, "body %s", r.raw)
 }
+
+// A session made on one front door works on every other with the same
+// tokens file: the fleet shares no session store.
+func TestSessionWorksAcrossTheFleet(t *testing.T) {
+	t.Parallel()
+	path := tokensFile(t, tokenAlice+" name=alice")
+	doors := make([]*door, 2)
+	for i := range doors {
+		tokens, err := frontdoor.LoadTokens(path)
+		require.NoError(t, err)
+		doors[i] = setup(t, frontdoor.Config{Tokens: tokens})
+	}
+	_, c := doors[0].login(t, tokenAlice, nil)
+	r := doors[1].do(t, http.MethodGet, "/console/session", "", map[string]string{"Cookie": c.Name + "=" + c.Value})
+	require.Equal(t, http.StatusOK, r.status, "body %s", r.raw)
+	require.Equal(t, "alice", r.body["name"])
+}
