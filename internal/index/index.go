@@ -78,7 +78,7 @@ type Index struct {
 	lists   map[listKey]*ordered // by (CreatedAt, ID): every job, each route's, state's, route and state's
 	byKey   map[string][]*item   // idempotency key → jobs
 	byRem   map[string][]*item   // remote id → jobs
-	models  map[string]map[string]int
+	models  map[modelKey]int     // jobs by route, model and state
 	routeEv map[string][]events.RouteEvent
 	act     activity
 	bytes   int64
@@ -118,7 +118,7 @@ func New(cfg Config, js jetstream.JetStream, ns events.Namespace, res *events.Re
 		lists:   map[listKey]*ordered{{}: {}},
 		byKey:   map[string][]*item{},
 		byRem:   map[string][]*item{},
-		models:  map[string]map[string]int{},
+		models:  map[modelKey]int{},
 		routeEv: map[string][]events.RouteEvent{},
 		act:     newActivity(),
 		subs:    map[*subscriber]struct{}{},
@@ -160,12 +160,9 @@ func (x *Index) Models(route string) []string {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	seen := map[string]struct{}{}
-	for r, ms := range x.models {
-		if route != "" && r != route {
-			continue
-		}
-		for m := range ms {
-			seen[m] = struct{}{}
+	for k := range x.models {
+		if route == "" || k.route == route {
+			seen[k.model] = struct{}{}
 		}
 	}
 	return slices.Sorted(maps.Keys(seen))
@@ -339,15 +336,16 @@ func (x *Index) remove(it *item) {
 	x.unaccount(it.e)
 }
 
+// modelKey names a count of jobs by route, model and state.
+type modelKey struct {
+	route, model string
+	state        state.State
+}
+
 // account adds e to the model counts, the search maps and the size.
 func (x *Index) account(e Entry) {
 	if e.Model != "" {
-		m := x.models[e.Route]
-		if m == nil {
-			m = map[string]int{}
-			x.models[e.Route] = m
-		}
-		m[e.Model]++
+		x.models[modelKey{e.Route, e.Model, e.State}]++
 	}
 	it := x.jobs[e.ID]
 	if e.IdempotencyKey != "" {
@@ -361,11 +359,9 @@ func (x *Index) account(e Entry) {
 
 // unaccount undoes account.
 func (x *Index) unaccount(e Entry) {
-	if e.Model != "" {
-		if m := x.models[e.Route]; m != nil {
-			if m[e.Model]--; m[e.Model] <= 0 {
-				delete(m, e.Model)
-			}
+	if k := (modelKey{e.Route, e.Model, e.State}); e.Model != "" {
+		if x.models[k]--; x.models[k] <= 0 {
+			delete(x.models, k)
 		}
 	}
 	drop(x.byKey, e.IdempotencyKey, e.ID)

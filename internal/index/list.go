@@ -41,8 +41,8 @@ const (
 )
 
 // TotalCap is the most matches Page.Total counts when the index has no
-// running count for the query (one with a time range, or with a model and
-// states): beyond it the total is TotalCap and TotalCapped is set.
+// running count for the query (one with a time range or a search):
+// beyond it the total is TotalCap and TotalCapped is set.
 const TotalCap = 10_000
 
 // Page is one page of a query's jobs.
@@ -149,19 +149,17 @@ func (x *Index) sources(q Query, m matcher) []*ordered {
 }
 
 // countFor returns the query's total from the running counts, when it
-// filters by nothing but route and states, or route and model.
+// filters by nothing but route, states and model.
 func (x *Index) countFor(q Query, m matcher) (int, bool) {
 	if q.Search != "" || !q.CreatedAfter.IsZero() || !q.CreatedBefore.IsZero() {
 		return 0, false
 	}
 	n := 0
 	switch {
-	case q.Model != "" && len(m.states) > 0:
-		return 0, false
 	case q.Model != "":
-		for r, ms := range x.models {
-			if q.Route == "" || r == q.Route {
-				n += ms[q.Model]
+		for k, c := range x.models {
+			if k.model == q.Model && (q.Route == "" || k.route == q.Route) && (len(m.states) == 0 || slices.Contains(m.states, k.state)) {
+				n += c
 			}
 		}
 	case len(m.states) == 0:

@@ -76,6 +76,8 @@ func TestListTotals(t *testing.T) {
 		{index.Query{States: []state.State{state.Failed, state.Failed}}, 15},
 		{index.Query{Route: "a", States: []state.State{state.Queued, state.Succeeded}}, 10},
 		{index.Query{Model: "m1"}, 30},
+		{index.Query{Model: "m2", States: []state.State{state.Running, state.Failed}}, 30},
+		{index.Query{Route: "b", Model: "m2", States: []state.State{state.Running}}, 5},
 		{index.Query{CreatedAfter: t0.Add(49 * time.Second)}, 10},
 		{index.Query{Search: "k3"}, 1},
 		{index.Query{Route: "zzz"}, 0},
@@ -88,7 +90,7 @@ func TestListTotals(t *testing.T) {
 		require.False(t, page.TotalCapped)
 		if tc.want > 2 {
 			require.NotEmpty(t, page.Next)
-			next, err := x.List(index.Query{Route: q.Route, States: q.States, Model: q.Model, CreatedAfter: q.CreatedAfter, Cursor: page.Next, Limit: 2})
+			next, err := x.List(index.Query{Route: q.Route, States: q.States, Model: q.Model, CreatedAfter: q.CreatedAfter, Search: q.Search, Cursor: page.Next, Limit: 2})
 			require.NoError(t, err)
 			require.Equal(t, tc.want, next.Total, "the total does not depend on the page")
 		}
