@@ -36,7 +36,7 @@ func main() {
 		}
 		svc, err := poller.New(poller.Config{
 			Routes: env.Routes, Options: env.Options(), Logger: env.Log, Metrics: env.Metrics.Poller(), Learned: env.Stats.Lookup,
-			Sweep: env.Config.Streams.SweepInterval,
+			Queue: env.Stats.ObserveQueue, QueueRate: env.Stats.QueueRate, Sweep: env.Config.Streams.SweepInterval,
 		}, env.JS, env.NS, env.Res, env.Jobs, env.Pauses)
 		if err != nil {
 			return err

@@ -124,7 +124,8 @@ func Start(ctx context.Context, g *errgroup.Group, nc *nats.Conn, sc StackConfig
 		_ = hookLn.Close()
 		return nil, err
 	}
-	po, err := poller.New(poller.Config{Routes: routes, Options: env.Options(), Logger: log.With().Str("component", "poller").Logger(), Metrics: m.Poller(), Learned: env.Stats.Lookup},
+	po, err := poller.New(poller.Config{Routes: routes, Options: env.Options(), Logger: log.With().Str("component", "poller").Logger(), Metrics: m.Poller(), Learned: env.Stats.Lookup,
+		Queue: env.Stats.ObserveQueue, QueueRate: env.Stats.QueueRate},
 		env.JS, env.NS, env.Res, env.Jobs, env.Pauses)
 	if err != nil {
 		_ = hookLn.Close()

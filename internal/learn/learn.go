@@ -15,6 +15,13 @@
 // with nothing learned at any level the schedule's cold-start table
 // applies.
 //
+// # Queue velocity
+//
+// Each route's provider queue velocity — places a second, from what every
+// poll saw of a queued job's place against the poll before — is kept under
+// QueueKey, decaying with a 10-minute half-life, and read with QueueRate:
+// it turns a job's place into an estimate of its wait (queue.go).
+//
 // # Drift
 //
 // A model's record keeps its last RecentJobs durations. When their median
@@ -167,8 +174,12 @@ type Stats struct {
 	// blend is made once per change, and its plan is cached.
 	blends map[string]blend
 
-	pmu     sync.Mutex
-	pending map[string]*batch
+	// queues mirrors the routes' queue velocities (queue.go).
+	queues map[string]queueSnapshot
+
+	pmu      sync.Mutex
+	pending  map[string]*batch
+	qpending map[string]*queueBatch
 }
 
 // blend is a cached Lookup answer and the revisions it was made of.
@@ -179,7 +190,8 @@ type blend struct {
 
 // New returns a Stats over the bucket; Run keeps it current.
 func New(kv jetstream.KeyValue, log zerolog.Logger) *Stats {
-	return &Stats{kv: kv, log: log, dist: map[string]snapshot{}, blends: map[string]blend{}, pending: map[string]*batch{}}
+	return &Stats{kv: kv, log: log, dist: map[string]snapshot{}, blends: map[string]blend{}, queues: map[string]queueSnapshot{},
+		pending: map[string]*batch{}, qpending: map[string]*queueBatch{}}
 }
 
 // Lookup returns the learned distributions of a route, model and
@@ -322,6 +334,10 @@ func (s *Stats) Run(ctx context.Context, ready chan<- struct{}) error {
 }
 
 func (s *Stats) apply(e jetstream.KeyValueEntry) {
+	if strings.HasSuffix(e.Key(), "."+ScopeQueue) {
+		s.applyQueue(e)
+		return
+	}
 	if e.Operation() != jetstream.KeyValuePut {
 		// A tombstone: nothing learned, and no older write may return.
 		s.install(e.Key(), snapshot{rev: e.Revision()})
@@ -347,8 +363,10 @@ func (s *Stats) install(k string, sn snapshot) {
 	s.dist[k] = sn
 }
 
-// Flush writes the queued durations; what cannot be written stays queued.
+// Flush writes the queued durations and queue observations; what cannot
+// be written stays queued.
 func (s *Stats) Flush(ctx context.Context) {
+	s.flushQueues(ctx)
 	s.pmu.Lock()
 	work := s.pending
 	s.pending = map[string]*batch{}

@@ -2,6 +2,7 @@ package learn_test
 
 import (
 	"context"
+	"math"
 	"slices"
 	"sync"
 	"testing"
@@ -218,4 +219,33 @@ func TestDriftIsToldOnceAndEndsOnceFollowed(t *testing.T) {
 	require.Eventually(t, func() bool { return ss[0].Drift("r") == 1 }, 5*time.Second, 10*time.Millisecond)
 	total, _ := ss[0].Lookup("r", "owner/model:v1", "")
 	require.InDelta(t, 120, total.Quantile(0.5).Seconds(), 15, "the learned median followed")
+}
+
+// The queue's velocity is learned fleet-wide per route from what polls saw
+// of queued jobs' places, moves of zero included; too little observation
+// gives no rate.
+func TestQueueVelocityIsLearnedFleetWide(t *testing.T) {
+	t.Parallel()
+	ss := fleet(t, 2)
+	ctx := context.Background()
+	ss[0].ObserveQueue("r", 3, 10*time.Second)
+	ss[0].Flush(ctx)
+	require.Zero(t, ss[0].QueueRate("r"), "10 s of observation is too little")
+
+	ss[0].ObserveQueue("r", 0, 20*time.Second) // the place did not change
+	ss[1].ObserveQueue("r", 6, 30*time.Second)
+	ss[1].ObserveQueue("r", -1, time.Second)      // nonsense: ignored
+	ss[1].ObserveQueue("r", 5, 0)                 // nonsense: ignored
+	ss[1].ObserveQueue("other", 100, time.Minute) // another route
+	ss[0].Flush(ctx)
+	ss[1].Flush(ctx)
+	for _, s := range ss {
+		require.Eventually(t, func() bool {
+			return math.Abs(s.QueueRate("r")-9.0/60) < 0.005
+		}, 5*time.Second, 10*time.Millisecond, "9 places in 60 s, seen by every process")
+	}
+	require.InDelta(t, 100.0/60, ss[0].QueueRate("other"), 0.01)
+	require.Zero(t, ss[0].QueueRate("none"))
+	total, _ := ss[0].Lookup("r", "owner/model:v1", "")
+	require.Nil(t, total, "a queue record is no duration record")
 }

@@ -87,6 +87,11 @@ type Config struct {
 	Metrics Metrics
 	// Learned returns the learned durations (nil: none are learned).
 	Learned route.Learned
+	// Queue, when set, is told how far a queued job moved between two
+	// polls (learn.Stats.ObserveQueue), and QueueRate how fast a route's
+	// queue moves (learn.Stats.QueueRate).
+	Queue     func(route string, moved float64, elapsed time.Duration)
+	QueueRate func(route string) float64
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Seed seeds the jitter (default: random).
@@ -307,6 +312,9 @@ func (s *Service) poll(ctx context.Context, r *route.Route, d *jobs.Delivery, pr
 	pause := s.pauses.After(ctx, r, "status", callErr)
 
 	now := s.cfg.Now().UTC()
+	if callErr == nil {
+		s.observeQueue(r, d.Live, st, prev, now)
+	}
 	f := d.Fold(jobs.Call{At: now, Status: st, Err: callErr, Prev: prev})
 	dec := s.decide(r, f, st, pause, now)
 	res, err := s.jobs.Polled(ctx, d, f, dec)
@@ -333,6 +341,28 @@ func (s *Service) poll(ctx context.Context, r *route.Route, d *jobs.Delivery, pr
 		}
 	}
 	return res.Outcome
+}
+
+// observeQueue tells the fleet's queue velocity how far a queued job moved
+// since the poll before: its place is the check's — a poll that moved it
+// would have replaced the check — until this answer, which gives its new
+// place, or none once it left the queue (it moved all the way). The poll
+// before is prev, as this process knows it, else the check's last poll (a
+// replaced check's first delivery), so no interval counts twice.
+func (s *Service) observeQueue(r *route.Route, live *events.PollState, st provider.Status, prev, now time.Time) {
+	if live.LastPolledAt.After(prev) {
+		prev = live.LastPolledAt
+	}
+	if s.cfg.Queue == nil || live.QueuePosition == nil || prev.IsZero() || !now.After(prev) {
+		return
+	}
+	was := *live.QueuePosition
+	switch {
+	case st.State == state.Queued && st.QueuePosition != nil && *st.QueuePosition <= was:
+		s.cfg.Queue(r.Name, float64(was-*st.QueuePosition), now.Sub(prev))
+	case st.State == state.Running || st.State.Terminal():
+		s.cfg.Queue(r.Name, float64(was), now.Sub(prev))
+	}
 }
 
 // decide is what follows from a poll: the job's end, or its next poll.
@@ -366,6 +396,9 @@ func (s *Service) decide(r *route.Route, f jobs.Fold, st provider.Status, pause 
 	var hints route.Hints
 	if f.Err == nil {
 		hints = route.HintsOf(st)
+	}
+	if after.QueuePosition != nil && s.cfg.QueueRate != nil {
+		hints.QueueRate = s.cfg.QueueRate(r.Name)
 	}
 	dec.Due = now.Add(r.NextPoll(after, now, hints, s.cfg.Learned, s.rnd))
 	return dec

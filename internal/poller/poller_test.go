@@ -40,6 +40,7 @@ type step struct {
 	state state.State
 	raw   string
 	err   error
+	pos   int // the queue position reported; 0 for none
 }
 
 func (s *script) Info() provider.Info { return provider.Info{Kind: "script", Idempotent: true} }
@@ -61,7 +62,11 @@ func (s *script) Status(_ context.Context, ref provider.Ref) (provider.Status, e
 	if st.err != nil {
 		return provider.Status{}, st.err
 	}
-	return provider.Status{Observation: state.Observation{State: st.state, Raw: st.raw}}, nil
+	o := state.Observation{State: st.state, Raw: st.raw}
+	if st.pos > 0 {
+		o.QueuePosition = &st.pos
+	}
+	return provider.Status{Observation: o}, nil
 }
 
 func (s *script) callsOf(remote string) int {
@@ -281,4 +286,47 @@ func TestRunFailingOnASecondRouteLeavesNothingRunning(t *testing.T) {
 	po, err := poller.New(poller.Config{Routes: routes, Options: f.env.Options()}, f.env.JS, f.env.NS, f.env.Res, f.env.Jobs, f.env.Pauses)
 	require.NoError(t, err)
 	require.Error(t, po.Run(f.ctx))
+}
+
+// Every poll of a queued job tells the fleet's queue velocity how far it
+// moved since the poll before, a move of zero included, and its start
+// counts as moving the rest of the way; the learned rate comes back as
+// the schedule's hint.
+func TestQueuedJobsTeachTheQueuesVelocity(t *testing.T) {
+	t.Parallel()
+	_, nc, _ := natstest.JetStream(t)
+	sc := &script{calls: map[string]int{}, steps: []step{
+		{state: state.Queued, raw: "queued", pos: 9}, {state: state.Queued, raw: "queued", pos: 9},
+		{state: state.Queued, raw: "queued", pos: 4}, {state: state.Running, raw: "processing"},
+		{state: state.Succeeded, raw: "succeeded"},
+	}}
+	f := newFleet(t, nc, "queue", sc, config.Route{Poll: config.Poll{MinDelay: 20 * time.Millisecond, MaxDelay: 20 * time.Millisecond}})
+	var mu sync.Mutex
+	var moved []float64
+	var asked int
+	po, err := poller.New(poller.Config{Routes: f.env.Routes, Options: f.env.Options(),
+		Queue: func(route string, m float64, elapsed time.Duration) {
+			mu.Lock()
+			defer mu.Unlock()
+			require.Equal(t, "script", route)
+			require.Positive(t, elapsed)
+			moved = append(moved, m)
+		},
+		QueueRate: func(string) float64 {
+			mu.Lock()
+			defer mu.Unlock()
+			asked++
+			return 0.5
+		},
+	}, f.env.JS, f.env.NS, f.env.Res, f.env.Jobs, f.env.Pauses)
+	require.NoError(t, err)
+	f.track(1) // tracked queued, with no place known yet
+	f.g.Go(func() error { return po.Run(f.ctx) })
+	f.waitTerminal(1)
+	mu.Lock()
+	defer mu.Unlock()
+	// 9 (no place before) · 9 → 9: 0 · 9 → 4: 5 · 4 → running: 4 · done:
+	// no place before.
+	require.Equal(t, []float64{0, 5, 4}, moved)
+	require.Positive(t, asked, "the learned rate is asked while the job has a place")
 }

@@ -65,6 +65,9 @@ type Route struct {
 	Census census.Route `json:"census"`
 	// Learned is what the fleet learned of each model on the route.
 	Learned []Model `json:"learned,omitempty"`
+	// QueueRate is how many places a second the provider's queue moves,
+	// as the fleet learned it from queued jobs' places (0: unknown).
+	QueueRate float64 `json:"queue_rate,omitempty"`
 
 	delays            []float64
 	polls, finished   int
@@ -184,6 +187,13 @@ func addLearned(ctx context.Context, res *events.Resources, get func(string) *Ro
 		if err != nil {
 			continue
 		}
+		if strings.HasSuffix(k, "."+learn.ScopeQueue) {
+			var q learn.QueueRecord
+			if json.Unmarshal(e.Value(), &q) == nil {
+				get(q.Route).QueueRate = Round(q.Rate(), 3)
+			}
+			continue
+		}
 		var rec learn.Record
 		if json.Unmarshal(e.Value(), &rec) != nil {
 			continue
@@ -242,6 +252,9 @@ func (r *Report) Print(w io.Writer) {
 		}
 		if len(notes) > 0 {
 			fmt.Fprintf(w, "%-16s %s\n", rt.Route, strings.Join(notes, " · "))
+		}
+		if rt.QueueRate > 0 {
+			fmt.Fprintf(w, "%-16s learned queue: %.3g places/s\n", "", rt.QueueRate)
 		}
 		for _, m := range rt.Learned {
 			name := m.Model

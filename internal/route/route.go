@@ -387,11 +387,14 @@ func settingValue(raw json.RawMessage) string {
 // configuration key (see package learn); nil means none are learned.
 type Learned func(route, model, configKey string) (total, run *schedule.Dist)
 
-// Hints are what one successful provider answer says of the next poll:
-// its poll-after hint and its estimate of the time left. They hold for the
-// decision that follows that answer only; the zero value is none.
+// Hints are what one successful provider answer says of the next poll —
+// its poll-after hint and its estimate of the time left — and how fast the
+// route's queue moves, as the fleet learned it (places a second; it makes
+// a queued job's place an estimate of its wait). They hold for the
+// decision at hand only; the zero value is none.
 type Hints struct {
 	PollAfter, ETA time.Duration
+	QueueRate      float64
 }
 
 // HintsOf returns the hints of a successful answer.
@@ -411,7 +414,7 @@ func (r *Route) ScheduleJob(ps *events.PollState, now time.Time, h Hints, learne
 	sj := schedule.Job{
 		Now: now, Submitted: cmp.Or(ps.SubmittedAt, ps.CreatedAt), Polls: ps.Polls, Unchanged: ps.Unchanged,
 		Expected: time.Duration(ps.Expected), Deadline: ps.Deadline, WebhookExpected: ps.Webhook,
-		Errors: ps.Errors, StartedAt: ps.StartedAt, PollAfter: h.PollAfter, ETA: h.ETA,
+		Errors: ps.Errors, StartedAt: ps.StartedAt, PollAfter: h.PollAfter, ETA: h.ETA, QueueRate: h.QueueRate,
 	}
 	if ps.Progress != nil {
 		sj.Progress = *ps.Progress

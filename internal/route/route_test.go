@@ -87,6 +87,7 @@ func TestAnAnswersHintsReachTheSchedule(t *testing.T) {
 	sj := r.ScheduleJob(ps, now, route.HintsOf(provider.Status{PollAfter: 3 * time.Second, ETA: 40 * time.Second}), nil)
 	require.Equal(t, 3*time.Second, sj.PollAfter)
 	require.Equal(t, 40*time.Second, sj.ETA)
+	require.Equal(t, 0.5, r.ScheduleJob(ps, now, route.Hints{QueueRate: 0.5}, nil).QueueRate, "the learned queue velocity")
 
 	for range 100 {
 		d := r.NextPoll(ps, now, route.Hints{ETA: 40 * time.Second}, nil, rnd)

@@ -1,0 +1,184 @@
+package learn
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Queue velocity: how fast a route's provider queue moves, learned from
+// every poll that saw a queued job's place (see ObserveQueue), shared by
+// the fleet in the stats bucket under QueueKey, and handed to the
+// schedule, which turns a job's place into an estimate of its wait.
+
+// QueueRecord is a route's queue velocity in the stats bucket: places
+// moved and seconds observed, both decaying with queueHalfLife, so the
+// rate follows a provider whose queue speeds up or slows down.
+type QueueRecord struct {
+	Route     string    `json:"route"`
+	Scope     string    `json:"scope"` // ScopeQueue
+	Moved     float64   `json:"moved"`
+	Seconds   float64   `json:"seconds"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// ScopeQueue is the Scope of a route's queue velocity record.
+const ScopeQueue = "queue"
+
+// QueueKey is the bucket key of a route's queue velocity.
+func QueueKey(route string) string { return route + "." + ScopeQueue }
+
+const (
+	// queueHalfLife is the age at which an observation weighs half.
+	queueHalfLife = 10 * time.Minute
+	// minQueueSeconds is how much observation a rate needs before it is
+	// given to the schedule.
+	minQueueSeconds = 30
+)
+
+// Rate is the record's places a second at now; 0 while it has seen too
+// little.
+func (q QueueRecord) Rate() float64 {
+	if q.Seconds < minQueueSeconds || q.Moved <= 0 {
+		return 0
+	}
+	return q.Moved / q.Seconds
+}
+
+// decayed is q aged to now.
+func (q QueueRecord) decayed(now time.Time) QueueRecord {
+	if !q.UpdatedAt.IsZero() && now.After(q.UpdatedAt) {
+		f := math.Exp2(-now.Sub(q.UpdatedAt).Seconds() / queueHalfLife.Seconds())
+		q.Moved, q.Seconds = q.Moved*f, q.Seconds*f
+	}
+	q.UpdatedAt = now
+	return q
+}
+
+// queueBatch is what this process saw of a route's queue since its last
+// flush.
+type queueBatch struct{ moved, seconds float64 }
+
+// ObserveQueue records that a queued job moved moved places (0 when its
+// place did not change) in elapsed: what a poll saw against the job's
+// place at the poll before. It never blocks on I/O.
+func (s *Stats) ObserveQueue(route string, moved float64, elapsed time.Duration) {
+	if !(moved >= 0) || elapsed <= 0 || elapsed > time.Hour {
+		return
+	}
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	b := s.qpending[route]
+	if b == nil {
+		b = &queueBatch{}
+		s.qpending[route] = b
+	}
+	b.moved += moved
+	b.seconds += elapsed.Seconds()
+}
+
+// QueueRate is how many places a second the route's provider queue moves,
+// as the fleet learned it; 0 when unknown.
+func (s *Stats) QueueRate(route string) float64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.queues[route].rate
+}
+
+// queueSnapshot is a route's mirrored queue velocity and its revision.
+type queueSnapshot struct {
+	rate float64
+	rev  uint64
+}
+
+// applyQueue mirrors a queue velocity record.
+func (s *Stats) applyQueue(e jetstream.KeyValueEntry) {
+	route := strings.TrimSuffix(e.Key(), "."+ScopeQueue)
+	var q QueueRecord
+	if e.Operation() == jetstream.KeyValuePut {
+		if err := json.Unmarshal(e.Value(), &q); err != nil {
+			s.log.Warn().Err(err).Str("key", e.Key()).Msg("ignoring an unreadable queue velocity")
+			return
+		}
+	}
+	s.installQueue(route, queueSnapshot{rate: q.Rate(), rev: e.Revision()})
+}
+
+func (s *Stats) installQueue(route string, q queueSnapshot) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cur, ok := s.queues[route]; ok && cur.rev >= q.rev {
+		return
+	}
+	s.queues[route] = q
+}
+
+// flushQueues writes the queued observations; what cannot be written is
+// queued again.
+func (s *Stats) flushQueues(ctx context.Context) {
+	s.pmu.Lock()
+	work := s.qpending
+	s.qpending = map[string]*queueBatch{}
+	s.pmu.Unlock()
+	for route, b := range work {
+		if err := s.foldQueue(ctx, route, b); err != nil {
+			s.log.Warn().Err(err).Str("route", route).Msg("saving the queue velocity failed; will retry")
+			s.pmu.Lock()
+			if cur := s.qpending[route]; cur != nil {
+				b.moved, b.seconds = b.moved+cur.moved, b.seconds+cur.seconds
+			}
+			s.qpending[route] = b
+			s.pmu.Unlock()
+		}
+	}
+}
+
+// foldQueue adds a batch to the route's record with compare-and-set.
+func (s *Stats) foldQueue(ctx context.Context, route string, b *queueBatch) error {
+	k := QueueKey(route)
+	for range 10 {
+		var q QueueRecord
+		var rev uint64
+		e, err := s.kv.Get(ctx, k)
+		switch {
+		case err == nil:
+			rev = e.Revision()
+			if json.Unmarshal(e.Value(), &q) != nil {
+				q = QueueRecord{}
+			}
+		case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):
+		default:
+			return err
+		}
+		q = q.decayed(time.Now().UTC())
+		q.Route, q.Scope = route, ScopeQueue
+		q.Moved += b.moved
+		q.Seconds += b.seconds
+		data, err := json.Marshal(q)
+		if err != nil {
+			return err
+		}
+		var written uint64
+		if rev == 0 {
+			written, err = s.kv.Create(ctx, k, data)
+		} else {
+			written, err = s.kv.Update(ctx, k, data, rev)
+		}
+		switch {
+		case err == nil:
+			s.installQueue(route, queueSnapshot{rate: q.Rate(), rev: written})
+			return nil
+		case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyRevisionMismatch):
+			continue
+		default:
+			return err
+		}
+	}
+	return fmt.Errorf("queue velocity of %s: too many concurrent writers", route)
+}
