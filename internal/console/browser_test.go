@@ -37,6 +37,10 @@ func (b *tab) confirm(name, reason string) {
 		chromedp.Click(chromedp.CSS("dialog.dialog [data-confirm]")), chromedp.WaitNotPresent(chromedp.CSS("dialog.dialog")))
 }
 
+// cancelable is the JavaScript for a job page whose cancel button is
+// enabled: its record has loaded and the job has not finished.
+const cancelable = `document.querySelector('#cancel') && !document.querySelector('#cancel').disabled`
+
 // rowState is the JavaScript for the state a job's row in the list shows.
 func rowState(id string) string {
 	return fmt.Sprintf(`(document.querySelector('#job-rows tr[data-id=%q]')||{dataset:{}}).dataset.state`, id)
@@ -118,7 +122,7 @@ func TestOperatorConsole(t *testing.T) {
 		b := b.on(t)
 		slow := f.submit(t, slowModel, "console-slow-1")
 		b.open("#/jobs/"+slow+"?route="+dev.RouteName, "#timeline")
-		b.waitJS("the job running at the provider", `document.querySelector('li.ev[data-type=submitted]') && !document.querySelector('#cancel').disabled`, live)
+		b.waitJS("the job running at the provider", `document.querySelector('li.ev[data-type=submitted]') && `+cancelable, live)
 		b.shot("job-running")
 		b.do("cancel", chromedp.Click(chromedp.CSS("#cancel")))
 		b.confirm("cancel", "the customer withdrew the order")
@@ -131,7 +135,7 @@ func TestOperatorConsole(t *testing.T) {
 		b := b.on(t)
 		slow := f.submit(t, slowModel, "console-slow-2")
 		b.open("#/jobs/"+slow+"?route="+dev.RouteName, "#timeline")
-		b.waitJS("the job's record", `!document.querySelector('#cancel').disabled`, live)
+		b.waitJS("the job's record", cancelable, live)
 		// The page's own session cookie goes with these; only the header differs.
 		post := func(header string) int {
 			return eval[int](b, fmt.Sprintf(`fetch('/v1/jobs/%s/cancel', {method: 'POST', credentials: 'same-origin', headers: {'Content-Type': 'application/json'%s}, body: '{}'}).then(r => r.status)`, slow, header))
@@ -245,7 +249,7 @@ func TestOpenFrontDoorConsole(t *testing.T) {
 	b.shot("overview-open")
 
 	b.open("#/jobs/"+id+"?route="+dev.RouteName, "#timeline")
-	b.waitJS("the job's record", `!document.querySelector('#cancel').disabled`, live)
+	b.waitJS("the job's record", cancelable, live)
 	status := eval[int](b, `fetch('/v1/jobs/`+id+`/cancel', {method: 'POST', headers: {'Content-Type': 'application/json'}, body: '{}'}).then(r => r.status)`)
 	require.Equal(t, http.StatusForbidden, status, "a page's request without the CSRF token")
 	b.do("cancel", chromedp.Click(chromedp.CSS("#cancel")))

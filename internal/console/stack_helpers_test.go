@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sync/errgroup"
 
@@ -82,6 +83,7 @@ func startFleetWith(t *testing.T, tokens *frontdoor.Tokens) *fleet {
 		}},
 		Route:      config.Route{Workers: config.Workers{Submit: 8}},
 		HTTPTokens: tokens,
+		Logger:     zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel),
 	})
 	require.NoError(t, err)
 	return &fleet{Stack: st, js: js, tokens: tokens != nil}
