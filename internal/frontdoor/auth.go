@@ -44,6 +44,7 @@ type Tokens struct {
 	mu      sync.RWMutex
 	entries []token
 	stamp   fileStamp
+	failed  string // the reload error last logged
 }
 
 // token is one line of a tokens file.
@@ -223,13 +224,17 @@ func (t *Tokens) refresh() {
 	entries, stamp, err := readTokens(t.path)
 	if err != nil {
 		if st != nil {
-			// Log once per version of the file, not once per request.
 			t.stamp = fileStamp{mod: st.ModTime(), size: st.Size()}
 		}
-		t.log.Error().Err(err).Msg("the tokens file changed and does not load; the tokens read before stay in force")
+		// Log once per version of the file (or per error while it is
+		// missing), not once per request.
+		if err.Error() != t.failed {
+			t.failed = err.Error()
+			t.log.Error().Err(err).Msg("the tokens file changed and does not load; the tokens read before stay in force")
+		}
 		return
 	}
-	t.entries, t.stamp = entries, stamp
+	t.entries, t.stamp, t.failed = entries, stamp, ""
 	t.log.Info().Int("tokens", len(entries)).Msg("tokens file reloaded")
 }
 

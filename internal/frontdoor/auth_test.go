@@ -378,6 +378,10 @@ func TestSessionEndsWhenItsTokenLeavesTheFile(t *testing.T) {
 
 	require.NoError(t, os.WriteFile(path, []byte("not a token\n"), 0o600))
 	require.Equal(t, http.StatusOK, session(bob), "a broken file keeps the tokens read before")
+	require.NoError(t, os.Remove(path))
+	require.Equal(t, http.StatusOK, session(bob), "so does a missing one")
+	require.NoError(t, os.WriteFile(path, []byte(tokenAlice+"\n"), 0o600))
+	require.Equal(t, http.StatusUnauthorized, session(bob), "a good file is read again")
 }
 
 // A session ends after SessionLifetime.
