@@ -33,8 +33,8 @@
 //   - index: the jobs index (internal/index) over 100,000 jobs' events in
 //     the stream: replay into a fresh index, p50/p99 of a page filtered by
 //     route and state (first five pages by cursor), of one filtered by
-//     route, state and model, and of a search, Go heap per job, and the
-//     writes building the index made (0 per job);
+//     route and creation time, and of a search; the CPU per page; the Go
+//     heap per job; and the writes building the index made (0 per job);
 //   - capacity: 100k and 300k tracked jobs (and the largest again,
 //     partitioned), polls spread at 2000/s: server and poller memory per
 //     job, server CPU, poll lateness p50/p99;

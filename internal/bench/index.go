@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"runtime"
 	"slices"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -73,13 +76,15 @@ func (r *runner) index(ctx context.Context) error {
 		r.progress("  replayed %d events in %s: %d jobs, heap +%d MB", published, replay.Round(time.Millisecond), held, (heap1-heap0)>>20)
 
 		rnd := rand.New(rand.NewPCG(18, 1))
+		cpu0 := processCPU()
 		pages, err := timePages(x, rnd)
+		pageCPU := (processCPU() - cpu0) / time.Duration(max(len(pages), 1))
 		if err != nil {
 			stop()
 			<-done
 			return err
 		}
-		models, err := timeModelPages(x, rnd)
+		recent, err := timeRecentPages(x, rnd, time.Now())
 		if err != nil {
 			stop()
 			<-done
@@ -99,16 +104,19 @@ func (r *runner) index(ctx context.Context) error {
 		}
 		runtime.KeepAlive(x)
 
-		pq, sq, mq := p50p99(pages), p50p99(searches), p50p99(models)
+		pq, sq, tq := p50p99(pages), p50p99(searches), p50p99(recent)
 		r.progress("  page p50 %s p99 %s; search p50 %s p99 %s", pq[0], pq[1], sq[0], sq[1])
 		g := "index"
 		r.report.add(Row{Group: g, Name: "replay of 100k jobs' events into a fresh index", Value: replay.Seconds(), Unit: "s",
 			Note: fmt.Sprintf("%d events, %.0f events/s", published, float64(published)/replay.Seconds())})
 		r.report.add(Row{Group: g, Name: "page filtered by route and state p50", Value: us(pq[0]), Unit: "µs",
 			Note: fmt.Sprintf("50 jobs, first 5 pages by cursor, %d pages", len(pages))})
-		r.report.add(Row{Group: g, Name: "page filtered by route and state p99", Value: us(pq[1]), Unit: "µs"}).atMost(5000, "≤ 5 ms")
-		r.report.add(Row{Group: g, Name: "page filtered by route, state and model p99", Value: us(mq[1]), Unit: "µs",
-			Note: fmt.Sprintf("total counted by a walk of the route and state, at most %d; p50 %.0f µs", index.TotalCap, us(mq[0]))})
+		r.report.add(Row{Group: g, Name: "page filtered by route and state p99", Value: us(pq[1]), Unit: "µs",
+			Note: "wall time: includes waiting for a CPU, " + loadAverage()}).atMost(5000, "≤ 5 ms")
+		r.report.add(Row{Group: g, Name: "page filtered by route and state, CPU per page", Value: us(pageCPU), Unit: "µs",
+			Note: "the bench process's CPU over all the pages (GC included), divided"})
+		r.report.add(Row{Group: g, Name: "page filtered by route and created in the last 10-60 min p99", Value: us(tq[1]), Unit: "µs",
+			Note: fmt.Sprintf("total from the range's bounds in the route's list; p50 %.0f µs", us(tq[0]))})
 		r.report.add(Row{Group: g, Name: "search (id, idempotency key, remote id) p50", Value: us(sq[0]), Unit: "µs",
 			Note: fmt.Sprintf("%d searches", len(searches))})
 		r.report.add(Row{Group: g, Name: "search (id, idempotency key, remote id) p99", Value: us(sq[1]), Unit: "µs"}).atMost(1000, "≤ 1 ms")
@@ -118,6 +126,29 @@ func (r *runner) index(ctx context.Context) error {
 			Note: "messages added to every stream and bucket while the index was built and read"}).atMost(0, "0")
 		return nil
 	})
+}
+
+// processCPU returns the CPU time this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// loadAverage describes the machine's load (Linux), so that a wall-time
+// figure can be read against it.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "load unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return "load unknown"
+	}
+	return fmt.Sprintf("load average %s on %d CPUs", f[0], runtime.NumCPU())
 }
 
 // us converts to microseconds.
@@ -247,15 +278,15 @@ func timePages(x *index.Index, rnd *rand.Rand) ([]time.Duration, error) {
 	return out, nil
 }
 
-// timeModelPages times first pages filtered by route, state and model,
-// whose total the index counts by a walk (it keeps no count for the
-// three).
-func timeModelPages(x *index.Index, rnd *rand.Rand) ([]time.Duration, error) {
-	states := []state.State{state.Succeeded, state.Failed, state.Running}
+// timeRecentPages times first pages filtered by route and a creation
+// time in the last ten minutes to the last hour: the index keeps no count
+// for a time range; it counts the total from the range's bounds in the
+// route's list.
+func timeRecentPages(x *index.Index, rnd *rand.Rand, newest time.Time) ([]time.Duration, error) {
 	out := make([]time.Duration, 0, indexQueries/4)
 	for range cap(out) {
-		route := indexRoutes[rnd.IntN(len(indexRoutes))]
-		q := index.Query{Route: route, States: []state.State{states[rnd.IntN(len(states))]}, Model: fmt.Sprintf("%s/model-%d", route, rnd.IntN(7))}
+		since := time.Duration(10+rnd.IntN(51)) * time.Minute
+		q := index.Query{Route: indexRoutes[rnd.IntN(len(indexRoutes))], CreatedAfter: newest.Add(-since)}
 		t := time.Now()
 		_, err := x.List(q)
 		out = append(out, time.Since(t))

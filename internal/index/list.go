@@ -40,9 +40,9 @@ const (
 	MaxLimit     = 500
 )
 
-// TotalCap is the most matches Page.Total counts when the index has no
-// running count for the query (one with a time range or a search):
-// beyond it the total is TotalCap and TotalCapped is set.
+// TotalCap is how far Page.Total is counted by a walk, when the index
+// has no running count for the query (one with a time range or a
+// search): a walk stops there and sets TotalCapped.
 const TotalCap = 10_000
 
 // Page is one page of a query's jobs.
@@ -52,7 +52,8 @@ type Page struct {
 	// Next is the cursor of the next page, "" at the end.
 	Next string `json:"next"`
 	// Total counts the query's matches (on every page, not after the
-	// cursor), at most TotalCap when TotalCapped.
+	// cursor). TotalCapped says that counting stopped at TotalCap and
+	// more than Total match.
 	Total       int  `json:"total"`
 	TotalCapped bool `json:"total_capped"`
 }
@@ -113,16 +114,24 @@ func (x *Index) List(q Query) (Page, error) {
 	if !q.CreatedBefore.IsZero() {
 		before = &key{at: q.CreatedBefore}
 	}
-	w = newWalker(lists, q.CreatedAfter, before)
-	for it := w.next(); it != nil; it = w.next() {
-		if !m.match(&it.e) {
+	// The lists are disjoint: count each on its own. A list without items
+	// that left it, under no filter but its own and the time range, counts
+	// by its indexes alone.
+	for _, o := range lists {
+		w := newWalker([]*ordered{o}, q.CreatedAfter, before)
+		if o.dead == 0 && q.Model == "" && q.Search == "" {
+			p.Total += w.pos[0] - w.lo[0]
 			continue
 		}
-		if p.Total == TotalCap {
-			p.TotalCapped = true
-			break
+		for it := w.next(); it != nil && !p.TotalCapped; it = w.next() {
+			switch {
+			case !m.match(&it.e):
+			case p.Total >= TotalCap:
+				p.TotalCapped = true
+			default:
+				p.Total++
+			}
 		}
-		p.Total++
 	}
 	return p, nil
 }

@@ -127,7 +127,8 @@ func check(t *testing.T, x *Index, rnd *rand.Rand, t0 time.Time, open map[string
 	}
 }
 
-// Without a running count for the query, Total counts up to TotalCap.
+// Without a running count for the query, Total is counted by a walk up to
+// TotalCap, or by the indexes of a time range when nothing else filters.
 func TestTotalIsCapped(t *testing.T) {
 	t.Parallel()
 	_, _, js := natstest.JetStream(t)
@@ -135,9 +136,10 @@ func TestTotalIsCapped(t *testing.T) {
 	require.NoError(t, err)
 	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	for i := range TotalCap + 10 {
-		x.applyEvent(&event{V: 1, Type: "queued", Seq: 1, Route: "r", JobID: fmt.Sprintf("j%05d", i), State: state.Queued, Time: t0.Add(time.Duration(i) * time.Millisecond)})
+		x.applyEvent(&event{V: 1, Type: "queued", Seq: 1, Route: "r", JobID: fmt.Sprintf("j%05d", i), State: state.Queued, Time: t0.Add(time.Duration(i) * time.Millisecond),
+			Job: &snapshot{Model: "m"}})
 	}
-	p, err := x.List(Query{CreatedAfter: t0.Add(-time.Hour), Limit: 3})
+	p, err := x.List(Query{Model: "m", CreatedAfter: t0.Add(-time.Hour), Limit: 3})
 	require.NoError(t, err)
 	require.Equal(t, TotalCap, p.Total)
 	require.True(t, p.TotalCapped)
@@ -145,5 +147,9 @@ func TestTotalIsCapped(t *testing.T) {
 	p, err = x.List(Query{Route: "r", Limit: 3})
 	require.NoError(t, err)
 	require.Equal(t, TotalCap+10, p.Total, "a running count is exact")
+	require.False(t, p.TotalCapped)
+	p, err = x.List(Query{Route: "r", CreatedAfter: t0.Add(time.Second), Limit: 3})
+	require.NoError(t, err)
+	require.Equal(t, TotalCap+10-1001, p.Total, "a time range alone is counted by its indexes")
 	require.False(t, p.TotalCapped)
 }
