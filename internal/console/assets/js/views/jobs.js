@@ -54,7 +54,7 @@ export async function jobs(ctx, el) {
   const stateBtns = STATES.map((s) => h(`button.chip-toggle.s-${s}`, {
     type: 'button', 'data-state': s, 'aria-pressed': String(f.states.includes(s)),
     on: { click: () => { f.states = f.states.includes(s) ? f.states.filter((x) => x !== s) : [...f.states, s]; apply(); } },
-  }, s));
+  }, s, h('span.count')));
   const clear = h('button.btn.link#f-clear', { type: 'button', on: { click: () => { Object.assign(f, { route: '', states: [], model: '', age: '', q: '' }); apply(true); } } }, 'clear');
   const form = h('form.filters', { on: { submit: (ev) => { ev.preventDefault(); apply(); } } },
     h('div.filter-row',
@@ -95,6 +95,7 @@ export async function jobs(ctx, el) {
     if (resetForm) { search.value = ''; modelIn.value = ''; routeSel.value = ''; ageSel.value = ''; }
     for (const b of stateBtns) b.setAttribute('aria-pressed', String(f.states.includes(b.dataset.state)));
     ctx.replace(hashOf(f));
+    renderCounts();
     cursors.length = 0;
     cursor = '';
     load();
@@ -217,10 +218,29 @@ export async function jobs(ctx, el) {
     tr.classList.add('flash');
   }
 
+  // How many jobs are in each state now (on the route filtered on), from
+  // the index's counts in /v1/routes: cheap, exact, and a hint of where
+  // to look.
+  let routes = [];
+  function renderCounts() {
+    const counts = {};
+    for (const r of routes) {
+      if (f.route && r.name !== f.route) continue;
+      for (const [st, n] of Object.entries(r.counts || {})) counts[st] = (counts[st] || 0) + n;
+    }
+    for (const b of stateBtns) b.querySelector('.count').textContent = counts[b.dataset.state] ? fmtNum(counts[b.dataset.state]) : '';
+  }
+  function refreshCounts() {
+    loadRoutes().then((rs) => { routes = rs; renderCounts(); }).catch(() => {});
+  }
+
   // The routes for the selector and the models for the datalist.
-  loadRoutes().then((routes) => {
-    for (const r of routes) routeSel.append(h('option', { value: r.name, selected: r.name === f.route }, r.name));
+  loadRoutes().then((rs) => {
+    routes = rs;
+    for (const r of rs) routeSel.append(h('option', { value: r.name, selected: r.name === f.route }, r.name));
+    renderCounts();
   }).catch(() => { if (f.route) routeSel.append(h('option', { value: f.route, selected: true }, f.route)); });
+  const countsTimer = setInterval(refreshCounts, 10000);
   api.get(`/v1/models${api.query({ route: f.route })}`).then((body) => {
     const list = Array.isArray(body) ? body : (body && body.models) || [];
     const names = [...new Set(list.map((m) => (typeof m === 'string' ? m : m.model || m.name)).filter(Boolean))].sort();
@@ -229,5 +249,5 @@ export async function jobs(ctx, el) {
 
   await load();
   follow();
-  return () => { if (es) es.close(); };
+  return () => { if (es) es.close(); clearInterval(countsTimer); };
 }
