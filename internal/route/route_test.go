@@ -56,7 +56,7 @@ func TestBuildRejectsAnUnknownKind(t *testing.T) {
 func TestBuildTheGenericExamples(t *testing.T) {
 	paths, err := filepath.Glob("../../pkg/provider/generic/examples/*.yaml")
 	require.NoError(t, err)
-	require.Len(t, paths, 5)
+	require.Len(t, paths, 6)
 	for _, p := range paths {
 		b, err := os.ReadFile(p)
 		require.NoError(t, err)
@@ -65,6 +65,9 @@ func TestBuildTheGenericExamples(t *testing.T) {
 		dec.KnownFields(true)
 		require.NoError(t, dec.Decode(&r), p)
 		t.Setenv(r.TokenEnv, "example-token:example-secret")
+		if r.WebhookSecretEnv != "" {
+			t.Setenv(r.WebhookSecretEnv, "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+		}
 		name := strings.TrimSuffix(filepath.Base(p), ".yaml")
 		c := &config.Config{Routes: map[string]config.Route{name: r}}
 		require.NoError(t, c.Validate(), p)

@@ -94,9 +94,10 @@ func ok(t testing.TB, name string) reply { return reply{status: 200, body: fixtu
 // example is an example route fragment: the part of a Pollux route the
 // adapter reads.
 type example struct {
-	Kind     string         `yaml:"kind"`
-	TokenEnv string         `yaml:"token_env"`
-	Options  map[string]any `yaml:"options"`
+	Kind             string         `yaml:"kind"`
+	TokenEnv         string         `yaml:"token_env"`
+	WebhookSecretEnv string         `yaml:"webhook_secret_env"`
+	Options          map[string]any `yaml:"options"`
 }
 
 // loadExample reads examples/<name>.yaml strictly and returns its options as
