@@ -144,7 +144,7 @@ func New() *Metrics {
 	}, []string{"route"})
 	m.callbackHints = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "pollux_callback_hints_total",
-		Help: "Unsigned provider callbacks that brought a job's status check forward, by route.",
+		Help: "Provider callbacks and deliveries taken as hints (unsigned, unverifiable, or naming only the job) that brought a job's status check forward, by route.",
 	}, []string{"route"})
 	m.overrun = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "pollux_deadline_overrun_seconds",

@@ -43,6 +43,7 @@ import (
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/provider"
 	"github.com/pollux-dev/pollux/pkg/schedule"
+	"github.com/pollux-dev/pollux/pkg/state"
 )
 
 // startupTimeout bounds the JetStream calls made before the service runs.
@@ -66,8 +67,10 @@ type Metrics struct {
 	// Applied observes a stored delivery applied to a job, by route and
 	// whether it changed the job.
 	Applied func(route string, changed bool)
-	// Hinted observes an unsigned callback that brought a job's check
-	// forward, by route.
+	// Hinted observes a hint that brought a job's check forward, by
+	// route: an unsigned callback, or a delivery that names the job but
+	// not its state (an id-only event, or one its adapter could not
+	// verify).
 	Hinted func(route string)
 	// Dropped observes a stored delivery that was never applied, by route
 	// and reason ("mismatch": about another job than its URL names;
@@ -382,14 +385,7 @@ func (s *Service) apply(ctx context.Context, msg jetstream.Msg) events.Outcome {
 	held := s.held(msg, h)
 	late := held > s.window(r)
 	if h.Get(HeaderCallback) != "" {
-		err := s.jobs.Hint(ctx, name, id, h.Get(HeaderRemoteID))
-		if err == nil {
-			if s.cfg.Metrics.Hinted != nil {
-				s.cfg.Metrics.Hinted(name)
-			}
-			log.Debug().Msg("callback: checking the job now")
-		}
-		return s.settled(msg, name, err, late, log)
+		return s.hint(ctx, msg, name, id, h.Get(HeaderRemoteID), late, log)
 	}
 	if r.Webhooks == nil {
 		log.Error().Msg("dropping a signed delivery on a route that takes only callbacks")
@@ -399,6 +395,12 @@ func (s *Service) apply(ctx context.Context, msg jetstream.Msg) events.Outcome {
 	if err != nil {
 		log.Error().Err(err).Msg("dropping an unreadable delivery")
 		return s.drop(name, "unreadable")
+	}
+	if st.State == state.Unknown || st.State == "" {
+		// It names the job but not its state (an event that carries only
+		// the id, or one the adapter could not verify): a hint, as an
+		// unsigned callback is. The job is checked now.
+		return s.hint(ctx, msg, name, id, st.RemoteID, late, log)
 	}
 	applied, err := s.jobs.Webhook(ctx, jobs.Notice{Route: name, JobID: id, DeliveryID: delivery,
 		RemoteID: st.RemoteID, Obs: st.Observation, Unarmed: late})
@@ -412,6 +414,19 @@ func (s *Service) apply(ctx context.Context, msg jetstream.Msg) events.Outcome {
 		log.Info().Str("state", string(applied.Job.State)).Str("remote_id", applied.Job.RemoteID).Msg("job finished (webhook)")
 	}
 	return events.Done()
+}
+
+// hint brings a job's next check forward to now for a delivery that says
+// it changed without saying how.
+func (s *Service) hint(ctx context.Context, msg jetstream.Msg, name, id, remoteID string, late bool, log zerolog.Logger) events.Outcome {
+	err := s.jobs.Hint(ctx, name, id, remoteID)
+	if err == nil {
+		if s.cfg.Metrics.Hinted != nil {
+			s.cfg.Metrics.Hinted(name)
+		}
+		log.Debug().Msg("hint: checking the job now")
+	}
+	return s.settled(msg, name, err, late, log)
 }
 
 // settled is the outcome of a delivery the owner did not apply: kept for
