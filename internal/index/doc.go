@@ -32,8 +32,18 @@
 //     state's lists, compacted later, and enters the new ones, usually at
 //     their end. Exact-match maps find a job by id, idempotency key or
 //     remote id; the counts per route and state are the lists' sizes.
+//   - A page's Total comes from running counts when the query filters by
+//     route, states and model; from the bounds of a binary search for a
+//     time range alone; otherwise from a walk that stops at TotalCap
+//     (TotalCapped).
 //   - Replay decodes only the fields the index keeps (segmentio's decoder,
 //     as events.DecodeCheck), about 5 µs an event.
+//
+// `pollux bench --only index` measures it with 100,000 jobs (270,000
+// events): a page filtered by route and state in tens of microseconds
+// (p50), a search in a few, about 550 bytes of heap a job, 0 writes; the
+// replay ran at 20,000-35,000 events a second on a loaded 2-CPU machine,
+// mostly reading from NATS.
 //
 // # What is not listed, and why
 //
@@ -51,6 +61,12 @@
 // exists. Route events (pause, resume) are not jobs: the last 50 of each
 // route are kept for RouteEvents. Any other message on the events
 // subjects is ignored, counted (Garbage) and logged at debug level.
+//
+// Activity counts, per minute of the last hour, the jobs whose terminal
+// event falls in it (each job's end once; a late poll's event is not a
+// second end), their polls, how many a webhook told first (DetectedBy),
+// and their detection delay (DetectedAt - CompletedAt). A process started
+// mid-hour has the hour's figures from the replay.
 //
 // Subscribe is a bounded broadcast of changed entries for live lists: a
 // subscriber whose buffer is full loses updates, and the index never
