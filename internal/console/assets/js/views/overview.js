@@ -44,10 +44,24 @@ export async function overview(ctx, el) {
   let live = true;
   const toggle = h('button.btn.small', { type: 'button', on: { click: () => { live = !live; toggle.textContent = live ? 'Pause refresh' : 'Resume refresh'; if (live) load(); } } }, 'Pause refresh');
 
+  const modelsCard = h('section.card.models#models');
   mount(el,
     h('div.page-head', h('h1', 'Routes'), h('div.spacer'), stamp, toggle),
     summary,
-    body);
+    body,
+    modelsCard);
+
+  // The models each route has seen, with what Pollux learned of them:
+  // refreshed less often than the routes, they change slowly.
+  let models = 0;
+  async function loadModels() {
+    try {
+      const res = await api.get('/v1/models');
+      mount(modelsCard, modelsTable((res && res.models) || []));
+    } catch {
+      mount(modelsCard);
+    }
+  }
 
   async function load() {
     clearTimeout(timer);
@@ -60,9 +74,30 @@ export async function overview(ctx, el) {
       mount(body, notice(`The routes did not load: ${err.message}`, 'error'));
     }
     if (live) timer = setTimeout(load, REFRESH_MS);
+    if (models++ % 6 === 0) loadModels();
   }
   await load();
   return () => clearTimeout(timer);
+}
+
+function modelsTable(list) {
+  if (!list.length) return [];
+  return [
+    h('div.card-head', h('h2', 'Models'), h('span.muted.small', 'durations learned from finished jobs; a model’s page shows its poll plan and what it saves')),
+    h('table.grid',
+      h('thead', h('tr', h('th', 'Model'), h('th', 'Route'), h('th', 'Schedule'), h('th.num', 'Samples'), h('th.num', 'p50'), h('th.num', 'p90'), h('th', ''))),
+      h('tbody', list.map((m) => {
+        const href = `#/models/${encodeURIComponent(m.route)}/${encodeURIComponent(m.model)}`;
+        return h('tr',
+          h('td', h('a.mono', { href }, m.model)),
+          h('td', m.route),
+          h('td', m.learned ? h('span.chip.s-succeeded', 'learned') : h('span.chip.s-pending', m.samples ? 'learning' : 'cold start')),
+          h('td.num', m.samples ? fmtNum(m.samples, 1) : '—'),
+          h('td.num', m.p50_s ? fmtDur(m.p50_s) : '—'),
+          h('td.num', m.p90_s ? fmtDur(m.p90_s) : '—'),
+          h('td', h('a', { href: `#/jobs?route=${encodeURIComponent(m.route)}&model=${encodeURIComponent(m.model)}` }, 'jobs')));
+      }))),
+  ];
 }
 
 // The fleet's figures: the routes' sums, and the last hour of them all
