@@ -97,10 +97,10 @@ type item struct {
 	gone bool // removed; still in ordered slices until compacted
 }
 
-// New returns an empty index of namespace ns's events; Run fills it. It
-// looks the events stream up by name through js each time it starts
-// reading, so res (the namespace's resources, which may be nil) is not
-// needed beyond the call.
+// New returns an empty index of namespace ns's events; Run fills it. The
+// events stream is res.Events (res may be nil: the namespace's events
+// stream); Run looks it up by name through js each time it starts reading,
+// so a restarted server's is found again.
 func New(cfg Config, js jetstream.JetStream, ns events.Namespace, res *events.Resources) (*Index, error) {
 	cfg.MaxJobs = cmp.Or(cfg.MaxJobs, DefaultMaxJobs)
 	if cfg.MaxJobs < 0 {
@@ -123,7 +123,9 @@ func New(cfg Config, js jetstream.JetStream, ns events.Namespace, res *events.Re
 		act:     newActivity(),
 		subs:    map[*subscriber]struct{}{},
 	}
-	_ = res
+	if res != nil && res.Events != nil {
+		x.stream = res.Events.CachedInfo().Config.Name
+	}
 	return x, nil
 }
 
