@@ -451,3 +451,30 @@ func TestNewChecksItsConfig(t *testing.T) {
 	_, err = index.New(index.Config{}, nil, e.ns, e.res)
 	require.Error(t, err)
 }
+
+// Subscribers that come and go while events apply never make the index
+// send on a closed channel or wait.
+func TestSubscribersComeAndGo(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	x := e.start(index.Config{})
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 50 {
+				ctx, cancel := context.WithCancel(t.Context())
+				ch := x.Subscribe(ctx, 1)
+				cancel()
+				for range ch { // drains, ends once closed
+				}
+			}
+		})
+	}
+	for i := range 200 {
+		e.publish(job("r", fmt.Sprintf("j%d", i), t0.Add(time.Duration(i)*time.Second), state.Queued), 1)
+	}
+	wg.Wait()
+	e.caughtUp(x)
+	n, _ := x.Size()
+	require.Equal(t, 200, n)
+}
