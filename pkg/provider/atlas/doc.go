@@ -37,7 +37,8 @@
 // value, which is how every adapter here treats values it does not know.
 // A failure comes back with HTTP 200: an error_code (1039: the input was
 // rejected by moderation) with error, which makes the job failed with
-// "<error> (code N)" whatever the status says when there are no outputs.
+// "<error> (code N)"; without outputs, the code alone makes it failed when
+// the status is missing, unknown or says success.
 // An error envelope ({code, msg, data: null}) inside a 200 is classified
 // by its code as if it were the HTTP status.
 //

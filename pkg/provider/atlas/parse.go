@@ -112,10 +112,10 @@ func parsePrediction(id string, b []byte, keep time.Duration, now time.Time) (pr
 }
 
 // observe maps a prediction to a status. The status decides, except that
-// an error code with no outputs is a failure whatever the status says
-// (Atlas Cloud reports failures inside HTTP 200 answers, "always check
-// data.status"), and a succeeded prediction whose outputs are past their
-// retention is expired.
+// an error code with no outputs is a failure when the status is missing,
+// unknown or says success (Atlas Cloud reports failures inside HTTP 200
+// answers, "always check data.status"), and a succeeded prediction whose
+// outputs are past their retention is expired.
 func observe(id string, p prediction, keep time.Duration, now time.Time) provider.Status {
 	st := provider.Status{RemoteID: id}
 	st.Raw = clip(p.Status, 64)
