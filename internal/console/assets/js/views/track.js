@@ -46,11 +46,32 @@ export async function track(ctx, el) {
     h('label.field', h('span', 'Webhook'), webhook)),
   error,
   h('div.form-actions', submit));
-  mount(el, h('div.page-head', h('h1', 'Track a job')), form);
+  // The same request from a script, kept in step with the form.
+  const curl = h('pre.raw#t-curl');
+  function body() {
+    const b = { v: 1, route: routeSel.value || 'ROUTE', remote_id: remote.value.trim() || 'REMOTE_ID', model: modelIn.value.trim() || 'OWNER/MODEL' };
+    if (id.value.trim()) b.id = id.value.trim();
+    if (timeout.value) b.timeout_s = Number(timeout.value);
+    if (webhook.value) b.webhook = webhook.value === 'true';
+    return b;
+  }
+  function renderCurl() {
+    const auth = ctx.session && ctx.session.auth ? '  -H "Authorization: Bearer $TOKEN" \\\n' : '';
+    curl.textContent = `curl -X POST ${location.origin}/v1/jobs/track \\\n${auth}  -H "Content-Type: application/json" \\\n  -d '${JSON.stringify(body())}'`;
+  }
+  form.addEventListener('input', renderCurl);
+  form.addEventListener('change', renderCurl);
+  mount(el, h('div.page-head', h('h1', 'Track a job')),
+    h('div.track-grid', form,
+      h('section.card.track-help',
+        h('h2', 'From a script'),
+        h('p.muted', 'The same request from a shell; the answer names the job’s id and its links. Its events follow on /v1/jobs/{id}/events, or on NATS at its event subject.'),
+        curl)));
   try {
     const routes = await loadRoutes();
     mount(routeSel, routes.map((r) => h('option', { value: r.name }, r.name)));
   } catch (err) {
     toast(`The routes did not load: ${err.message}`, 'error');
   }
+  renderCurl();
 }
