@@ -47,10 +47,11 @@
 // exp after the configured TTL) from a token "<access key>:<secret key>",
 // since a pre-minted token would expire half an hour after Pollux read it.
 //
-// Outputs expire Options.OutputsTTL after the provider's completion time,
-// else its creation time (earlier, so never late), else the time Pollux
-// read the answer. Success needs a URL only where the provider's answer has
-// one: a succeeded job without outputs stays succeeded.
+// Outputs expire at the time the answer gives (status.expires_at_path),
+// else Options.OutputsTTL after the provider's completion time, else its
+// creation time (earlier, so never late), else the time Pollux read the
+// answer. Success needs a URL only where the provider's answer has one: a
+// succeeded job without outputs stays succeeded.
 //
 // Callbacks (Options.Callback) are hints whatever their signing: a callback
 // names the job (id_path) and Pollux checks it now with a status call;
