@@ -58,7 +58,7 @@ func (r *runner) index(ctx context.Context) error {
 		}
 		rctx, stop := context.WithCancel(ctx)
 		ready, done := make(chan struct{}), make(chan error, 1)
-		start := time.Now()
+		start, replayCPU := time.Now(), processCPU()
 		go func() { done <- x.Run(rctx, ready) }()
 		select {
 		case <-ready:
@@ -70,7 +70,7 @@ func (r *runner) index(ctx context.Context) error {
 			<-done
 			return ctx.Err()
 		}
-		replay := time.Since(start)
+		replay, replayCPU := time.Since(start), processCPU()-replayCPU
 		heap1 := heapInUse()
 		held, approx := x.Size()
 		r.progress("  replayed %d events in %s: %d jobs, heap +%d MB", published, replay.Round(time.Millisecond), held, (heap1-heap0)>>20)
@@ -108,7 +108,7 @@ func (r *runner) index(ctx context.Context) error {
 		r.progress("  page p50 %s p99 %s; search p50 %s p99 %s", pq[0], pq[1], sq[0], sq[1])
 		g := "index"
 		r.report.add(Row{Group: g, Name: "replay of 100k jobs' events into a fresh index", Value: replay.Seconds(), Unit: "s",
-			Note: fmt.Sprintf("%d events, %.0f events/s", published, float64(published)/replay.Seconds())})
+			Note: fmt.Sprintf("%d events, %.0f events/s, %.1f s of CPU in this process, %s", published, float64(published)/replay.Seconds(), replayCPU.Seconds(), loadAverage())})
 		r.report.add(Row{Group: g, Name: "page filtered by route and state p50", Value: us(pq[0]), Unit: "µs",
 			Note: fmt.Sprintf("50 jobs, first 5 pages by cursor, %d pages", len(pages))})
 		r.report.add(Row{Group: g, Name: "page filtered by route and state p99", Value: us(pq[1]), Unit: "µs",

@@ -93,7 +93,10 @@ func (x *Index) List(q Query) (Page, error) {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	lists := x.sources(q, m)
-	p := Page{Jobs: []Entry{}}
+	// Sized for a full page (up to 100): growing it would allocate twice
+	// what a page holds, and every byte allocated here costs a share of
+	// marking the index's heap.
+	p := Page{Jobs: make([]Entry, 0, min(limit, 100))}
 	w := newWalker(lists, q.CreatedAfter, upper)
 	for it := w.next(); it != nil; it = w.next() {
 		if !m.match(&it.e) {
