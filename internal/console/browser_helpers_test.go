@@ -119,10 +119,12 @@ func (b *tab) do(what string, actions ...chromedp.Action[chromedp.Void]) {
 	}
 }
 
-// open loads the console at hash (#/jobs, ...) and waits for sel.
+// open loads the console at hash (#/jobs, ...) afresh and waits for sel.
+// (Navigating to the page's own URL would be a fragment navigation that
+// loads nothing.)
 func (b *tab) open(hash, sel string) {
 	b.t.Helper()
-	b.do("open "+hash, chromedp.Navigate(b.base+"/console/"+hash), chromedp.WaitVisible(chromedp.CSS(sel)))
+	b.do("open "+hash, chromedp.Navigate("about:blank"), chromedp.Navigate(b.base+"/console/"+hash), chromedp.WaitVisible(chromedp.CSS(sel)))
 }
 
 // waitJS waits until the JavaScript expression is truthy.

@@ -98,6 +98,7 @@ func TestOperatorConsole(t *testing.T) {
 			require.Equal(t, otherModel, m)
 		}
 		require.Contains(t, eval[string](b, `location.hash`), "model="+url.QueryEscape(otherModel))
+		b.waitJS("the state counts", `document.querySelector('button.chip-toggle[data-state=succeeded] .count').textContent !== ''`, live)
 		b.shot("jobs-filtered")
 		// A state nothing is in empties the list; the search finds one job.
 		b.do("filter by state", chromedp.Click(chromedp.CSS("button.chip-toggle[data-state=lost]")))

@@ -95,7 +95,7 @@ export async function jobs(ctx, el) {
     if (resetForm) { search.value = ''; modelIn.value = ''; routeSel.value = ''; ageSel.value = ''; }
     for (const b of stateBtns) b.setAttribute('aria-pressed', String(f.states.includes(b.dataset.state)));
     ctx.replace(hashOf(f));
-    renderCounts();
+    refreshCounts();
     cursors.length = 0;
     cursor = '';
     load();
