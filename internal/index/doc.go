@@ -40,10 +40,10 @@
 //     as events.DecodeCheck), about 5 µs an event.
 //
 // `pollux bench --only index` measures it with 100,000 jobs (270,000
-// events): a page filtered by route and state in tens of microseconds
-// (p50), a search in a few, about 550 bytes of heap a job, 0 writes; the
-// replay ran at 20,000-35,000 events a second on a loaded 2-CPU machine,
-// mostly reading from NATS.
+// events): a page filtered by route and state in 10-35 µs (p50), a
+// search in about 3 µs, about 550 bytes of heap a job, 0 writes. The
+// replay took 6-7.5 s of CPU (most of it reading from NATS), 9-23 s of
+// wall time on a 2-CPU machine at load averages of 13-19.
 //
 // # What is not listed, and why
 //

@@ -93,10 +93,14 @@ func (x *Index) List(q Query) (Page, error) {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	lists := x.sources(q, m)
-	// Sized for a full page (up to 100): growing it would allocate twice
-	// what a page holds, and every byte allocated here costs a share of
-	// marking the index's heap.
-	p := Page{Jobs: make([]Entry, 0, min(limit, 100))}
+	// Sized for a full page (up to 100) or for all the lists hold if
+	// fewer: growing it would allocate twice what a page holds, and every
+	// byte allocated here costs a share of marking the index's heap.
+	held := 0
+	for _, o := range lists {
+		held += len(o.items)
+	}
+	p := Page{Jobs: make([]Entry, 0, min(limit, 100, held))}
 	w := newWalker(lists, q.CreatedAfter, upper)
 	for it := w.next(); it != nil; it = w.next() {
 		if !m.match(&it.e) {
