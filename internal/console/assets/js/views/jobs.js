@@ -54,7 +54,7 @@ export async function jobs(ctx, el) {
   const stateBtns = STATES.map((s) => h(`button.chip-toggle.s-${s}`, {
     type: 'button', 'data-state': s, 'aria-pressed': String(f.states.includes(s)),
     on: { click: () => { f.states = f.states.includes(s) ? f.states.filter((x) => x !== s) : [...f.states, s]; apply(); } },
-  }, s, h('span.count')));
+  }, s, h('span.count', { title: 'jobs in this state now, on the route filtered on (other filters aside)' })));
   const clear = h('button.btn.link#f-clear', { type: 'button', on: { click: () => { Object.assign(f, { route: '', states: [], model: '', age: '', q: '' }); apply(true); } } }, 'clear');
   const form = h('form.filters', { on: { submit: (ev) => { ev.preventDefault(); apply(); } } },
     h('div.filter-row',
