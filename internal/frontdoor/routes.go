@@ -14,6 +14,7 @@ import (
 	"github.com/pollux-dev/pollux/internal/census"
 	"github.com/pollux-dev/pollux/internal/index"
 	"github.com/pollux-dev/pollux/internal/route"
+	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
@@ -55,6 +56,9 @@ type RouteView struct {
 	// hour (both absent without an index).
 	Counts   map[state.State]int `json:"counts,omitempty"`
 	Activity *index.Activity     `json:"activity,omitempty"`
+	// Events are the route's latest events, oldest first: operators'
+	// pauses and resumes, models' drifts (absent without an index).
+	Events []events.RouteEvent `json:"events,omitempty"`
 }
 
 // PauseView is a route's pause.
@@ -130,7 +134,7 @@ func (s *Server) routes(w http.ResponseWriter, r *http.Request) *apiError {
 		}
 		if x := s.cfg.Index; x != nil {
 			a := x.Activity(cr.Route)
-			v.Counts, v.Activity = x.Counts(cr.Route), &a
+			v.Counts, v.Activity, v.Events = x.Counts(cr.Route), &a, x.RouteEvents(cr.Route)
 		}
 		out.Routes = append(out.Routes, v)
 	}

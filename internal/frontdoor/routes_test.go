@@ -91,6 +91,13 @@ func TestPauseAndResumeRecorded(t *testing.T) {
 	require.Nil(t, other.Pause)
 	require.Empty(t, other.Pauses)
 	require.NotNil(t, rs.Activity)
+	require.Eventually(t, func() bool {
+		r := d.do(t, http.MethodGet, "/v1/routes", "", alice)
+		var rs frontdoor.Routes
+		require.NoError(t, json.Unmarshal(r.raw, &rs))
+		evs := rs.Routes[0].Events
+		return len(evs) == 1 && evs[0].Type == events.EventRoutePaused && evs[0].By == "alice"
+	}, 10*time.Second, 20*time.Millisecond, "the route's events, from the index")
 
 	// A token without a name acts as "api".
 	r = d.do(t, http.MethodPost, "/v1/routes/sim/resume", `{"reason":"over"}`, map[string]string{"Authorization": "Bearer " + tokenBob})
