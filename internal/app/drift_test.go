@@ -41,7 +41,7 @@ func TestADriftIsARouteEventAndAGauge(t *testing.T) {
 		end(time.Minute)
 	}
 	env.Stats.Flush(ctx)
-	for range 10 {
+	for range 16 {
 		end(2 * time.Minute)
 		env.Stats.Flush(ctx)
 	}

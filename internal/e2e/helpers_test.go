@@ -67,11 +67,13 @@ func startWith(t *testing.T, nc *nats.Conn, js jetstream.JetStream, sc dev.Stack
 	return e
 }
 
-// eventLog collects every event in stream order.
+// eventLog collects every job event in stream order, and the routes'
+// events (operators' pauses, models' drifts) apart.
 type eventLog struct {
-	mu    sync.Mutex
-	byJob map[string][]*events.Event
-	all   []*events.Event
+	mu     sync.Mutex
+	byJob  map[string][]*events.Event
+	all    []*events.Event
+	routes []*events.RouteEvent
 }
 
 func follow(t *testing.T, js jetstream.JetStream, ns events.Namespace) *eventLog {
@@ -80,6 +82,18 @@ func follow(t *testing.T, js jetstream.JetStream, ns events.Namespace) *eventLog
 	c, err := js.OrderedConsumer(context.Background(), ns.EventsStream(), jetstream.OrderedConsumerConfig{})
 	require.NoError(t, err)
 	cc, err := c.Consume(func(msg jetstream.Msg) {
+		if strings.Count(msg.Subject(), ".") == 2 { // <prefix>.events.<route>: a route's event
+			ev, err := events.DecodeRouteEvent(msg.Data())
+			if err != nil {
+				t.Errorf("undecodable route event on %s: %v", msg.Subject(), err)
+				return
+			}
+			require.Equal(t, ns.RouteEvent(ev.Route), msg.Subject(), "route event subject matches its route")
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			l.routes = append(l.routes, ev)
+			return
+		}
 		ev, err := events.DecodeEvent(msg.Data())
 		if err != nil {
 			t.Errorf("undecodable event on %s: %v", msg.Subject(), err)

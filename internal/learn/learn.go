@@ -24,13 +24,15 @@
 //
 // # Drift
 //
-// A model's record keeps its last RecentJobs durations. When their median
-// is 1.5× the learned median or more (or 1/1.5 or less) with at least
-// eight of them, the model drifts: the write that finds it so calls
-// Stats.OnDrift, once — the compare-and-set makes that one writer in the
-// fleet — and so does the write that finds it back within 1.25×. The
-// learned distribution itself follows within a few dozen jobs (it weighs
-// recent jobs most), which is what ends a drift.
+// A model's record keeps its last RecentJobs (16) durations. When their
+// median is 1.5× the learned median or more (or 1/1.5 or less) and at
+// least 15 of the 16 lie on that side of the learned median — by chance,
+// whatever the distribution's spread, one window in about 2,000 — the
+// model drifts: the write that finds it so calls Stats.OnDrift, once (the
+// compare-and-set makes that one writer in the fleet), and so does the
+// write that finds the median back within 1.25×. The learned distribution
+// itself follows within a few dozen jobs (it weighs recent jobs most),
+// which is what ends a drift.
 package learn
 
 import (
@@ -76,8 +78,9 @@ type Record struct {
 const (
 	// RecentJobs is how many recent durations a model's record keeps.
 	RecentJobs = 16
-	// minRecent is how many it needs to tell a drift.
-	minRecent = 8
+	// driftSide is how many of the recent durations must lie on the
+	// drift's side of the learned median for a drift to begin.
+	driftSide = 15
 	// driftStarts and driftEnds are the ratios (and their inverses) at
 	// which a drift begins and ends.
 	driftStarts = 1.5
@@ -471,15 +474,23 @@ func recent(xs []float64, add []time.Duration) []float64 {
 
 // drift is a record's drift after its recent durations changed: the ratio
 // of their median to the learned one while it drifts, else 0. It begins
-// past driftStarts and ends within driftEnds.
+// past driftStarts with driftSide of a full window on the drift's side,
+// and ends within driftEnds.
 func drift(was float64, learned time.Duration, recent []float64) float64 {
-	if learned <= 0 || len(recent) < minRecent {
+	if learned <= 0 || len(recent) < RecentJobs {
 		return 0
 	}
-	ratio := median(recent) / learned.Seconds()
+	p50 := learned.Seconds()
+	ratio := median(recent) / p50
 	far := max(ratio, 1/ratio)
+	side := 0
+	for _, x := range recent {
+		if (ratio > 1) == (x > p50) {
+			side++
+		}
+	}
 	switch {
-	case was == 0 && far >= driftStarts, was > 0 && far >= driftEnds:
+	case was == 0 && far >= driftStarts && side >= driftSide, was > 0 && far >= driftEnds:
 		return ratio
 	}
 	return 0

@@ -3,6 +3,7 @@ package learn_test
 import (
 	"context"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"testing"
@@ -192,7 +193,7 @@ func TestDriftIsToldOnceAndEndsOnceFollowed(t *testing.T) {
 
 	// Twice as slow, the fleet's two processes seeing the jobs end.
 	var began int
-	for i := range 12 {
+	for i := range 18 {
 		s := ss[i%2]
 		s.Observe(job(120 * time.Second))
 		s.Flush(ctx)
@@ -206,7 +207,7 @@ func TestDriftIsToldOnceAndEndsOnceFollowed(t *testing.T) {
 	require.Equal(t, "owner/model:v1", d.Model)
 	require.InDelta(t, 2, d.Ratio, 0.2)
 	require.Contains(t, d.Sentence(), "× slower than its learned p50")
-	require.LessOrEqual(t, began, 10, "within a few jobs of the change")
+	require.LessOrEqual(t, began, 16, "within a window of the change")
 	require.Eventually(t, func() bool { return ss[1].Drift("r") > 1.8 }, 5*time.Second, 10*time.Millisecond, "every process sees the drift")
 
 	for i := 0; i < 200 && len(drifts()) < 2; i++ {
@@ -248,4 +249,23 @@ func TestQueueVelocityIsLearnedFleetWide(t *testing.T) {
 	require.Zero(t, ss[0].QueueRate("none"))
 	total, _ := ss[0].Lookup("r", "owner/model:v1", "")
 	require.Nil(t, total, "a queue record is no duration record")
+}
+
+// A model whose durations are widely spread (lognormal, sigma 1: a decade
+// from p10 to p90) but steady never drifts: a median of 16 strays past
+// 1.5x by chance, 15 of 16 on one side of the learned median almost never.
+func TestAWideSteadyModelDoesNotDrift(t *testing.T) {
+	t.Parallel()
+	s := fleet(t, 1)[0]
+	ctx := context.Background()
+	var told []learn.Drift
+	s.OnDrift = func(d learn.Drift) { told = append(told, d) }
+	rnd := rand.New(rand.NewPCG(7, 7))
+	for i := range 2000 {
+		s.Observe(finished(state.Succeeded, time.Duration(90*math.Exp(rnd.NormFloat64())*float64(time.Second)), 0))
+		if i%4 == 3 {
+			s.Flush(ctx)
+		}
+	}
+	require.Empty(t, told, "no drift of a steady model")
 }
