@@ -14,6 +14,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"time"
 
 	"github.com/alecthomas/kong"
 	"golang.org/x/sync/errgroup"
@@ -124,12 +125,14 @@ func loopbackHost(host string) bool {
 	if net.ParseIP(host) != nil {
 		return false
 	}
-	ips, err := net.LookupIP(host)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ips, err := net.DefaultResolver.LookupIPAddr(ctx, host)
 	if err != nil || len(ips) == 0 {
 		return false
 	}
 	for _, ip := range ips {
-		if !ip.IsLoopback() {
+		if !ip.IP.IsLoopback() {
 			return false
 		}
 	}

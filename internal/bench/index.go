@@ -67,8 +67,7 @@ func (r *runner) index(ctx context.Context) error {
 			return fmt.Errorf("index: Run returned before it caught up: %w", err)
 		case <-ctx.Done():
 			stop()
-			<-done
-			return ctx.Err()
+			return errors.Join(ctx.Err(), <-done)
 		}
 		replay, replayCPU := time.Since(start), processCPU()-replayCPU
 		heap1 := heapInUse()
@@ -81,14 +80,12 @@ func (r *runner) index(ctx context.Context) error {
 		pageCPU := (processCPU() - cpu0) / time.Duration(max(len(pages), 1))
 		if err != nil {
 			stop()
-			<-done
-			return err
+			return errors.Join(err, <-done)
 		}
 		recent, err := timeRecentPages(x, rnd, time.Now())
 		if err != nil {
 			stop()
-			<-done
-			return err
+			return errors.Join(err, <-done)
 		}
 		searches, err := timeSearches(x, rnd, n)
 		stop()

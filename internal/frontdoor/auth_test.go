@@ -226,9 +226,15 @@ func TestReadOnlyTokenMayNotAct(t *testing.T) {
 	}
 }
 
-// login posts the login form and returns the response and its session
+// answer is what a test reads of a response whose body it has closed.
+type answer struct {
+	StatusCode int
+	Header     http.Header
+}
+
+// login posts the login form and returns the answer and its session
 // cookie.
-func (d *door) login(t *testing.T, token string, header map[string]string) (*http.Response, *http.Cookie) {
+func (d *door) login(t *testing.T, token string, header map[string]string) (answer, *http.Cookie) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, d.url+"/console/login", strings.NewReader(url.Values{"token": {token}}.Encode()))
 	require.NoError(t, err)
@@ -244,12 +250,13 @@ func (d *door) login(t *testing.T, token string, header map[string]string) (*htt
 	require.NoError(t, err)
 	_, _ = io.Copy(io.Discard, resp.Body)
 	require.NoError(t, resp.Body.Close())
+	a := answer{StatusCode: resp.StatusCode, Header: resp.Header}
 	for _, c := range resp.Cookies() {
 		if c.Name == frontdoor.SessionCookie {
-			return resp, c
+			return a, c
 		}
 	}
-	return resp, nil
+	return a, nil
 }
 
 // A console login sets an HttpOnly, SameSite=Strict session cookie

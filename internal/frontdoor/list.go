@@ -42,7 +42,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) *apiError {
 	if s.cfg.Index == nil {
 		return noIndex()
 	}
-	q, e := ParseQuery(r.URL.Query())
+	q, e := parseQuery(r.URL.Query())
 	if e != nil {
 		return e
 	}
@@ -64,11 +64,11 @@ func nonNil[T any](xs []T) []T {
 	return xs
 }
 
-// ParseQuery reads GET /v1/jobs's parameters: route, state (a
+// parseQuery reads GET /v1/jobs's parameters: route, state (a
 // comma-separated list), model, created_after and created_before (RFC
 // 3339), q (a job id, idempotency key or remote id), cursor and limit
 // (1-500). A bad one is a 400 naming it.
-func ParseQuery(v url.Values) (index.Query, *apiError) {
+func parseQuery(v url.Values) (index.Query, *apiError) {
 	q := index.Query{Route: v.Get("route"), Model: v.Get("model"), Search: strings.TrimSpace(v.Get("q")), Cursor: v.Get("cursor")}
 	if q.Route != "" && !events.ValidToken(q.Route) {
 		return q, fail(http.StatusBadRequest, CodeInvalidParameter, "route", "a route name is 1-128 characters of [A-Za-z0-9_-]")
