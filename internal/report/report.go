@@ -74,11 +74,8 @@ type Route struct {
 	expecting, byHook int
 }
 
-// Model is what was learned of one model's durations, or of all the
-// route's models together (Scope "route", the fallback of a model new to
-// the route).
+// Model is what was learned of one model's durations.
 type Model struct {
-	Scope     string  `json:"scope,omitempty"`
 	Model     string  `json:"model"`
 	ConfigKey string  `json:"config_key,omitempty"`
 	Samples   float64 `json:"samples"`
@@ -200,7 +197,7 @@ func addLearned(ctx context.Context, res *events.Resources, get func(string) *Ro
 		}
 		rt := get(rec.Route)
 		rt.Learned = append(rt.Learned, Model{
-			Scope: rec.Scope, Model: rec.Model, ConfigKey: rec.ConfigKey, Samples: Round(rec.Total.Weight(), 1),
+			Model: rec.Model, ConfigKey: rec.ConfigKey, Samples: Round(rec.Total.Weight(), 1),
 			MedianS: Round(rec.Total.Quantile(0.5).Seconds(), 1), P90S: Round(rec.Total.Quantile(0.9).Seconds(), 1),
 		})
 	}
@@ -258,9 +255,6 @@ func (r *Report) Print(w io.Writer) {
 		}
 		for _, m := range rt.Learned {
 			name := m.Model
-			if m.Scope == learn.ScopeRoute {
-				name = "all models"
-			}
 			if m.ConfigKey != "" {
 				name += " [" + m.ConfigKey + "]"
 			}
