@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync"
 	"syscall"
@@ -18,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/pollux-dev/pollux/internal/bench"
 	"github.com/pollux-dev/pollux/internal/cli"
 	"github.com/pollux-dev/pollux/internal/dev"
 	"github.com/pollux-dev/pollux/internal/natstest"
@@ -404,4 +406,14 @@ func lastRouteEvent(t *testing.T, f stack) *events.RouteEvent {
 	ev, err := events.DecodeRouteEvent(m.Data)
 	require.NoError(t, err)
 	return ev
+}
+
+// pollux bench --help names every section --only accepts.
+func TestBenchHelpNamesEverySection(t *testing.T) {
+	t.Parallel()
+	f, ok := reflect.TypeFor[cli.BenchCmd]().FieldByName("Only")
+	require.True(t, ok)
+	for _, s := range bench.Sections {
+		require.Contains(t, f.Tag.Get("help"), s)
+	}
 }
