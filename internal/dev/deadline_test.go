@@ -8,11 +8,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/pollux-dev/pollux/internal/config"
 	"github.com/pollux-dev/pollux/internal/dev"
-	"github.com/pollux-dev/pollux/internal/natstest"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/provider"
 	"github.com/pollux-dev/pollux/pkg/provider/replicate"
@@ -35,20 +33,13 @@ func TestCancelOnDeadlineIsARouteSetting(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			ctx, cancel := context.WithCancel(context.Background())
-			nc, js := natstest.Connect(t, natstest.Server(t))
-			g, gctx := errgroup.WithContext(ctx)
-			t.Cleanup(func() {
-				cancel()
-				require.NoError(t, g.Wait())
-			})
-			st, err := dev.Start(gctx, g, nc, dev.StackConfig{
+			ctx := context.Background()
+			st, js := startStack(t, dev.StackConfig{
 				Sim: sim.Config{Seed: 3, TimeScale: 1,
 					Default: sim.Model{QueueMedian: sim.Duration(100 * time.Millisecond), RunMedian: sim.Duration(time.Hour)}},
 				Route:      config.Route{CancelOnDeadline: tc.cancel},
 				NoWebhooks: true,
 			})
-			require.NoError(t, err)
 			// Jobs created at the provider without a deadline of its own
 			// (a submission would hand it the deadline, and the provider
 			// would stop the job itself), then tracked with one.

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sync/errgroup"
 
@@ -28,20 +29,13 @@ import (
 // `pollux bench --only limits`.)
 func TestHiddenLimitsAreLearned(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithCancel(context.Background())
-	nc, js := natstest.Connect(t, natstest.Server(t))
-	g, gctx := errgroup.WithContext(ctx)
-	t.Cleanup(func() {
-		cancel()
-		require.NoError(t, g.Wait())
-	})
-	st, err := dev.Start(gctx, g, nc, dev.StackConfig{
+	ctx := context.Background()
+	st, js := startStack(t, dev.StackConfig{
 		Sim: sim.Config{Seed: 5, Limits: sim.Limits{Running: 3, Rate: 4},
 			Default: sim.Model{QueueMedian: sim.Duration(100 * time.Millisecond), RunMedian: sim.Duration(time.Second)}},
 		Route:      config.Route{Budgets: config.Budgets{LearnRunning: true, LearnRate: true}, Workers: config.Workers{Submit: 8}},
 		NoWebhooks: true,
 	})
-	require.NoError(t, err)
 
 	const jobs = 30
 	ids := make([]string, jobs)
@@ -96,4 +90,20 @@ func TestHiddenLimitsAreLearned(t *testing.T) {
 	}
 	t.Logf("learned rates: %v", learned)
 	require.NotEmpty(t, learned, "a call rate was learned")
+}
+
+// startStack runs a stack on its own embedded server until the test ends,
+// and connects to that server.
+func startStack(t *testing.T, sc dev.StackConfig) (*dev.Stack, jetstream.JetStream) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	nc, js := natstest.Connect(t, natstest.Server(t))
+	g, gctx := errgroup.WithContext(ctx)
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, g.Wait())
+	})
+	st, err := dev.Start(gctx, g, nc, sc)
+	require.NoError(t, err)
+	return st, js
 }

@@ -386,26 +386,20 @@ func (s *Stats) requeue(k string, b *batch) {
 
 // fold adds a batch to its record with compare-and-set.
 func (s *Stats) fold(ctx context.Context, k string, b *batch) error {
-	for range 10 {
-		var r Record
-		var rev uint64
-		e, err := s.kv.Get(ctx, k)
-		switch {
-		case err == nil:
-			rev = e.Revision()
-			if uerr := json.Unmarshal(e.Value(), &r); uerr != nil {
-				r = Record{} // unreadable: start over rather than stay stuck
-			}
-		case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):
-		default:
-			return err
+	var r Record
+	var was float64
+	var learned time.Duration
+	written, err := update(ctx, s.kv, k, func(old []byte) ([]byte, error) {
+		r = Record{}
+		if old != nil && json.Unmarshal(old, &r) != nil {
+			r = Record{} // unreadable: start over rather than stay stuck
 		}
 		r.Route, r.Model, r.ConfigKey = b.route, b.model, b.configKey
-		var learned time.Duration
+		learned = 0
 		if r.Total.Weight() >= schedule.DefaultMinSamples {
 			learned = r.Total.Quantile(0.5)
 		}
-		was := r.Drift
+		was = r.Drift
 		r.Recent = recent(r.Recent, b.total)
 		r.Drift = drift(was, learned, r.Recent)
 		for _, d := range b.total {
@@ -415,35 +409,59 @@ func (s *Stats) fold(ctx context.Context, k string, b *batch) error {
 			r.Run.Observe(d)
 		}
 		r.UpdatedAt = time.Now().UTC()
-		data, err := json.Marshal(r)
+		return json.Marshal(r)
+	})
+	if err != nil {
+		return err
+	}
+	s.install(k, snapshot{total: &r.Total, run: &r.Run, rev: written, drift: r.Drift})
+	if (was > 0) != (r.Drift > 0) && s.OnDrift != nil {
+		d := Drift{Route: r.Route, Model: r.Model, ConfigKey: r.ConfigKey, Drifting: r.Drift > 0,
+			Ratio: r.Drift, Learned: learned, Recent: seconds(median(r.Recent)), RecentN: len(r.Recent), Rev: written}
+		if !d.Drifting {
+			d.Ratio = d.Recent.Seconds() / max(learned.Seconds(), 1e-9)
+		}
+		s.OnDrift(d)
+	}
+	return nil
+}
+
+// update writes key's value with compare-and-set, the one way this
+// package writes the bucket: change gets the value as it stands (nil when
+// there is none) and returns the new one; a concurrent write makes it read
+// and change again, up to 10 times. It returns the revision written.
+func update(ctx context.Context, kv jetstream.KeyValue, key string, change func(old []byte) ([]byte, error)) (uint64, error) {
+	for range 10 {
+		var old []byte
+		var rev uint64
+		e, err := kv.Get(ctx, key)
+		switch {
+		case err == nil:
+			old, rev = e.Value(), e.Revision()
+		case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):
+		default:
+			return 0, err
+		}
+		data, err := change(old)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		var written uint64
 		if rev == 0 {
-			written, err = s.kv.Create(ctx, k, data)
+			written, err = kv.Create(ctx, key, data)
 		} else {
-			written, err = s.kv.Update(ctx, k, data, rev)
+			written, err = kv.Update(ctx, key, data, rev)
 		}
 		switch {
 		case err == nil:
-			s.install(k, snapshot{total: &r.Total, run: &r.Run, rev: written, drift: r.Drift})
-			if (was > 0) != (r.Drift > 0) && s.OnDrift != nil {
-				d := Drift{Route: r.Route, Model: r.Model, ConfigKey: r.ConfigKey, Drifting: r.Drift > 0,
-					Ratio: r.Drift, Learned: learned, Recent: seconds(median(r.Recent)), RecentN: len(r.Recent), Rev: written}
-				if !d.Drifting {
-					d.Ratio = d.Recent.Seconds() / max(learned.Seconds(), 1e-9)
-				}
-				s.OnDrift(d)
-			}
-			return nil
+			return written, nil
 		case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyRevisionMismatch):
 			continue
 		default:
-			return err
+			return 0, err
 		}
 	}
-	return errors.New("too many concurrent writers")
+	return 0, fmt.Errorf("%s: too many concurrent writers", key)
 }
 
 // recent appends durations to a record's recent ones, keeping the last

@@ -2,6 +2,7 @@ package learn_test
 
 import (
 	"context"
+	"encoding/json"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -267,4 +268,51 @@ func TestAWideSteadyModelDoesNotDrift(t *testing.T) {
 		}
 	}
 	require.Empty(t, told, "no drift of a steady model")
+}
+
+// What a flush cannot write while the nats-server is down stays queued —
+// durations and queue moves alike — and the next flush after the server
+// is back writes it, none lost, none twice.
+func TestWhatNATSCannotTakeStaysQueued(t *testing.T) {
+	t.Parallel()
+	srv := natstest.NewRestartable(t)
+	_, js := srv.Connect(t)
+	ctx := context.Background()
+	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "stats", Storage: jetstream.FileStorage})
+	require.NoError(t, err)
+	s := learn.New(kv, zerolog.Nop())
+	for range 5 {
+		s.Observe(finished(state.Succeeded, time.Minute, 0))
+	}
+	s.ObserveQueue("r", 4, 40*time.Second)
+	s.Flush(ctx)
+
+	srv.Stop()
+	for range 3 {
+		s.Observe(finished(state.Succeeded, time.Minute, 0))
+	}
+	s.ObserveQueue("r", 2, 20*time.Second)
+	down, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	s.Flush(down) // fails: nothing is written, everything stays queued
+	cancel()
+	srv.Start(t)
+
+	require.Eventually(t, func() bool {
+		fctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		s.Flush(fctx)
+		e, err := kv.Get(fctx, learn.Key("r", "owner/model:v1", ""))
+		if err != nil {
+			return false
+		}
+		var r learn.Record
+		require.NoError(t, json.Unmarshal(e.Value(), &r))
+		return r.Total.Count() == 8
+	}, 20*time.Second, 100*time.Millisecond, "the durations queued through the outage are written once")
+	e, err := kv.Get(ctx, learn.QueueKey("r"))
+	require.NoError(t, err)
+	var q learn.QueueRecord
+	require.NoError(t, json.Unmarshal(e.Value(), &q))
+	require.InDelta(t, 6, q.Moved, 0.01, "the queue moves too (decay over seconds is negligible)")
+	require.InDelta(t, 60, q.Seconds, 0.1)
 }

@@ -3,8 +3,6 @@ package learn
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"math"
 	"strings"
 	"time"
@@ -141,44 +139,21 @@ func (s *Stats) flushQueues(ctx context.Context) {
 
 // foldQueue adds a batch to the route's record with compare-and-set.
 func (s *Stats) foldQueue(ctx context.Context, route string, b *queueBatch) error {
-	k := QueueKey(route)
-	for range 10 {
-		var q QueueRecord
-		var rev uint64
-		e, err := s.kv.Get(ctx, k)
-		switch {
-		case err == nil:
-			rev = e.Revision()
-			if json.Unmarshal(e.Value(), &q) != nil {
-				q = QueueRecord{}
-			}
-		case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):
-		default:
-			return err
+	var q QueueRecord
+	written, err := update(ctx, s.kv, QueueKey(route), func(old []byte) ([]byte, error) {
+		q = QueueRecord{}
+		if old != nil && json.Unmarshal(old, &q) != nil {
+			q = QueueRecord{}
 		}
 		q = q.decayed(time.Now().UTC())
 		q.Route, q.Scope = route, ScopeQueue
 		q.Moved += b.moved
 		q.Seconds += b.seconds
-		data, err := json.Marshal(q)
-		if err != nil {
-			return err
-		}
-		var written uint64
-		if rev == 0 {
-			written, err = s.kv.Create(ctx, k, data)
-		} else {
-			written, err = s.kv.Update(ctx, k, data, rev)
-		}
-		switch {
-		case err == nil:
-			s.installQueue(route, queueSnapshot{rate: q.Rate(), rev: written})
-			return nil
-		case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyRevisionMismatch):
-			continue
-		default:
-			return err
-		}
+		return json.Marshal(q)
+	})
+	if err != nil {
+		return err
 	}
-	return fmt.Errorf("queue velocity of %s: too many concurrent writers", route)
+	s.installQueue(route, queueSnapshot{rate: q.Rate(), rev: written})
+	return nil
 }

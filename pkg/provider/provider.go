@@ -11,6 +11,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/pollux-dev/pollux/pkg/signature"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
@@ -144,6 +145,16 @@ var (
 	ErrMalformed   = errors.New("webhook malformed")
 	ErrUnsupported = errors.New("not supported by this provider")
 )
+
+// VerifyError is what Webhooks.Verify returns for a signature verifier's
+// refusal: a delivery that cannot be read (a header missing or malformed:
+// signature.Malformed) wraps ErrMalformed, any other ErrSignature.
+func VerifyError(err error) error {
+	if signature.Malformed(err) {
+		return fmt.Errorf("%w: %w", ErrMalformed, err)
+	}
+	return fmt.Errorf("%w: %w", ErrSignature, err)
+}
 
 // Config configures one route's adapter. Token and WebhookSecret are
 // secrets: adapters never log them.

@@ -36,13 +36,10 @@ func (a *Adapter) VerifyWebhook(ctx context.Context, h http.Header, body []byte)
 	rid, err := a.verifier.Verify(ctx, h, body)
 	switch {
 	case err == nil:
-	case errors.Is(err, signature.ErrMissingHeader), errors.Is(err, signature.ErrBadID),
-		errors.Is(err, signature.ErrBadTimestamp), errors.Is(err, signature.ErrBadSignatureHeader):
-		return "", fmt.Errorf("%w: %w", provider.ErrMalformed, err)
 	case errors.Is(err, signature.ErrKeys):
 		return "", err
 	default:
-		return "", fmt.Errorf("%w: %w", provider.ErrSignature, err)
+		return "", provider.VerifyError(err)
 	}
 	var d delivery
 	if err := json.Unmarshal(body, &d); err != nil {

@@ -106,13 +106,10 @@ func (a *Adapter) VerifyWebhook(_ context.Context, h http.Header, body []byte) (
 		return "", fmt.Errorf("%w: this route takes no signed callbacks", provider.ErrSignature)
 	}
 	id, err := a.verifier.Verify(h, body)
-	switch {
-	case err == nil:
-		return id, nil
-	case signature.Malformed(err):
-		return "", fmt.Errorf("%w: %w", provider.ErrMalformed, err)
+	if err != nil {
+		return "", provider.VerifyError(err)
 	}
-	return "", fmt.Errorf("%w: %w", provider.ErrSignature, err)
+	return id, nil
 }
 
 // ParseWebhook reads which job a verified callback is about and nothing

@@ -338,13 +338,10 @@ func (a *Adapter) VerifyWebhook(ctx context.Context, h http.Header, body []byte)
 		return "", err
 	}
 	id, err := v.Verify(h, body)
-	switch {
-	case err == nil:
-		return id, nil
-	case signature.Malformed(err):
-		return "", fmt.Errorf("%w: %w", provider.ErrMalformed, err)
+	if err != nil {
+		return "", provider.VerifyError(err)
 	}
-	return "", fmt.Errorf("%w: %w", provider.ErrSignature, err)
+	return id, nil
 }
 
 // ParseWebhook decodes a verified delivery (the prediction object).
