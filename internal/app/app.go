@@ -301,7 +301,7 @@ func serve(f Flags, component string, log zerolog.Logger, run func(context.Conte
 			_ = g.Wait()
 			return fmt.Errorf("metrics listener: %w", err)
 		}
-		g.Go(func() error { return ServeHTTP(gctx, ln, Observability(m, nc)) })
+		g.Go(func() error { return ServeHTTP(gctx, "metrics", ln, Observability(m, nc)) })
 		log.Info().Str("addr", ln.Addr().String()).Msg("serving metrics")
 	}
 	g.Go(func() error { return run(gctx, env) })
@@ -342,9 +342,18 @@ func Observability(m *metrics.Metrics, nc *nats.Conn) http.Handler {
 	return mux
 }
 
-// ServeHTTP serves h on ln until ctx ends, then shuts down gracefully.
-func ServeHTTP(ctx context.Context, ln net.Listener, h http.Handler) error {
+// ServeHTTP serves h on ln until ctx ends, then shuts down gracefully; an
+// error names the server as what. When ctx ends, the requests' contexts
+// end too: a handler that waits (the simulated provider's latency and
+// hangs) returns at once instead of holding the shutdown past its grace.
+func ServeHTTP(ctx context.Context, what string, ln net.Listener, h http.Handler) error {
+	closing, endRequests := context.WithCancel(context.WithoutCancel(ctx))
+	defer endRequests()
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
-		WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute}
-	return httpserve.Run(ctx, ln, srv, 5*time.Second, nil)
+		WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute,
+		BaseContext: func(net.Listener) context.Context { return closing }}
+	if err := httpserve.Run(ctx, ln, srv, 5*time.Second, endRequests); err != nil {
+		return fmt.Errorf("%s server: %w", what, err)
+	}
+	return nil
 }

@@ -194,7 +194,7 @@ func (c *SimProviderCmd) Run(g *Globals) error {
 	}
 	fmt.Fprintf(g.Stderr, "simulated provider (Replicate wire format) on %s — ground truth at %s/_sim/stats\n", cfg.BaseURL, cfg.BaseURL)
 	eg, ectx := errgroup.WithContext(ctx)
-	eg.Go(func() error { return app.ServeHTTP(ectx, ln, s.Handler()) })
+	eg.Go(func() error { return app.ServeHTTP(ectx, "simulated provider", ln, s.Handler()) })
 	eg.Go(func() error { return s.Run(ectx) })
 	if err := eg.Wait(); err != nil && !errors.Is(err, context.Canceled) {
 		return err

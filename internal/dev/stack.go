@@ -86,7 +86,7 @@ func Start(ctx context.Context, g *errgroup.Group, nc *nats.Conn, sc StackConfig
 		_ = simLn.Close()
 		return nil, err
 	}
-	g.Go(func() error { return app.ServeHTTP(ctx, simLn, simSrv.Handler()) })
+	g.Go(func() error { return app.ServeHTTP(ctx, "simulated provider", simLn, simSrv.Handler()) })
 	g.Go(func() error { return simSrv.Run(ctx) })
 
 	hookLn, err := net.Listen("tcp", "127.0.0.1:0")
@@ -253,7 +253,7 @@ func Serve(ctx context.Context, cfg ServeConfig, started func(Endpoints, *Stack)
 		_ = g.Wait()
 		return err
 	}
-	g.Go(func() error { return app.ServeHTTP(gctx, metricsLn, app.Observability(stack.Metrics, nc)) })
+	g.Go(func() error { return app.ServeHTTP(gctx, "metrics", metricsLn, app.Observability(stack.Metrics, nc)) })
 	started(Endpoints{NATSURL: url, HTTPURL: stack.HTTPURL, MetricsURL: "http://" + metricsLn.Addr().String() + "/metrics"}, stack)
 	if err := g.Wait(); err != nil && ctx.Err() == nil {
 		return err
