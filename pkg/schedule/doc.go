@@ -48,7 +48,11 @@
 // Signals override both: consecutive errors back off exponentially; a job
 // expecting a webhook is not polled until its expected completion (the
 // learned 90th percentile, else the hint) plus a grace, and then only every
-// Reconcile; a provider's estimate of the time left — an ETA, a progress
+// Reconcile — or, once the route's webhook miss chance and lateness are
+// learned, at the polls of a WebhookPlan: the same dynamic programme,
+// where a poll is paid only while no webhook has come and the delay only
+// when the webhook is missing, so reliable webhooks are reconciled late
+// and seldom and unreliable ones sooner; a provider's estimate of the time left — an ETA, a progress
 // fraction, a queue position with the rate the queue moves — places the
 // next poll around it; a queued job is polled no faster than the table's
 // slow end, or, learned, as if it started now; a provider's poll-after hint

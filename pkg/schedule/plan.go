@@ -39,8 +39,11 @@ type Plan struct {
 	next   []int32 // next[i]: the cell of the poll after an unfinished poll at cell i
 	minGap float64 // seconds
 	maxGap float64
-	polls  float64 // expected polls within the horizon
-	delay  float64 // expected detection delay within the horizon, seconds
+	// firstGap bounds the delay from the first cell: maxGap, but longer
+	// for a webhook plan's quiet period.
+	firstGap float64
+	polls    float64 // expected polls within the horizon
+	delay    float64 // expected detection delay within the horizon, seconds
 }
 
 // Grid limits: the work of a build is at most maxCells·maxWindow steps.
@@ -92,7 +95,78 @@ func build(d *Dist, c costs) *Plan {
 	step, n := grid(sd.Quantile(1-tailMass).Seconds(), c)
 	s := make([]float64, n)
 	sd.survivalGrid(s, step)
-	return solve(s, step, c)
+	return solve(s, step, c, nil)
+}
+
+// WebhookPlan returns the policy's plan for the reconciliation polls of a
+// job expecting a webhook: durations distributed as d, the webhook never
+// arriving with probability miss and otherwise arriving late after the
+// job ends. Its first poll may wait up to the quiet period (d's 90th
+// percentile plus WebhookGrace, the fixed wait it replaces), later ones
+// up to Reconcile.
+//
+// A poll at b after an unresolved one at a happens when the job was still
+// running at a and no webhook resolved it by b; it finds a job that ended
+// in (a, b] only when the webhook is missing, so the delay counts only
+// then. With S(t) = P(T > t) and Sw(t) = P(T + late > t), the cost of the
+// interval is
+//
+//	miss·S(a)·(1 + (b−a)/PollCost) + (1−miss)·Sw(b)
+//
+// and the same dynamic programme as Plan's solves it (the added Sw(b)
+// depends on b alone, so the Monge argument still holds). A miss of 1 is
+// Plan's problem; a small one waits long and polls seldom. Plans are
+// cached like Plan's, keyed by miss to 1/1000 and late to 1/10 s.
+func (p Policy) WebhookPlan(d *Dist, miss float64, late time.Duration) *Plan {
+	return p.WithDefaults().webhookPlan(d, miss, late)
+}
+
+// minWebhookMiss is the least miss chance a webhook plan assumes: a route
+// whose webhooks never failed yet still reconciles.
+const minWebhookMiss = 0.005
+
+func (p Policy) webhookPlan(d *Dist, miss float64, late time.Duration) *Plan {
+	c := p.costs()
+	miss = math.Round(min(max(miss, minWebhookMiss), 1)*1000) / 1000
+	late = max(late, 0).Round(100 * time.Millisecond)
+	grace := p.real(p.WebhookGrace)
+	c.maxGap = max(p.real(p.Reconcile).Seconds(), c.minGap)
+	key := planKey{dist: d.id, cost: seconds(c.cost), minGap: seconds(c.minGap), maxGap: seconds(c.maxGap),
+		grace: grace, miss: int32(miss * 1000), late: late}
+	if pl := plans.get(key); pl != nil {
+		return pl
+	}
+	sd := d.smoothed()
+	first := max(sd.Quantile(webhookQuantile).Seconds()+grace.Seconds(), c.maxGap)
+	step, n := grid(max(sd.Quantile(1-tailMass).Seconds(), first), c)
+	s, sw := make([]float64, n), make([]float64, n)
+	sd.survivalGrid(s, step)
+	shift := late.Seconds() / step
+	for i := range sw {
+		// Sw(t) = S(t − late), read between cells.
+		x := float64(i) - shift
+		switch k := int(math.Floor(x)); {
+		case x <= 0:
+			sw[i] = 1
+		case k+1 < n:
+			f := x - float64(k)
+			sw[i] = s[k]*(1-f) + s[k+1]*f
+		default:
+			sw[i] = s[n-1]
+		}
+	}
+	pl := solve(s, step, c, &webhook{miss: miss, sw: sw, first: int(first / step), late: late.Seconds()})
+	plans.put(key, pl)
+	return pl
+}
+
+// webhook weights a plan by a webhook's chance to resolve the job first
+// (see WebhookPlan).
+type webhook struct {
+	miss  float64   // the chance the webhook never comes
+	sw    []float64 // sw[i] = P(the webhook has not come by cell i | it will)
+	first int       // the longest first gap, in cells
+	late  float64   // seconds from the job's end to its webhook
 }
 
 // PlanSurvival builds (without caching) the policy's plan for durations
@@ -106,7 +180,7 @@ func (p Policy) PlanSurvival(survival func(t time.Duration) float64, horizon tim
 	for i := range s {
 		s[i] = min(1, max(0, survival(seconds(float64(i)*step))))
 	}
-	return solve(s, step, c)
+	return solve(s, step, c, nil)
 }
 
 // grid chooses the cell size and count for a horizon in seconds.
@@ -116,38 +190,55 @@ func grid(horizon float64, c costs) (step float64, n int) {
 }
 
 // solve runs the dynamic programme on s[i] = P(T > i·step); beyond the grid
-// S is taken as 0.
-func solve(s []float64, step float64, c costs) *Plan {
+// S is taken as 0. With wh, the job expects a webhook (see WebhookPlan).
+func solve(s []float64, step float64, c costs, wh *webhook) *Plan {
 	n := len(s)
 	perCell := step / c.cost // the delay cost of one cell, in polls
 	ka := max(1, int(math.Ceil(c.minGap/step-1e-9)))
 	kb := max(ka, int(c.maxGap/step+1e-9))
+	miss := 1.0
+	if wh != nil {
+		miss = wh.miss
+	}
 	w := make([]float64, n+1) // w[n] = 0: nothing to pay past the horizon
+	// v[j] is what a poll at j costs from there on, beyond what the
+	// interval that ends at j pays: W(j), plus (1−miss)·Sw(j) with a webhook.
+	v := w
+	if wh != nil {
+		v = make([]float64, n+1)
+	}
 	next := make([]int32, n)
 	bound := n // next[i+1]: see below
 	for i := n - 1; i >= 0; i-- {
-		slope := s[i] * perCell
+		slope := miss * s[i] * perCell
 		// The cost f(i,j) = S(i)·(1 + (j−i)·perCell) + W(j) is Monge:
 		// f(i,j) + f(i',j') − f(i,j') − f(i',j) = perCell·(j−j')·(S(i)−S(i'))
-		// ≤ 0 for i < i', j < j', also with the band of allowed gaps. So
-		// the latest optimal next poll never decreases with i, and row i
-		// need not look past row i+1's choice.
+		// ≤ 0 for i < i', j < j', also with the band of allowed gaps, and
+		// with terms in j alone added. So the latest optimal next poll
+		// never decreases with i, and row i need not look past row i+1's
+		// choice — but for a webhook's first poll, which may look further.
 		lo, hi := min(i+ka, n), min(i+kb, bound)
+		if wh != nil && i == 0 {
+			hi = min(max(wh.first, kb), n)
+		}
 		best, bj := math.Inf(1), hi
 		gap := float64(lo - i)
-		for j, wj := range w[lo : hi+1] {
+		for j, vj := range v[lo : hi+1] {
 			// <= prefers the later poll on a tie: fewer polls.
-			if v := slope*gap + wj; v <= best {
-				best, bj = v, lo+j
+			if x := slope*gap + vj; x <= best {
+				best, bj = x, lo+j
 			}
 			gap++
 		}
-		w[i] = s[i] + best
+		w[i] = miss*s[i] + best
+		if wh != nil {
+			v[i] = w[i] + (1-miss)*wh.sw[i]
+		}
 		next[i] = int32(bj)
 		bound = bj
 	}
 
-	pl := &Plan{step: step, next: next, minGap: c.minGap, maxGap: c.maxGap}
+	pl := &Plan{step: step, next: next, minGap: c.minGap, maxGap: c.maxGap, firstGap: c.maxGap}
 	area := 0.0 // ∫ S over the grid (trapezoids; S = 0 at the horizon)
 	for i, v := range s {
 		area += v
@@ -156,10 +247,19 @@ func solve(s []float64, step float64, c costs) *Plan {
 		}
 	}
 	for i := 0; i < n; i = int(next[i]) {
-		pl.polls += s[i]
+		pl.polls += miss * s[i]
+		if j := int(next[i]); wh != nil && j < n {
+			pl.polls += (1 - miss) * wh.sw[j]
+		}
 		pl.delay += s[i] * float64(int(next[i])-i) * step
 	}
-	pl.delay = max(0, pl.delay-area*step)
+	// Only a job whose webhook is missing waits for a poll; the others
+	// are found when their webhook comes.
+	pl.delay = miss * max(0, pl.delay-area*step)
+	if wh != nil {
+		pl.firstGap = max(pl.maxGap, float64(wh.first)*step)
+		pl.delay += (1 - miss) * wh.late
+	}
 	return pl
 }
 
@@ -173,7 +273,11 @@ func (pl *Plan) Delay(elapsed time.Duration) time.Duration {
 		return seconds(pl.maxGap)
 	}
 	t := float64(pl.next[i]) * pl.step
-	return seconds(min(max(t-x, pl.minGap), pl.maxGap))
+	longest := pl.maxGap
+	if i == 0 {
+		longest = pl.firstGap
+	}
+	return seconds(min(max(t-x, pl.minGap), longest))
 }
 
 // Times returns the plan's first n poll times, from submission.
@@ -189,7 +293,8 @@ func (pl *Plan) Times(n int) []time.Duration {
 
 // Expected returns the plan's expected polls per job and mean detection
 // delay, for the distribution it was built from, leaving out the jobs that
-// outlast its horizon.
+// outlast its horizon. A webhook plan's delay counts a delivered webhook's
+// lateness, and its polls stop at the webhook.
 func (pl *Plan) Expected() (polls float64, delay time.Duration) {
 	return pl.polls, seconds(pl.delay)
 }
@@ -199,6 +304,11 @@ func (pl *Plan) Expected() (polls float64, delay time.Duration) {
 type planKey struct {
 	dist                 uint64
 	cost, minGap, maxGap time.Duration
+	// A webhook plan's WebhookGrace, miss chance (in thousandths) and
+	// lateness; zero for Plan.
+	grace time.Duration
+	miss  int32
+	late  time.Duration
 }
 
 // planCacheSize bounds the cache: a plan takes up to 8 KiB.

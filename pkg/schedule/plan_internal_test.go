@@ -49,7 +49,7 @@ func TestSolveMatchesBruteForce(t *testing.T) {
 		}
 		c := costs{cost: 0.1 + 10*r.Float64(), minGap: 0.5 + 2*r.Float64(), maxGap: 5 + 60*r.Float64()}
 		step := 0.25 + r.Float64()
-		pl := solve(s, step, c)
+		pl := solve(s, step, c, nil)
 		want := bruteForce(s, step, c)[0]
 		if got := cost(pl, s, c); math.Abs(got-want) > 1e-9*want {
 			t.Fatalf("trial %d: the plan costs %v, the optimum %v", trial, got, want)

@@ -41,6 +41,14 @@ type Job struct {
 	Deadline time.Time
 	// WebhookExpected is true when the provider will notify completion.
 	WebhookExpected bool
+	// WebhookMiss is the chance this job's webhook never comes, as learned
+	// from the route's earlier jobs (the share whose end a poll found
+	// first); 0 is unknown. With a learned distribution, it turns the
+	// fixed quiet period into a WebhookPlan.
+	WebhookMiss float64
+	// WebhookLate is how long after a job ends its webhook comes, as
+	// learned; 0 is at once.
+	WebhookLate time.Duration
 	// Errors counts consecutive failed status calls.
 	Errors int
 
@@ -84,10 +92,11 @@ type Policy struct {
 	Jitter float64
 	// WebhookGrace is how long past the expected completion a job
 	// expecting a webhook waits before its first reconciliation poll
-	// (default 30s).
+	// (default 30s); with a learned miss chance, the longest it waits.
 	WebhookGrace time.Duration
 	// Reconcile is the interval of reconciliation polls for a job
-	// expecting a webhook (default MaxDelay).
+	// expecting a webhook (default MaxDelay); with a learned miss chance,
+	// the longest interval.
 	Reconcile time.Duration
 	// ErrorBase is the first delay after a failed call, doubling with each
 	// further failure up to MaxDelay (default 2s).
@@ -217,6 +226,12 @@ func (p Policy) delay(j *Job, rnd *rand.Rand) time.Duration {
 		return p.real(p.jitter(min(p.MaxDelay, doubled(p.ErrorBase, j.Errors-1)), rnd))
 	}
 	learned := p.ready(j.Learned)
+	if j.WebhookExpected && learned && j.WebhookMiss > 0 {
+		// Jittered later only, like a plan's poll, and not held to
+		// MaxDelay: the webhook is expected.
+		d := p.webhookPlan(j.Learned, j.WebhookMiss, j.WebhookLate).Delay(j.Now.Sub(j.Submitted))
+		return time.Duration(float64(d) * (1 + p.Jitter*rnd.Float64()))
+	}
 	if j.WebhookExpected {
 		expected := j.Expected
 		if learned {
