@@ -221,6 +221,7 @@ func Open(ctx context.Context, g *errgroup.Group, cfg *config.Config, nc *nats.C
 	for name := range routes {
 		m.Routes(name) // every route's series at zero from the start
 		m.Drift(name, func() float64 { return stats.Drift(name) })
+		m.Webhooks(name, func() (float64, time.Duration) { return stats.Webhook(name) })
 	}
 	owner := jobs.New(ns, js, res, jobs.Config{Options: cfg.Streams.Options(), Logger: log, Hooks: jobs.Hooks{
 		Published: m.Published,

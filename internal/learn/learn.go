@@ -23,6 +23,16 @@
 // QueueKey, decaying with a 10-minute half-life, and read with QueueRate:
 // it turns a job's place into an estimate of its wait (queue.go).
 //
+// # Webhook reliability
+//
+// Each route's webhook miss chance and lateness — from every job that
+// expected a webhook and ended on its own: a miss when a poll found its end
+// first, else the delay from the provider's completion time to the
+// delivery — are kept under WebhookKey, decaying by 500 jobs, and read with
+// Webhook once 50 jobs are seen: they turn a webhook job's fixed quiet
+// period into a plan weighted by the chance its webhook is missing
+// (webhook.go, schedule.Policy.WebhookPlan).
+//
 // # Drift
 //
 // A model's record keeps its last RecentJobs (16) durations. When their
@@ -170,10 +180,13 @@ type Stats struct {
 
 	// queues mirrors the routes' queue velocities (queue.go).
 	queues map[string]queueSnapshot
+	// webhooks mirrors the routes' webhook reliability (webhook.go).
+	webhooks map[string]webhookSnapshot
 
 	pmu      sync.Mutex
 	pending  map[string]*batch
 	qpending map[string]*queueBatch
+	wpending map[string]*webhookBatch
 }
 
 // blend is a cached Lookup answer and the revisions it was made of.
@@ -185,7 +198,8 @@ type blend struct {
 // New returns a Stats over the bucket; Run keeps it current.
 func New(kv jetstream.KeyValue, log zerolog.Logger) *Stats {
 	return &Stats{kv: kv, log: log, dist: map[string]snapshot{}, blends: map[string]blend{}, queues: map[string]queueSnapshot{},
-		pending: map[string]*batch{}, qpending: map[string]*queueBatch{}}
+		webhooks: map[string]webhookSnapshot{},
+		pending:  map[string]*batch{}, qpending: map[string]*queueBatch{}, wpending: map[string]*webhookBatch{}}
 }
 
 // Lookup returns the learned distributions of a route, model and
@@ -249,12 +263,14 @@ func Durations(j *state.Job) (total, run time.Duration, ok bool) {
 	return total, run, true
 }
 
-// Observe queues what a finished job teaches; it never blocks on I/O.
+// Observe queues what a finished job teaches — its durations, and of its
+// route's webhooks when it expected one; it never blocks on I/O.
 func (s *Stats) Observe(j *state.Job) {
 	total, run, ok := Durations(j)
 	if !ok {
 		return
 	}
+	s.observeWebhook(j)
 	s.pmu.Lock()
 	defer s.pmu.Unlock()
 	for i, k := range levels(j.Route, j.Model, j.ConfigKey) {
@@ -325,8 +341,12 @@ func (s *Stats) Run(ctx context.Context, ready chan<- struct{}) error {
 }
 
 func (s *Stats) apply(e jetstream.KeyValueEntry) {
-	if strings.HasSuffix(e.Key(), "."+ScopeQueue) {
+	switch {
+	case strings.HasSuffix(e.Key(), "."+ScopeQueue):
 		s.applyQueue(e)
+		return
+	case strings.HasSuffix(e.Key(), "."+ScopeWebhook):
+		s.applyWebhook(e)
 		return
 	}
 	if e.Operation() != jetstream.KeyValuePut {
@@ -354,10 +374,11 @@ func (s *Stats) install(k string, sn snapshot) {
 	s.dist[k] = sn
 }
 
-// Flush writes the queued durations and queue observations; what cannot
-// be written stays queued.
+// Flush writes the queued durations, queue and webhook observations; what
+// cannot be written stays queued.
 func (s *Stats) Flush(ctx context.Context) {
 	s.flushQueues(ctx)
+	s.flushWebhooks(ctx)
 	s.pmu.Lock()
 	work := s.pending
 	s.pending = map[string]*batch{}

@@ -317,3 +317,58 @@ func TestWhatNATSCannotTakeStaysQueued(t *testing.T) {
 	require.InDelta(t, 6, q.Moved, 0.01, "the queue moves too (decay over seconds is negligible)")
 	require.InDelta(t, 60, q.Seconds, 0.1)
 }
+
+// webhookJob is a job that expected a webhook and ended after 90 s: found
+// by the webhook 'late' after the provider's completion time, or by a poll
+// 'after' it.
+func webhookJob(route string, by state.Source, after time.Duration) *state.Job {
+	j := finished(state.Succeeded, 90*time.Second, 0)
+	j.Route, j.WebhookExpected, j.DetectedBy = route, true, by
+	j.DetectedAt = j.CompletedAt.Add(after)
+	return j
+}
+
+// A route's webhook miss chance and lateness are learned from the jobs
+// that expected a webhook, shared by the fleet, and given only once
+// enough jobs are seen. A poll that found a job ended moments after the
+// provider's completion time, when the webhook may still have been on its
+// way, teaches nothing: counting it as a miss would make polls more
+// frequent, and so beat more webhooks.
+func TestWebhookReliabilityIsLearnedFleetWide(t *testing.T) {
+	t.Parallel()
+	ss := fleet(t, 2)
+	ctx := context.Background()
+	for i := range 30 {
+		ss[i%2].Observe(webhookJob("r", state.FromWebhook, 2*time.Second))
+	}
+	ss[0].Flush(ctx)
+	ss[1].Flush(ctx)
+	miss, _ := ss[0].Webhook("r")
+	require.Zero(t, miss, "30 jobs are too few")
+
+	for i := range 70 {
+		switch {
+		case i < 10: // missed: a poll found them 40 s after the end
+			ss[i%2].Observe(webhookJob("r", state.FromPoll, 40*time.Second))
+		case i < 30: // a poll 1 s after the end: the webhook may have been coming
+			ss[i%2].Observe(webhookJob("r", state.FromPoll, time.Second))
+		default:
+			ss[i%2].Observe(webhookJob("r", state.FromWebhook, time.Second))
+		}
+	}
+	noHook := finished(state.Succeeded, 90*time.Second, 0) // expected no webhook
+	noHook.DetectedBy, noHook.DetectedAt = state.FromPoll, noHook.CompletedAt.Add(time.Minute)
+	ss[0].Observe(noHook)
+	ss[0].Observe(webhookJob("other", state.FromPoll, time.Minute))
+	ss[0].Flush(ctx)
+	ss[1].Flush(ctx)
+	// 10 misses in 80 jobs, with the prior of one miss and one delivery.
+	for _, s := range ss {
+		require.Eventually(t, func() bool {
+			miss, late := s.Webhook("r")
+			return math.Abs(miss-11.0/82) < 0.01 && late >= time.Second && late <= 2200*time.Millisecond
+		}, 5*time.Second, 10*time.Millisecond, "seen by every process")
+	}
+	miss, _ = ss[0].Webhook("other")
+	require.Zero(t, miss, "another route, too few jobs")
+}

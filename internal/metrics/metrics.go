@@ -52,7 +52,9 @@ type Metrics struct {
 	callbackHints   *prometheus.CounterVec
 	overrun         *prometheus.HistogramVec
 	deadlineCancels *prometheus.CounterVec
-	drift           *driftGauges
+	drift           *routeGauges
+	webhookMiss     *routeGauges
+	webhookLate     *routeGauges
 	age             *prometheus.HistogramVec
 	orphans         *prometheus.CounterVec
 	slotWaits       *prometheus.CounterVec
@@ -151,9 +153,12 @@ func New() *Metrics {
 		Help:    "How long after its deadline an expired job was expired, by route.",
 		Buckets: prometheus.ExponentialBuckets(0.05, 2, 12),
 	}, []string{"route"})
-	m.drift = &driftGauges{fns: map[string]func() float64{}, desc: prometheus.NewDesc("pollux_learned_drift_ratio",
-		"The recent median duration of the route's most drifted model over its learned median (1: no model drifts; a drift begins past 1.5x either way), by route.",
-		[]string{"route"}, nil)}
+	m.drift = newRouteGauges("pollux_learned_drift_ratio",
+		"The recent median duration of the route's most drifted model over its learned median (1: no model drifts; a drift begins past 1.5x either way), by route.")
+	m.webhookMiss = newRouteGauges("pollux_learned_webhook_miss_ratio",
+		"The learned chance that a job's webhook never comes (a poll finds the job ended first), by route; 0 until 50 jobs expecting one are seen. It plans the reconciliation polls of jobs expecting a webhook.")
+	m.webhookLate = newRouteGauges("pollux_learned_webhook_lateness_seconds",
+		"How late the route's webhooks come after the provider's completion time (their learned 90th percentile), by route.")
 	m.deadlineCancels = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "pollux_deadline_cancels_total",
 		Help: "Provider cancels of jobs expired at their deadline, by route and outcome (canceled, failed, held: paused or no budget, off: the route's cancel_on_deadline is false, unsupported: the provider cannot cancel).",
@@ -206,7 +211,7 @@ func New() *Metrics {
 func (m *Metrics) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.submissions, m.providerCalls, m.statusCalls, m.completions,
 		m.pollsPerJob, m.finishedPolls, m.detectionDelay, m.lateness, m.pauses, m.pausedSeconds, m.eventsPublished,
-		m.webhooks, m.webhooksApplied, m.webhooksDropped, m.reconciled, m.callbackHints, m.overrun, m.deadlineCancels, m.drift, m.age, m.orphans,
+		m.webhooks, m.webhooksApplied, m.webhooksDropped, m.reconciled, m.callbackHints, m.overrun, m.deadlineCancels, m.drift, m.webhookMiss, m.webhookLate, m.age, m.orphans,
 		m.slotWaits, m.slotRepairs, m.queueWaiting, m.queueOldest, m.buildInfo}
 }
 
@@ -232,27 +237,42 @@ var (
 // answer, the recent median duration of the route's most drifted model
 // over its learned median (1: none drifts; see package learn). A route's
 // later call replaces its fn.
-func (m *Metrics) Drift(route string, fn func() float64) {
-	m.drift.mu.Lock()
-	defer m.drift.mu.Unlock()
-	m.drift.fns[route] = fn
+func (m *Metrics) Drift(route string, fn func() float64) { m.drift.set(route, fn) }
+
+// Webhooks exports pollux_learned_webhook_miss_ratio{route} and
+// pollux_learned_webhook_lateness_seconds{route}: at each scrape, fn's
+// answer, the route's learned webhook miss chance and lateness (see
+// package learn). A route's later call replaces its fn.
+func (m *Metrics) Webhooks(route string, fn func() (miss float64, late time.Duration)) {
+	m.webhookMiss.set(route, func() float64 { miss, _ := fn(); return miss })
+	m.webhookLate.set(route, func() float64 { _, late := fn(); return late.Seconds() })
 }
 
-// driftGauges is pollux_learned_drift_ratio: one gauge a route, read at
-// each scrape.
-type driftGauges struct {
+// routeGauges is a gauge a route, each read from its function at each
+// scrape.
+type routeGauges struct {
 	desc *prometheus.Desc
 	mu   sync.Mutex
 	fns  map[string]func() float64
 }
 
-func (d *driftGauges) Describe(ch chan<- *prometheus.Desc) { ch <- d.desc }
+func newRouteGauges(name, help string) *routeGauges {
+	return &routeGauges{fns: map[string]func() float64{}, desc: prometheus.NewDesc(name, help, []string{"route"}, nil)}
+}
 
-func (d *driftGauges) Collect(ch chan<- prometheus.Metric) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for route, fn := range d.fns {
-		ch <- prometheus.MustNewConstMetric(d.desc, prometheus.GaugeValue, fn(), route)
+func (g *routeGauges) set(route string, fn func() float64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.fns[route] = fn
+}
+
+func (g *routeGauges) Describe(ch chan<- *prometheus.Desc) { ch <- g.desc }
+
+func (g *routeGauges) Collect(ch chan<- prometheus.Metric) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for route, fn := range g.fns {
+		ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, fn(), route)
 	}
 }
 

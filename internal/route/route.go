@@ -383,9 +383,14 @@ func settingValue(raw json.RawMessage) string {
 	}, s)
 }
 
-// Learned returns the learned durations of a route's model and
-// configuration key (see package learn); nil means none are learned.
-type Learned func(route, model, configKey string) (total, run *schedule.Dist)
+// Learned is what the fleet learned that the schedule uses (package
+// learn's Stats): a route's model and configuration key's durations (nil
+// when none are learned), and the route's webhook miss chance and
+// lateness (a miss of 0 when unknown).
+type Learned interface {
+	Lookup(route, model, configKey string) (total, run *schedule.Dist)
+	Webhook(route string) (miss float64, late time.Duration)
+}
 
 // Hints are what one successful provider answer says of the next poll —
 // its poll-after hint and its estimate of the time left — and how fast the
@@ -429,7 +434,10 @@ func (r *Route) ScheduleJob(ps *events.PollState, now time.Time, h Hints, learne
 		sj.Phase = schedule.PhaseRunning
 	}
 	if learned != nil {
-		sj.Learned, sj.LearnedRun = learned(r.Name, ps.Model, ps.ConfigKey)
+		sj.Learned, sj.LearnedRun = learned.Lookup(r.Name, ps.Model, ps.ConfigKey)
+		if sj.WebhookExpected {
+			sj.WebhookMiss, sj.WebhookLate = learned.Webhook(r.Name)
+		}
 	}
 	return sj
 }

@@ -101,6 +101,37 @@ func TestAnAnswersHintsReachTheSchedule(t *testing.T) {
 	}
 }
 
+// fakeLearned is a fleet that learned one distribution for every model
+// and a webhook miss chance for route "r".
+type fakeLearned struct{ total *schedule.Dist }
+
+func (f fakeLearned) Lookup(string, string, string) (total, run *schedule.Dist) { return f.total, nil }
+func (fakeLearned) Webhook(route string) (float64, time.Duration) {
+	if route == "r" {
+		return 0.1, 2 * time.Second
+	}
+	return 0, 0
+}
+
+// What the fleet learned reaches the schedule: a job's durations, and for
+// a job expecting a webhook the route's webhook miss chance and lateness.
+func TestWhatTheFleetLearnedReachesTheSchedule(t *testing.T) {
+	t.Parallel()
+	var d schedule.Dist
+	d.Observe(time.Minute)
+	r := &route.Route{Name: "r"}
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	ps := &events.PollState{State: state.Running, SubmittedAt: now, Webhook: true}
+	sj := r.ScheduleJob(ps, now, route.Hints{}, fakeLearned{&d})
+	require.Same(t, &d, sj.Learned)
+	require.Equal(t, 0.1, sj.WebhookMiss)
+	require.Equal(t, 2*time.Second, sj.WebhookLate)
+
+	ps.Webhook = false
+	sj = r.ScheduleJob(ps, now, route.Hints{}, fakeLearned{&d})
+	require.Zero(t, sj.WebhookMiss, "no webhook expected: nothing to miss")
+}
+
 // A route's settings_from makes a configuration key of a submission's
 // input when it gives none, so jobs of one model learn apart per setting.
 func TestConfigKeyFromSettings(t *testing.T) {
