@@ -213,6 +213,12 @@ type Route struct {
 	// [resolution, duration]): jobs of one model learn their durations
 	// apart per setting (default none: one distribution per model).
 	SettingsFrom []string `yaml:"settings_from"`
+	// LengthFrom names the top-level input field holding the output
+	// length a submission asks for, in seconds (for example duration): a
+	// number, or a string such as "5" or "5s". The model's learned
+	// durations are then regressed on it, so a length seldom or never
+	// seen is planned around its own expected time (default none).
+	LengthFrom string `yaml:"length_from"`
 	// Partitions splits the route's check messages over this many durable
 	// consumers (1 to 64, default 1). The server's redelivery scan costs
 	// O(waiting checks) per consumer, so plan a partition per ~100k
@@ -473,6 +479,8 @@ func (r Route) validate() error {
 		return fmt.Errorf("settings_from: %d fields, more than %d", len(r.SettingsFrom), maxSettingsFrom)
 	case slices.ContainsFunc(r.SettingsFrom, func(f string) bool { return f == "" || len(f) > 64 }):
 		return errors.New("settings_from: each field name must have 1 to 64 characters")
+	case len(r.LengthFrom) > 64:
+		return errors.New("length_from: the field name must have 1 to 64 characters")
 	case r.Partitions < 0 || r.Partitions > events.CheckSlots:
 		return fmt.Errorf("partitions: %d is not between 1 and %d", r.Partitions, events.CheckSlots)
 	case r.CallTimeout < 0:

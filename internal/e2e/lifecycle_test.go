@@ -245,7 +245,7 @@ func TestLifecycleUnderFaults(t *testing.T) {
 		}
 		for model, n := range finished {
 			waitFor(t, "learned "+model, 10*time.Second, func() bool {
-				total, _ := e.Env.Stats.Lookup(dev.RouteName, model, "")
+				total, _ := e.Env.Stats.Lookup(dev.RouteName, model, "", 0)
 				return total != nil && total.Count() == uint64(n)
 			})
 		}

@@ -327,7 +327,7 @@ func (s *Service) submit(ctx context.Context, in intake) (events.Outcome, string
 	}
 	log := in.logger(s.log, id)
 	j := &state.Job{
-		ID: id, Route: r.Name, Model: m.Model, ConfigKey: r.ConfigKey(m.ConfigKey, m.Input), State: state.Pending,
+		ID: id, Route: r.Name, Model: m.Model, ConfigKey: r.ConfigKey(m.ConfigKey, m.Input), Length: r.Length(m.Input), State: state.Pending,
 		Input: m.Input, Metadata: m.Metadata, IdempotencyKey: cmp.Or(m.IdempotencyKey, id), IntakeSeq: in.seq,
 		CreatedAt: now, Deadline: dl,
 		ExpectedDuration: state.Duration(m.ExpectedDurationS * float64(time.Second)),

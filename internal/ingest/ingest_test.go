@@ -196,11 +196,15 @@ func TestSubmitOnceAndDeduplicate(t *testing.T) {
 // a submission's own config_key wins.
 func TestSettingsFromKeysTheJob(t *testing.T) {
 	t.Parallel()
-	s := start(t, newFake(), config.Route{SettingsFrom: []string{"resolution"}}, nil)
-	s.publish(s.env.NS.Submit("fake"), events.Submit{V: events.Version, ID: "derived", Model: "m", Input: json.RawMessage(`{"resolution":"1080p"}`)})
+	s := start(t, newFake(), config.Route{SettingsFrom: []string{"resolution"}, LengthFrom: "duration"}, nil)
+	s.publish(s.env.NS.Submit("fake"), events.Submit{V: events.Version, ID: "derived", Model: "m", Input: json.RawMessage(`{"resolution":"1080p","duration":"8s"}`)})
 	s.publish(s.env.NS.Submit("fake"), events.Submit{V: events.Version, ID: "given", Model: "m", ConfigKey: "mine", Input: json.RawMessage(`{"resolution":"1080p"}`)})
-	require.Equal(t, "1080p", s.until("derived", submitted).ConfigKey)
-	require.Equal(t, "mine", s.until("given", submitted).ConfigKey)
+	derived := s.until("derived", submitted)
+	require.Equal(t, "1080p", derived.ConfigKey)
+	require.Equal(t, 8.0, derived.Length, "length_from: the requested length, on the record")
+	given := s.until("given", submitted)
+	require.Equal(t, "mine", given.ConfigKey)
+	require.Zero(t, given.Length, "no length in the input")
 }
 
 // A validation answer (400/422) to a create fails the job with the

@@ -80,6 +80,16 @@ type Record struct {
 	// Drift is the recent median over the learned one while the model
 	// drifts; 0 when it does not.
 	Drift float64 `json:"drift,omitempty"`
+	// Length regresses the model's durations on the length its jobs ask
+	// for, on a route with length_from (model level only; see Lookup).
+	Length *LengthFit `json:"length,omitempty"`
+}
+
+// LengthFit is a model's durations regressed on its jobs' requested
+// lengths: from acceptance and from start.
+type LengthFit struct {
+	Total schedule.Fit `json:"total"`
+	Run   schedule.Fit `json:"run"`
 }
 
 // Drift detection (see the package doc).
@@ -148,6 +158,7 @@ func levels(route, model, configKey string) []string {
 // the bucket revision they were read at.
 type snapshot struct {
 	total, run *schedule.Dist
+	length     *LengthFit
 	drift      float64
 	rev        uint64
 }
@@ -155,6 +166,14 @@ type snapshot struct {
 type batch struct {
 	route, model, configKey string
 	total, run              []time.Duration
+	// lengths are the jobs of a known requested length (model level).
+	lengths []lengthObs
+}
+
+// lengthObs is one job's requested length and durations.
+type lengthObs struct {
+	length     float64
+	total, run time.Duration
 }
 
 // maxPending bounds the durations queued per key while the bucket is
@@ -176,7 +195,7 @@ type Stats struct {
 	dist map[string]snapshot
 	// blends caches Lookup's answers by their levels' revisions, so a
 	// blend is made once per change, and its plan is cached.
-	blends map[string]blend
+	blends map[blendKey]blend
 
 	// queues mirrors the routes' queue velocities (queue.go).
 	queues map[string]queueSnapshot
@@ -197,7 +216,7 @@ type blend struct {
 
 // New returns a Stats over the bucket; Run keeps it current.
 func New(kv jetstream.KeyValue, log zerolog.Logger) *Stats {
-	return &Stats{kv: kv, log: log, dist: map[string]snapshot{}, blends: map[string]blend{}, queues: map[string]queueSnapshot{},
+	return &Stats{kv: kv, log: log, dist: map[string]snapshot{}, blends: map[blendKey]blend{}, queues: map[string]queueSnapshot{},
 		webhooks: map[string]webhookSnapshot{},
 		pending:  map[string]*batch{}, qpending: map[string]*queueBatch{}, wpending: map[string]*webhookBatch{}}
 }
@@ -205,9 +224,11 @@ func New(kv jetstream.KeyValue, log zerolog.Logger) *Stats {
 // Lookup returns the learned distributions of a route, model and
 // configuration key, each completed by the broader levels while it has
 // fewer than schedule.DefaultMinSamples effective samples (see the package
-// doc); nil when nothing is learned at any level. They must not be
-// modified.
-func (s *Stats) Lookup(route, model, configKey string) (total, run *schedule.Dist) {
+// doc); nil when nothing is learned at any level. With a requested length
+// (> 0; the route's length_from) and a model whose durations were
+// regressed on it, the model's level is its regression's distribution
+// for that length (schedule.Fit.For). They must not be modified.
+func (s *Stats) Lookup(route, model, configKey string, length float64) (total, run *schedule.Dist) {
 	keys := levels(route, model, configKey)
 	var sns [2]snapshot
 	var revs [2]uint64
@@ -216,7 +237,21 @@ func (s *Stats) Lookup(route, model, configKey string) (total, run *schedule.Dis
 		sns[i] = s.dist[k]
 		revs[i] = sns[i].rev
 	}
-	b, ok := s.blends[keys[0]]
+	s.mu.RUnlock()
+	model_ := &sns[len(keys)-1]
+	bk := blendKey{key: keys[0]}
+	if fit := model_.length; length > 0 && fit != nil {
+		if fit.Total.Ready(schedule.DefaultMinSamples) {
+			model_.total = fit.Total.For(length)
+			bk.total = model_.total.ID()
+		}
+		if fit.Run.Ready(schedule.DefaultMinSamples) {
+			model_.run = fit.Run.For(length)
+			bk.run = model_.run.ID()
+		}
+	}
+	s.mu.RLock()
+	b, ok := s.blends[bk]
 	s.mu.RUnlock()
 	if ok && b.revs == revs {
 		return b.total, b.run
@@ -227,10 +262,23 @@ func (s *Stats) Lookup(route, model, configKey string) (total, run *schedule.Dis
 		b.run = withPrior(sns[i].run, b.run)
 	}
 	s.mu.Lock()
-	s.blends[keys[0]] = b
+	if len(s.blends) >= maxBlends {
+		clear(s.blends) // the lengths asked for have changed: start over
+	}
+	s.blends[bk] = b
 	s.mu.Unlock()
 	return b.total, b.run
 }
+
+// blendKey identifies a cached Lookup answer: its narrowest level, and the
+// identities of the length regression's distributions it used, if any.
+type blendKey struct {
+	key        string
+	total, run uint64
+}
+
+// maxBlends bounds the Lookup cache.
+const maxBlends = 1 << 14
 
 // withPrior completes d by prior; either may be nil.
 func withPrior(d, prior *schedule.Dist) *schedule.Dist {
@@ -273,7 +321,8 @@ func (s *Stats) Observe(j *state.Job) {
 	s.observeWebhook(j)
 	s.pmu.Lock()
 	defer s.pmu.Unlock()
-	for i, k := range levels(j.Route, j.Model, j.ConfigKey) {
+	keys := levels(j.Route, j.Model, j.ConfigKey)
+	for i, k := range keys {
 		b := s.pending[k]
 		if b == nil {
 			b = &batch{route: j.Route, model: j.Model, configKey: j.ConfigKey}
@@ -285,6 +334,9 @@ func (s *Stats) Observe(j *state.Job) {
 		b.total = appendBounded(b.total, total)
 		if run > 0 {
 			b.run = appendBounded(b.run, run)
+		}
+		if i == len(keys)-1 && j.Length > 0 && len(b.lengths) < maxPending {
+			b.lengths = append(b.lengths, lengthObs{length: j.Length, total: total, run: run})
 		}
 	}
 }
@@ -359,7 +411,7 @@ func (s *Stats) apply(e jetstream.KeyValueEntry) {
 		s.log.Warn().Err(err).Str("key", e.Key()).Msg("ignoring unreadable learned durations")
 		return
 	}
-	s.install(e.Key(), snapshot{total: &r.Total, run: &r.Run, drift: r.Drift, rev: e.Revision()})
+	s.install(e.Key(), snapshot{total: &r.Total, run: &r.Run, length: r.Length, drift: r.Drift, rev: e.Revision()})
 }
 
 // install keeps sn unless a later revision of the key is already in hand:
@@ -401,6 +453,7 @@ func (s *Stats) requeue(k string, b *batch) {
 		for _, d := range cur.run {
 			b.run = appendBounded(b.run, d)
 		}
+		b.lengths = append(b.lengths, cur.lengths[:min(len(cur.lengths), maxPending-len(b.lengths))]...)
 	}
 	s.pending[k] = b
 }
@@ -429,13 +482,24 @@ func (s *Stats) fold(ctx context.Context, k string, b *batch) error {
 		for _, d := range b.run {
 			r.Run.Observe(d)
 		}
+		if len(b.lengths) > 0 {
+			if r.Length == nil {
+				r.Length = &LengthFit{}
+			}
+			for _, o := range b.lengths {
+				r.Length.Total.Observe(o.length, o.total)
+				if o.run > 0 {
+					r.Length.Run.Observe(o.length, o.run)
+				}
+			}
+		}
 		r.UpdatedAt = time.Now().UTC()
 		return json.Marshal(r)
 	})
 	if err != nil {
 		return err
 	}
-	s.install(k, snapshot{total: &r.Total, run: &r.Run, rev: written, drift: r.Drift})
+	s.install(k, snapshot{total: &r.Total, run: &r.Run, length: r.Length, rev: written, drift: r.Drift})
 	if (was > 0) != (r.Drift > 0) && s.OnDrift != nil {
 		d := Drift{Route: r.Route, Model: r.Model, ConfigKey: r.ConfigKey, Drifting: r.Drift > 0,
 			Ratio: r.Drift, Learned: learned, Recent: seconds(median(r.Recent)), RecentN: len(r.Recent), Rev: written}

@@ -79,7 +79,7 @@ func TestTheFleetLearnsTogether(t *testing.T) {
 	t.Parallel()
 	ss := fleet(t, 3)
 	ctx := context.Background()
-	total, run := ss[0].Lookup("r", "owner/model:v1", "")
+	total, run := ss[0].Lookup("r", "owner/model:v1", "", 0)
 	require.Nil(t, total, "nothing learned yet")
 	require.Nil(t, run)
 
@@ -96,15 +96,15 @@ func TestTheFleetLearnsTogether(t *testing.T) {
 	wg.Wait()
 	for _, s := range ss {
 		require.Eventually(t, func() bool {
-			total, run := s.Lookup("r", "owner/model:v1", "")
+			total, run := s.Lookup("r", "owner/model:v1", "", 0)
 			return total != nil && total.Count() == 120 && run.Count() == 120
 		}, 5*time.Second, 10*time.Millisecond, "no observation lost to a concurrent writer, and all processes see them")
 	}
-	total, run = ss[1].Lookup("r", "owner/model:v1", "")
+	total, run = ss[1].Lookup("r", "owner/model:v1", "", 0)
 	require.InDelta(t, 90, total.Quantile(0.5).Seconds(), 10)
 	require.InDelta(t, 60, run.Quantile(0.5).Seconds(), 7)
 
-	other, _ := ss[1].Lookup("r", "owner/model:v1", "1080p")
+	other, _ := ss[1].Lookup("r", "owner/model:v1", "1080p", 0)
 	require.Equal(t, total.Quantile(0.5), other.Quantile(0.5), "a configuration never seen falls back to its model")
 }
 
@@ -129,21 +129,21 @@ func TestLookupFallsBackAlongTheLevels(t *testing.T) {
 	}
 	s.Flush(ctx)
 
-	own, _ := s.Lookup("r", "m", "1080p")
+	own, _ := s.Lookup("r", "m", "1080p", 0)
 	require.InDelta(t, 200, own.Quantile(0.5).Seconds(), 20, "enough samples: its own")
-	unseen, run := s.Lookup("r", "m", "720p")
+	unseen, run := s.Lookup("r", "m", "720p", 0)
 	require.InDelta(t, 200, unseen.Quantile(0.2).Seconds(), 20, "an unseen configuration: its model's")
 	require.NotNil(t, run)
-	sparse, _ := s.Lookup("r", "m", "4k")
+	sparse, _ := s.Lookup("r", "m", "4k", 0)
 	require.InDelta(t, schedule.DefaultMinSamples, sparse.Weight(), 1e-6)
 	require.InDelta(t, 600, sparse.Quantile(0.95).Seconds(), 60, "its own few samples count")
 	require.Less(t, sparse.Quantile(0.5), 300*time.Second, "completed by its model's history")
-	newModel, _ := s.Lookup("r", "new", "")
+	newModel, _ := s.Lookup("r", "new", "", 0)
 	require.Nil(t, newModel, "a model new to the route: the table, by its own hint, not a mix of other models")
-	none, _ := s.Lookup("elsewhere", "m", "1080p")
+	none, _ := s.Lookup("elsewhere", "m", "1080p", 0)
 	require.Nil(t, none, "nothing learned on another route: the cold-start table")
 
-	again, _ := s.Lookup("r", "m", "4k")
+	again, _ := s.Lookup("r", "m", "4k", 0)
 	require.Same(t, sparse, again, "a blend is made once per change")
 }
 
@@ -157,7 +157,7 @@ func TestKeysAreValidForAnyModelName(t *testing.T) {
 	}
 	ss[0].Flush(context.Background())
 	for _, model := range []string{"owner/name:0123abc", "a b*c>d", "ünïcødé", ""} {
-		total, _ := ss[0].Lookup("r", model, "")
+		total, _ := ss[0].Lookup("r", model, "", 0)
 		require.NotNil(t, total, model)
 		require.Equal(t, uint64(1), total.Count())
 	}
@@ -218,7 +218,7 @@ func TestDriftIsToldOnceAndEndsOnceFollowed(t *testing.T) {
 	require.False(t, drifts()[1].Drifting)
 	require.Contains(t, drifts()[1].Sentence(), "back within")
 	require.Eventually(t, func() bool { return ss[0].Drift("r") == 1 }, 5*time.Second, 10*time.Millisecond)
-	total, _ := ss[0].Lookup("r", "owner/model:v1", "")
+	total, _ := ss[0].Lookup("r", "owner/model:v1", "", 0)
 	require.InDelta(t, 120, total.Quantile(0.5).Seconds(), 15, "the learned median followed")
 }
 
@@ -248,7 +248,7 @@ func TestQueueVelocityIsLearnedFleetWide(t *testing.T) {
 	require.Eventually(t, func() bool { return math.Abs(ss[0].QueueRate("other")-100.0/60) < 0.01 }, 5*time.Second, 10*time.Millisecond,
 		"another route's rate, written by the other process, seen through the watch")
 	require.Zero(t, ss[0].QueueRate("none"))
-	total, _ := ss[0].Lookup("r", "owner/model:v1", "")
+	total, _ := ss[0].Lookup("r", "owner/model:v1", "", 0)
 	require.Nil(t, total, "a queue record is no duration record")
 }
 
@@ -371,4 +371,40 @@ func TestWebhookReliabilityIsLearnedFleetWide(t *testing.T) {
 	}
 	miss, _ = ss[0].Webhook("other")
 	require.Zero(t, miss, "another route, too few jobs")
+}
+
+// On a route with length_from, a model's durations are regressed on the
+// length its jobs ask for: a job of a length seldom or never seen gets a
+// distribution around its own expected time, while one of unknown length
+// (and the model page, asking with none) gets the model's mix.
+func TestLookupRegressesOnLength(t *testing.T) {
+	t.Parallel()
+	ss := fleet(t, 2)
+	r := rand.New(rand.NewPCG(3, 4))
+	for i := range 300 {
+		l := float64(2 + i%5*2) // 2, 4, 6, 8, 10 s of video
+		T := time.Duration((20 + 12*l) * math.Exp(0.15*r.NormFloat64()) * float64(time.Second))
+		j := finished(state.Succeeded, T, T-5*time.Second)
+		j.Length = l
+		ss[i%2].Observe(j)
+		if i%50 == 49 {
+			ss[0].Flush(context.Background())
+			ss[1].Flush(context.Background())
+		}
+	}
+	for _, s := range ss {
+		require.Eventually(t, func() bool {
+			total, _ := s.Lookup("r", "owner/model:v1", "", 20)
+			return total != nil && math.Abs(total.Quantile(0.5).Seconds()-260) < 30
+		}, 5*time.Second, 10*time.Millisecond, "20 s, never seen: 20 + 12·20 = 260 s")
+	}
+	for l, want := range map[float64]float64{2: 44, 10: 140} {
+		total, run := ss[0].Lookup("r", "owner/model:v1", "", l)
+		require.InDelta(t, want, total.Quantile(0.5).Seconds(), want*0.12, "length %v", l)
+		require.InDelta(t, want-5, run.Quantile(0.5).Seconds(), want*0.12, "length %v: run time too", l)
+		spread := total.Quantile(0.9).Seconds() / total.Quantile(0.1).Seconds()
+		require.Less(t, spread, 1.8, "length %v: the model's own spread (σ 0.15), not the mix of lengths", l)
+	}
+	mix, _ := ss[0].Lookup("r", "owner/model:v1", "", 0)
+	require.Greater(t, mix.Quantile(0.9).Seconds()/mix.Quantile(0.1).Seconds(), 2.0, "unknown length: the mix")
 }

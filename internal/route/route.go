@@ -77,6 +77,9 @@ type Route struct {
 	// SettingsFrom names the input fields a submission's configuration
 	// key is made of when it gives none (see ConfigKey).
 	SettingsFrom []string
+	// LengthFrom names the input field of a job's requested output length
+	// (see Length).
+	LengthFrom string
 	// Partitions is how many consumers share the route's checks.
 	Partitions int
 	// CallTimeout bounds one provider call (0: the service's default).
@@ -288,6 +291,7 @@ func New(name string, a provider.Adapter, rc config.Route, scale float64) (*Rout
 		StatusWorkers:    cmp.Or(rc.Workers.Status, DefaultStatusWorkers),
 		NotFoundLimit:    cmp.Or(rc.NotFoundLimit, DefaultNotFoundLimit),
 		SettingsFrom:     slices.Clone(rc.SettingsFrom),
+		LengthFrom:       rc.LengthFrom,
 		CancelOnDeadline: rc.CancelOnDeadline == nil || *rc.CancelOnDeadline,
 		Partitions:       max(rc.Partitions, 1),
 		CallTimeout:      rc.CallTimeout,
@@ -350,6 +354,40 @@ func (r *Route) ConfigKey(given string, input json.RawMessage) string {
 	return key
 }
 
+// Length is the output length in seconds a submission's input asks for:
+// the value of the route's LengthFrom field, a number or a string holding
+// one with an optional "s" ("5", "5s", "5.5 s"); 0 when the route names
+// no field, or the field is missing, not a number, or not within
+// (0, 1e6).
+func (r *Route) Length(input json.RawMessage) float64 {
+	if r.LengthFrom == "" {
+		return 0
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(input, &fields) != nil {
+		return 0
+	}
+	var v any
+	if json.Unmarshal(fields[r.LengthFrom], &v) != nil {
+		return 0
+	}
+	var x float64
+	switch t := v.(type) {
+	case float64:
+		x = t
+	case string:
+		f, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(t), "s")), 64)
+		if err != nil {
+			return 0
+		}
+		x = f
+	}
+	if !(x > 0 && x < 1e6) {
+		return 0
+	}
+	return x
+}
+
 // maxConfigKey is the longest configuration key the contract allows.
 const maxConfigKey = 64
 
@@ -388,7 +426,7 @@ func settingValue(raw json.RawMessage) string {
 // when none are learned), and the route's webhook miss chance and
 // lateness (a miss of 0 when unknown).
 type Learned interface {
-	Lookup(route, model, configKey string) (total, run *schedule.Dist)
+	Lookup(route, model, configKey string, length float64) (total, run *schedule.Dist)
 	Webhook(route string) (miss float64, late time.Duration)
 }
 
@@ -434,7 +472,7 @@ func (r *Route) ScheduleJob(ps *events.PollState, now time.Time, h Hints, learne
 		sj.Phase = schedule.PhaseRunning
 	}
 	if learned != nil {
-		sj.Learned, sj.LearnedRun = learned.Lookup(r.Name, ps.Model, ps.ConfigKey)
+		sj.Learned, sj.LearnedRun = learned.Lookup(r.Name, ps.Model, ps.ConfigKey, ps.Length)
 		if sj.WebhookExpected {
 			sj.WebhookMiss, sj.WebhookLate = learned.Webhook(r.Name)
 		}

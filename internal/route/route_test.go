@@ -105,7 +105,9 @@ func TestAnAnswersHintsReachTheSchedule(t *testing.T) {
 // and a webhook miss chance for route "r".
 type fakeLearned struct{ total *schedule.Dist }
 
-func (f fakeLearned) Lookup(string, string, string) (total, run *schedule.Dist) { return f.total, nil }
+func (f fakeLearned) Lookup(string, string, string, float64) (total, run *schedule.Dist) {
+	return f.total, nil
+}
 func (fakeLearned) Webhook(route string) (float64, time.Duration) {
 	if route == "r" {
 		return 0.1, 2 * time.Second
@@ -130,6 +132,21 @@ func TestWhatTheFleetLearnedReachesTheSchedule(t *testing.T) {
 	ps.Webhook = false
 	sj = r.ScheduleJob(ps, now, route.Hints{}, fakeLearned{&d})
 	require.Zero(t, sj.WebhookMiss, "no webhook expected: nothing to miss")
+}
+
+// A route's length_from reads a submission's requested output length:
+// a number, or a string holding one; anything else is unknown.
+func TestLengthFromInput(t *testing.T) {
+	t.Parallel()
+	r := &route.Route{LengthFrom: "duration"}
+	for input, want := range map[string]float64{
+		`{"duration":10}`: 10, `{"duration":"5"}`: 5, `{"duration":"5.5 s"}`: 5.5, `{"duration":"5s"}`: 5,
+		`{"duration":0}`: 0, `{"duration":-3}`: 0, `{"duration":"ten"}`: 0, `{"duration":1e9}`: 0,
+		`{"duration":[5]}`: 0, `{"seconds":5}`: 0, `not json`: 0, `{"duration":null}`: 0,
+	} {
+		require.Equal(t, want, r.Length(json.RawMessage(input)), input)
+	}
+	require.Zero(t, (&route.Route{}).Length(json.RawMessage(`{"duration":10}`)), "no length_from: unknown")
 }
 
 // A route's settings_from makes a configuration key of a submission's

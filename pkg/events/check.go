@@ -39,9 +39,10 @@ type PollState struct {
 	// RemoteID and Ref reach the job at its provider.
 	RemoteID string          `json:"remote_id"`
 	Ref      json.RawMessage `json:"ref,omitempty"`
-	// Model and ConfigKey pick the learned durations.
-	Model     string `json:"model"`
-	ConfigKey string `json:"config_key,omitempty"`
+	// Model, ConfigKey and Length pick the learned durations.
+	Model     string  `json:"model"`
+	ConfigKey string  `json:"config_key,omitempty"`
+	Length    float64 `json:"length_s,omitempty"`
 	// State, Raw, Progress and QueuePosition are what the provider said
 	// last.
 	State         state.State `json:"state"`
@@ -81,7 +82,7 @@ type PollState struct {
 // PollStateOf is job j's poll state as its record has it.
 func PollStateOf(j *state.Job) *PollState {
 	return &PollState{
-		RemoteID: j.RemoteID, Ref: j.ProviderRef, Model: j.Model, ConfigKey: j.ConfigKey,
+		RemoteID: j.RemoteID, Ref: j.ProviderRef, Model: j.Model, ConfigKey: j.ConfigKey, Length: j.Length,
 		State: j.State, Raw: j.ProviderStatus, Progress: j.Progress, QueuePosition: j.QueuePosition,
 		CreatedAt: j.CreatedAt, SubmittedAt: j.SubmittedAt, StartedAt: j.StartedAt, Deadline: j.Deadline,
 		Expected: j.ExpectedDuration, Webhook: j.WebhookExpected, CancelRequestedAt: j.CancelRequestedAt,
@@ -94,7 +95,7 @@ func PollStateOf(j *state.Job) *PollState {
 // state machine to apply an observation to (see state.Job.Apply).
 func (p *PollState) Job(id, route string) *state.Job {
 	return &state.Job{
-		ID: id, Route: route, Model: p.Model, ConfigKey: p.ConfigKey, RemoteID: p.RemoteID, ProviderRef: p.Ref,
+		ID: id, Route: route, Model: p.Model, ConfigKey: p.ConfigKey, Length: p.Length, RemoteID: p.RemoteID, ProviderRef: p.Ref,
 		State: p.State, ProviderStatus: p.Raw, Progress: p.Progress, QueuePosition: p.QueuePosition,
 		CreatedAt: p.CreatedAt, SubmittedAt: p.SubmittedAt, StartedAt: p.StartedAt, Deadline: p.Deadline,
 		ExpectedDuration: p.Expected, WebhookExpected: p.Webhook, CancelRequestedAt: p.CancelRequestedAt,

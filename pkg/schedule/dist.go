@@ -83,6 +83,10 @@ func (d *Dist) Weight() float64 { return d.sum }
 // Count is the number of observations ever made.
 func (d *Dist) Count() uint64 { return d.n }
 
+// ID identifies the Dist's contents: equal IDs, equal distributions (the
+// key its plans are cached by).
+func (d *Dist) ID() uint64 { return d.id }
+
 // Survival is the share of jobs still unfinished after t: P(T > t). An
 // empty Dist returns 1.
 func (d *Dist) Survival(t time.Duration) float64 {

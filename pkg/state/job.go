@@ -81,6 +81,10 @@ type Job struct {
 	// ConfigKey optionally refines the model for learned statistics (for
 	// example a resolution or clip length).
 	ConfigKey string `json:"config_key,omitempty"`
+	// Length is the output length, in seconds, the submission asked for
+	// (the value of its route's length_from input field); 0 when unknown.
+	// The model's learned durations are regressed on it.
+	Length float64 `json:"length_s,omitempty"`
 	// RemoteID is the provider's id for the job; empty until submitted.
 	RemoteID string `json:"remote_id,omitempty"`
 	// ProviderRef is what the provider's adapter keeps to reach the job
