@@ -7,13 +7,15 @@
 // A job is accepted at Submit, queued for Queue seconds, then running until
 // its terminal state Duration seconds after Submit. Jobs come from the
 // built-in workloads (Workloads: lognormal of three spreads, bimodal, heavy
-// tailed, a mid-run slowdown, early failures; each with a lognormal queue
-// wait and Poisson arrivals), from a CSV trace (ReadTrace, WriteTrace), or
-// from the fleet's own finished jobs (ReadFleet: the jobs bucket read
-// through its owner, internal/jobs; the jobs learn.Durations learns from,
-// in submit order). A poll at t
-// sees the job queued, running or terminal; the simulated provider reports
-// a running job's start time, as Replicate does.
+// tailed, a mid-run slowdown, early failures, a long queue, progress
+// reported; each with a lognormal queue wait and Poisson arrivals; and
+// mixed, six models interleaved, a sixth of the jobs each), from a CSV
+// trace (ReadTrace, WriteTrace), or from the fleet's own finished jobs
+// (ReadFleet: the jobs bucket read through its owner, internal/jobs; the
+// jobs learn.Durations learns from, in submit order). A poll at t sees the
+// job queued, running or terminal; the simulated provider reports a
+// running job's start time, as Replicate does, and with
+// Job.ProgressStep its completed share, in steps.
 //
 // # Strategies
 //
@@ -22,7 +24,9 @@
 //     completions it has detected by then — never from the future. It is
 //     handed a fresh copy of the learned Dists every Config.Refresh (16)
 //     completions of the model; refreshing after every completion changes
-//     the scores by under 0.3% and takes several times longer.
+//     the scores by under 0.3% and takes several times longer. It is told
+//     what the provider reported of a running job: its start, and its
+//     progress where reported.
 //   - seed-table: the same policy's cold start, never learning.
 //   - fixed:<s>: one poll every s seconds (the SDKs: 0.5–1 s).
 //   - google: 1 s ×1.5 up to 20 s, full jitter (uniform from 0).
@@ -30,6 +34,10 @@
 //   - optimal: the Plan of the model's true distribution (every job's
 //     duration in the run), without jitter or per-job signals: the best a
 //     poller without per-job signals can do.
+//
+// Every strategy draws its randomness from a stream of its own per model
+// (of the seed, the strategy and the model's name), and adaptive learns
+// each model apart: a model's figures in a mix are those it has alone.
 //
 // seed-table and adaptive's cold start get the model's median duration as
 // the submission's expected duration, an accurate hint. The policy's

@@ -1,6 +1,7 @@
 package simulate
 
 import (
+	"hash/fnv"
 	"math/rand/v2"
 	"slices"
 	"sort"
@@ -25,6 +26,7 @@ type model struct {
 	durations []float64 // every job's, sorted
 	median    float64
 	scored    []int // indexes of the jobs scored: all but the first Warmup
+	progress  bool  // some job reports its progress
 }
 
 func newRun(jobs []Job, cfg Config) *run {
@@ -43,6 +45,7 @@ func newRun(jobs []Job, cfg Config) *run {
 			md.scored = append(md.scored, i)
 		}
 		md.durations = append(md.durations, jobs[i].Duration)
+		md.progress = md.progress || jobs[i].ProgressStep > 0
 	}
 	for m := range r.models {
 		md := &r.models[m]
@@ -77,7 +80,20 @@ type outcome struct {
 // instant, so a learning strategy knows exactly the completions detected
 // before each decision, and nothing later.
 func (r *run) simulate(s Strategy, knobs []float64) outcome {
-	return r.replay(r.newPoller(s, knobs, rand.New(rand.NewPCG(r.cfg.Seed, uint64(s.kind)))))
+	return r.replay(r.newPoller(s, knobs, r.rands(s)))
+}
+
+// rands are a strategy's random streams, one a model, each a function of
+// the seed, the strategy and the model's name alone: a model's figures are
+// the same whether it runs alone or in a mix.
+func (r *run) rands(s Strategy) []*rand.Rand {
+	rs := make([]*rand.Rand, len(r.models))
+	for m := range rs {
+		h := fnv.New64a()
+		h.Write([]byte(r.models[m].name))
+		rs[m] = rand.New(rand.NewPCG(r.cfg.Seed, uint64(s.kind)^h.Sum64()))
+	}
+	return rs
 }
 
 // replay runs one poller over all the jobs.
@@ -106,10 +122,14 @@ func (r *run) replay(p poller) outcome {
 		if now < j.Submit+j.Queue {
 			phase = schedule.PhaseQueued
 		}
-		if phase == st.phase {
+		progress := 0.0
+		if phase == schedule.PhaseRunning {
+			progress = j.progressAt(i, now)
+		}
+		if phase == st.phase && progress == st.progress {
 			st.unchanged++
 		} else {
-			st.phase, st.unchanged = phase, 0
+			st.phase, st.progress, st.unchanged = phase, progress, 0
 		}
 		q.push(event{at: now + p.next(i, st, now), job: e.job})
 	}

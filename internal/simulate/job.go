@@ -26,6 +26,40 @@ type Job struct {
 	// Outcome is the terminal state: succeeded, failed or canceled. Every
 	// outcome is detected the same way.
 	Outcome string
+	// ProgressStep, when above 0, is the step in which the provider
+	// reports a running job's completed share (0.05: 0%, 5%, … 95%): its
+	// elapsed share of the run time, give or take progressNoise, rounded
+	// down to the step. 0 reports none; a trace reports none.
+	ProgressStep float64
+}
+
+// progressNoise is how far, at most, a reported completed share strays
+// from the elapsed share of the run time, before it is rounded down to the
+// step.
+const progressNoise = 0.03
+
+// progressAt is the completed share the provider reports at now for job
+// i, running then; 0 is none (as for schedule.Job.Progress). The noise is
+// a function of the job and the instant, the same for every strategy.
+func (j *Job) progressAt(i int, now float64) float64 {
+	if j.ProgressStep <= 0 {
+		return 0
+	}
+	f := (now - j.Submit - j.Queue) / (j.Duration - j.Queue)
+	f += progressNoise * (2*unitHash(uint64(i), math.Float64bits(now)) - 1)
+	f = math.Floor(f/j.ProgressStep+1e-9) * j.ProgressStep
+	return min(max(f, 0), 1-j.ProgressStep)
+}
+
+// unitHash maps two words to [0, 1) (splitmix64's finaliser).
+func unitHash(a, b uint64) float64 {
+	x := a*0x9e3779b97f4a7c15 ^ b
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return float64(x>>11) / (1 << 53)
 }
 
 // end is when the job reaches its terminal state.

@@ -63,6 +63,9 @@ type ModelInfo struct {
 	Jobs   int     // all of the model's jobs
 	Scored int     // those after the warm-up
 	Median float64 // of the durations, seconds
+	// Progress is true when the provider reports the model's jobs'
+	// progress: a signal the optimal frontier, without any, lacks.
+	Progress bool
 }
 
 // Match is adaptive against seed-table on one model, with adaptive's poll
@@ -140,7 +143,7 @@ func Run(jobs []Job, strategies []Strategy, cfg Config) (*Result, error) {
 		if len(md.scored) == 0 {
 			return nil, fmt.Errorf("simulate: model %s has no jobs after the warm-up of %d", md.name, cfg.Warmup)
 		}
-		res.Models = append(res.Models, ModelInfo{Name: md.name, Jobs: len(md.durations), Scored: len(md.scored), Median: md.median})
+		res.Models = append(res.Models, ModelInfo{Name: md.name, Jobs: len(md.durations), Scored: len(md.scored), Median: md.median, Progress: md.progress})
 	}
 
 	// Every run of a strategy at one setting for all models, in parallel.

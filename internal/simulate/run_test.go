@@ -144,3 +144,78 @@ func TestWritePlot(t *testing.T) {
 	require.Equal(t, 2*7, polylines)
 	require.ErrorContains(t, WritePlot(io.Discard, &Result{}), "no sweeps")
 }
+
+// In a mix, each model is learned and scored on its own: its figures are
+// those of its jobs run alone, for a learning strategy and a randomised
+// one alike.
+func TestMixScoresEachModelApart(t *testing.T) {
+	t.Parallel()
+	w, _ := LookupWorkload("mixed")
+	jobs := w.Jobs(1800, 3)
+	strategies := []Strategy{{Name: "adaptive", kind: adaptive}, {Name: "google", kind: google}, {Name: "optimal", kind: optimal}}
+	mix, err := Run(jobs, strategies, Config{Warmup: 50})
+	require.NoError(t, err)
+	require.Len(t, mix.Models, 6)
+	for _, md := range mix.Models {
+		require.Equal(t, 300, md.Jobs, md.Name)
+		require.Equal(t, 250, md.Scored, md.Name)
+		var own []Job
+		for _, j := range jobs {
+			if j.Model == md.Name {
+				own = append(own, j)
+			}
+		}
+		alone, err := Run(own, strategies, Config{Warmup: 50})
+		require.NoError(t, err)
+		for _, s := range strategies {
+			require.Equal(t, score(t, alone, md.Name, s.Name), score(t, mix, md.Name, s.Name), "%s, %s", md.Name, s.Name)
+		}
+	}
+}
+
+// The provider's progress reaches adaptive's policy: on the progress
+// workload it polls far less, and finds jobs sooner, than on the same
+// jobs without progress.
+func TestProgressHelpsAdaptive(t *testing.T) {
+	t.Parallel()
+	w, _ := LookupWorkload("progress")
+	jobs := w.Jobs(1500, 2)
+	silent := slices.Clone(jobs)
+	for i := range silent {
+		silent[i].ProgressStep = 0
+	}
+	strategies := []Strategy{{Name: "adaptive", kind: adaptive}, {Name: "optimal", kind: optimal}}
+	with, err := Run(jobs, strategies, Config{Warmup: 100})
+	require.NoError(t, err)
+	without, err := Run(silent, strategies, Config{Warmup: 100})
+	require.NoError(t, err)
+	require.True(t, with.Models[0].Progress)
+	require.False(t, without.Models[0].Progress)
+	a, b := score(t, with, "progress", "adaptive"), score(t, without, "progress", "adaptive")
+	require.Less(t, a.PollsPerJob, 0.8*b.PollsPerJob)
+	require.Less(t, a.MeanDelayS, b.MeanDelayS)
+	require.Less(t, *a.Ratio, 0.8, "below the frontier of a poller without signals")
+	require.Equal(t, score(t, with, "progress", "optimal"), score(t, without, "progress", "optimal"), "optimal has no signals")
+}
+
+// adaptive's target is 1.10× of the frontier, and below it where the
+// provider reports progress, a signal the frontier lacks.
+func TestTargetRow(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		ratio    float64
+		progress bool
+		want     string
+	}{
+		{1.08, false, "ok"}, {1.12, false, "miss"}, {0.97, true, "ok"}, {1.02, true, "miss"},
+	} {
+		ratio := tc.ratio
+		res := &Result{
+			Models:  []ModelInfo{{Name: "m", Progress: tc.progress}},
+			Scores:  []Score{{Strategy: "adaptive", Model: "m", Ratio: &ratio}},
+			Matches: []Match{{Model: "m"}},
+		}
+		fields := strings.Split(targetRow(res, res.Models[0]), "\t")
+		require.Equal(t, tc.want, fields[2], "%+v", tc)
+	}
+}

@@ -87,6 +87,7 @@ type jobState struct {
 	polls     int32
 	unchanged int32
 	phase     schedule.Phase
+	progress  float64 // the completed share the provider last reported; 0 none
 }
 
 // epoch anchors virtual time for schedule.Job's timestamps.
@@ -99,8 +100,8 @@ func unif(r *rand.Rand, lo, hi float64) float64 { return lo + (hi-lo)*r.Float64(
 
 // newPoller makes the poller of a strategy for one run; knobs[m] is model
 // m's setting: the poll cost in seconds (adaptive, optimal) or a factor on
-// every delay.
-func (r *run) newPoller(s Strategy, knobs []float64, rnd *rand.Rand) poller {
+// every delay, and rnd[m] its random stream.
+func (r *run) newPoller(s Strategy, knobs []float64, rnd []*rand.Rand) poller {
 	switch s.kind {
 	case adaptive, seedTable:
 		pp := &policyPoller{r: r, rnd: rnd, p: make([]schedule.Policy, len(r.models)), factor: knobs}
@@ -133,9 +134,9 @@ func (r *run) newPoller(s Strategy, knobs []float64, rnd *rand.Rand) poller {
 type policyPoller struct {
 	r      *run
 	p      []schedule.Policy // by model
-	rnd    *rand.Rand
-	factor []float64 // by model; nil: 1
-	learn  []learner // by model; nil: the cold start only
+	rnd    []*rand.Rand      // by model
+	factor []float64         // by model; nil: 1
+	learn  []learner         // by model; nil: the cold start only
 }
 
 // learner is one model's learned distributions. The policy sees a copy
@@ -160,9 +161,10 @@ func (pp *policyPoller) next(i int, st *jobState, now float64) float64 {
 		sj.Learned, sj.LearnedRun = &l.seenTotal, &l.seenRun
 		if st.phase == schedule.PhaseRunning {
 			sj.StartedAt = at(j.Submit + j.Queue) // the provider's timestamp
+			sj.Progress = st.progress
 		}
 	}
-	d := secs(pp.p[m].Next(sj, pp.rnd))
+	d := secs(pp.p[m].Next(sj, pp.rnd[m]))
 	if pp.factor != nil {
 		d *= pp.factor[m]
 	}
@@ -202,8 +204,8 @@ func (*planPoller) done(int) {}
 type backoffPoller struct {
 	r      *run
 	s      Strategy
-	factor []float64 // by model
-	rnd    *rand.Rand
+	factor []float64    // by model
+	rnd    []*rand.Rand // by model
 }
 
 // Google's LRO polling and Smithy's waiters, as the SDKs define them.
@@ -217,20 +219,22 @@ const (
 var smithyCeiling = int32(math.Log2(smithyMax/smithyMin) + 1)
 
 func (bp *backoffPoller) next(i int, st *jobState, _ float64) float64 {
+	m := bp.r.model[i]
+	rnd := bp.rnd[m]
 	var d float64
 	switch bp.s.kind {
 	case fixed:
 		d = bp.s.every
 	case google: // full jitter: uniform in [0, min(max, initial·factor^n)]
-		d = bp.rnd.Float64() * min(googleMax, googleInitial*math.Pow(googleFactor, float64(st.polls)))
+		d = rnd.Float64() * min(googleMax, googleInitial*math.Pow(googleFactor, float64(st.polls)))
 	case smithy: // attempt a ≥ 1: uniform in [min, min·2^(a−1)], max past the ceiling
 		hi := smithyMax
 		if a := st.polls + 1; a <= smithyCeiling {
 			hi = smithyMin * math.Exp2(float64(a-1))
 		}
-		d = unif(bp.rnd, smithyMin, hi)
+		d = unif(rnd, smithyMin, hi)
 	}
-	return d * bp.factor[bp.r.model[i]]
+	return d * bp.factor[m]
 }
 
 func (*backoffPoller) done(int) {}

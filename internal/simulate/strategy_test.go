@@ -56,7 +56,7 @@ func delays(t *testing.T, name string, n int32) []float64 {
 	s, err := ParseStrategy(name)
 	require.NoError(t, err)
 	r := oneModel(1)
-	p := r.newPoller(s, r.same(1), rand.New(rand.NewPCG(1, 2)))
+	p := r.newPoller(s, r.same(1), []*rand.Rand{rand.New(rand.NewPCG(1, 2))})
 	ds := make([]float64, 20000)
 	for i := range ds {
 		ds[i] = p.next(0, &jobState{polls: n}, 0)
@@ -102,7 +102,7 @@ func TestSeedTableIsThePolicyColdStart(t *testing.T) {
 	t.Parallel()
 	r := oneModel(30, 60, 90)
 	s, _ := ParseStrategy("seed-table")
-	p := r.newPoller(s, r.same(1), rand.New(rand.NewPCG(9, 9)))
+	p := r.newPoller(s, r.same(1), []*rand.Rand{rand.New(rand.NewPCG(9, 9))})
 	mirror := rand.New(rand.NewPCG(9, 9))
 	policy := schedule.Policy{}
 	for polls := range int32(8) {
@@ -128,4 +128,30 @@ func TestOptimalFollowsThePlanOfTheTruth(t *testing.T) {
 	require.Equal(t, 1.0, r.models[0].survival(0))
 	require.InDelta(t, 4.0/7, r.models[0].survival(dur(70)), 1e-12, "P(T > 70)")
 	require.Zero(t, r.models[0].survival(dur(110)))
+}
+
+// adaptive hands the policy what the provider reported of a running job:
+// its start and its progress; seed-table, the cold start, neither.
+func TestAdaptiveIsGivenProgress(t *testing.T) {
+	t.Parallel()
+	r := newRun([]Job{{Model: "m", Submit: 100, Queue: 5, Duration: 125, Outcome: "succeeded", ProgressStep: 0.05}}, Config{}.withDefaults())
+	st := &jobState{polls: 2, phase: schedule.PhaseRunning, progress: 0.4}
+	policy := schedule.Policy{}
+	for _, tc := range []struct {
+		name string
+		sj   schedule.Job
+	}{
+		{"adaptive", schedule.Job{Now: at(113), Submitted: at(100), Phase: schedule.PhaseRunning, Polls: 2, Expected: dur(125),
+			StartedAt: at(105), Progress: 0.4, Learned: &schedule.Dist{}, LearnedRun: &schedule.Dist{}}},
+		{"seed-table", schedule.Job{Now: at(113), Submitted: at(100), Phase: schedule.PhaseRunning, Polls: 2, Expected: dur(125)}},
+	} {
+		s, _ := ParseStrategy(tc.name)
+		p := r.newPoller(s, r.same(r.cfg.knob(s)), []*rand.Rand{rand.New(rand.NewPCG(3, 3))})
+		want := policy.Next(tc.sj, rand.New(rand.NewPCG(3, 3)))
+		require.InDelta(t, want.Seconds(), p.next(0, st, 113), 1e-9, tc.name)
+	}
+	// 8 s run, 40% done: about 12 s left, polled around it.
+	s, _ := ParseStrategy("adaptive")
+	p := r.newPoller(s, r.same(2), []*rand.Rand{rand.New(rand.NewPCG(3, 3))})
+	require.InDelta(t, 12, p.next(0, st, 113), 4)
 }

@@ -1,6 +1,7 @@
 package simulate
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -8,9 +9,11 @@ import (
 	"strings"
 )
 
-// Workload is a built-in synthetic workload of one model.
+// Workload is a built-in synthetic workload: one model, or a mix of
+// several.
 type Workload struct {
-	// Name identifies the workload; it is also its model's name.
+	// Name identifies the workload; it is also its model's name (a mix's
+	// models are named Name/part).
 	Name string
 	// About describes the distribution in a line.
 	About string
@@ -20,6 +23,13 @@ type Workload struct {
 	// queue draws one job's wait in the provider's queue; nil is the
 	// shared lognormal wait (queueMedian, queueSigma).
 	queue func(rnd *rand.Rand) float64
+	// parts, for a mix, are the workloads whose jobs it interleaves: each
+	// gets an equal share of the jobs, arriving as its own Poisson
+	// process, so the mix arrives at a single workload's rate.
+	parts []Workload
+	// progress is the step of the completed share the provider reports
+	// while a job runs (Job.ProgressStep); 0 reports none.
+	progress float64
 }
 
 // Arrivals and queueing shared by the built-in workloads: jobs arrive as a
@@ -43,38 +53,52 @@ func Workloads() []Workload {
 	ln := func(median, sigma float64) func(*rand.Rand, int, int) (float64, string) {
 		return func(rnd *rand.Rand, _, _ int) (float64, string) { return succeeded(lognormal(rnd, median, sigma)) }
 	}
-	return []Workload{
-		{"lognormal-0.25", "run time lognormal, median 90 s, σ 0.25 (a steady model)", ln(90, 0.25), nil},
-		{"lognormal-0.5", "run time lognormal, median 90 s, σ 0.5", ln(90, 0.5), nil},
-		{"lognormal-1", "run time lognormal, median 90 s, σ 1 (spread over a decade)", ln(90, 1), nil},
-		{"bimodal", "60% lognormal median 30 s, 40% median 240 s, σ 0.2 (two resolutions under one model)",
-			func(rnd *rand.Rand, _, _ int) (float64, string) {
+	ws := []Workload{
+		{Name: "lognormal-0.25", About: "run time lognormal, median 90 s, σ 0.25 (a steady model)", run: ln(90, 0.25)},
+		{Name: "lognormal-0.5", About: "run time lognormal, median 90 s, σ 0.5", run: ln(90, 0.5)},
+		{Name: "lognormal-1", About: "run time lognormal, median 90 s, σ 1 (spread over a decade)", run: ln(90, 1)},
+		{Name: "bimodal", About: "60% lognormal median 30 s, 40% median 240 s, σ 0.2 (two resolutions under one model)",
+			run: func(rnd *rand.Rand, _, _ int) (float64, string) {
 				if rnd.Float64() < 0.6 {
 					return succeeded(lognormal(rnd, 30, 0.2))
 				}
 				return succeeded(lognormal(rnd, 240, 0.2))
-			}, nil},
-		{"heavy-tail", "run time Pareto, minimum 30 s, α 1.5, cut at 30 min (median 48 s, p99 11 min)",
-			func(rnd *rand.Rand, _, _ int) (float64, string) {
+			}},
+		{Name: "heavy-tail", About: "run time Pareto, minimum 30 s, α 1.5, cut at 30 min (median 48 s, p99 11 min)",
+			run: func(rnd *rand.Rand, _, _ int) (float64, string) {
 				return succeeded(min(30*math.Pow(1-rnd.Float64(), -1/1.5), 1800))
-			}, nil},
-		{"slowdown", "lognormal σ 0.35, median 60 s for the first half of the jobs, then 150 s",
-			func(rnd *rand.Rand, i, n int) (float64, string) {
+			}},
+		{Name: "slowdown", About: "lognormal σ 0.35, median 60 s for the first half of the jobs, then 150 s",
+			run: func(rnd *rand.Rand, i, n int) (float64, string) {
 				if i < n/2 {
 					return succeeded(lognormal(rnd, 60, 0.35))
 				}
 				return succeeded(lognormal(rnd, 150, 0.35))
-			}, nil},
-		{"early-failures", "20% fail a lognormal 6 s (σ 0.5) after they start; the rest run lognormal median 120 s, σ 0.3",
-			func(rnd *rand.Rand, _, _ int) (float64, string) {
+			}},
+		{Name: "early-failures", About: "20% fail a lognormal 6 s (σ 0.5) after they start; the rest run lognormal median 120 s, σ 0.3",
+			run: func(rnd *rand.Rand, _, _ int) (float64, string) {
 				if rnd.Float64() < 0.2 {
 					return lognormal(rnd, 6, 0.5), "failed"
 				}
 				return succeeded(lognormal(rnd, 120, 0.3))
-			}, nil},
-		{"long-queue", "a queue wait exponential with mean 60 s, then run time lognormal median 180 s, σ 0.3; the provider reports queued, then running",
-			ln(180, 0.3), func(rnd *rand.Rand) float64 { return rnd.ExpFloat64() * 60 }},
+			}},
+		{Name: "long-queue", About: "a queue wait exponential with mean 60 s, then run time lognormal median 180 s, σ 0.3; the provider reports queued, then running",
+			run: ln(180, 0.3), queue: func(rnd *rand.Rand) float64 { return rnd.ExpFloat64() * 60 }},
 	}
+	ws = append(ws, Workload{Name: "progress", About: "run time lognormal, median 120 s, σ 0.5; the provider reports progress while running, in 5% steps, the share of the run time elapsed ±3%",
+		run: ln(120, 0.5), progress: 0.05})
+	find := func(name string) Workload {
+		return ws[slices.IndexFunc(ws, func(w Workload) bool { return w.Name == name })]
+	}
+	// fast is an image model: seconds of run time after the shared queue
+	// wait. It runs only in the mix.
+	fast := Workload{Name: "fast", About: "run time lognormal, median 20 s, σ 0.3", run: ln(20, 0.3)}
+	ws = append(ws, Workload{
+		Name:  "mixed",
+		About: "six models in one run, a sixth of the jobs each, each learned and scored on its own: fast (run time lognormal median 20 s, σ 0.3), long-queue, bimodal, heavy-tail, slowdown, early-failures",
+		parts: []Workload{fast, find("long-queue"), find("bimodal"), find("heavy-tail"), find("slowdown"), find("early-failures")},
+	})
+	return ws
 }
 
 // WorkloadNames lists the built-in workloads' names.
@@ -95,13 +119,32 @@ func LookupWorkload(name string) (Workload, error) {
 	return Workload{}, fmt.Errorf("unknown workload %q; built-in: %s", name, strings.Join(WorkloadNames(), ", "))
 }
 
-// Jobs draws n jobs of the workload, reproducibly from seed.
+// Jobs draws n jobs of the workload, reproducibly from seed. A mix's n
+// jobs are shared equally among its parts (the first n mod parts get one
+// more), each part's arriving as its own Poisson process at 1/parts of
+// the rate, and are returned in submit order.
 func (w Workload) Jobs(n int, seed uint64) []Job {
-	rnd := rand.New(rand.NewPCG(seed, 0x5eed))
+	if len(w.parts) == 0 {
+		return w.jobs(n, seed, 0, meanArrival, w.Name)
+	}
+	k := len(w.parts)
+	var jobs []Job
+	for i, part := range w.parts {
+		// Each part its own stream: no two parts arrive in step.
+		jobs = append(jobs, part.jobs(n/k+b2i(i < n%k), seed, uint64(i+1), meanArrival*float64(k), w.Name+"/"+part.Name)...)
+	}
+	slices.SortStableFunc(jobs, func(a, b Job) int { return cmp.Compare(a.Submit, b.Submit) })
+	return jobs
+}
+
+// jobs draws n jobs of a single workload as model from the random stream
+// of seed, arriving meanGap seconds apart on average.
+func (w Workload) jobs(n int, seed, stream uint64, meanGap float64, model string) []Job {
+	rnd := rand.New(rand.NewPCG(seed, 0x5eed+stream))
 	jobs := make([]Job, n)
 	t := 0.0
 	for i := range jobs {
-		t += rnd.ExpFloat64() * meanArrival
+		t += rnd.ExpFloat64() * meanGap
 		var queue float64
 		if w.queue != nil {
 			queue = w.queue(rnd)
@@ -109,7 +152,14 @@ func (w Workload) Jobs(n int, seed uint64) []Job {
 			queue = lognormal(rnd, queueMedian, queueSigma)
 		}
 		run, outcome := w.run(rnd, i, n)
-		jobs[i] = Job{Model: w.Name, Submit: t, Queue: queue, Duration: queue + run, Outcome: outcome}
+		jobs[i] = Job{Model: model, Submit: t, Queue: queue, Duration: queue + run, Outcome: outcome, ProgressStep: w.progress}
 	}
 	return jobs
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -1,6 +1,7 @@
 package simulate
 
 import (
+	"math"
 	"slices"
 	"testing"
 
@@ -9,12 +10,16 @@ import (
 
 func TestWorkloads(t *testing.T) {
 	t.Parallel()
-	require.Len(t, WorkloadNames(), 8)
+	require.Len(t, WorkloadNames(), 10)
 	medians := map[string]float64{ // of the total time, queue included
 		"lognormal-0.25": 94, "lognormal-0.5": 94, "lognormal-1": 94,
 		"bimodal": 45, "heavy-tail": 52, "slowdown": 100, "early-failures": 120, "long-queue": 235,
+		"progress": 124,
 	}
 	for _, w := range Workloads() {
+		if len(w.parts) > 0 {
+			continue // TestMixed
+		}
 		t.Run(w.Name, func(t *testing.T) {
 			t.Parallel()
 			jobs := w.Jobs(4000, 1)
@@ -61,4 +66,67 @@ func TestEarlyFailuresAndSlowdown(t *testing.T) {
 		return s / float64(len(js))
 	}
 	require.InEpsilon(t, 2.5, mean(jobs[2000:])/mean(jobs[:2000]), 0.1, "slower by 2.5× halfway")
+}
+
+// The mix interleaves six models, a sixth of the jobs each, each model's
+// jobs those of its workload drawn alone at a sixth of the rate, under its
+// own name.
+func TestMixed(t *testing.T) {
+	t.Parallel()
+	w, err := LookupWorkload("mixed")
+	require.NoError(t, err)
+	jobs := w.Jobs(6003, 1)
+	require.Len(t, jobs, 6003)
+	require.Equal(t, jobs, w.Jobs(6003, 1), "reproducible")
+	byModel := map[string][]Job{}
+	switches := 0
+	for i, j := range jobs {
+		byModel[j.Model] = append(byModel[j.Model], j)
+		if i > 0 {
+			require.GreaterOrEqual(t, j.Submit, jobs[i-1].Submit, "in submit order")
+			if j.Model != jobs[i-1].Model {
+				switches++
+			}
+		}
+	}
+	require.Len(t, byModel, 6)
+	require.InDelta(t, 5.0/6, float64(switches)/float64(len(jobs)), 0.02, "interleaved, not in runs of one model")
+	for k, part := range w.parts {
+		own := byModel["mixed/"+part.Name]
+		require.Len(t, own, 1000+b2i(k < 3), part.Name)
+		alone := part.jobs(len(own), 1, uint64(k+1), meanArrival*6, "mixed/"+part.Name)
+		require.Equal(t, alone, own, "%s: its own jobs, as if alone", part.Name)
+		require.InEpsilon(t, meanArrival*6, own[len(own)-1].Submit/float64(len(own)), 0.1, "%s: a sixth of the rate", part.Name)
+	}
+	var late float64 // slowdown's: by its own jobs' index, not the mix's
+	slow := byModel["mixed/slowdown"]
+	for _, j := range slow[len(slow)/2:] {
+		late += j.Duration - j.Queue
+	}
+	require.Greater(t, late/float64(len(slow)-len(slow)/2), 120.0)
+}
+
+// The progress workload's provider reports a running job's completed
+// share in 5% steps, near its elapsed share of the run time, never 100%;
+// a trace's jobs report none.
+func TestProgressReported(t *testing.T) {
+	t.Parallel()
+	w, _ := LookupWorkload("progress")
+	for i, j := range w.Jobs(100, 1) {
+		require.Equal(t, 0.05, j.ProgressStep)
+		run := j.Duration - j.Queue
+		for k := range 50 {
+			now := j.Submit + j.Queue + run*float64(k)/50
+			f := j.progressAt(i, now)
+			require.Equal(t, f, j.progressAt(i, now), "a function of the job and the instant")
+			share := float64(k) / 50
+			require.GreaterOrEqual(t, f, 0.0)
+			require.LessOrEqual(t, f, 0.95+1e-12)
+			require.InDelta(t, 0, math.Remainder(f, 0.05), 1e-9, "in steps")
+			require.Greater(t, f, share-progressNoise-0.05-1e-9)
+			require.Less(t, f, share+progressNoise+1e-9)
+		}
+	}
+	plain := Job{Submit: 0, Queue: 1, Duration: 10}
+	require.Zero(t, plain.progressAt(0, 5))
 }
