@@ -60,17 +60,19 @@ func NewLogger(level, format string, w io.Writer) (zerolog.Logger, error) {
 
 // Env is a binary's connected environment.
 type Env struct {
-	Config  *config.Config
-	NC      *nats.Conn
-	JS      jetstream.JetStream
-	NS      events.Namespace
-	Res     *events.Resources
-	Routes  map[string]*route.Route
-	Jobs    *jobs.Owner
-	Pauses  *route.Pauses
-	Stats   *learn.Stats
-	Metrics *metrics.Metrics
-	Log     zerolog.Logger
+	Config *config.Config
+	NC     *nats.Conn
+	JS     jetstream.JetStream
+	NS     events.Namespace
+	Res    *events.Resources
+	Routes map[string]*route.Route
+	// ModelRoutes are the configuration's model routes over Routes.
+	ModelRoutes map[string]*route.ModelRoute
+	Jobs        *jobs.Owner
+	Pauses      *route.Pauses
+	Stats       *learn.Stats
+	Metrics     *metrics.Metrics
+	Log         zerolog.Logger
 }
 
 // Options returns the stream options of the configuration.
@@ -231,8 +233,12 @@ func Open(ctx context.Context, g *errgroup.Group, cfg *config.Config, nc *nats.C
 		},
 		LatePolls: m.LatePolls,
 	}, Slots: budget.NewReleaser(js, ns)})
+	models, err := route.BuildModels(cfg, routes)
+	if err != nil {
+		return nil, err
+	}
 	return &Env{
-		Config: cfg, NC: nc, JS: js, NS: ns, Res: res, Routes: routes, Pauses: pauses, Stats: stats,
+		Config: cfg, NC: nc, JS: js, NS: ns, Res: res, Routes: routes, ModelRoutes: models, Pauses: pauses, Stats: stats,
 		Metrics: m, Log: log, Jobs: owner,
 	}, nil
 }

@@ -40,6 +40,9 @@ func (e *Env) FrontDoor(ctx context.Context, g *errgroup.Group, cfg frontdoor.Co
 		policies[name] = r.Policy
 	}
 	cfg.Routes, cfg.Index, cfg.Pauses, cfg.Census = e.RouteNames(), x, e.Pauses, e.Census
+	for name := range e.ModelRoutes {
+		cfg.ModelRoutes = append(cfg.ModelRoutes, name)
+	}
 	cfg.Policies = policies
 	cfg.Learned = func(route, model, configKey string) (total, run *schedule.Dist) {
 		return e.Stats.Lookup(route, model, configKey, 0) // the model's own, not a length's

@@ -245,7 +245,7 @@ func ingestHint(ctx context.Context, js jetstream.JetStream, ns events.Namespace
 // first, and sends the first terminal event or rejection to end.
 func followJob(ctx context.Context, js jetstream.JetStream, ns events.Namespace, route, id string, g *Globals, seen chan<- struct{}, end chan<- *events.Event) (jetstream.ConsumeContext, error) {
 	c, err := js.OrderedConsumer(ctx, ns.EventsStream(), jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{ns.Event(route, id)},
+		FilterSubjects: []string{ns.Event("*", id)}, // any route: a model route's job is on its member
 	})
 	if err != nil {
 		return nil, err
@@ -344,7 +344,7 @@ func (c *GetCmd) get(ctx context.Context, js jetstream.JetStream, ns events.Name
 // history reads a job's events from the start of the events stream.
 func history(ctx context.Context, js jetstream.JetStream, ns events.Namespace, route, id string) ([]*events.Event, error) {
 	c, err := js.OrderedConsumer(ctx, ns.EventsStream(), jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{ns.Event(route, id)},
+		FilterSubjects: []string{ns.Event("*", id)}, // any route: a model route's job is on its member
 	})
 	if err != nil {
 		return nil, err

@@ -42,6 +42,69 @@ type Config struct {
 	RunningRepair RunningRepair `yaml:"running_repair"`
 	// Routes are the provider routes by name.
 	Routes map[string]Route `yaml:"routes"`
+	// ModelRoutes are routes that serve one model through several
+	// provider routes, by name (see ModelRoute). Their names share the
+	// routes' namespace: a submission to one is routed per job.
+	ModelRoutes map[string]ModelRoute `yaml:"model_routes"`
+}
+
+// ModelRoute serves one model through several provider routes (Kling
+// through an aggregator and through Kling's own API, say): a submission to
+// it goes to the member Pollux expects to finish it soonest, by what it
+// learned of each — completion time, failures, pauses, waiting room —
+// within the submission's deadline.
+type ModelRoute struct {
+	// Members are the provider routes and the model's id on each, in order
+	// of preference while nothing is learned.
+	Members []ModelRouteMember `yaml:"members"`
+	// Hedge submits a job to the next member as well when its learned
+	// distribution says it will miss its deadline, and cancels the loser
+	// where its provider can cancel (default false).
+	Hedge bool `yaml:"hedge"`
+	// HedgeBelow is the chance of meeting the deadline under which a job
+	// is hedged (default 0.5).
+	HedgeBelow float64 `yaml:"hedge_below"`
+	// Explore is the share of jobs sent to a member other than the best,
+	// so that what is learned of every member stays current (default
+	// 0.05; 0 < explore ≤ 0.5, or -1 for none).
+	Explore float64 `yaml:"explore"`
+}
+
+// ModelRouteMember is one provider route of a model route.
+type ModelRouteMember struct {
+	// Route names a configured route.
+	Route string `yaml:"route"`
+	// Model is the model's id on that route's provider.
+	Model string `yaml:"model"`
+}
+
+// maxMembers bounds a model route's members.
+const maxMembers = 8
+
+func (m ModelRoute) validate(routes map[string]Route) error {
+	switch {
+	case len(m.Members) < 2:
+		return errors.New("members: a model route needs at least 2 members")
+	case len(m.Members) > maxMembers:
+		return fmt.Errorf("members: %d, more than %d", len(m.Members), maxMembers)
+	case m.Hedge && m.HedgeBelow != 0 && !(m.HedgeBelow > 0 && m.HedgeBelow < 1):
+		return fmt.Errorf("hedge_below: %v is not between 0 and 1", m.HedgeBelow)
+	case m.Explore != 0 && m.Explore != -1 && !(m.Explore > 0 && m.Explore <= 0.5):
+		return fmt.Errorf("explore: %v is not in (0, 0.5], nor -1 for none", m.Explore)
+	}
+	seen := map[string]bool{}
+	for i, mb := range m.Members {
+		switch _, ok := routes[mb.Route]; {
+		case !ok:
+			return fmt.Errorf("members[%d].route: no route named %q under routes", i, mb.Route)
+		case seen[mb.Route]:
+			return fmt.Errorf("members[%d].route: %q is a member twice", i, mb.Route)
+		case mb.Model == "" || len(mb.Model) > events.MaxModelLen:
+			return fmt.Errorf("members[%d].model: must have 1 to %d characters", i, events.MaxModelLen)
+		}
+		seen[mb.Route] = true
+	}
+	return nil
 }
 
 // RunningRepair tunes how running slots left by a process that died are
@@ -429,6 +492,17 @@ func (c *Config) Validate() error {
 			if _, ok := c.Accounts[a]; !ok {
 				return fmt.Errorf("routes.%s.account: no account named %q under accounts", name, a)
 			}
+		}
+	}
+	for _, name := range sortedKeys(c.ModelRoutes) {
+		switch _, clash := c.Routes[name]; {
+		case !events.ValidToken(name):
+			return fmt.Errorf("model_routes.%s: a name must be 1-128 characters of [A-Za-z0-9_-]", name)
+		case clash:
+			return fmt.Errorf("model_routes.%s: a route has that name too; the names share one namespace", name)
+		}
+		if err := c.ModelRoutes[name].validate(c.Routes); err != nil {
+			return fmt.Errorf("model_routes.%s.%w", name, err)
 		}
 	}
 	return nil

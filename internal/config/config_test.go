@@ -66,6 +66,14 @@ func TestParseRejects(t *testing.T) {
 		{"not yaml", "{{{", "yaml"},
 		{"empty setting", "routes: {r: {kind: replicate, settings_from: [resolution, '']}}", "settings_from: each field name"},
 		{"many settings", "routes: {r: {kind: replicate, settings_from: [a, b, c, d, e, f, g, h, i]}}", "settings_from: 9 fields"},
+		{"long length_from", "routes: {r: {kind: replicate, length_from: " + strings.Repeat("x", 65) + "}}", "length_from"},
+		{"one member", "routes: {a: {kind: replicate}}\nmodel_routes: {m: {members: [{route: a, model: x}]}}", "model_routes.m.members: a model route needs at least 2"},
+		{"unknown member", "routes: {a: {kind: replicate}}\nmodel_routes: {m: {members: [{route: a, model: x}, {route: b, model: y}]}}", "members[1].route: no route named \"b\""},
+		{"member twice", "routes: {a: {kind: replicate}}\nmodel_routes: {m: {members: [{route: a, model: x}, {route: a, model: y}]}}", "is a member twice"},
+		{"member without model", "routes: {a: {kind: replicate}, b: {kind: fal}}\nmodel_routes: {m: {members: [{route: a, model: x}, {route: b}]}}", "members[1].model"},
+		{"model route named as a route", "routes: {a: {kind: replicate}, b: {kind: fal}}\nmodel_routes: {a: {members: [{route: a, model: x}, {route: b, model: y}]}}", "model_routes.a: a route has that name too"},
+		{"explore", "routes: {a: {kind: replicate}, b: {kind: fal}}\nmodel_routes: {m: {explore: 0.9, members: [{route: a, model: x}, {route: b, model: y}]}}", "explore: 0.9"},
+		{"hedge_below", "routes: {a: {kind: replicate}, b: {kind: fal}}\nmodel_routes: {m: {hedge: true, hedge_below: 2, members: [{route: a, model: x}, {route: b, model: y}]}}", "hedge_below: 2"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

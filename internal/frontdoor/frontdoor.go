@@ -30,6 +30,9 @@ import (
 type Config struct {
 	// Routes are the routes submissions may name (required).
 	Routes []string
+	// ModelRoutes are the model routes submissions may name too (not
+	// track requests: a tracked job's route is known).
+	ModelRoutes []string
 	// RequestTimeout bounds the NATS calls of one request (default 10s).
 	RequestTimeout time.Duration
 	// MaxStreams caps the event streams open at once; one more is answered

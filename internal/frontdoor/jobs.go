@@ -13,6 +13,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/pollux-dev/pollux/pkg/events"
@@ -60,7 +61,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) *apiError {
 	if err != nil {
 		return invalid(err)
 	}
-	route, e := s.intakeRoute(body, m.Deadline)
+	route, e := s.intakeRoute(body, m.Deadline, true)
 	if e != nil {
 		return e
 	}
@@ -112,7 +113,7 @@ func (s *Server) track(w http.ResponseWriter, r *http.Request) *apiError {
 	if err != nil {
 		return invalid(err)
 	}
-	route, e := s.intakeRoute(body, m.Deadline)
+	route, e := s.intakeRoute(body, m.Deadline, false)
 	if e != nil {
 		return e
 	}
@@ -232,7 +233,7 @@ func readJSON(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *api
 // here, as ingest would refuse it; a deadline beyond the route's
 // max_deadline depends on the route's configuration and comes as a
 // rejected event) and its route is configured. It returns the route.
-func (s *Server) intakeRoute(body []byte, deadline time.Time) (string, *apiError) {
+func (s *Server) intakeRoute(body []byte, deadline time.Time, models bool) (string, *apiError) {
 	if now := s.cfg.Now(); !deadline.IsZero() && !deadline.After(now) {
 		return "", fail(http.StatusBadRequest, CodeInvalidField, "deadline",
 			fmt.Sprintf("deadline: %s is in the past", deadline.UTC().Format(time.RFC3339)))
@@ -241,7 +242,12 @@ func (s *Server) intakeRoute(body []byte, deadline time.Time) (string, *apiError
 	if e != nil {
 		return "", e
 	}
-	if !s.knownRoute(route) {
+	switch {
+	case s.knownRoute(route):
+	case slices.Contains(s.cfg.ModelRoutes, route) && models:
+	case slices.Contains(s.cfg.ModelRoutes, route):
+		return "", fail(http.StatusBadRequest, CodeInvalidField, "route", fmt.Sprintf("%s is a model route: track the job on the route it was submitted to", route))
+	default:
 		return "", fail(http.StatusNotFound, CodeUnknownRoute, "route", fmt.Sprintf("no route named %q", route))
 	}
 	return route, nil

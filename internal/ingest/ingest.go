@@ -67,6 +67,9 @@ type Metrics struct {
 type Config struct {
 	// Routes are the routes this process serves.
 	Routes map[string]*route.Route
+	// ModelRoutes are the model routes it may serve: those whose members
+	// it serves all of (see route.ModelRoute and model.go).
+	ModelRoutes map[string]*route.ModelRoute
 	// Options size the streams (see events.Options).
 	Options events.Options
 	// SweepInterval is how often intake on unserved routes is looked for
@@ -112,6 +115,8 @@ type Service struct {
 	// name (route.Route.Queue); waiting is their tickets' stream.
 	queues  map[string]*queue
 	waiting jetstream.Stream
+	// models are the model routes served (model.go).
+	models map[string]*route.ModelRoute
 }
 
 // routeBudgets are what a route's calls and jobs need a lease of: the
@@ -153,10 +158,19 @@ func (s *Service) Run(ctx context.Context) error {
 			return err
 		}
 	}
+	models := s.servedModels()
+	for name := range models {
+		c, err := s.ensure(name)(ctx)
+		if err != nil {
+			return fmt.Errorf("model route %s: %w", name, err)
+		}
+		consumers[name] = c
+	}
+	s.models = models
 	g, ctx := errgroup.WithContext(ctx)
 	for _, r := range s.cfg.Routes {
 		g.Go(func() error {
-			return consume.Recreate(ctx, consumers[r.Name], s.ensure(r), consume.Options{
+			return consume.Recreate(ctx, consumers[r.Name], s.ensure(r.Name), consume.Options{
 				Workers: r.SubmitWorkers,
 				Hold:    func() time.Duration { return s.pauses.Hold(r) },
 				Stream:  s.res.Intake,
@@ -165,6 +179,23 @@ func (s *Service) Run(ctx context.Context) error {
 				Logger:  s.log.With().Str("route", r.Name).Logger(),
 			}, func(ctx context.Context, msg jetstream.Msg) events.Outcome {
 				return s.handle(ctx, r, msg)
+			})
+		})
+	}
+	for _, mr := range models {
+		workers := 0
+		for _, m := range mr.Members {
+			workers = max(workers, m.Route.SubmitWorkers)
+		}
+		g.Go(func() error {
+			return consume.Recreate(ctx, consumers[mr.Name], s.ensure(mr.Name), consume.Options{
+				Workers: workers,
+				Stream:  s.res.Intake,
+				Sweep:   s.cfg.Sweep,
+				Swept:   s.cfg.Metrics.Orphans,
+				Logger:  s.log.With().Str("model_route", mr.Name).Logger(),
+			}, func(ctx context.Context, msg jetstream.Msg) events.Outcome {
+				return s.handleModel(ctx, mr, msg)
 			})
 		})
 	}
@@ -206,17 +237,17 @@ func (s *Service) setup(ctx context.Context, r *route.Route, consumers map[strin
 		}
 		q.add(r)
 	}
-	consumers[r.Name], err = s.ensure(r)(ctx)
+	consumers[r.Name], err = s.ensure(r.Name)(ctx)
 	return err
 }
 
 // ensure returns the function that creates (or checks) a route's intake
 // consumer.
-func (s *Service) ensure(r *route.Route) func(context.Context) (jetstream.Consumer, error) {
+func (s *Service) ensure(name string) func(context.Context) (jetstream.Consumer, error) {
 	return func(ctx context.Context) (jetstream.Consumer, error) {
 		sctx, cancel := context.WithTimeout(ctx, startupTimeout)
 		defer cancel()
-		return events.EnsureConsumer(sctx, s.res.Intake, s.ns.IngestConsumerConfig(r.Name, s.cfg.Options))
+		return events.EnsureConsumer(sctx, s.res.Intake, s.ns.IngestConsumerConfig(name, s.cfg.Options))
 	}
 }
 
@@ -260,6 +291,9 @@ type intake struct {
 	stored    time.Time
 	attempt   uint64
 	queued    bool
+	// via is the model route the message came to; route is then the
+	// member it was routed to.
+	via string
 }
 
 func (in intake) logger(log zerolog.Logger, jobID string) zerolog.Logger {
@@ -311,14 +345,19 @@ func (s *Service) callTimeout(r *route.Route) time.Duration {
 
 // submit handles a submission: dedupe, submit once, arm the check.
 func (s *Service) submit(ctx context.Context, in intake) (events.Outcome, string) {
-	now := s.cfg.Now().UTC()
 	data := in.msg.Data()
 	m, err := events.DecodeSubmit(data)
 	if err != nil {
 		return s.reject(ctx, in, rejectionID(in.kind, in.routeName, data, in.seq, in.stored), err)
 	}
+	return s.submitJob(ctx, in, m, jobID(in.route.Name, m, in.seq, in.stored), nil)
+}
+
+// submitJob submits job id of submission m on in's route; routing is how
+// a model route chose the route (nil for a submission to it).
+func (s *Service) submitJob(ctx context.Context, in intake, m *events.Submit, id string, routing *state.Routing) (events.Outcome, string) {
+	now := s.cfg.Now().UTC()
 	r := in.route
-	id := jobID(r.Name, m, in.seq, in.stored)
 	// A relative deadline counts from the submission's acceptance, not
 	// from this delivery: a submission that waited has waited its time.
 	dl, err := deadline(r, m.Deadline, m.TimeoutS, in.stored)
@@ -332,6 +371,7 @@ func (s *Service) submit(ctx context.Context, in intake) (events.Outcome, string
 		CreatedAt: now, Deadline: dl,
 		ExpectedDuration: state.Duration(m.ExpectedDurationS * float64(time.Second)),
 		WebhookExpected:  r.WebhookURL != "" && (m.Webhook == nil || *m.Webhook),
+		Routing:          routing,
 	}
 	if in.attempt > 1 || !now.Before(dl) {
 		// A redelivery: the job is most likely stored already (waiting for
@@ -453,6 +493,11 @@ func (s *Service) lease(ctx context.Context, r *route.Route) (budget.Leases, eve
 func (s *Service) resume(ctx context.Context, in intake, rec jobs.Record, log zerolog.Logger) (events.Outcome, string) {
 	switch nextStep(rec.Job, in.routeName, in.seq) {
 	case stepReject:
+		if in.via != "" && rec.Routing != nil && rec.Routing.Via == in.via && rec.IntakeSeq != in.seq {
+			// Another submission to the model route made the job first
+			// (and routed it elsewhere): this one is a duplicate.
+			return events.Done(), "duplicate"
+		}
 		return s.reject(ctx, in, rec.ID, &events.FieldError{Field: "id", Problem: fmt.Sprintf("already used by a job on route %s", rec.Route)})
 	case stepDuplicate:
 		log.Debug().Uint64("owner_seq", rec.IntakeSeq).Msg("duplicate submission; the job exists")

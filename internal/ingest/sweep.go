@@ -45,6 +45,9 @@ func (s *Service) sweepOnce(ctx context.Context) error {
 		if _, served := s.cfg.Routes[routeName]; served {
 			continue
 		}
+		if _, served := s.models[routeName]; served {
+			continue
+		}
 		if err := s.rejectUnserved(ctx, subject, kind, routeName); err != nil {
 			return err
 		}

@@ -54,6 +54,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -83,6 +84,11 @@ type Record struct {
 	// Length regresses the model's durations on the length its jobs ask
 	// for, on a route with length_from (model level only; see Lookup).
 	Length *LengthFit `json:"length,omitempty"`
+	// Ended and Failed count the model's jobs that ended succeeded, failed
+	// or lost, and those failed or lost, decaying like the distributions
+	// (model level only; see Failures).
+	Ended  float64 `json:"ended,omitempty"`
+	Failed float64 `json:"failed,omitempty"`
 }
 
 // LengthFit is a model's durations regressed on its jobs' requested
@@ -160,7 +166,9 @@ type snapshot struct {
 	total, run *schedule.Dist
 	length     *LengthFit
 	drift      float64
-	rev        uint64
+	// failures is the model's failure rate, with the weight it rests on.
+	failures, ended float64
+	rev             uint64
 }
 
 type batch struct {
@@ -168,7 +176,23 @@ type batch struct {
 	total, run              []time.Duration
 	// lengths are the jobs of a known requested length (model level).
 	lengths []lengthObs
+	// outcomes are the jobs that ended, true for a failed or lost one
+	// (model level).
+	outcomes []bool
 }
+
+// snapshot is the record's snapshot at revision rev.
+func (r *Record) snapshot(rev uint64) snapshot {
+	sn := snapshot{total: &r.Total, run: &r.Run, length: r.Length, drift: r.Drift, ended: r.Ended, rev: rev}
+	if r.Ended > 0 {
+		sn.failures = r.Failed / r.Ended
+	}
+	return sn
+}
+
+// outcomeDecay is the weight an outcome keeps per newer one: it weighs half
+// after schedule.HalfLife of them, like a duration.
+var outcomeDecay = math.Exp2(-1.0 / schedule.HalfLife)
 
 // lengthObs is one job's requested length and durations.
 type lengthObs struct {
@@ -311,9 +335,11 @@ func Durations(j *state.Job) (total, run time.Duration, ok bool) {
 	return total, run, true
 }
 
-// Observe queues what a finished job teaches — its durations, and of its
-// route's webhooks when it expected one; it never blocks on I/O.
+// Observe queues what a finished job teaches — its outcome, its
+// durations, and of its route's webhooks when it expected one; it never
+// blocks on I/O.
 func (s *Stats) Observe(j *state.Job) {
+	s.observeOutcome(j)
 	total, run, ok := Durations(j)
 	if !ok {
 		return
@@ -411,7 +437,7 @@ func (s *Stats) apply(e jetstream.KeyValueEntry) {
 		s.log.Warn().Err(err).Str("key", e.Key()).Msg("ignoring unreadable learned durations")
 		return
 	}
-	s.install(e.Key(), snapshot{total: &r.Total, run: &r.Run, length: r.Length, drift: r.Drift, rev: e.Revision()})
+	s.install(e.Key(), r.snapshot(e.Revision()))
 }
 
 // install keeps sn unless a later revision of the key is already in hand:
@@ -454,8 +480,43 @@ func (s *Stats) requeue(k string, b *batch) {
 			b.run = appendBounded(b.run, d)
 		}
 		b.lengths = append(b.lengths, cur.lengths[:min(len(cur.lengths), maxPending-len(b.lengths))]...)
+		b.outcomes = append(b.outcomes, cur.outcomes[:min(len(cur.outcomes), maxPending-len(b.outcomes))]...)
 	}
 	s.pending[k] = b
+}
+
+// observeOutcome queues whether a job that ended succeeded (false) or
+// failed or was lost (true), for the model's failure rate; canceled and
+// expired jobs say nothing of the provider.
+func (s *Stats) observeOutcome(j *state.Job) {
+	var failed bool
+	switch j.State {
+	case state.Succeeded:
+	case state.Failed, state.Lost:
+		failed = true
+	default:
+		return
+	}
+	k := Key(j.Route, j.Model, "")
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	b := s.pending[k]
+	if b == nil {
+		b = &batch{route: j.Route, model: j.Model}
+		s.pending[k] = b
+	}
+	if len(b.outcomes) < maxPending {
+		b.outcomes = append(b.outcomes, failed)
+	}
+}
+
+// Failures is the share of the route's model's recent jobs that failed or
+// were lost, with the (decayed) number of jobs it rests on.
+func (s *Stats) Failures(route, model string) (rate, weight float64) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	sn := s.dist[Key(route, model, "")]
+	return sn.failures, sn.ended
 }
 
 // fold adds a batch to its record with compare-and-set.
@@ -482,6 +543,13 @@ func (s *Stats) fold(ctx context.Context, k string, b *batch) error {
 		for _, d := range b.run {
 			r.Run.Observe(d)
 		}
+		for _, failed := range b.outcomes {
+			r.Ended = r.Ended*outcomeDecay + 1
+			r.Failed *= outcomeDecay
+			if failed {
+				r.Failed++
+			}
+		}
 		if len(b.lengths) > 0 {
 			if r.Length == nil {
 				r.Length = &LengthFit{}
@@ -499,7 +567,7 @@ func (s *Stats) fold(ctx context.Context, k string, b *batch) error {
 	if err != nil {
 		return err
 	}
-	s.install(k, snapshot{total: &r.Total, run: &r.Run, length: r.Length, rev: written, drift: r.Drift})
+	s.install(k, r.snapshot(written))
 	if (was > 0) != (r.Drift > 0) && s.OnDrift != nil {
 		d := Drift{Route: r.Route, Model: r.Model, ConfigKey: r.ConfigKey, Drifting: r.Drift > 0,
 			Ratio: r.Drift, Learned: learned, Recent: seconds(median(r.Recent)), RecentN: len(r.Recent), Rev: written}

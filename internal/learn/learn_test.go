@@ -408,3 +408,38 @@ func TestLookupRegressesOnLength(t *testing.T) {
 	mix, _ := ss[0].Lookup("r", "owner/model:v1", "", 0)
 	require.Greater(t, mix.Quantile(0.9).Seconds()/mix.Quantile(0.1).Seconds(), 2.0, "unknown length: the mix")
 }
+
+// A model's failure rate counts its jobs that failed or were lost among
+// those that ended on their own, whether or not they ever ran (a refused
+// create is a failure a model route should avoid); canceled and expired
+// jobs say nothing of the provider.
+func TestFailuresAreLearnedFleetWide(t *testing.T) {
+	t.Parallel()
+	ss := fleet(t, 2)
+	for i := range 20 {
+		var j *state.Job
+		switch {
+		case i < 4:
+			j = finished(state.Failed, 10*time.Second, 0)
+		case i < 6:
+			j = &state.Job{ID: "refused", Route: "r", Model: "owner/model:v1", State: state.Failed} // never submitted
+		case i < 8:
+			j = finished(state.Lost, time.Minute, 0)
+		case i < 12:
+			j = finished(state.Expired, time.Hour, 0) // says nothing
+		default:
+			j = finished(state.Succeeded, time.Minute, 0)
+		}
+		ss[i%2].Observe(j)
+	}
+	ss[0].Flush(context.Background())
+	ss[1].Flush(context.Background())
+	for _, s := range ss {
+		require.Eventually(t, func() bool {
+			rate, weight := s.Failures("r", "owner/model:v1")
+			return math.Abs(rate-0.5) < 0.03 && weight > 14 && weight <= 16
+		}, 5*time.Second, 10*time.Millisecond, "8 of 16 failed or lost")
+	}
+	rate, _ := ss[0].Failures("r", "other")
+	require.Zero(t, rate)
+}

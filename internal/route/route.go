@@ -421,13 +421,15 @@ func settingValue(raw json.RawMessage) string {
 	}, s)
 }
 
-// Learned is what the fleet learned that the schedule uses (package
-// learn's Stats): a route's model and configuration key's durations (nil
-// when none are learned), and the route's webhook miss chance and
-// lateness (a miss of 0 when unknown).
+// Learned is what the fleet learned that the schedule and model routes
+// use (package learn's Stats): a route's model and configuration key's
+// durations (nil when none are learned), the route's webhook miss chance
+// and lateness (a miss of 0 when unknown), and the share of a model's
+// recent jobs on the route that failed or were lost.
 type Learned interface {
 	Lookup(route, model, configKey string, length float64) (total, run *schedule.Dist)
 	Webhook(route string) (miss float64, late time.Duration)
+	Failures(route, model string) (rate, weight float64)
 }
 
 // Hints are what one successful provider answer says of the next poll —

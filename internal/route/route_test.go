@@ -108,6 +108,7 @@ type fakeLearned struct{ total *schedule.Dist }
 func (f fakeLearned) Lookup(string, string, string, float64) (total, run *schedule.Dist) {
 	return f.total, nil
 }
+func (fakeLearned) Failures(string, string) (float64, float64) { return 0, 0 }
 func (fakeLearned) Webhook(route string) (float64, time.Duration) {
 	if route == "r" {
 		return 0.1, 2 * time.Second

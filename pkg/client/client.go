@@ -199,7 +199,10 @@ func (c *Client) Get(ctx context.Context, id string) (*state.Job, error) {
 func (c *Client) Events(ctx context.Context, job Job) iter.Seq2[*events.Event, error] {
 	return func(yield func(*events.Event, error) bool) {
 		cons, err := c.js.OrderedConsumer(ctx, c.ns.EventsStream(), jetstream.OrderedConsumerConfig{
-			FilterSubjects: []string{c.ns.Event(job.Route, job.ID)},
+			// Any route: a job submitted to a model route has its events
+			// on the member it was routed to (ids are unique across
+			// routes).
+			FilterSubjects: []string{c.ns.Event("*", job.ID)},
 		})
 		if err != nil {
 			yield(nil, fmt.Errorf("events of job %s: %w", job.ID, err))

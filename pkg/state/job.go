@@ -111,6 +111,9 @@ type Job struct {
 	// Tracked is true when the job was submitted elsewhere and handed to
 	// Pollux to track.
 	Tracked bool `json:"tracked,omitempty"`
+	// Routing is how a model route chose the job's route; nil for a job
+	// submitted to its route directly.
+	Routing *Routing `json:"routing,omitempty"`
 	// IntakeSeq is the intake stream sequence of the message that owns the
 	// submission; other messages for the same id are duplicates.
 	IntakeSeq uint64 `json:"intake_seq,omitempty"`
@@ -324,4 +327,41 @@ func (j *Job) HoldsSlot(scope string) bool {
 		}
 	}
 	return false
+}
+
+// Routing is how a model route chose a job's provider route, and why.
+type Routing struct {
+	// Via is the model route the job was submitted to.
+	Via string `json:"via"`
+	// Why says the choice in a sentence.
+	Why string `json:"why"`
+	// Candidates are the members as they stood at the choice, best first.
+	Candidates []Candidate `json:"candidates"`
+	// HedgeOf, on a hedge, is the job it hedges; HedgedBy, on a hedged
+	// job, its hedge.
+	HedgeOf  string `json:"hedge_of,omitempty"`
+	HedgedBy string `json:"hedged_by,omitempty"`
+}
+
+// Candidate is one member of a model route at a choice.
+type Candidate struct {
+	// Route and Model are the member.
+	Route string `json:"route"`
+	Model string `json:"model"`
+	// P90 is its learned 90th percentile of completion time; absent when
+	// not learned yet.
+	P90 Duration `json:"p90,omitempty"`
+	// FailureRate is the share of its recent jobs that failed or were
+	// lost.
+	FailureRate float64 `json:"failure_rate"`
+	// OnTime is the learned chance it ends the job by its deadline;
+	// absent when not learned.
+	OnTime *float64 `json:"on_time,omitempty"`
+	// Paused and Waiting: the route is paused, or its running slots are
+	// taken and jobs wait for them.
+	Paused  bool `json:"paused,omitempty"`
+	Waiting bool `json:"waiting,omitempty"`
+	// Score is the expected seconds to a successful end, penalties
+	// included; lower is better.
+	Score float64 `json:"score"`
 }
