@@ -8,14 +8,18 @@
 // its terminal state Duration seconds after Submit. Jobs come from the
 // built-in workloads (Workloads: lognormal of three spreads, bimodal, heavy
 // tailed, a mid-run slowdown, early failures, a long queue, progress
-// reported; each with a lognormal queue wait and Poisson arrivals; and
-// mixed, six models interleaved, a sixth of the jobs each), from a CSV
+// reported, webhooks lost at 2, 10 or 30%; each with a lognormal queue
+// wait and Poisson arrivals; and mixed, six models interleaved, a sixth of
+// the jobs each), from a CSV
 // trace (ReadTrace, WriteTrace), or from the fleet's own finished jobs
 // (ReadFleet: the jobs bucket read through its owner, internal/jobs; the
 // jobs learn.Durations learns from, in submit order). A poll at t sees the
 // job queued, running or terminal; the simulated provider reports a
 // running job's start time, as Replicate does, and with
-// Job.ProgressStep its completed share, in steps.
+// Job.ProgressStep its completed share, in steps. A job with Job.Webhook
+// is also resolved by its webhook, WebhookLate after its end, unless
+// WebhookLost: then only a poll finds it; no poll is made after the
+// webhook.
 //
 // # Strategies
 //
@@ -26,14 +30,24 @@
 //     completions of the model; refreshing after every completion changes
 //     the scores by under 0.3% and takes several times longer. It is told
 //     what the provider reported of a running job: its start, and its
-//     progress where reported.
+//     progress where reported. For jobs expecting a webhook it learns the
+//     webhooks' reliability as internal/learn does — the miss chance from
+//     the jobs whose end a poll found first (not within max(2× the
+//     lateness, 5 s) of it), the lateness from the deliveries — and passes
+//     both to the policy (Job.WebhookMiss, WebhookLate).
+//   - adaptive-fixed-quiet: adaptive without the webhooks' reliability, the
+//     policy's fixed quiet period (learned 90th percentile + WebhookGrace,
+//     then every Reconcile); Run adds it after adaptive when jobs expect
+//     webhooks.
 //   - seed-table: the same policy's cold start, never learning.
 //   - fixed:<s>: one poll every s seconds (the SDKs: 0.5–1 s).
 //   - google: 1 s ×1.5 up to 20 s, full jitter (uniform from 0).
 //   - smithy: Smithy/AWS waiters, 2 s doubling to 120 s, uniform from 2 s.
 //   - optimal: the Plan of the model's true distribution (every job's
 //     duration in the run), without jitter or per-job signals: the best a
-//     poller without per-job signals can do.
+//     poller without per-job signals can do. For jobs expecting a webhook,
+//     Policy.WebhookPlan of the true distribution, the true share of lost
+//     webhooks and the true 90th percentile of the lateness.
 //
 // Every strategy draws its randomness from a stream of its own per model
 // (of the seed, the strategy and the model's name), and adaptive learns

@@ -27,11 +27,15 @@ type model struct {
 	median    float64
 	scored    []int // indexes of the jobs scored: all but the first Warmup
 	progress  bool  // some job reports its progress
+	// webhook, when some of the model's jobs expect a webhook, is the
+	// truth of their webhooks.
+	webhook *webhookTruth
 }
 
-func newRun(jobs []Job, cfg Config) *run {
+func newRun(jobs []Job, cfg Config) (*run, error) {
 	r := &run{cfg: cfg, jobs: jobs, model: make([]int32, len(jobs))}
 	index := map[string]int32{}
+	webhooks := map[int32][]*Job{}
 	for i := range jobs {
 		m, ok := index[jobs[i].Model]
 		if !ok {
@@ -46,13 +50,22 @@ func newRun(jobs []Job, cfg Config) *run {
 		}
 		md.durations = append(md.durations, jobs[i].Duration)
 		md.progress = md.progress || jobs[i].ProgressStep > 0
+		if jobs[i].Webhook {
+			webhooks[m] = append(webhooks[m], &jobs[i])
+		}
 	}
 	for m := range r.models {
 		md := &r.models[m]
 		slices.Sort(md.durations)
 		md.median = md.durations[len(md.durations)/2]
+		if wj := webhooks[int32(m)]; len(wj) > 0 {
+			var err error
+			if md.webhook, err = newWebhookTruth(wj); err != nil {
+				return nil, err
+			}
+		}
 	}
-	return r
+	return r, nil
 }
 
 // survival is the model's true P(T > t).
@@ -60,6 +73,16 @@ func (md *model) survival(t time.Duration) float64 {
 	x := t.Seconds()
 	n := len(md.durations)
 	return float64(n-sort.SearchFloat64s(md.durations, x+1e-12)) / float64(n)
+}
+
+// webhookPlan is the cost-optimal plan of the reconciliation polls of the
+// model's jobs expecting a webhook, by the truth of their durations and
+// webhooks; nil when none expects one.
+func (md *model) webhookPlan(p schedule.Policy) *schedule.Plan {
+	if md.webhook == nil {
+		return nil
+	}
+	return p.WebhookPlan(md.webhook.dist, md.webhook.miss, md.webhook.late)
 }
 
 // plan is the cost-optimal plan of the model's true distribution, to its
@@ -96,7 +119,10 @@ func (r *run) rands(s Strategy) []*rand.Rand {
 	return rs
 }
 
-// replay runs one poller over all the jobs.
+// replay runs one poller over all the jobs. A job expecting a webhook is
+// also resolved by it, unless it is lost: at its end plus its lateness,
+// when no poll found the end first; the poll due next is then dropped,
+// not made.
 func (r *run) replay(p poller) outcome {
 	out := outcome{polls: make([]int32, len(r.jobs)), delay: make([]float64, len(r.jobs))}
 	state := make([]jobState, len(r.jobs))
@@ -105,6 +131,10 @@ func (r *run) replay(p poller) outcome {
 	for next < len(r.jobs) || len(q) > 0 {
 		if next < len(r.jobs) && (len(q) == 0 || r.jobs[next].Submit < q[0].at) {
 			now := r.jobs[next].Submit
+			j := &r.jobs[next]
+			if j.Webhook && !j.WebhookLost {
+				q.push(event{at: j.end() + j.WebhookLate, job: int32(next), webhook: true})
+			}
 			q.push(event{at: now + p.next(next, &state[next], now), job: int32(next)})
 			next++
 			continue
@@ -112,10 +142,20 @@ func (r *run) replay(p poller) outcome {
 		e := q.pop()
 		i, now := int(e.job), e.at
 		j, st := &r.jobs[i], &state[i]
+		if st.resolved {
+			continue // the poll after a webhook, or the webhook after a poll
+		}
+		if e.webhook {
+			st.resolved = true
+			out.polls[i], out.delay[i] = st.polls, now-j.end()
+			p.done(i, now, true)
+			continue
+		}
 		st.polls++
 		if now >= j.end() {
+			st.resolved = true
 			out.polls[i], out.delay[i] = st.polls, now-j.end()
-			p.done(i)
+			p.done(i, now, false)
 			continue
 		}
 		phase := schedule.PhaseRunning
@@ -136,10 +176,11 @@ func (r *run) replay(p poller) outcome {
 	return out
 }
 
-// event is a poll due at a virtual time.
+// event is a poll due at a virtual time, or a job's webhook.
 type event struct {
-	at  float64
-	job int32
+	at      float64
+	job     int32
+	webhook bool
 }
 
 // queue is a binary min-heap of events by time (container/heap would box

@@ -25,12 +25,12 @@ func (rc *recorder) next(_ int, _ *jobState, now float64) float64 {
 	return 3
 }
 
-func (rc *recorder) done(int) { rc.dones++ }
+func (rc *recorder) done(int, float64, bool) { rc.dones++ }
 
 func TestNoPeeking(t *testing.T) {
 	t.Parallel()
 	w, _ := LookupWorkload("bimodal")
-	r := newRun(w.Jobs(3000, 4), Config{}.withDefaults())
+	r := mustRun(t, w.Jobs(3000, 4), Config{}.withDefaults())
 	rc := &recorder{}
 	out := r.replay(rc)
 	// Every detection time, from the outcome.

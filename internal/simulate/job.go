@@ -31,6 +31,13 @@ type Job struct {
 	// elapsed share of the run time, give or take progressNoise, rounded
 	// down to the step. 0 reports none; a trace reports none.
 	ProgressStep float64
+	// Webhook is true when the provider calls back at the job's end: the
+	// job is then resolved by its webhook WebhookLate seconds after its
+	// end, unless WebhookLost, or a poll found the end first. A trace's
+	// jobs expect none.
+	Webhook     bool
+	WebhookLost bool
+	WebhookLate float64
 }
 
 // progressNoise is how far, at most, a reported completed share strays

@@ -21,6 +21,10 @@ const (
 	legendH        = 64
 	xMin, xMax     = 1.0, 100.0 // seconds
 	yMin, yMax     = 1.0, 100.0 // polls per job
+	// yLow is the bottom of a panel whose frontier goes below yMin: a
+	// model whose jobs expect webhooks, most of them resolved without a
+	// poll.
+	yLow = 0.1
 )
 
 // palette colours the strategies in the order they appear; the frontier is
@@ -97,7 +101,15 @@ func panel(p func(string, ...any), ox, oy, id int, ms []Sweep, colour map[string
 	x0, y0 := float64(ox+marginL), float64(oy+marginT)
 	pw, ph := float64(panelW-marginL-marginR), float64(panelH-marginT-marginB)
 	sx := func(v float64) float64 { return x0 + pw*math.Log(v/xMin)/math.Log(xMax/xMin) }
-	sy := func(v float64) float64 { return y0 + ph - ph*math.Log(v/yMin)/math.Log(yMax/yMin) }
+	lo := yMin
+	for _, sw := range ms {
+		for _, pt := range sw.Points {
+			if sw.Strategy == "frontier" && pt.Polls < yMin {
+				lo = yLow
+			}
+		}
+	}
+	sy := func(v float64) float64 { return y0 + ph - ph*math.Log(v/lo)/math.Log(yMax/lo) }
 
 	p(`<text x="%g" y="%g" font-weight="bold">%s</text>`+"\n", x0, y0-8, html.EscapeString(ms[0].Model))
 	p(`<clipPath id="c%d"><rect x="%g" y="%g" width="%g" height="%g"/></clipPath>`+"\n", id, x0, y0, pw, ph)
@@ -107,7 +119,7 @@ func panel(p func(string, ...any), ox, oy, id int, ms []Sweep, colour map[string
 		p(`<line x1="%.1f" y1="%g" x2="%.1f" y2="%g" stroke="#eee"/>`, x, y0, x, y0+ph)
 		p(`<text x="%.1f" y="%g" text-anchor="middle">%s</text>`, x, y0+ph+14, num(v))
 	}
-	for _, v := range ticks(yMin, yMax) {
+	for _, v := range ticks(lo, yMax) {
 		y := sy(v)
 		p(`<line x1="%g" y1="%.1f" x2="%g" y2="%.1f" stroke="#eee"/>`, x0, y, x0+pw, y)
 		p(`<text x="%g" y="%.1f" text-anchor="end">%s</text>`, x0-4, y+4, num(v))

@@ -139,7 +139,7 @@ func targetRow(res *Result, md ModelInfo) string {
 
 func knob(sc Score) string {
 	switch sc.Strategy {
-	case "adaptive", "optimal", MatchedName:
+	case "adaptive", "optimal", MatchedName, FixedQuietName:
 		return strconv.FormatFloat(sc.Knob, 'g', 3, 64) + " s"
 	}
 	return "×" + strconv.FormatFloat(sc.Knob, 'g', 3, 64)

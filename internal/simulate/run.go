@@ -137,7 +137,11 @@ func Run(jobs []Job, strategies []Strategy, cfg Config) (*Result, error) {
 		}
 	}
 	cfg = cfg.withDefaults()
-	r := newRun(jobs, cfg)
+	r, err := newRun(jobs, cfg)
+	if err != nil {
+		return nil, err
+	}
+	strategies = withFixedQuiet(strategies, jobs)
 	res := &Result{Policy: cfg.Policy}
 	for _, md := range r.models {
 		if len(md.scored) == 0 {
@@ -164,7 +168,7 @@ func Run(jobs []Job, strategies []Strategy, cfg Config) (*Result, error) {
 			continue
 		}
 		knobs := factors
-		if s.kind == adaptive {
+		if s.kind == adaptive || s.kind == fixedQuiet {
 			knobs = adaptiveCosts
 		}
 		for _, k := range knobs {
@@ -232,9 +236,20 @@ func Run(jobs []Job, strategies []Strategy, cfg Config) (*Result, error) {
 	return res, nil
 }
 
+// withFixedQuiet adds adaptive-fixed-quiet after adaptive when some job
+// expects a webhook: what the learned webhook reliability saves.
+func withFixedQuiet(strategies []Strategy, jobs []Job) []Strategy {
+	ai := slices.IndexFunc(strategies, func(s Strategy) bool { return s.kind == adaptive })
+	if ai < 0 || slices.ContainsFunc(strategies, func(s Strategy) bool { return s.kind == fixedQuiet }) ||
+		!slices.ContainsFunc(jobs, func(j Job) bool { return j.Webhook }) {
+		return strategies
+	}
+	return slices.Insert(slices.Clone(strategies), ai+1, Strategy{Name: FixedQuietName, kind: fixedQuiet})
+}
+
 // knob is a strategy's default setting.
 func (c Config) knob(s Strategy) float64 {
-	if s.kind == adaptive || s.kind == optimal {
+	if s.kind == adaptive || s.kind == fixedQuiet || s.kind == optimal {
 		return c.Policy.PollCost.Seconds()
 	}
 	return 1

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pollux-dev/pollux/internal/learn"
 	"github.com/pollux-dev/pollux/pkg/schedule"
 )
 
@@ -15,12 +16,13 @@ import (
 type kind uint8
 
 const (
-	adaptive  kind = iota // Pollux: schedule.Policy learning online
-	seedTable             // schedule.Policy's cold-start table, never learning
-	fixed                 // a constant interval
-	google                // 1 s ×1.5 → 20 s, full jitter
-	smithy                // Smithy/AWS waiters: 2 → 120 s
-	optimal               // the plan of the true distribution
+	adaptive   kind = iota // Pollux: schedule.Policy learning online
+	seedTable              // schedule.Policy's cold-start table, never learning
+	fixed                  // a constant interval
+	google                 // 1 s ×1.5 → 20 s, full jitter
+	smithy                 // Smithy/AWS waiters: 2 → 120 s
+	optimal                // the plan of the true distribution
+	fixedQuiet             // adaptive, but a webhook job's fixed quiet period
 )
 
 // Strategy is a polling strategy under test.
@@ -32,7 +34,13 @@ type Strategy struct {
 }
 
 // StrategyNames lists the strategies --strategy accepts.
-const StrategyNames = "adaptive, seed-table, fixed:<seconds>, google, smithy, optimal"
+const StrategyNames = "adaptive, adaptive-fixed-quiet, seed-table, fixed:<seconds>, google, smithy, optimal"
+
+// FixedQuietName is adaptive without its learned webhook reliability: a
+// job expecting a webhook waits the fixed quiet period (the learned 90th
+// percentile plus WebhookGrace), then polls every Reconcile. Run adds it
+// after adaptive when jobs expect webhooks.
+const FixedQuietName = "adaptive-fixed-quiet"
 
 // DefaultStrategies are the strategies run when none are named: Pollux,
 // its cold start, the SDKs' fixed intervals (OpenAI's 1 s, the 10 s loop of
@@ -54,6 +62,8 @@ func ParseStrategy(name string) (Strategy, error) {
 	switch name {
 	case "adaptive":
 		return Strategy{Name: name, kind: adaptive}, nil
+	case FixedQuietName:
+		return Strategy{Name: name, kind: fixedQuiet}, nil
 	case "seed-table":
 		return Strategy{Name: name, kind: seedTable}, nil
 	case "google":
@@ -78,8 +88,9 @@ type poller interface {
 	// next returns the delay before the next poll of job i, at now; st.polls
 	// is 0 at submission.
 	next(i int, st *jobState, now float64) float64
-	// done records that job i was seen terminal.
-	done(i int)
+	// done records that job i was seen terminal at now, by its webhook or
+	// by a poll.
+	done(i int, now float64, byWebhook bool)
 }
 
 // jobState is what a poller knows of a job between polls.
@@ -88,6 +99,7 @@ type jobState struct {
 	unchanged int32
 	phase     schedule.Phase
 	progress  float64 // the completed share the provider last reported; 0 none
+	resolved  bool    // seen terminal, by a poll or the webhook
 }
 
 // epoch anchors virtual time for schedule.Job's timestamps.
@@ -103,27 +115,29 @@ func unif(r *rand.Rand, lo, hi float64) float64 { return lo + (hi-lo)*r.Float64(
 // every delay, and rnd[m] its random stream.
 func (r *run) newPoller(s Strategy, knobs []float64, rnd []*rand.Rand) poller {
 	switch s.kind {
-	case adaptive, seedTable:
+	case adaptive, fixedQuiet, seedTable:
 		pp := &policyPoller{r: r, rnd: rnd, p: make([]schedule.Policy, len(r.models)), factor: knobs}
 		for m := range r.models {
 			pp.p[m] = r.cfg.Policy
 		}
-		if s.kind == adaptive {
+		if s.kind != seedTable {
 			for m, c := range knobs {
 				pp.p[m].PollCost = dur(c)
 			}
 			pp.factor = nil
 			pp.learn = make([]learner, len(r.models))
+			pp.webhooks = s.kind == adaptive
 		}
 		return pp
 	case optimal:
-		plans := make([]*schedule.Plan, len(r.models))
+		pp := &planPoller{r: r, plans: make([]*schedule.Plan, len(r.models)), webhookPlans: make([]*schedule.Plan, len(r.models))}
 		for m := range r.models {
 			p := r.cfg.Policy
 			p.PollCost = dur(knobs[m])
-			plans[m] = r.models[m].plan(p)
+			pp.plans[m] = r.models[m].plan(p)
+			pp.webhookPlans[m] = r.models[m].webhookPlan(p)
 		}
-		return &planPoller{r: r, plans: plans}
+		return pp
 	}
 	return &backoffPoller{r: r, s: s, factor: knobs, rnd: rnd}
 }
@@ -137,6 +151,8 @@ type policyPoller struct {
 	rnd    []*rand.Rand      // by model
 	factor []float64         // by model; nil: 1
 	learn  []learner         // by model; nil: the cold start only
+	// webhooks: the policy is given the webhooks' learned reliability.
+	webhooks bool
 }
 
 // learner is one model's learned distributions. The policy sees a copy
@@ -146,7 +162,22 @@ type learner struct {
 	total, run         schedule.Dist // every completion so far
 	seenTotal, seenRun schedule.Dist // what the policy is given
 	fresh              int           // completions since the copy
+	// webhook is the reliability of the model's webhooks, learned as the
+	// fleet learns a route's (internal/learn); miss and late are what the
+	// policy is given, refreshed with the Dists.
+	webhook learn.WebhookRecord
+	miss    float64
+	late    time.Duration
 }
+
+// webhookDecay is internal/learn's decay of a webhook record per job (a
+// half-life of 500 jobs).
+var webhookDecay = math.Exp2(-1.0 / 500)
+
+// unsureWithin is internal/learn's least time after a job's end within
+// which a poll that found it ended is no miss: the webhook may have been on
+// its way.
+const unsureWithin = 5 * time.Second
 
 func (pp *policyPoller) next(i int, st *jobState, now float64) float64 {
 	j := &pp.r.jobs[i]
@@ -154,11 +185,14 @@ func (pp *policyPoller) next(i int, st *jobState, now float64) float64 {
 	sj := schedule.Job{
 		Now: at(now), Submitted: at(j.Submit), Phase: st.phase,
 		Polls: int(st.polls), Unchanged: int(st.unchanged),
-		Expected: dur(pp.r.models[m].median),
+		Expected: dur(pp.r.models[m].median), WebhookExpected: j.Webhook,
 	}
 	if pp.learn != nil {
 		l := &pp.learn[m]
 		sj.Learned, sj.LearnedRun = &l.seenTotal, &l.seenRun
+		if j.Webhook && pp.webhooks {
+			sj.WebhookMiss, sj.WebhookLate = l.miss, l.late
+		}
 		if st.phase == schedule.PhaseRunning {
 			sj.StartedAt = at(j.Submit + j.Queue) // the provider's timestamp
 			sj.Progress = st.progress
@@ -171,7 +205,7 @@ func (pp *policyPoller) next(i int, st *jobState, now float64) float64 {
 	return d
 }
 
-func (pp *policyPoller) done(i int) {
+func (pp *policyPoller) done(i int, now float64, byWebhook bool) {
 	if pp.learn == nil {
 		return
 	}
@@ -181,23 +215,52 @@ func (pp *policyPoller) done(i int) {
 	if j.ran() {
 		l.run.Observe(dur(j.Duration - j.Queue))
 	}
+	if j.Webhook && pp.webhooks {
+		l.observeWebhook(dur(now-j.end()), byWebhook)
+	}
 	if l.fresh++; l.fresh >= pp.r.cfg.Refresh {
 		l.seenTotal, l.seenRun, l.fresh = l.total, l.run, 0
+		l.miss, l.late = l.webhook.Miss(), l.webhook.Lateness()
 	}
 }
 
+// observeWebhook learns from a job expecting a webhook, found late after
+// its end, as internal/learn does: a delivery and its lateness, or a miss
+// when a poll found the end first — unless it found it so soon that the
+// webhook may have been on its way.
+func (l *learner) observeWebhook(late time.Duration, byWebhook bool) {
+	w := &l.webhook
+	if !byWebhook && late > 0 && late < max(2*l.late, unsureWithin) {
+		return
+	}
+	w.Delivered *= webhookDecay
+	w.Missed *= webhookDecay
+	if !byWebhook {
+		w.Missed++
+		return
+	}
+	w.Delivered++
+	w.Late.Observe(late)
+}
+
 // planPoller follows each model's plan of its true distribution, without
-// jitter or per-job signals.
+// jitter or per-job signals; a job expecting a webhook, the webhook plan
+// of the true distribution and webhooks.
 type planPoller struct {
-	r     *run
-	plans []*schedule.Plan
+	r                   *run
+	plans, webhookPlans []*schedule.Plan // by model
 }
 
 func (pp *planPoller) next(i int, _ *jobState, now float64) float64 {
-	return secs(pp.plans[pp.r.model[i]].Delay(dur(now - pp.r.jobs[i].Submit)))
+	j := &pp.r.jobs[i]
+	pl := pp.plans[pp.r.model[i]]
+	if j.Webhook {
+		pl = pp.webhookPlans[pp.r.model[i]]
+	}
+	return secs(pl.Delay(dur(now - j.Submit)))
 }
 
-func (*planPoller) done(int) {}
+func (*planPoller) done(int, float64, bool) {}
 
 // backoffPoller is a static strategy of the SDKs, its delays multiplied by
 // factor.
@@ -237,4 +300,4 @@ func (bp *backoffPoller) next(i int, st *jobState, _ float64) float64 {
 	return d * bp.factor[m]
 }
 
-func (*backoffPoller) done(int) {}
+func (*backoffPoller) done(int, float64, bool) {}

@@ -12,7 +12,7 @@ import (
 
 func TestParseStrategy(t *testing.T) {
 	t.Parallel()
-	for _, name := range []string{"adaptive", "seed-table", "google", "smithy", "optimal", "fixed:1", "fixed:0.5"} {
+	for _, name := range []string{"adaptive", FixedQuietName, "seed-table", "google", "smithy", "optimal", "fixed:1", "fixed:0.5"} {
 		s, err := ParseStrategy(name)
 		require.NoError(t, err)
 		require.Equal(t, name, s.Name)
@@ -34,7 +34,8 @@ func oneModel(durations ...float64) *run {
 	for i, d := range durations {
 		jobs[i] = Job{Model: "m", Submit: float64(i) * 1000, Duration: d, Outcome: "succeeded"}
 	}
-	return newRun(jobs, Config{}.withDefaults())
+	r, _ := newRun(jobs, Config{}.withDefaults())
+	return r
 }
 
 func TestFixedPollsOnItsGrid(t *testing.T) {
@@ -134,7 +135,7 @@ func TestOptimalFollowsThePlanOfTheTruth(t *testing.T) {
 // its start and its progress; seed-table, the cold start, neither.
 func TestAdaptiveIsGivenProgress(t *testing.T) {
 	t.Parallel()
-	r := newRun([]Job{{Model: "m", Submit: 100, Queue: 5, Duration: 125, Outcome: "succeeded", ProgressStep: 0.05}}, Config{}.withDefaults())
+	r := mustRun(t, []Job{{Model: "m", Submit: 100, Queue: 5, Duration: 125, Outcome: "succeeded", ProgressStep: 0.05}}, Config{}.withDefaults())
 	st := &jobState{polls: 2, phase: schedule.PhaseRunning, progress: 0.4}
 	policy := schedule.Policy{}
 	for _, tc := range []struct {

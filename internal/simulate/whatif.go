@@ -163,7 +163,10 @@ func RunWhatIf(jobs []Job, changes []Change, cfg Config) (*WhatIf, error) {
 // adaptiveOn runs adaptive with cfg (defaults filled in) and returns its
 // score on every scored job (Model AllModels), then on each model's.
 func adaptiveOn(jobs []Job, cfg Config) ([]Score, error) {
-	r := newRun(jobs, cfg)
+	r, err := newRun(jobs, cfg)
+	if err != nil {
+		return nil, err
+	}
 	s := Strategy{Name: "adaptive", kind: adaptive}
 	knobs := r.same(cfg.Policy.PollCost.Seconds())
 	out := r.simulate(s, knobs)

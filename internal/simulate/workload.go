@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -30,6 +31,10 @@ type Workload struct {
 	// progress is the step of the completed share the provider reports
 	// while a job runs (Job.ProgressStep); 0 reports none.
 	progress float64
+	// webhook, when above 0, is the chance a job's webhook is lost: every
+	// job expects one, which comes a lognormal lateness after its end
+	// otherwise. 0 is no webhooks.
+	webhook float64
 }
 
 // Arrivals and queueing shared by the built-in workloads: jobs arrive as a
@@ -87,6 +92,12 @@ func Workloads() []Workload {
 	}
 	ws = append(ws, Workload{Name: "progress", About: "run time lognormal, median 120 s, σ 0.5; the provider reports progress while running, in 5% steps, the share of the run time elapsed ±3%",
 		run: ln(120, 0.5), progress: 0.05})
+	for _, miss := range []float64{0.02, 0.1, 0.3} {
+		pct := strconv.FormatFloat(100*miss, 'g', -1, 64) + "%"
+		ws = append(ws, Workload{Name: "webhook-" + pct,
+			About: "lognormal-0.5's jobs, each expecting a webhook: lost for " + pct + " of them, else coming a lognormal 1 s (σ 1) after the job ends",
+			run:   ln(90, 0.5), webhook: miss})
+	}
 	find := func(name string) Workload {
 		return ws[slices.IndexFunc(ws, func(w Workload) bool { return w.Name == name })]
 	}
@@ -153,6 +164,16 @@ func (w Workload) jobs(n int, seed, stream uint64, meanGap float64, model string
 		}
 		run, outcome := w.run(rnd, i, n)
 		jobs[i] = Job{Model: model, Submit: t, Queue: queue, Duration: queue + run, Outcome: outcome, ProgressStep: w.progress}
+	}
+	if w.webhook > 0 {
+		// A stream of their own: the same jobs at every miss chance, the
+		// webhooks lost at a lower chance lost at a higher one too.
+		wr := rand.New(rand.NewPCG(seed, 0x3eb+stream))
+		for i := range jobs {
+			jobs[i].Webhook = true
+			jobs[i].WebhookLost = wr.Float64() < w.webhook
+			jobs[i].WebhookLate = lognormal(wr, webhookLateMedian, webhookLateSigma)
+		}
 	}
 	return jobs
 }

@@ -10,11 +10,11 @@ import (
 
 func TestWorkloads(t *testing.T) {
 	t.Parallel()
-	require.Len(t, WorkloadNames(), 10)
+	require.Len(t, WorkloadNames(), 13)
 	medians := map[string]float64{ // of the total time, queue included
 		"lognormal-0.25": 94, "lognormal-0.5": 94, "lognormal-1": 94,
 		"bimodal": 45, "heavy-tail": 52, "slowdown": 100, "early-failures": 120, "long-queue": 235,
-		"progress": 124,
+		"progress": 124, "webhook-2%": 94, "webhook-10%": 94, "webhook-30%": 94,
 	}
 	for _, w := range Workloads() {
 		if len(w.parts) > 0 {
