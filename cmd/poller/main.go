@@ -35,7 +35,7 @@ func main() {
 			return fmt.Errorf("--census-every: must be greater than 0 (got %v)", cli.CensusEvery)
 		}
 		svc, err := poller.New(poller.Config{
-			Routes: env.Routes, Options: env.Options(), Logger: env.Log, Metrics: env.Metrics.Poller(), Learned: env.Stats,
+			Routes: env.Routes, Options: env.Options(), Logger: env.Log, Metrics: env.Metrics.Poller(), Learned: env.Stats, ModelRoutes: env.ModelRoutes,
 			Queue: env.Stats.ObserveQueue, QueueRate: env.Stats.QueueRate, Sweep: env.Config.Streams.SweepInterval,
 		}, env.JS, env.NS, env.Res, env.Jobs, env.Pauses)
 		if err != nil {

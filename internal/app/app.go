@@ -225,11 +225,13 @@ func Open(ctx context.Context, g *errgroup.Group, cfg *config.Config, nc *nats.C
 		m.Drift(name, func() float64 { return stats.Drift(name) })
 		m.Webhooks(name, func() (float64, time.Duration) { return stats.Webhook(name) })
 	}
-	owner := jobs.New(ns, js, res, jobs.Config{Options: cfg.Streams.Options(), Logger: log, Hooks: jobs.Hooks{
+	var owner *jobs.Owner
+	owner = jobs.New(ns, js, res, jobs.Config{Options: cfg.Streams.Options(), Logger: log, Hooks: jobs.Hooks{
 		Published: m.Published,
 		Terminal: func(j *state.Job) {
 			m.Terminal(j)
 			stats.Observe(j)
+			hedgeEnded(ctx, owner, j, log)
 		},
 		LatePolls: m.LatePolls,
 	}, Slots: budget.NewReleaser(js, ns)})
@@ -363,4 +365,37 @@ func ServeHTTP(ctx context.Context, what string, ln net.Listener, h http.Handler
 		return fmt.Errorf("%s server: %w", what, err)
 	}
 	return nil
+}
+
+// hedgeEnded brings forward the next poll of the other job of a hedge
+// that just settled: the job a hedge beat (it adopts the hedge's result),
+// or the hedge of a job that ended (it is canceled). The polls would find
+// out anyway (see package poller); this makes it now rather than at their
+// next due time. In the background, bounded by ctx and 10 s.
+func hedgeEnded(ctx context.Context, owner *jobs.Owner, j *state.Job, log zerolog.Logger) {
+	r := j.Routing
+	if r == nil {
+		return
+	}
+	other := r.HedgedBy
+	if r.HedgeOf != "" {
+		if j.State != state.Succeeded {
+			return // a hedge that did not succeed changes nothing
+		}
+		other = r.HedgeOf
+	}
+	if other == "" {
+		return
+	}
+	go func() {
+		hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		o, err := owner.Get(hctx, other)
+		if err != nil || o.State.Terminal() || o.RemoteID == "" {
+			return
+		}
+		if err := owner.Hint(hctx, o.Route, o.ID, o.RemoteID); err != nil && ctx.Err() == nil {
+			log.Debug().Err(err).Str("job_id", o.ID).Msg("bringing a hedge's other job forward failed; its next poll settles it")
+		}
+	}()
 }

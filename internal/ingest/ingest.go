@@ -350,7 +350,11 @@ func (s *Service) submit(ctx context.Context, in intake) (events.Outcome, string
 	if err != nil {
 		return s.reject(ctx, in, rejectionID(in.kind, in.routeName, data, in.seq, in.stored), err)
 	}
-	return s.submitJob(ctx, in, m, jobID(in.route.Name, m, in.seq, in.stored), nil)
+	id := jobID(in.route.Name, m, in.seq, in.stored)
+	if m.HedgeOf != "" {
+		return s.submitHedge(ctx, in, m, id)
+	}
+	return s.submitJob(ctx, in, m, id, nil)
 }
 
 // submitJob submits job id of submission m on in's route; routing is how

@@ -149,3 +149,33 @@ func (s *Service) cancelModel(ctx context.Context, mr *route.ModelRoute, in inta
 	in.route, in.routeName = member.Route, member.Route.Name
 	return s.cancel(ctx, in)
 }
+
+// submitHedge submits a hedge: a job that a poller, finding job
+// m.HedgeOf likely to miss its deadline, sends to another member of its
+// model route, after marking the hedged job with the hedge's id. Anything
+// else claiming to hedge a job is rejected by name.
+func (s *Service) submitHedge(ctx context.Context, in intake, m *events.Submit, id string) (events.Outcome, string) {
+	orig, err := s.jobs.Get(ctx, m.HedgeOf)
+	var problem string
+	switch {
+	case errors.Is(err, state.ErrNotFound):
+		problem = "no such job"
+	case err != nil:
+		return s.retry(in.logger(s.log, id), err, "reading the hedged job")
+	case orig.Routing == nil || orig.Routing.HedgedBy != id:
+		problem = fmt.Sprintf("job %s is not hedged by %s", orig.ID, id)
+	case s.cfg.ModelRoutes[orig.Routing.Via] == nil:
+		problem = fmt.Sprintf("job %s's model route %s is not configured", orig.ID, orig.Routing.Via)
+	}
+	if problem == "" {
+		if _, ok := s.cfg.ModelRoutes[orig.Routing.Via].Member(in.routeName); !ok || orig.Route == in.routeName {
+			problem = fmt.Sprintf("route %s is not another member of model route %s", in.routeName, orig.Routing.Via)
+		}
+	}
+	if problem != "" {
+		return s.reject(ctx, in, id, &events.FieldError{Field: "hedge_of", Problem: problem})
+	}
+	routing := &state.Routing{Via: orig.Routing.Via, HedgeOf: orig.ID, Candidates: []state.Candidate{},
+		Why: fmt.Sprintf("%s: hedge of job %s on %s, likely to miss its deadline there", in.routeName, orig.ID, orig.Route)}
+	return s.submitJob(ctx, in, m, id, routing)
+}

@@ -164,6 +164,10 @@ func TestAModelRouteRejectsWhatItCannotTake(t *testing.T) {
 	}, 20*time.Second, 10*time.Millisecond, "the cancel of another route's job is rejected")
 	s.publish(s.env.NS.Cancel("m"), events.Cancel{V: events.Version, ID: "nobody"})
 	require.Contains(t, s.rejection("m", "nobody").Rejection.Error, "no such job")
+	// A hedge no poller asked for: the job is not marked hedged by it.
+	s.publish(s.env.NS.Submit("b"), events.Submit{V: events.Version, ID: "direct-h", Model: "b-model", Input: json.RawMessage(`{}`), HedgeOf: "direct"})
+	require.Contains(t, s.rejection("b", "direct-h").Rejection.Error, "hedge_of: job direct is not hedged by direct-h")
 	s.intakeDone() // and the sweep of unserved routes left the model route alone
 	require.Equal(t, 1, s.a.createsOf("direct"))
+	require.Zero(t, s.b.createsOf("direct-h"))
 }

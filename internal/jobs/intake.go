@@ -196,7 +196,9 @@ func (o *Owner) recordCreated(ctx context.Context, cur *state.Job, c Created, lo
 	cur.RemoteID = c.RemoteID
 	cur.ProviderRef = c.Ref
 	cur.SubmitInDoubt = false
-	cur.Input = nil
+	if cur.Routing == nil || !cur.Routing.Hedge {
+		cur.Input = nil // kept only for a hedge's submission
+	}
 	cur.SubmittedAt = cmp.Or(c.Obs.CreatedAt, now)
 	cur.State, cur.ChangedAt = state.Queued, now
 	cur.Record(events.EventSubmitted, now)

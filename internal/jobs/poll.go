@@ -252,6 +252,10 @@ type Decision struct {
 	End *state.Observation
 	// Due is when the next poll is due (unless the job ends).
 	Due time.Time
+	// HedgeBy and HedgeTo mark a job a model route chose the route of as
+	// hedged by that job on that route, unless it is hedged already (see
+	// package poller).
+	HedgeBy, HedgeTo string
 }
 
 // Polled is what Polled did.
@@ -271,7 +275,7 @@ type Polled struct {
 // failure to write the record, worth a retry after a while.
 func (o *Owner) Polled(ctx context.Context, d *Delivery, f Fold, dec Decision) (Polled, error) {
 	now := o.now()
-	if f.Quiet && dec.End == nil && d.rec.Job == nil {
+	if f.Quiet && dec.End == nil && dec.HedgeBy == "" && d.rec.Job == nil {
 		if !f.After.Webhook {
 			return Polled{Outcome: events.Later(dec.Due.Sub(now))}, nil
 		}
@@ -314,6 +318,11 @@ func (o *Owner) Polled(ctx context.Context, d *Delivery, f Fold, dec Decision) (
 		}
 		if dec.End != nil && !cur.State.Terminal() {
 			cur.Apply(*dec.End)
+		}
+		if dec.HedgeBy != "" && cur.Routing != nil && cur.Routing.HedgedBy == "" && !cur.State.Terminal() {
+			rt := *cur.Routing
+			rt.HedgedBy, rt.HedgeTo = dec.HedgeBy, dec.HedgeTo
+			cur.Routing = &rt
 		}
 		if !cur.State.Terminal() {
 			cur.NextCheckAt = dec.Due.UTC()

@@ -84,9 +84,9 @@ type Record struct {
 	// Length regresses the model's durations on the length its jobs ask
 	// for, on a route with length_from (model level only; see Lookup).
 	Length *LengthFit `json:"length,omitempty"`
-	// Ended and Failed count the model's jobs that ended succeeded, failed
-	// or lost, and those failed or lost, decaying like the distributions
-	// (model level only; see Failures).
+	// Ended and Failed count the model's jobs that ended succeeded, failed,
+	// lost or expired, and those not succeeded, decaying like the
+	// distributions (model level only; see Failures).
 	Ended  float64 `json:"ended,omitempty"`
 	Failed float64 `json:"failed,omitempty"`
 }
@@ -339,6 +339,9 @@ func Durations(j *state.Job) (total, run time.Duration, ok bool) {
 // durations, and of its route's webhooks when it expected one; it never
 // blocks on I/O.
 func (s *Stats) Observe(j *state.Job) {
+	if j.DetectedBy == state.FromHedge {
+		return // ended by its hedge: its route did not end it
+	}
 	s.observeOutcome(j)
 	total, run, ok := Durations(j)
 	if !ok {
@@ -486,13 +489,13 @@ func (s *Stats) requeue(k string, b *batch) {
 }
 
 // observeOutcome queues whether a job that ended succeeded (false) or
-// failed or was lost (true), for the model's failure rate; canceled and
-// expired jobs say nothing of the provider.
+// failed, was lost or expired at its deadline (true), for the model's
+// failure rate; a canceled job says nothing of the provider.
 func (s *Stats) observeOutcome(j *state.Job) {
 	var failed bool
 	switch j.State {
 	case state.Succeeded:
-	case state.Failed, state.Lost:
+	case state.Failed, state.Lost, state.Expired:
 		failed = true
 	default:
 		return
@@ -510,8 +513,9 @@ func (s *Stats) observeOutcome(j *state.Job) {
 	}
 }
 
-// Failures is the share of the route's model's recent jobs that failed or
-// were lost, with the (decayed) number of jobs it rests on.
+// Failures is the share of the route's model's recent jobs that failed,
+// were lost or expired at their deadline, with the (decayed) number of
+// jobs it rests on.
 func (s *Stats) Failures(route, model string) (rate, weight float64) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()

@@ -409,10 +409,9 @@ func TestLookupRegressesOnLength(t *testing.T) {
 	require.Greater(t, mix.Quantile(0.9).Seconds()/mix.Quantile(0.1).Seconds(), 2.0, "unknown length: the mix")
 }
 
-// A model's failure rate counts its jobs that failed or were lost among
-// those that ended on their own, whether or not they ever ran (a refused
-// create is a failure a model route should avoid); canceled and expired
-// jobs say nothing of the provider.
+// A model's failure rate counts its jobs that failed, were lost or
+// expired, whether or not they ever ran (a refused create is a failure a
+// model route should avoid); canceled jobs say nothing of the provider.
 func TestFailuresAreLearnedFleetWide(t *testing.T) {
 	t.Parallel()
 	ss := fleet(t, 2)
@@ -426,7 +425,8 @@ func TestFailuresAreLearnedFleetWide(t *testing.T) {
 		case i < 8:
 			j = finished(state.Lost, time.Minute, 0)
 		case i < 12:
-			j = finished(state.Expired, time.Hour, 0) // says nothing
+			j = finished(state.Canceled, time.Hour, 0) // says nothing
+			j.CancelRequestedAt = t0
 		default:
 			j = finished(state.Succeeded, time.Minute, 0)
 		}

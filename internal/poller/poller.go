@@ -87,6 +87,9 @@ type Config struct {
 	Metrics Metrics
 	// Learned returns the learned durations (nil: none are learned).
 	Learned route.Learned
+	// ModelRoutes are the model routes, whose jobs may be hedged (see
+	// hedge.go).
+	ModelRoutes map[string]*route.ModelRoute
 	// Queue, when set, is told how far a queued job moved between two
 	// polls (learn.Stats.ObserveQueue), and QueueRate how fast a route's
 	// queue moves (learn.Stats.QueueRate).
@@ -297,6 +300,10 @@ func (s *Service) poll(ctx context.Context, r *route.Route, d *jobs.Delivery, pr
 		lease.Unused() // paused while we waited for the lease: no call made
 		return s.jobs.Postpone(ctx, d, s.cfg.Now().Add(wait))
 	}
+	var hs hedgeSettle
+	if d.Live.HedgedBy != "" || d.Live.HedgeOf != "" {
+		hs = s.settleHedges(ctx, r, &hedgeView{id: d.JobID, live: d.Live}, s.jobLog(r, d))
+	}
 	cctx, cancel := context.WithTimeout(ctx, cmp.Or(r.CallTimeout, s.cfg.CallTimeout))
 	start := time.Now()
 	st, callErr := r.Adapter.Status(cctx, provider.Ref{ID: d.Live.RemoteID, Model: d.Live.Model, Data: d.Live.Ref})
@@ -316,7 +323,7 @@ func (s *Service) poll(ctx context.Context, r *route.Route, d *jobs.Delivery, pr
 		s.observeQueue(r, d.Live, st, prev, now)
 	}
 	f := d.Fold(jobs.Call{At: now, Status: st, Err: callErr, Prev: prev})
-	dec := s.decide(r, f, st, pause, now)
+	dec := s.decide(r, d.JobID, f, st, pause, hs, now)
 	res, err := s.jobs.Polled(ctx, d, f, dec)
 	if err != nil {
 		s.jobLog(r, d).Warn().Err(err).Msg("recording the poll failed; retrying")
@@ -326,18 +333,28 @@ func (s *Service) poll(ctx context.Context, r *route.Route, d *jobs.Delivery, pr
 	if res.Outcome.IsLater() {
 		s.dues.put(d.Seq(), d.N, now, dec.Due)
 	}
+	if dec.HedgeBy != "" && res.Job != nil && res.Job.Routing != nil && res.Job.Routing.HedgedBy == dec.HedgeBy {
+		s.submitHedge(ctx, d.JobID, s.jobLog(r, d))
+	}
 	if res.Finished {
 		j := res.Job
 		log := s.jobLog(r, d)
 		log.Info().Str("state", string(j.State)).Int("polls", j.Polls).Str("detected_by", string(j.DetectedBy)).Msg("job finished")
-		// Expired by its deadline here (not canceled by the provider at
-		// it): the provider is asked to stop the work, where the route
-		// wants it and the adapter can.
-		if j.State == state.Expired && j.DetectedBy == state.FromPollux {
-			outcome := s.cancelExpired(ctx, r, j, *log)
+		switch {
+		case j.State == state.Expired && j.DetectedBy == state.FromPollux:
+			// Expired by its deadline here (not canceled by the provider
+			// at it): the provider is asked to stop the work, where the
+			// route wants it and the adapter can.
+			outcome := "off"
+			if r.CancelOnDeadline {
+				outcome = s.cancelAtProvider(ctx, r, j, "the expired job", *log)
+			}
 			if s.cfg.Metrics.DeadlineCancel != nil {
 				s.cfg.Metrics.DeadlineCancel(r.Name, outcome)
 			}
+		case j.DetectedBy == state.FromHedge:
+			// Its hedge won: the work here is the loser's.
+			s.cancelAtProvider(ctx, r, j, "the job its hedge beat", *log)
 		}
 	}
 	return res.Outcome
@@ -365,12 +382,16 @@ func (s *Service) observeQueue(r *route.Route, live *events.PollState, st provid
 	}
 }
 
-// decide is what follows from a poll: the job's end, or its next poll.
-func (s *Service) decide(r *route.Route, f jobs.Fold, st provider.Status, pause time.Duration, now time.Time) jobs.Decision {
+// decide is what follows from a poll: the job's end, or its next poll
+// (and, for a job a model route routed, whether to hedge it).
+func (s *Service) decide(r *route.Route, id string, f jobs.Fold, st provider.Status, pause time.Duration, hs hedgeSettle, now time.Time) jobs.Decision {
 	after := &f.After
 	var dec jobs.Decision
 	switch {
 	case after.State.Terminal():
+		return dec
+	case hs.won != nil:
+		dec.End = adopt(hs.won, now)
 		return dec
 	case f.Err != nil && after.NotFound >= r.NotFoundLimit:
 		dec.End = &state.Observation{State: state.Lost, Source: state.FromPollux, At: now,
@@ -401,6 +422,9 @@ func (s *Service) decide(r *route.Route, f jobs.Fold, st provider.Status, pause 
 		hints.QueueRate = s.cfg.QueueRate(r.Name)
 	}
 	dec.Due = now.Add(r.NextPoll(after, now, hints, s.cfg.Learned, s.rnd))
+	if m, ok := s.hedgeTo(r, id, after, now); ok {
+		dec.HedgeBy, dec.HedgeTo = hedgeID(id), m.Route.Name
+	}
 	return dec
 }
 
@@ -412,26 +436,22 @@ type middle struct{}
 
 func (middle) Uint64() uint64 { return 1 << 63 }
 
-// cancelExpired asks the provider to stop work on an expired job, where
-// the route wants it and the adapter can, and returns the outcome (one of
-// DeadlineOutcomes). Best effort, as the job is already final for Pollux
-// (and was given the deadline where the provider takes one). Never while
-// the route is paused.
-func (s *Service) cancelExpired(ctx context.Context, r *route.Route, j *state.Job, log zerolog.Logger) string {
-	switch {
-	case !r.CancelOnDeadline:
-		return "off"
-	case !r.Adapter.Info().Cancel:
+// cancelAtProvider asks the provider to stop work on a job that is final
+// for Pollux (what names it in log lines), where the adapter can, and
+// returns the outcome (one of DeadlineOutcomes). Best effort: the job is
+// final whatever the answer. Never while the route is paused.
+func (s *Service) cancelAtProvider(ctx context.Context, r *route.Route, j *state.Job, what string, log zerolog.Logger) string {
+	if !r.Adapter.Info().Cancel {
 		return "unsupported"
 	}
 	lease, err := s.budgets[r.Name].Acquire(ctx)
 	if err != nil {
-		log.Warn().Err(err).Msg("no budget to cancel the expired job at the provider")
+		log.Warn().Err(err).Msg("no budget to cancel " + what + " at the provider")
 		return "held"
 	}
 	if s.pauses.Hold(r) > 0 {
 		lease.Unused()
-		log.Info().Msg("the route is paused: the expired job is not canceled at the provider")
+		log.Info().Msg("the route is paused: " + what + " is not canceled at the provider")
 		return "held"
 	}
 	cctx, cancel := context.WithTimeout(ctx, cmp.Or(r.CallTimeout, s.cfg.CallTimeout))
@@ -440,7 +460,7 @@ func (s *Service) cancelExpired(ctx context.Context, r *route.Route, j *state.Jo
 	lease.Answered(err)
 	s.pauses.After(ctx, r, "cancel", err)
 	if err != nil {
-		log.Warn().Err(err).Msg("canceling the expired job at the provider failed")
+		log.Warn().Err(err).Msg("canceling " + what + " at the provider failed")
 		return "failed"
 	}
 	return "canceled"

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"hash/fnv"
-	"math"
 	"slices"
 	"strings"
 	"time"
@@ -153,7 +152,7 @@ func (mr *ModelRoute) Choose(id, configKey string, length float64, now, deadline
 		if c.c.Waiting {
 			score *= waitingPenalty
 		}
-		c.c.Score = math.Round(score*10) / 10
+		c.c.Score = score
 	}
 	rank := func(c *cand) int {
 		switch {
@@ -172,7 +171,7 @@ func (mr *ModelRoute) Choose(id, configKey string, length float64, now, deadline
 		cs[0], cs[1] = cs[1], cs[0]
 		explored = true
 	}
-	ch := Choice{Routing: state.Routing{Via: mr.Name}}
+	ch := Choice{Routing: state.Routing{Via: mr.Name, Hedge: mr.Hedge}}
 	for _, c := range cs {
 		ch.Ranked = append(ch.Ranked, c.m)
 		ch.Routing.Candidates = append(ch.Routing.Candidates, c.c)
@@ -193,10 +192,10 @@ func why(chosen state.Candidate, all []state.Candidate, explored bool) string {
 	}
 	var parts []string
 	for _, c := range all {
-		p := fmt.Sprintf("%s ~%.0fs", c.Route, c.Score)
+		p := fmt.Sprintf("%s ~%.3gs", c.Route, c.Score)
 		var notes []string
 		if c.P90 > 0 {
-			notes = append(notes, fmt.Sprintf("p90 %.0fs", time.Duration(c.P90).Seconds()))
+			notes = append(notes, fmt.Sprintf("p90 %.3gs", time.Duration(c.P90).Seconds()))
 		} else {
 			notes = append(notes, "not learned yet")
 		}

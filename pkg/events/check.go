@@ -43,6 +43,12 @@ type PollState struct {
 	Model     string  `json:"model"`
 	ConfigKey string  `json:"config_key,omitempty"`
 	Length    float64 `json:"length_s,omitempty"`
+	// Via, HedgeOf and HedgedBy are the job's state.Routing, when a model
+	// route chose its route: what a poll needs to hedge it or settle a
+	// hedge.
+	Via      string `json:"via,omitempty"`
+	HedgeOf  string `json:"hedge_of,omitempty"`
+	HedgedBy string `json:"hedged_by,omitempty"`
 	// State, Raw, Progress and QueuePosition are what the provider said
 	// last.
 	State         state.State `json:"state"`
@@ -81,6 +87,14 @@ type PollState struct {
 
 // PollStateOf is job j's poll state as its record has it.
 func PollStateOf(j *state.Job) *PollState {
+	ps := pollStateOf(j)
+	if r := j.Routing; r != nil {
+		ps.Via, ps.HedgeOf, ps.HedgedBy = r.Via, r.HedgeOf, r.HedgedBy
+	}
+	return ps
+}
+
+func pollStateOf(j *state.Job) *PollState {
 	return &PollState{
 		RemoteID: j.RemoteID, Ref: j.ProviderRef, Model: j.Model, ConfigKey: j.ConfigKey, Length: j.Length,
 		State: j.State, Raw: j.ProviderStatus, Progress: j.Progress, QueuePosition: j.QueuePosition,

@@ -87,6 +87,11 @@ type Submit struct {
 	ConfigKey string `json:"config_key,omitempty"`
 	// Metadata is returned in every event of the job.
 	Metadata map[string]string `json:"metadata,omitempty"`
+	// HedgeOf names the job, submitted to a model route, this submission
+	// hedges on another of its members: the first to succeed ends the
+	// hedged job, and the other is canceled. Pollux's pollers send these;
+	// see route.ModelRoute.
+	HedgeOf string `json:"hedge_of,omitempty"`
 }
 
 // Track asks Pollux to track a job that was submitted elsewhere.
@@ -139,6 +144,9 @@ func DecodeSubmit(data []byte) (*Submit, error) {
 	}
 	if err := checkCommon(m.ConfigKey, m.Metadata); err != nil {
 		return nil, err
+	}
+	if m.HedgeOf != "" && !ValidToken(m.HedgeOf) {
+		return nil, fieldErr("hedge_of", "a job id is 1-128 characters of [A-Za-z0-9_-]")
 	}
 	return &m, nil
 }

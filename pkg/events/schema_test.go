@@ -338,7 +338,7 @@ func TestSchemaEnumsAndLimits(t *testing.T) {
 		states = append(states, string(s))
 	}
 	require.Equal(t, states, stringsOf(def("state", "enum")))
-	sources := []string{string(state.FromSubmit), string(state.FromPoll), string(state.FromWebhook), string(state.FromCancel), string(state.FromPollux)}
+	sources := []string{string(state.FromSubmit), string(state.FromPoll), string(state.FromWebhook), string(state.FromCancel), string(state.FromPollux), string(state.FromHedge)}
 	require.Equal(t, sources, stringsOf(def("source", "enum")))
 
 	event := document(t, "event.json")["properties"].(map[string]any)

@@ -66,6 +66,7 @@ const (
 	FromWebhook Source = "webhook"
 	FromCancel  Source = "cancel"
 	FromPollux  Source = "pollux" // Pollux's own decision: deadline, lost, rejected cancel
+	FromHedge   Source = "hedge"  // the job's hedge succeeded first (see Routing)
 )
 
 // Job is the record of one tracked job, stored as JSON under its id in the
@@ -337,10 +338,14 @@ type Routing struct {
 	Why string `json:"why"`
 	// Candidates are the members as they stood at the choice, best first.
 	Candidates []Candidate `json:"candidates"`
+	// Hedge is true when the model route may hedge the job: its input is
+	// kept until it ends, for the hedge.
+	Hedge bool `json:"hedge,omitempty"`
 	// HedgeOf, on a hedge, is the job it hedges; HedgedBy, on a hedged
-	// job, its hedge.
+	// job, its hedge, and HedgeTo the route it went to.
 	HedgeOf  string `json:"hedge_of,omitempty"`
 	HedgedBy string `json:"hedged_by,omitempty"`
+	HedgeTo  string `json:"hedge_to,omitempty"`
 }
 
 // Candidate is one member of a model route at a choice.
@@ -351,8 +356,8 @@ type Candidate struct {
 	// P90 is its learned 90th percentile of completion time; absent when
 	// not learned yet.
 	P90 Duration `json:"p90,omitempty"`
-	// FailureRate is the share of its recent jobs that failed or were
-	// lost.
+	// FailureRate is the share of its recent jobs that failed, were
+	// lost or expired at their deadline.
 	FailureRate float64 `json:"failure_rate"`
 	// OnTime is the learned chance it ends the job by its deadline;
 	// absent when not learned.
