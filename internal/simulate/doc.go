@@ -9,8 +9,8 @@
 // built-in workloads (Workloads: lognormal of three spreads, bimodal, heavy
 // tailed, a mid-run slowdown, early failures, a long queue, progress
 // reported, webhooks lost at 2, 10 or 30%; each with a lognormal queue
-// wait and Poisson arrivals; and mixed, six models interleaved, a sixth of
-// the jobs each), from a CSV
+// wait and Poisson arrivals; and mixed, six models interleaved, as many
+// jobs each as alone), from a CSV
 // trace (ReadTrace, WriteTrace), or from the fleet's own finished jobs
 // (ReadFleet: the jobs bucket read through its owner, internal/jobs; the
 // jobs learn.Durations learns from, in submit order). A poll at t sees the

@@ -151,7 +151,7 @@ func TestWritePlot(t *testing.T) {
 func TestMixScoresEachModelApart(t *testing.T) {
 	t.Parallel()
 	w, _ := LookupWorkload("mixed")
-	jobs := w.Jobs(1800, 3)
+	jobs := w.Jobs(300, 3)
 	strategies := []Strategy{{Name: "adaptive", kind: adaptive}, {Name: "google", kind: google}, {Name: "optimal", kind: optimal}}
 	mix, err := Run(jobs, strategies, Config{Warmup: 50})
 	require.NoError(t, err)

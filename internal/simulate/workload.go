@@ -106,7 +106,7 @@ func Workloads() []Workload {
 	fast := Workload{Name: "fast", About: "run time lognormal, median 20 s, σ 0.3", run: ln(20, 0.3)}
 	ws = append(ws, Workload{
 		Name:  "mixed",
-		About: "six models in one run, a sixth of the jobs each, each learned and scored on its own: fast (run time lognormal median 20 s, σ 0.3), long-queue, bimodal, heavy-tail, slowdown, early-failures",
+		About: "six models in one run, as many jobs each as alone, interleaved, each learned and scored on its own: fast (run time lognormal median 20 s, σ 0.3), long-queue, bimodal, heavy-tail, slowdown, early-failures",
 		parts: []Workload{fast, find("long-queue"), find("bimodal"), find("heavy-tail"), find("slowdown"), find("early-failures")},
 	})
 	return ws
@@ -130,10 +130,11 @@ func LookupWorkload(name string) (Workload, error) {
 	return Workload{}, fmt.Errorf("unknown workload %q; built-in: %s", name, strings.Join(WorkloadNames(), ", "))
 }
 
-// Jobs draws n jobs of the workload, reproducibly from seed. A mix's n
-// jobs are shared equally among its parts (the first n mod parts get one
-// more), each part's arriving as its own Poisson process at 1/parts of
-// the rate, and are returned in submit order.
+// Jobs draws n jobs of the workload, reproducibly from seed. A mix draws
+// n jobs of each of its parts — each model as many as it has alone, so
+// that its scores are measured on as many jobs — each part's arriving as
+// its own Poisson process at 1/parts of the rate, and returns them in
+// submit order.
 func (w Workload) Jobs(n int, seed uint64) []Job {
 	if len(w.parts) == 0 {
 		return w.jobs(n, seed, 0, meanArrival, w.Name)
@@ -142,7 +143,7 @@ func (w Workload) Jobs(n int, seed uint64) []Job {
 	var jobs []Job
 	for i, part := range w.parts {
 		// Each part its own stream: no two parts arrive in step.
-		jobs = append(jobs, part.jobs(n/k+b2i(i < n%k), seed, uint64(i+1), meanArrival*float64(k), w.Name+"/"+part.Name)...)
+		jobs = append(jobs, part.jobs(n, seed, uint64(i+1), meanArrival*float64(k), w.Name+"/"+part.Name)...)
 	}
 	slices.SortStableFunc(jobs, func(a, b Job) int { return cmp.Compare(a.Submit, b.Submit) })
 	return jobs
@@ -176,11 +177,4 @@ func (w Workload) jobs(n int, seed, stream uint64, meanGap float64, model string
 		}
 	}
 	return jobs
-}
-
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
