@@ -699,6 +699,7 @@ func (s *Service) created(ctx context.Context, in intake, rec jobs.Record, st pr
 		return events.Later(time.Second), "retry"
 	}
 	log.Info().Str("remote_id", rec.RemoteID).Str("state", string(rec.State)).Msg("submitted")
+	s.indexRemote(ctx, r, rec.Job, log)
 	if !rec.CancelRequestedAt.IsZero() && !rec.State.Terminal() {
 		// The cancel's own message has gone: this one carries it out.
 		for {
@@ -828,6 +829,7 @@ func (s *Service) track(ctx context.Context, in intake) (events.Outcome, string)
 		return s.retry(log, err, "tracking the job")
 	case created:
 		log.Info().Msg("tracking")
+		s.indexRemote(ctx, r, rec.Job, log)
 		return events.Done(), "tracked"
 	case rec.Route != r.Name || rec.RemoteID != m.RemoteID:
 		return s.reject(ctx, in, id, &events.FieldError{Field: "id", Problem: fmt.Sprintf("already used by job of remote id %s on route %s", rec.RemoteID, rec.Route)})
@@ -886,6 +888,26 @@ func (s *Service) cancel(ctx context.Context, in intake) (events.Outcome, string
 		return events.Later(s.backoff(in)), "retry"
 	}
 	return events.Done(), "canceled"
+}
+
+// indexRemote records the job's remote id in the remote index when its
+// route's webhooks name only the remote job (see jobs.Owner.IndexRemote).
+// Best effort, a few tries: without the entry, the job's webhook cannot be
+// routed, and its polls find its end anyway.
+func (s *Service) indexRemote(ctx context.Context, r *route.Route, j *state.Job, log zerolog.Logger) {
+	if !r.Adapter.Info().WebhooksByRemoteID || j.RemoteID == "" {
+		return
+	}
+	var err error
+	for try := range 3 {
+		if err = s.jobs.IndexRemote(ctx, r.Name, j.RemoteID, j.ID); err == nil {
+			return
+		}
+		if !schedule.Sleep(ctx, time.Duration(try+1)*200*time.Millisecond) {
+			break
+		}
+	}
+	log.Warn().Err(err).Msg("indexing the remote id failed: the provider's webhooks for this job cannot be routed; polls follow it")
 }
 
 // paused is the refusal of a call because the route is paused: wait is

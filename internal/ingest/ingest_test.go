@@ -38,6 +38,7 @@ type fake struct {
 	creates    map[string]int
 	jobs       map[string]string // idempotency key → remote id
 	cancels    int
+	byRemote   bool // its webhooks name only the remote job
 }
 
 func newFake() *fake {
@@ -45,7 +46,7 @@ func newFake() *fake {
 }
 
 func (f *fake) Info() provider.Info {
-	return provider.Info{Kind: "fake", Idempotent: f.idempotent, Cancel: true}
+	return provider.Info{Kind: "fake", Idempotent: f.idempotent, Cancel: true, WebhooksByRemoteID: f.byRemote}
 }
 
 func (f *fake) Submit(_ context.Context, req provider.SubmitRequest) (provider.Status, error) {
@@ -446,4 +447,32 @@ func TestAdmissionQueueIsObserved(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	require.Equal(t, 2, waits["route fake"]+waits["queue fake"], "each waiting submission counted once")
+}
+
+// On a route whose provider's webhooks name only the remote job, a
+// submitted job, and a tracked one, are in the remote index, by which the
+// webhook receiver routes their deliveries; on other routes nothing is
+// written.
+func TestARemoteIDIsIndexedWhereWebhooksNeedIt(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	f.byRemote = true
+	s := start(t, f, config.Route{}, nil)
+	s.submit("a")
+	j := s.until("a", submitted)
+	s.publish(s.env.NS.Track("fake"), events.Track{V: events.Version, ID: "t", RemoteID: "elsewhere-1", Model: "m"})
+	s.until("t", func(j *state.Job) bool { return j.RemoteID != "" })
+	for remote, id := range map[string]string{j.RemoteID: "a", "elsewhere-1": "t"} {
+		require.Eventually(t, func() bool {
+			got, err := s.env.Jobs.ByRemote(context.Background(), "fake", remote)
+			return err == nil && got == id
+		}, 10*time.Second, 10*time.Millisecond, "remote %s → job %s", remote, id)
+	}
+
+	plain := start(t, newFake(), config.Route{}, nil)
+	plain.submit("b")
+	jb := plain.until("b", submitted)
+	plain.intakeDone()
+	_, err := plain.env.Jobs.ByRemote(context.Background(), "fake", jb.RemoteID)
+	require.ErrorIs(t, err, state.ErrNotFound, "not indexed where no webhook needs it")
 }

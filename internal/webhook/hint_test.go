@@ -140,3 +140,77 @@ func TestDeliveriesThatNameOnlyTheJobAreHints(t *testing.T) {
 	cancel()
 	require.NoError(t, <-done)
 }
+
+// A provider whose webhook endpoint is set once for the account (OpenAI's
+// project webhooks) calls without naming the job: its delivery is routed
+// by the remote id in its body, through the remote index, and is a hint
+// like any id-only one. A delivery about a remote job Pollux does not know
+// (another application's, in the same project) is answered 200 and
+// ignored, so the provider does not retry it for days.
+func TestAProjectWideWebhookIsRoutedByItsRemoteID(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := natstest.Server(t)
+	_, js := natstest.Connect(t, srv)
+	res, err := events.Default.Setup(ctx, js, events.Options{})
+	require.NoError(t, err)
+	projectWide := `{
+  "base_url": "https://provider.invalid/v1",
+  "submit": {"path": "/videos", "model_field": "model", "id_path": "id"},
+  "status": {"path": "/videos/{id}", "state_path": "status"},
+  "states": {"queued": "queued", "in_progress": "running", "completed": "succeeded", "failed": "failed"},
+  "callback": {"signature": "standard_webhooks", "id_path": "data.id"}
+}`
+	gen, err := generic.New(provider.Config{Route: "oai", Kind: generic.Kind, Token: "t", WebhookSecret: whsec, Options: json.RawMessage(projectWide)})
+	require.NoError(t, err)
+	require.True(t, gen.Info().WebhooksByRemoteID)
+	rt, err := route.New("oai", gen, config.Route{WebhookURL: "https://hooks.example/webhooks/oai"}, 1)
+	require.NoError(t, err)
+
+	owner := jobs.New(events.Default, js, res, jobs.Config{})
+	later := time.Now().Add(time.Hour).UTC()
+	track(t, owner, &state.Job{ID: "job-1", Route: "oai", RemoteID: "video_9", State: state.Running, WebhookExpected: true, NextCheckAt: later})
+	require.NoError(t, owner.IndexRemote(ctx, "oai", "video_9", "job-1"))
+	got, err := owner.ByRemote(ctx, "oai", "video_9")
+	require.NoError(t, err)
+	require.Equal(t, "job-1", got)
+	_, err = owner.ByRemote(ctx, "other", "video_9")
+	require.ErrorIs(t, err, state.ErrNotFound, "per route")
+
+	svc, err := webhook.New(webhook.Config{Routes: map[string]*route.Route{"oai": rt}}, js, events.Default, res, owner)
+	require.NoError(t, err)
+	hs := httptest.NewServer(svc.Handler())
+	defer hs.Close()
+	secret, err := signature.ParseSecret(whsec)
+	require.NoError(t, err)
+	post := func(id, body string) (int, string) {
+		req, err := http.NewRequest(http.MethodPost, hs.URL+"/webhooks/oai", bytes.NewReader([]byte(body)))
+		require.NoError(t, err)
+		req.Header.Set("Webhook-Id", id)
+		req.Header.Set("Webhook-Timestamp", strconv.FormatInt(time.Now().Unix(), 10))
+		req.Header.Set("Webhook-Signature", signature.Sign(secret, id, time.Now(), []byte(body)))
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer func() { _ = resp.Body.Close() }()
+		var b bytes.Buffer
+		_, _ = b.ReadFrom(resp.Body)
+		return resp.StatusCode, b.String()
+	}
+	status, body := post("wh_other", `{"id":"evt_2","object":"event","type":"video.completed","data":{"id":"video_someone_elses"}}`)
+	require.Equal(t, http.StatusOK, status)
+	require.JSONEq(t, `{"ok":true,"ignored":true}`, body)
+	status, _ = post("wh_9", `{"id":"evt_9","object":"event","type":"video.completed","data":{"id":"video_9"}}`)
+	require.Equal(t, http.StatusOK, status)
+
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error)
+	ln := listenLocal(t)
+	go func() { done <- svc.Run(cctx, ln) }()
+	require.Eventually(t, func() bool {
+		v, err := owner.Check(ctx, "oai", "job-1")
+		return err == nil && v.Check != nil && !v.Check.Due.After(time.Now())
+	}, 10*time.Second, 20*time.Millisecond, "routed by its remote id: the job's check is due now")
+	cancel()
+	require.NoError(t, <-done)
+}

@@ -201,6 +201,9 @@ func (s *Service) Handler() http.Handler {
 type reply struct {
 	OK        bool `json:"ok"`
 	Duplicate bool `json:"duplicate,omitempty"`
+	// Ignored: about no job Pollux knows (a project-wide endpoint also
+	// hears of jobs other applications made).
+	Ignored bool `json:"ignored,omitempty"`
 }
 
 // The error codes of the webhook receiver besides those of package
@@ -274,10 +277,6 @@ func (s *Service) serve(w http.ResponseWriter, req *http.Request, name string) i
 		log.Error().Err(err).Msg("webhook verification unavailable")
 		return fail(w, http.StatusServiceUnavailable, problem.CodeUnavailable, "", "verification unavailable, retry later")
 	}
-	if !events.ValidToken(job) {
-		log.Warn().Msg("verified webhook refused: its URL names no job")
-		return fail(w, http.StatusBadRequest, problem.CodeInvalidParameter, "job", "missing or invalid query parameter: the job the delivery is about")
-	}
 	// Authentic: what it says must be readable now, or it never will be.
 	st, err := r.Webhooks.ParseWebhook(req.Header, body)
 	switch {
@@ -287,8 +286,43 @@ func (s *Service) serve(w http.ResponseWriter, req *http.Request, name string) i
 	case st.RemoteID == "":
 		log.Warn().Str("job_id", job).Msg("verified webhook refused: it names no remote job")
 		return fail(w, http.StatusBadRequest, CodeInvalidDelivery, "", "the delivery is signed but names no job")
+	case job == "" && r.Adapter.Info().WebhooksByRemoteID:
+		// The account's one endpoint: the body's remote id names the job.
+		var status int
+		if job, status = s.byRemote(w, req, name, st.RemoteID, log); status != 0 {
+			return status
+		}
+	}
+	if !events.ValidToken(job) {
+		log.Warn().Msg("verified webhook refused: its URL names no job")
+		return fail(w, http.StatusBadRequest, problem.CodeInvalidParameter, "job", "missing or invalid query parameter: the job the delivery is about")
 	}
 	return s.store(w, req, name, job, deliveryID, body, nil, log)
+}
+
+// byRemote finds the job of a delivery to a route's one endpoint by its
+// remote id (jobs.Owner.ByRemote); it returns the job, or the status it
+// answered with. A remote id no job has is answered 200 and ignored
+// (counted as dropped, unknown_job): the account's endpoint hears of every
+// job, also those other applications made, and retrying would not change
+// that. Such deliveries are hints (they name the job only), so one that
+// beat the recording of its create's answer loses nothing the job's polls
+// do not find. A NATS failure is answered 503 with Retry-After.
+func (s *Service) byRemote(w http.ResponseWriter, req *http.Request, route, remoteID string, log zerolog.Logger) (string, int) {
+	ctx, cancel := context.WithTimeout(req.Context(), s.cfg.PublishTimeout)
+	defer cancel()
+	job, err := s.jobs.ByRemote(ctx, route, remoteID)
+	switch {
+	case err == nil:
+		return job, 0
+	case errors.Is(err, state.ErrNotFound):
+		log.Info().Str("remote_id", remoteID).Msg("verified webhook about a remote job Pollux does not know; ignored")
+		s.drop(route, "unknown_job")
+		return "", ok(w, reply{OK: true, Ignored: true})
+	}
+	log.Warn().Err(err).Msg("looking the remote id up failed")
+	w.Header().Set("Retry-After", "5")
+	return "", fail(w, http.StatusServiceUnavailable, problem.CodeUnavailable, "", "lookup unavailable, retry later")
 }
 
 // callback takes an unsigned callback: the job's token (when the route

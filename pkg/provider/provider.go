@@ -84,6 +84,11 @@ type Info struct {
 	// Callbacks is true when the provider can notify a job's changes by an
 	// unsigned callback (see Callbacks).
 	Callbacks bool
+	// WebhooksByRemoteID is true when the provider's webhook endpoint is
+	// set once for the account (OpenAI's project webhooks), not per job:
+	// a delivery's URL names no job, only its body the remote one, so
+	// Pollux keeps an index from remote ids to jobs to route it.
+	WebhooksByRemoteID bool
 	// Idempotent is true when submitting the same idempotency key twice
 	// returns the same remote job: only then may a submission whose outcome
 	// is in doubt be retried.

@@ -62,8 +62,9 @@
 // route's whsec_ secret before anything reads them (a forged one is
 // refused), deduplicated on webhook-id, and then a hint, as ParseWebhook
 // reports the job with an unknown state. Pollux finds a delivery's job by
-// the job in its URL, so a provider whose endpoint is configured once per
-// account, not per job (url_field unset), cannot route deliveries yet.
+// the job in its URL; where the provider's endpoint is configured once per
+// account, not per job (url_field unset), Info.WebhooksByRemoteID has
+// Pollux keep an index from remote ids to jobs and route by the body's id.
 //
 // What this adapter does not do: idempotency keys (a create is never
 // repeated), request bodies beyond "input object (+ model field)", and

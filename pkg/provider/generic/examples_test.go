@@ -319,7 +319,7 @@ func TestOpenAIVideoExample(t *testing.T) {
 	created, done, expires := time.Unix(1795946400, 0).UTC(), time.Unix(1795946500, 0).UTC(), time.Unix(1796032900, 0).UTC()
 	now := done.Add(time.Minute)
 	a.SetNow(func() time.Time { return now })
-	require.Equal(t, provider.Info{Kind: "generic", Webhooks: true}, a.Info(), "no cancel, no idempotency key, signed webhooks")
+	require.Equal(t, provider.Info{Kind: "generic", Webhooks: true, WebhooksByRemoteID: true}, a.Info(), "no cancel, no idempotency key, signed webhooks at the project's one endpoint")
 
 	// Create, once: the input with the model, no webhook field (the
 	// example's endpoint is configured at the provider).

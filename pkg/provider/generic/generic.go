@@ -96,7 +96,8 @@ func (a *Adapter) authorize(r *http.Request) {
 func (a *Adapter) Info() provider.Info {
 	cb := a.cfg.callback
 	return provider.Info{Kind: Kind, Cancel: a.cfg.cancel != nil, Callbacks: cb != nil && !cb.signed,
-		Webhooks: cb != nil && cb.signed, PollFloor: a.cfg.pollFloor}
+		Webhooks: cb != nil && cb.signed, WebhooksByRemoteID: cb != nil && cb.signed && cb.urlField == "",
+		PollFloor: a.cfg.pollFloor}
 }
 
 // VerifyWebhook checks a signed callback's Standard Webhooks signature and
