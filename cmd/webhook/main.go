@@ -1,5 +1,7 @@
 // Command webhook receives provider webhooks at POST /webhooks/<route>,
-// verifies them, stores them in JetStream and applies them to job state.
+// verifies them, stores them in JetStream and applies them to job state;
+// and, when the configuration names endpoints (notify), delivers job events
+// to applications (package notify).
 package main
 
 import (
@@ -10,7 +12,10 @@ import (
 
 	"github.com/alecthomas/kong"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/pollux-dev/pollux/internal/app"
+	"github.com/pollux-dev/pollux/internal/notify"
 	"github.com/pollux-dev/pollux/internal/version"
 	"github.com/pollux-dev/pollux/internal/webhook"
 )
@@ -37,6 +42,20 @@ func main() {
 		if err != nil {
 			return fmt.Errorf("webhook listener: %w", err)
 		}
-		return svc.Run(ctx, ln)
+		if !notify.Enabled(env.Config.Notify) {
+			return svc.Run(ctx, ln)
+		}
+		// Outbound webhooks run here too: the webhook processes are
+		// the ones that speak HTTP to the outside.
+		out, err := notify.New(notify.Config{Notify: env.Config.Notify, Routes: app.NotifyRoutes(env.Config),
+			Options: env.Options(), Logger: env.Log, Metrics: env.Metrics.Notify(app.NotifyEndpoints(env.Config))}, env.JS, env.NS)
+		if err != nil {
+			_ = ln.Close()
+			return err
+		}
+		g, gctx := errgroup.WithContext(ctx)
+		g.Go(func() error { return svc.Run(gctx, ln) })
+		g.Go(func() error { return out.Run(gctx) })
+		return g.Wait()
 	}))
 }

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -398,4 +399,26 @@ func hedgeEnded(ctx context.Context, owner *jobs.Owner, j *state.Job, log zerolo
 			log.Debug().Err(err).Str("job_id", o.ID).Msg("bringing a hedge's other job forward failed; its next poll settles it")
 		}
 	}()
+}
+
+// NotifyRoutes are the endpoints each route's job events go to (the
+// routes' notify lists).
+func NotifyRoutes(c *config.Config) map[string][]string {
+	out := map[string][]string{}
+	for name, r := range c.Routes {
+		if len(r.Notify) > 0 {
+			out[name] = slices.Clone(r.Notify)
+		}
+	}
+	return out
+}
+
+// NotifyEndpoints are the endpoints' names, "submission" included when
+// submissions may name their own.
+func NotifyEndpoints(c *config.Config) []string {
+	names := slices.Sorted(maps.Keys(c.Notify.Endpoints))
+	if c.Notify.Submissions != nil {
+		names = append(names, config.NotifySubmissions)
+	}
+	return names
 }

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/alecthomas/kong"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sync/errgroup"
@@ -23,6 +25,7 @@ import (
 	"github.com/pollux-dev/pollux/internal/cli"
 	"github.com/pollux-dev/pollux/internal/dev"
 	"github.com/pollux-dev/pollux/internal/natstest"
+	"github.com/pollux-dev/pollux/internal/notify"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/provider/sim"
 )
@@ -208,6 +211,24 @@ func TestGetOfAFinishedJob(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, out, `"state": "succeeded"`)
 	require.NotContains(t, out, "next_check_at")
+	require.NotContains(t, out, "outbound webhooks", "none configured")
+
+	// Its deliveries to an application's endpoint, as package notify
+	// records them, are shown too.
+	nc, err := nats.Connect(url)
+	require.NoError(t, err)
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	kv, err := events.EnsureBucket(t.Context(), js, events.Default.OutboxBucketConfig(events.Options{}))
+	require.NoError(t, err)
+	d, _ := json.Marshal(notify.Delivery{Endpoint: "app", State: notify.StateDelivering, Seq: 3, Attempts: 2, Total: 4, Last: "HTTP 503", LastAt: time.Now()})
+	_, err = kv.Put(t.Context(), events.OutboxKey("done-1", "app"), d)
+	require.NoError(t, err)
+	out, err = run(t, "get", "--nats-url", url, "done-1")
+	require.NoError(t, err)
+	require.Contains(t, out, "outbound webhooks:")
+	require.Regexp(t, `app +delivering +event #3, 2 attempt\(s\) \(4 in all\), last .*: HTTP 503`, out)
 
 	_, err = run(t, "submit", "--nats-url", url, "--route", "simm", "--model", "m", "--id", "typo-2", "--wait")
 	require.ErrorIs(t, err, cli.ErrRejected)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/pollux-dev/pollux/internal/frontdoor"
 	"github.com/pollux-dev/pollux/internal/jobs"
+	"github.com/pollux-dev/pollux/internal/notify"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
@@ -337,6 +338,21 @@ func (c *GetCmd) get(ctx context.Context, js jetstream.JetStream, ns events.Name
 	}
 	for _, ev := range evs {
 		fmt.Fprintf(g.Stdout, "  #%-3d %s  %-9s state=%s\n", ev.Seq, ev.Time.Local().Format(time.DateTime), ev.Type, ev.State)
+	}
+	ds, err := notify.Deliveries(ctx, js, ns, c.ID)
+	if err != nil {
+		return err
+	}
+	if len(ds) > 0 {
+		fmt.Fprintf(g.Stdout, "\noutbound webhooks:\n")
+	}
+	for _, d := range ds {
+		line := fmt.Sprintf("  %-12s %-10s event #%d, %d attempt(s) (%d in all), last %s: %s", d.Endpoint, d.State, d.Seq, d.Attempts, d.Total,
+			d.LastAt.Local().Format(time.DateTime), d.Last)
+		if !d.NextAt.IsZero() {
+			line += ", next " + d.NextAt.Local().Format(time.DateTime)
+		}
+		fmt.Fprintln(g.Stdout, line)
 	}
 	return nil
 }

@@ -46,6 +46,8 @@ type Config struct {
 	// provider routes, by name (see ModelRoute). Their names share the
 	// routes' namespace: a submission to one is routed per job.
 	ModelRoutes map[string]ModelRoute `yaml:"model_routes"`
+	// Notify configures outbound webhooks to applications.
+	Notify Notify `yaml:"notify"`
 }
 
 // ModelRoute serves one model through several provider routes (Kling
@@ -276,6 +278,9 @@ type Route struct {
 	// [resolution, duration]): jobs of one model learn their durations
 	// apart per setting (default none: one distribution per model).
 	SettingsFrom []string `yaml:"settings_from"`
+	// Notify names the endpoints (Config.Notify.Endpoints) that receive
+	// the events of the route's jobs.
+	Notify []string `yaml:"notify"`
 	// LengthFrom names the top-level input field holding the output
 	// length a submission asks for, in seconds (for example duration): a
 	// number, or a string such as "5" or "5s". The model's learned
@@ -491,6 +496,16 @@ func (c *Config) Validate() error {
 		if a := c.Routes[name].Account; a != "" {
 			if _, ok := c.Accounts[a]; !ok {
 				return fmt.Errorf("routes.%s.account: no account named %q under accounts", name, a)
+			}
+		}
+	}
+	if err := c.Notify.validate(); err != nil {
+		return fmt.Errorf("notify.%w", err)
+	}
+	for _, rn := range c.RouteNames() {
+		for _, e := range c.Routes[rn].Notify {
+			if _, ok := c.Notify.Endpoints[e]; !ok {
+				return fmt.Errorf("routes.%s.notify: no endpoint named %q under notify.endpoints", rn, e)
 			}
 		}
 	}

@@ -73,6 +73,13 @@ func TestParseRejects(t *testing.T) {
 		{"member without model", "routes: {a: {kind: replicate}, b: {kind: fal}}\nmodel_routes: {m: {members: [{route: a, model: x}, {route: b}]}}", "members[1].model"},
 		{"model route named as a route", "routes: {a: {kind: replicate}, b: {kind: fal}}\nmodel_routes: {a: {members: [{route: a, model: x}, {route: b, model: y}]}}", "model_routes.a: a route has that name too"},
 		{"explore", "routes: {a: {kind: replicate}, b: {kind: fal}}\nmodel_routes: {m: {explore: 0.9, members: [{route: a, model: x}, {route: b, model: y}]}}", "explore: 0.9"},
+		{"notify: no secret", "routes: {a: {kind: replicate}}\nnotify: {endpoints: {app: {url: 'https://app.example/hook'}}}", "notify.endpoints.app.secrets_env: at least one"},
+		{"notify: bad url", "routes: {a: {kind: replicate}}\nnotify: {endpoints: {app: {url: 'ftp://app.example/hook', secrets_env: [S]}}}", "notify.endpoints.app.url: scheme \"ftp\""},
+		{"notify: credentials", "routes: {a: {kind: replicate}}\nnotify: {endpoints: {app: {url: 'https://u:p@app.example/', secrets_env: [S]}}}", "credentials in the URL"},
+		{"notify: events", "routes: {a: {kind: replicate}}\nnotify: {endpoints: {app: {url: 'https://app.example/', secrets_env: [S], events: some}}}", "events: \"some\""},
+		{"notify: reserved name", "routes: {a: {kind: replicate}}\nnotify: {endpoints: {submission: {url: 'https://app.example/', secrets_env: [S]}}}", "and not \"submission\""},
+		{"notify: submissions url", "routes: {a: {kind: replicate}}\nnotify: {submissions: {url: 'https://app.example/', secrets_env: [S]}}", "notify.submissions.url: each submission gives its own"},
+		{"notify: unknown endpoint", "routes: {a: {kind: replicate, notify: [app]}}", "routes.a.notify: no endpoint named \"app\""},
 		{"hedge_below", "routes: {a: {kind: replicate}, b: {kind: fal}}\nmodel_routes: {m: {hedge: true, hedge_below: 2, members: [{route: a, model: x}, {route: b, model: y}]}}", "hedge_below: 2"},
 	}
 	for _, tt := range tests {

@@ -70,6 +70,10 @@ type Config struct {
 	// ModelRoutes are the model routes it may serve: those whose members
 	// it serves all of (see route.ModelRoute and model.go).
 	ModelRoutes map[string]*route.ModelRoute
+	// NotifyURLs accepts submissions that name an endpoint of their own
+	// (notify_url; the configuration's notify.submissions); without it
+	// they are rejected.
+	NotifyURLs bool
 	// Options size the streams (see events.Options).
 	Options events.Options
 	// SweepInterval is how often intake on unserved routes is looked for
@@ -368,10 +372,15 @@ func (s *Service) submitJob(ctx context.Context, in intake, m *events.Submit, id
 	if err != nil {
 		return s.reject(ctx, in, id, err)
 	}
+	if m.NotifyURL != "" && !s.cfg.NotifyURLs {
+		return s.reject(ctx, in, id, &events.FieldError{Field: "notify_url",
+			Problem: "this deployment does not call submissions' own endpoints (notify.submissions is not configured)"})
+	}
 	log := in.logger(s.log, id)
 	j := &state.Job{
 		ID: id, Route: r.Name, Model: m.Model, ConfigKey: r.ConfigKey(m.ConfigKey, m.Input), Length: r.Length(m.Input), State: state.Pending,
-		Input: m.Input, Metadata: m.Metadata, IdempotencyKey: cmp.Or(m.IdempotencyKey, id), IntakeSeq: in.seq,
+		NotifyURL: m.NotifyURL,
+		Input:     m.Input, Metadata: m.Metadata, IdempotencyKey: cmp.Or(m.IdempotencyKey, id), IntakeSeq: in.seq,
 		CreatedAt: now, Deadline: dl,
 		ExpectedDuration: state.Duration(m.ExpectedDurationS * float64(time.Second)),
 		WebhookExpected:  r.WebhookURL != "" && (m.Webhook == nil || *m.Webhook),

@@ -476,3 +476,17 @@ func TestARemoteIDIsIndexedWhereWebhooksNeedIt(t *testing.T) {
 	_, err := plain.env.Jobs.ByRemote(context.Background(), "fake", jb.RemoteID)
 	require.ErrorIs(t, err, state.ErrNotFound, "not indexed where no webhook needs it")
 }
+
+// A submission naming an endpoint of its own is rejected by name where
+// the deployment does not call submissions' endpoints, and its URL is
+// kept on the job where it does.
+func TestANotifyURLNeedsTheDeploymentsConsent(t *testing.T) {
+	t.Parallel()
+	s := start(t, newFake(), config.Route{}, nil)
+	s.publish(s.env.NS.Submit("fake"), events.Submit{V: events.Version, ID: "n", Model: "m", Input: json.RawMessage(`{}`), NotifyURL: "https://app.example/hook"})
+	require.Contains(t, s.rejection("fake", "n").Rejection.Error, "notify_url: this deployment does not call submissions' own endpoints")
+
+	ok := startWith(t, newFake(), config.Route{}, nil, func(c *ingest.Config) { c.NotifyURLs = true })
+	ok.publish(ok.env.NS.Submit("fake"), events.Submit{V: events.Version, ID: "n", Model: "m", Input: json.RawMessage(`{}`), NotifyURL: "https://app.example/hook"})
+	require.Equal(t, "https://app.example/hook", ok.until("n", submitted).NotifyURL)
+}

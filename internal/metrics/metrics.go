@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/pollux-dev/pollux/internal/ingest"
+	"github.com/pollux-dev/pollux/internal/notify"
 	"github.com/pollux-dev/pollux/internal/poller"
 	"github.com/pollux-dev/pollux/internal/route"
 	"github.com/pollux-dev/pollux/internal/version"
@@ -48,6 +49,9 @@ type Metrics struct {
 	webhooks        *prometheus.HistogramVec
 	webhooksApplied *prometheus.CounterVec
 	webhooksDropped *prometheus.CounterVec
+	notifyDelivered *prometheus.CounterVec
+	notifyCalls     *prometheus.HistogramVec
+	notifyOpen      *prometheus.GaugeVec
 	reconciled      *prometheus.CounterVec
 	callbackHints   *prometheus.CounterVec
 	overrun         *prometheus.HistogramVec
@@ -140,6 +144,20 @@ func New() *Metrics {
 		Help: "Stored webhook deliveries never applied, by route and reason (mismatch: about another job than its URL names; unknown_job: no job took it within the hold window; unreadable).",
 	}, []string{"route", "reason"})
 
+	m.notifyDelivered = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pollux_notify_deliveries_total",
+		Help: "Outbound webhook delivery attempts by endpoint and outcome (delivered; failed, to be retried; given_up: past the horizon or answered 410; refused: an address Pollux does not call).",
+	}, []string{"endpoint", "outcome"})
+	m.notifyCalls = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "pollux_notify_call_seconds",
+		Help:    "Duration of outbound webhook calls, by endpoint.",
+		Buckets: prometheus.ExponentialBuckets(0.005, 2, 12),
+	}, []string{"endpoint"})
+	m.notifyOpen = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "pollux_notify_circuit_open",
+		Help: "1 while an endpoint's circuit breaker is open (5 failures in a row: its deliveries wait without calling it), by endpoint.",
+	}, []string{"endpoint"})
+
 	m.reconciled = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "pollux_reconciliation_catches_total",
 		Help: "Completions of jobs that expected a webhook but were found by a poll (missing webhooks), by route.",
@@ -211,7 +229,7 @@ func New() *Metrics {
 func (m *Metrics) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.submissions, m.providerCalls, m.statusCalls, m.completions,
 		m.pollsPerJob, m.finishedPolls, m.detectionDelay, m.lateness, m.pauses, m.pausedSeconds, m.eventsPublished,
-		m.webhooks, m.webhooksApplied, m.webhooksDropped, m.reconciled, m.callbackHints, m.overrun, m.deadlineCancels, m.drift, m.webhookMiss, m.webhookLate, m.age, m.orphans,
+		m.webhooks, m.webhooksApplied, m.webhooksDropped, m.notifyDelivered, m.notifyCalls, m.notifyOpen, m.reconciled, m.callbackHints, m.overrun, m.deadlineCancels, m.drift, m.webhookMiss, m.webhookLate, m.age, m.orphans,
 		m.slotWaits, m.slotRepairs, m.queueWaiting, m.queueOldest, m.buildInfo}
 }
 
@@ -220,7 +238,7 @@ var (
 	// terminalStates are the states pollux_jobs_terminal_total counts.
 	terminalStates = slices.DeleteFunc(slices.Clone(state.States), func(s state.State) bool { return !s.Terminal() })
 	// sources are the ways a job's end is detected (state.Source).
-	sources = []state.Source{state.FromSubmit, state.FromPoll, state.FromWebhook, state.FromCancel, state.FromPollux}
+	sources = []state.Source{state.FromSubmit, state.FromPoll, state.FromWebhook, state.FromCancel, state.FromPollux, state.FromHedge}
 	// pauseKinds are route.Pauses' kinds.
 	pauseKinds = []string{route.PauseRateLimit, route.PauseAuth}
 	// callClasses are the result classes of a provider call: "ok" or a
@@ -450,6 +468,28 @@ func (m *Metrics) Webhook() webhook.Metrics {
 		Hinted:  func(route string) { m.callbackHints.WithLabelValues(route).Inc() },
 		Dropped: func(route, reason string) { m.webhooksDropped.WithLabelValues(route, reason).Inc() },
 		Orphans: m.orphansOf("webhooks"),
+	}
+}
+
+// Notify returns the outbound webhooks' metrics, every endpoint's series
+// at zero from the start.
+func (m *Metrics) Notify(endpoints []string) notify.Metrics {
+	for _, e := range endpoints {
+		for _, o := range notify.Outcomes {
+			m.notifyDelivered.WithLabelValues(e, o)
+		}
+		m.notifyOpen.WithLabelValues(e).Set(0)
+	}
+	return notify.Metrics{
+		Delivery: func(endpoint, outcome string) { m.notifyDelivered.WithLabelValues(endpoint, outcome).Inc() },
+		Call:     func(endpoint string, d time.Duration) { m.notifyCalls.WithLabelValues(endpoint).Observe(d.Seconds()) },
+		Circuit: func(endpoint string, open bool) {
+			v := 0.0
+			if open {
+				v = 1
+			}
+			m.notifyOpen.WithLabelValues(endpoint).Set(v)
+		},
 	}
 }
 

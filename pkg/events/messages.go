@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -87,6 +88,10 @@ type Submit struct {
 	ConfigKey string `json:"config_key,omitempty"`
 	// Metadata is returned in every event of the job.
 	Metadata map[string]string `json:"metadata,omitempty"`
+	// NotifyURL is an endpoint of the submitter's own that Pollux calls
+	// with the job's events (signed, retried; see package notify), where
+	// the deployment accepts submissions' URLs (notify.submissions).
+	NotifyURL string `json:"notify_url,omitempty"`
 	// HedgeOf names the job, submitted to a model route, this submission
 	// hedges on another of its members: the first to succeed ends the
 	// hedged job, and the other is canceled. Pollux's pollers send these;
@@ -144,6 +149,11 @@ func DecodeSubmit(data []byte) (*Submit, error) {
 	}
 	if err := checkCommon(m.ConfigKey, m.Metadata); err != nil {
 		return nil, err
+	}
+	if m.NotifyURL != "" {
+		if err := checkNotifyURL(m.NotifyURL); err != nil {
+			return nil, fieldErr("notify_url", "%s", err)
+		}
 	}
 	if m.HedgeOf != "" && !ValidToken(m.HedgeOf) {
 		return nil, fieldErr("hedge_of", "a job id is 1-128 characters of [A-Za-z0-9_-]")
@@ -340,4 +350,28 @@ func MessageID(streamSeq uint64, stored time.Time) string {
 	binary.BigEndian.PutUint64(b[8:], uint64(stored.UnixNano()))
 	sum := sha256.Sum256(b[:])
 	return "m-" + idEncoding.EncodeToString(sum[:])[:26]
+}
+
+// MaxNotifyURLLen is the longest notify_url.
+const MaxNotifyURLLen = 2048
+
+// checkNotifyURL checks a submission's notify_url: an absolute http or
+// https URL with a host and no credentials. Whether its address may be
+// called is decided when it is called.
+func checkNotifyURL(raw string) error {
+	if len(raw) > MaxNotifyURLLen {
+		return fmt.Errorf("%d bytes, longer than %d", len(raw), MaxNotifyURLLen)
+	}
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return errors.New("not a URL")
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Errorf("scheme %q: want http or https", u.Scheme)
+	case u.Host == "" || strings.HasPrefix(u.Host, ":"):
+		return errors.New("no host")
+	case u.User != nil:
+		return errors.New("credentials in the URL are not accepted")
+	}
+	return nil
 }

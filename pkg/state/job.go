@@ -112,6 +112,9 @@ type Job struct {
 	// Tracked is true when the job was submitted elsewhere and handed to
 	// Pollux to track.
 	Tracked bool `json:"tracked,omitempty"`
+	// NotifyURL is the submitter's own endpoint for the job's events
+	// (events.Submit.NotifyURL).
+	NotifyURL string `json:"notify_url,omitempty"`
 	// Routing is how a model route chose the job's route; nil for a job
 	// submitted to its route directly.
 	Routing *Routing `json:"routing,omitempty"`
