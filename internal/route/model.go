@@ -111,12 +111,11 @@ const (
 // what is learned of every member stays current.
 func (mr *ModelRoute) Choose(id, configKey string, length float64, now, deadline time.Time, expected time.Duration, learned Learned, states []MemberState) Choice {
 	type cand struct {
-		m         Member
-		c         state.Candidate
-		p90       float64 // 0: not learned
-		late      bool
-		order     int
-		pausedIdx int
+		m     Member
+		c     state.Candidate
+		p90   float64 // 0: not learned
+		late  bool
+		order int
 	}
 	cs := make([]cand, len(mr.Members))
 	best := 0.0
