@@ -48,6 +48,9 @@ type Config struct {
 	ModelRoutes map[string]ModelRoute `yaml:"model_routes"`
 	// Notify configures outbound webhooks to applications.
 	Notify Notify `yaml:"notify"`
+	// Custody configures the outputs_expiring warning (see Custody);
+	// nil: the defaults, where a route keeps its outputs.
+	Custody *Custody `yaml:"custody"`
 }
 
 // ModelRoute serves one model through several provider routes (Kling
@@ -281,6 +284,10 @@ type Route struct {
 	// Notify names the endpoints (Config.Notify.Endpoints) that receive
 	// the events of the route's jobs.
 	Notify []string `yaml:"notify"`
+	// KeepOutputs, when set, copies the route's succeeded jobs' outputs
+	// into Pollux's outputs bucket (default nil: outputs are left at the
+	// provider).
+	KeepOutputs *KeepOutputs `yaml:"keep_outputs"`
 	// LengthFrom names the top-level input field holding the output
 	// length a submission asks for, in seconds (for example duration): a
 	// number, or a string such as "5" or "5s". The model's learned
@@ -501,6 +508,16 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Notify.validate(); err != nil {
 		return fmt.Errorf("notify.%w", err)
+	}
+	if err := c.Custody.validate(); err != nil {
+		return fmt.Errorf("custody.%w", err)
+	}
+	for _, rn := range c.RouteNames() {
+		if k := c.Routes[rn].KeepOutputs; k != nil {
+			if err := k.validate(); err != nil {
+				return fmt.Errorf("routes.%s.keep_outputs.%w", rn, err)
+			}
+		}
 	}
 	for _, rn := range c.RouteNames() {
 		for _, e := range c.Routes[rn].Notify {

@@ -80,6 +80,10 @@ func TestParseRejects(t *testing.T) {
 		{"notify: reserved name", "routes: {a: {kind: replicate}}\nnotify: {endpoints: {submission: {url: 'https://app.example/', secrets_env: [S]}}}", "and not \"submission\""},
 		{"notify: submissions url", "routes: {a: {kind: replicate}}\nnotify: {submissions: {url: 'https://app.example/', secrets_env: [S]}}", "notify.submissions.url: each submission gives its own"},
 		{"notify: unknown endpoint", "routes: {a: {kind: replicate, notify: [app]}}", "routes.a.notify: no endpoint named \"app\""},
+		{"keep_outputs: max_bytes", "routes: {a: {kind: replicate, keep_outputs: {max_bytes: -1}}}", "routes.a.keep_outputs.max_bytes: must not be negative"},
+		{"keep_outputs: timeout", "routes: {a: {kind: replicate, keep_outputs: {timeout: -1s}}}", "routes.a.keep_outputs.timeout"},
+		{"keep_outputs: unknown field", "routes: {a: {kind: replicate, keep_outputs: {max_size: 1}}}", "max_size"},
+		{"custody: lead", "routes: {a: {kind: replicate}}\ncustody: {expiring_lead: -1h}", "custody.expiring_lead: must not be negative"},
 		{"hedge_below", "routes: {a: {kind: replicate}, b: {kind: fal}}\nmodel_routes: {m: {hedge: true, hedge_below: 2, members: [{route: a, model: x}, {route: b, model: y}]}}", "hedge_below: 2"},
 	}
 	for _, tt := range tests {
@@ -203,4 +207,19 @@ routes:
 		_, err := config.Parse(strings.NewReader(conf))
 		require.ErrorContains(t, err, problem, conf)
 	}
+}
+
+// A route keeps its outputs only when it says so, with the defaults
+// filled where it gives none; the custody worker runs then.
+func TestKeepOutputs(t *testing.T) {
+	t.Parallel()
+	c, err := config.Parse(strings.NewReader("routes: {a: {kind: replicate, keep_outputs: {max_bytes: 1048576}}, b: {kind: replicate}}"))
+	require.NoError(t, err)
+	require.Nil(t, c.Routes["b"].KeepOutputs)
+	k := c.Routes["a"].KeepOutputs.WithDefaults()
+	require.Equal(t, config.KeepOutputs{MaxBytes: 1 << 20, Timeout: config.DefaultKeepTimeout, Horizon: config.DefaultKeepHorizon}, k)
+	require.True(t, c.CustodyEnabled())
+	c, err = config.Parse(strings.NewReader("routes: {b: {kind: replicate}}"))
+	require.NoError(t, err)
+	require.False(t, c.CustodyEnabled())
 }

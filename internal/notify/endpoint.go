@@ -6,16 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/pollux-dev/pollux/internal/config"
+	"github.com/pollux-dev/pollux/internal/safehttp"
 	"github.com/pollux-dev/pollux/pkg/signature"
 )
 
@@ -71,69 +69,10 @@ func newEndpoint(name string, c config.Endpoint) (*endpoint, error) {
 // RefusedError is a call Pollux would not make: its address is one a
 // delivery must not reach (loopback, private, link-local, ...) unless the
 // endpoint allows private addresses.
-type RefusedError struct{ Addr, Why string }
+type RefusedError = safehttp.RefusedError
 
-func (e *RefusedError) Error() string {
-	return fmt.Sprintf("refused to call %s: %s (allow_private is off)", e.Addr, e.Why)
-}
-
-// blocked says why a delivery must not reach ip, "" when it may: the
-// addresses of the machine and its networks, which a URL from a
-// submission must not reach.
-func blocked(ip netip.Addr) string {
-	ip = ip.Unmap()
-	switch {
-	case ip.IsLoopback():
-		return "a loopback address"
-	case ip.IsPrivate():
-		return "a private address"
-	case ip.IsLinkLocalUnicast(), ip.IsLinkLocalMulticast():
-		return "a link-local address"
-	case ip.IsUnspecified():
-		return "an unspecified address"
-	case ip.IsMulticast(), ip.IsInterfaceLocalMulticast():
-		return "a multicast address"
-	case cgnat.Contains(ip), thisNet.Contains(ip):
-		return "a shared or reserved address"
-	}
-	return ""
-}
-
-var (
-	cgnat   = netip.MustParsePrefix("100.64.0.0/10")
-	thisNet = netip.MustParsePrefix("0.0.0.0/8")
-)
-
-// safeClient is an HTTP client for deliveries: no proxy from the
-// environment (it would reach what the check below refuses), no redirects
-// (a 3xx is an answer, not a new target), a timeout per call, and, unless
-// allowPrivate, a dialer that refuses the addresses blocked names — checked
-// on the address actually dialed, so a name that resolves to one (or
-// rebinds to one) is refused too.
-func safeClient(timeout time.Duration, allowPrivate bool) *http.Client {
-	d := &net.Dialer{Timeout: min(timeout, 10*time.Second)}
-	if !allowPrivate {
-		d.Control = func(_, address string, _ syscall.RawConn) error {
-			ap, err := netip.ParseAddrPort(address)
-			if err != nil {
-				return &RefusedError{Addr: address, Why: "not an IP address"}
-			}
-			if why := blocked(ap.Addr()); why != "" {
-				return &RefusedError{Addr: address, Why: why}
-			}
-			return nil
-		}
-	}
-	t := &http.Transport{
-		DialContext:           d.DialContext,
-		TLSHandshakeTimeout:   min(timeout, 10*time.Second),
-		ResponseHeaderTimeout: timeout,
-		MaxIdleConnsPerHost:   16,
-		IdleConnTimeout:       90 * time.Second,
-	}
-	return &http.Client{Transport: t, Timeout: timeout,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-}
+// safeClient is the HTTP client of deliveries (safehttp.Client).
+var safeClient = safehttp.Client
 
 // answer is what one call got.
 type answer struct {
@@ -191,15 +130,7 @@ func (e *endpoint) call(ctx context.Context, url, id string, now time.Time, body
 
 // trimURLError drops the method and URL net/http puts before a call's
 // error: the URL may carry a token in its query.
-func trimURLError(err error) string {
-	var ue interface{ Unwrap() error }
-	if errors.As(err, &ue) {
-		if inner := ue.Unwrap(); inner != nil {
-			return inner.Error()
-		}
-	}
-	return err.Error()
-}
+var trimURLError = safehttp.TrimURLError
 
 // circuits are an endpoint's circuit breakers, one per host (the
 // submissions' endpoint has many hosts; a configured one, one).

@@ -247,7 +247,7 @@ func (s *Service) copy(ctx context.Context, msg jetstream.Msg) events.Outcome {
 		}
 	}
 	for _, e := range targets {
-		if e.terminal && !ev.State.Terminal() {
+		if e.terminal && (!ev.State.Terminal() || events.CustodyEvent(ev.Type)) {
 			continue
 		}
 		out := &natsMsg{subject: s.ns.Outbox(e.name, ev.JobID), data: msg.Data()}

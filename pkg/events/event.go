@@ -26,12 +26,29 @@ const (
 	EventLost      = string(state.Lost)
 	// EventRejected: an intake message was refused; nothing else happened.
 	EventRejected = "rejected"
+	// EventOutputsSaved: Pollux copied a succeeded job's outputs into its
+	// outputs bucket (the route's keep_outputs); the job's custody says,
+	// per output, what was kept or why not. It follows the terminal event.
+	EventOutputsSaved = "outputs_saved"
+	// EventOutputsExpiring: a succeeded job's outputs expire at the
+	// provider soon (outputs_expire_at) and are not saved. It follows the
+	// terminal event, at most once per job.
+	EventOutputsExpiring = "outputs_expiring"
 )
 
 // EventTypes lists every event type.
 var EventTypes = []string{
 	EventSubmitted, EventQueued, EventRunning, EventProgress, EventSucceeded,
 	EventFailed, EventCanceled, EventExpired, EventLost, EventRejected,
+	EventOutputsSaved, EventOutputsExpiring,
+}
+
+// CustodyEvent reports whether an event type is one of a job's custody
+// events (outputs_saved, outputs_expiring): they come after the job's
+// terminal event and carry its terminal state, so a reader waiting for a
+// job's end stops at the first event of a terminal state that is not one.
+func CustodyEvent(typ string) bool {
+	return typ == EventOutputsSaved || typ == EventOutputsExpiring
 }
 
 // Event is published on a job's event subject for every transition, and for

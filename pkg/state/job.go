@@ -209,6 +209,10 @@ type Job struct {
 	Outputs []string `json:"outputs,omitempty"`
 	// OutputsExpireAt is when the provider deletes the outputs, if known.
 	OutputsExpireAt time.Time `json:"outputs_expire_at,omitzero"`
+	// Custody is what Pollux kept of the outputs (a route's
+	// keep_outputs) and whether it warned they were expiring unsaved;
+	// nil when neither happened.
+	Custody *Custody `json:"custody,omitempty"`
 	// Late records a terminal observation that arrived after the job was
 	// already terminal in another state (a success after the deadline).
 	Late *Late `json:"late,omitempty"`

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -259,6 +260,8 @@ func (s *Server) create(pc parsedCreate, m Model, base string, now time.Time) *p
 		endAt:       now.Add(ft.queue + ft.run),
 		outcome:     ft.outcome,
 		failFrac:    ft.failFrac,
+		outputBytes: cmp.Or(m.OutputBytes, s.cfg.OutputBytes),
+		outputGone:  ft.outputGone,
 	}
 	for s.preds[p.id] != nil { // 130 random bits: never, but cheap to rule out
 		p.id = newID()

@@ -124,6 +124,9 @@ type Model struct {
 	RunSigma float64 `json:"run_sigma" yaml:"run_sigma"`
 	// FailRate is the share of predictions that end "failed"; default 0.
 	FailRate float64 `json:"fail_rate" yaml:"fail_rate"`
+	// OutputBytes overrides Config.OutputBytes for the model's
+	// predictions (default 0: Config.OutputBytes).
+	OutputBytes int64 `json:"output_bytes" yaml:"output_bytes"`
 	// NeverFinish is the share of predictions that stay "processing"
 	// forever (until canceled or their Cancel-After deadline); default 0.
 	// FailRate+NeverFinish must not exceed 1.
@@ -184,6 +187,10 @@ type Faults struct {
 	// prediction is answered 404 (a provider's inconsistent read). Default
 	// 0.
 	FlapNotFoundRate float64 `json:"flap_not_found_rate" yaml:"flap_not_found_rate"`
+	// OutputGoneRate is the share of succeeded predictions whose output
+	// file (Config.OutputBytes) is deleted: GET answers 404, as a
+	// provider answers once it has removed an output. Default 0.
+	OutputGoneRate float64 `json:"output_gone_rate" yaml:"output_gone_rate"`
 	// RegressRate is the probability that a status call shows the
 	// prediction as it was earlier (processing after succeeded, starting
 	// after processing). Default 0.
@@ -249,6 +256,12 @@ type Config struct {
 	// client that gives up first never learns the id of a prediction that
 	// exists. Default 0.
 	CreateDelay Duration `json:"create_delay" yaml:"create_delay"`
+	// OutputBytes, when positive, makes a succeeded prediction's output
+	// a file the sim serves itself, <BaseURL>/files/<id>/output.mp4:
+	// that many deterministic bytes (video/mp4), answered 404 once deleted
+	// (Faults.OutputGoneRate, DeleteOutput). Default 0: the output URL is
+	// on Replicate's delivery host and serves nothing.
+	OutputBytes int64 `json:"output_bytes" yaml:"output_bytes"`
 	// BaseURL is how the server writes its own URLs (urls.get, urls.cancel),
 	// e.g. "http://127.0.0.1:8080". Default "": taken from each create
 	// request's Host.
@@ -313,6 +326,9 @@ func (c Config) validate() error {
 			return err
 		}
 	}
+	if c.OutputBytes < 0 {
+		return fmt.Errorf("output_bytes: %d must be >= 0", c.OutputBytes)
+	}
 	if !(c.TimeScale > 0) || math.IsInf(c.TimeScale, 0) {
 		return fmt.Errorf("time_scale: %v must be a finite number > 0", c.TimeScale)
 	}
@@ -328,6 +344,7 @@ func (c Config) validate() error {
 		{"faults.webhook_duplicate_rate", f.WebhookDuplicateRate},
 		{"faults.webhook_late_rate", f.WebhookLateRate},
 		{"faults.hang_rate", f.HangRate},
+		{"faults.output_gone_rate", f.OutputGoneRate},
 		{"faults.malformed_rate", f.MalformedRate},
 		{"faults.flap_not_found_rate", f.FlapNotFoundRate},
 		{"faults.regress_rate", f.RegressRate},
@@ -380,6 +397,9 @@ func (m Model) validate(field string) error {
 	}
 	if m.RunMedian <= 0 {
 		return fmt.Errorf("%s.run_median: %v must be > 0", field, m.RunMedian)
+	}
+	if m.OutputBytes < 0 {
+		return fmt.Errorf("%s.output_bytes: %d must be >= 0", field, m.OutputBytes)
 	}
 	if !(m.QueueSigma >= 0) || math.IsInf(m.QueueSigma, 0) {
 		return fmt.Errorf("%s.queue_sigma: %v must be a finite number >= 0", field, m.QueueSigma)

@@ -64,6 +64,10 @@ type prediction struct {
 	input   json.RawMessage
 	key     string // Idempotency-Key, "" for none
 	baseURL string
+	// outputBytes, when positive, is the size of the output file the sim
+	// serves itself (Config.OutputBytes); outputGone makes it answer 404.
+	outputBytes int64
+	outputGone  bool
 
 	webhook     string
 	filter      []string // as sent; nil when not given
@@ -97,6 +101,7 @@ type fate struct {
 	lost                     bool
 	lostFrac                 float64
 	missing, duplicate, late bool
+	outputGone               bool
 }
 
 // drawFate decides prediction n's fate. It always consumes the same draws
@@ -108,16 +113,18 @@ func drawFate(seed int64, n uint64, m Model, f Faults, timeScale float64) fate {
 	uOutcome, uFail := r.Float64(), r.Float64()
 	uLost, uLostAt := r.Float64(), r.Float64()
 	uMiss, uDup, uLate := r.Float64(), r.Float64(), r.Float64()
+	uGone := r.Float64() // drawn last: the earlier draws are as before
 
 	ft := fate{
-		queue:     lognormal(time.Duration(m.QueueMedian), m.QueueSigma, zq, timeScale),
-		run:       lognormal(time.Duration(m.RunMedian), m.RunSigma, zr, timeScale),
-		failFrac:  0.1 + 0.8*uFail,
-		lost:      uLost < f.LostRate,
-		lostFrac:  0.05 + 0.9*uLostAt,
-		missing:   uMiss < f.WebhookMissingRate,
-		duplicate: uDup < f.WebhookDuplicateRate,
-		late:      uLate < f.WebhookLateRate,
+		queue:      lognormal(time.Duration(m.QueueMedian), m.QueueSigma, zq, timeScale),
+		run:        lognormal(time.Duration(m.RunMedian), m.RunSigma, zr, timeScale),
+		failFrac:   0.1 + 0.8*uFail,
+		lost:       uLost < f.LostRate,
+		lostFrac:   0.05 + 0.9*uLostAt,
+		missing:    uMiss < f.WebhookMissingRate,
+		duplicate:  uDup < f.WebhookDuplicateRate,
+		late:       uLate < f.WebhookLateRate,
+		outputGone: uGone < f.OutputGoneRate,
 	}
 	switch {
 	case uOutcome < m.NeverFinish:
@@ -276,7 +283,7 @@ func (p *prediction) wire(t time.Time) wirePrediction {
 	}
 	switch s.status {
 	case StatusSucceeded:
-		w.Output = []string{"https://replicate.delivery/sim/" + p.id + "/output.mp4"}
+		w.Output = []string{p.outputURL()}
 	case StatusFailed:
 		msg := FailureMessage
 		w.Error = &msg
@@ -446,4 +453,14 @@ func (p *prediction) truth(now time.Time) Prediction {
 		WebhookDuplicate: p.webhook != "" && p.wantDone && p.whDuplicate,
 		WebhookLate:      p.webhook != "" && p.wantDone && p.whLate,
 	}
+}
+
+// outputURL is where the prediction's output is: the sim's own file
+// server when it serves outputs (Config.OutputBytes), else a URL of
+// Replicate's delivery host that serves nothing.
+func (p *prediction) outputURL() string {
+	if p.outputBytes > 0 {
+		return p.baseURL + "/files/" + p.id + "/output.mp4"
+	}
+	return "https://replicate.delivery/sim/" + p.id + "/output.mp4"
 }

@@ -116,6 +116,7 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("GET /v1/predictions/{id}", s.v1(kindStatus, s.handleGet))
 	mux.Handle("POST /v1/predictions/{id}/cancel", s.v1(kindCancel, s.handleCancel))
 	mux.Handle("GET /v1/webhooks/default/secret", s.v1(kindOther, s.handleSecret))
+	mux.HandleFunc("GET /files/{id}/output.mp4", s.handleFile)
 	mux.HandleFunc("GET /_sim/stats", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, s.Stats())
 	})
