@@ -14,8 +14,10 @@ func BenchmarkNext(b *testing.B) {
 		"learned": {Now: t0.Add(40 * time.Second), Submitted: t0, Polls: 3, Learned: total},
 		"learned-run": {Now: t0.Add(40 * time.Second), Submitted: t0, Polls: 3, Phase: schedule.PhaseRunning,
 			Learned: total, LearnedRun: run, StartedAt: t0.Add(5 * time.Second)},
+		"progress": {Now: t0.Add(40 * time.Second), Submitted: t0, Polls: 3, Phase: schedule.PhaseRunning,
+			Learned: total, LearnedRun: run, StartedAt: t0.Add(5 * time.Second), Progress: 0.4},
 	}
-	for _, name := range []string{"cold", "learned", "learned-run"} {
+	for _, name := range []string{"cold", "learned", "learned-run", "progress"} {
 		j := jobs[name]
 		r := rnd()
 		p.Next(j, r) // warm the plan cache
@@ -25,6 +27,20 @@ func BenchmarkNext(b *testing.B) {
 				p.Next(j, r)
 			}
 		})
+	}
+}
+
+// BenchmarkNextProgressFleet decides for a fleet of running jobs
+// reporting progress in 1, 5 or 10 % steps at random points of their runs,
+// one after another: the amortized cost of a progress decision, cache
+// misses included.
+func BenchmarkNextProgressFleet(b *testing.B) {
+	p := schedule.Policy{}
+	jobs := progressJobs(4096, 21)
+	r := rnd()
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		p.Next(jobs[i%len(jobs)], r)
 	}
 }
 

@@ -54,12 +54,30 @@
 // when the webhook is missing, so reliable webhooks are reconciled late
 // and seldom and unreliable ones sooner; a provider's estimate of the time left — an ETA, a progress
 // fraction, a queue position with the rate the queue moves — places the
-// next poll around it; a queued job is polled no faster than the table's
+// next poll around it, trusted to ±25 %; a queued job is polled no faster than the table's
 // slow end, or, learned, as if it started now; a provider's poll-after hint
 // is a floor; no delay runs past the job's deadline, so the last check
 // happens at it. MaxDelay is a hard cap on all of them — the table, the
 // estimates, the hints — except the wait of a job expecting a webhook,
 // which Reconcile bounds once its quiet period is over. A terminal job needs no decision: the caller stops.
+//
+// A progress fraction does better than an estimate once the route's run
+// times are learned (LearnedRun, with the job's StartedAt). A report f
+// after a run of r says the run time T has an elapsed share r/T of about
+// f: in [f, f + s) for a provider rounding down to a step s, give or take
+// 3 % for a share that does not follow the clock exactly. The step is not
+// given: it is read from the report's granularity, the widest that fits
+// (0.3 may be 10 %, 0.35 at most 5 %, 0.37 1 %, 1/3 a third, 0.1234 is
+// exact), so a provider in steps of 1, 5 or 10 % or of n stages never
+// gets a window narrower than its step. The learned run times weighted by
+// how likely each makes the report, and restricted to T > r, are the
+// job's remaining-time distribution, and the next poll is the first of its
+// cost-optimal plan, jittered by ±Jitter — the same dynamic programme, on
+// a small grid, solved at each decision in a few µs without allocating
+// (the smoothed distribution is cached once per Dist). Each poll brings a
+// fresh report, so the window narrows as the end nears. A progress of 0
+// or 1, an ETA, a cold start (no LearnedRun ready), an unknown start or a
+// report no learned run is consistent with keep the estimate r·(1 − f)/f.
 //
 // All durations of a Policy are in model time; Scale compresses them for
 // demos and tests (Scale 20 makes a 60 s poll interval 3 s), while the job's

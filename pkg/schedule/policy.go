@@ -171,13 +171,16 @@ func (p Policy) WithDefaults() Policy {
 
 // Next returns how long to wait before polling the job again. The first
 // rule that applies decides, in this order: consecutive errors back off; a
-// job expecting a webhook waits for it; a per-job estimate of the time left
-// (ETA, progress, queue position and rate) places the poll around it; with
-// a learned distribution, a queued job is planned as if it started now and
-// any other follows the cost-optimal plan from its elapsed time (since its
-// start with LearnedRun and StartedAt); else the cold-start table. Then
-// floors (MinDelay, the provider's PollAfter) and the deadline apply: no
-// delay runs past the deadline, so the last check is at it.
+// job expecting a webhook waits for it; a job reporting its progress, with
+// a start and learned run times (LearnedRun) but no ETA, follows the
+// cost-optimal plan of the run times consistent with the report (see
+// progressSlack); a per-job estimate of the time left (ETA, else progress,
+// else queue position and rate) places the poll around it; with a learned
+// distribution, a queued job is planned as if it started now and any other
+// follows the cost-optimal plan from its elapsed time (since its start
+// with LearnedRun and StartedAt); else the cold-start table. Then floors
+// (MinDelay, the provider's PollAfter) and the deadline apply: no delay
+// runs past the deadline, so the last check is at it.
 func (p Policy) Next(j Job, rnd *rand.Rand) time.Duration {
 	p = p.WithDefaults()
 	d := p.delay(&j, rnd)
@@ -242,6 +245,9 @@ func (p Policy) delay(j *Job, rnd *rand.Rand) time.Duration {
 			return quiet - elapsed
 		}
 		return p.real(p.jitter(p.Reconcile, rnd))
+	}
+	if d, ok := p.progressDelay(j); ok {
+		return p.jitter(d, rnd)
 	}
 	if left, ok := p.timeLeft(j); ok {
 		return p.jitter(p.around(left), rnd)
