@@ -45,6 +45,9 @@ type Flags struct {
 	// TimeScale compresses the schedule's model time, for tests and demos
 	// against the simulated provider; 1 in production.
 	TimeScale float64 `name:"time-scale" env:"POLLUX_TIME_SCALE" default:"1" hidden:"" help:"Compress the schedule's time (tests and demos only)."`
+	// OTLPEndpoint turns tracing on (internal/tracing); its environment
+	// twin is the standard variable.
+	OTLPEndpoint string `name:"otlp-endpoint" env:"OTEL_EXPORTER_OTLP_ENDPOINT" help:"OTLP/HTTP collector base URL (http://host:4318) to export the jobs' traces to; empty (the default): no tracing. The other OTEL_* variables apply."`
 }
 
 // NewLogger returns a zerolog logger writing to w.
@@ -191,7 +194,7 @@ func redact(url string) string {
 // Open builds the environment over an existing connection: it creates or
 // checks the streams and buckets and starts the mirrors of route pauses and
 // learned durations (owned by g).
-func Open(ctx context.Context, g *errgroup.Group, cfg *config.Config, nc *nats.Conn, routes map[string]*route.Route, m *metrics.Metrics, log zerolog.Logger) (*Env, error) {
+func Open(ctx context.Context, g *errgroup.Group, cfg *config.Config, nc *nats.Conn, routes map[string]*route.Route, m *metrics.Metrics, log zerolog.Logger, opts ...Option) (*Env, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, err
@@ -235,7 +238,7 @@ func Open(ctx context.Context, g *errgroup.Group, cfg *config.Config, nc *nats.C
 			hedgeEnded(ctx, owner, j, log)
 		},
 		LatePolls: m.LatePolls,
-	}, Slots: budget.NewReleaser(js, ns)})
+	}, Slots: budget.NewReleaser(js, ns), Tracer: openOptions(opts).tracer})
 	models, err := route.BuildModels(cfg, routes)
 	if err != nil {
 		return nil, err
@@ -290,6 +293,11 @@ func serve(f Flags, component string, log zerolog.Logger, run func(context.Conte
 	if err != nil {
 		return err
 	}
+	tracer, stopTracing, err := startTracing(ctx, f.OTLPEndpoint, component, log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing() // deferred first, run last: after the drain's spans
 	nc, err := Connect(url, "pollux-"+component, auth, log)
 	if err != nil {
 		return err
@@ -298,7 +306,7 @@ func serve(f Flags, component string, log zerolog.Logger, run func(context.Conte
 
 	m := metrics.New()
 	g, gctx := errgroup.WithContext(ctx)
-	env, err := Open(gctx, g, cfg, nc, routes, m, log)
+	env, err := Open(gctx, g, cfg, nc, routes, m, log, WithTracer(tracer))
 	if err != nil {
 		stop()
 		_ = g.Wait()

@@ -122,7 +122,7 @@ func (r *runner) capacityRun(ctx context.Context, n, parts int) error {
 				if done%100_000 == 0 {
 					r.progress("  %d seeded", done)
 				}
-			})
+			}, false)
 		if err != nil {
 			return err
 		}

@@ -12,6 +12,6 @@ import (
 // three times: what a cluster costs per check.
 func (r *runner) cluster(ctx context.Context) error {
 	return r.withServer(ctx, true, func(s *server, nc *nats.Conn, js jetstream.JetStream) error {
-		return r.cycleRows(ctx, "cluster R3", s, nc, js, 3)
+		return r.cycleRows(ctx, "cluster R3", s, nc, js, 3, false)
 	})
 }

@@ -18,9 +18,9 @@ import (
 // micro measures the per-decision costs with the standard benchmark
 // harness: one schedule decision (cold start, and with learned
 // durations), one event encoded and decoded, one check decoded (what
-// every poll reads) and one job record decoded (what a poll that learns
-// something reads).
-func (r *runner) micro(context.Context) error {
+// every poll reads), one job record decoded (what a poll that learns
+// something reads), and a poll's span with tracing off and on.
+func (r *runner) micro(ctx context.Context) error {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	rnd := rand.New(rand.NewPCG(1, 2))
 	var learned schedule.Dist
@@ -50,6 +50,8 @@ func (r *runner) micro(context.Context) error {
 	if err != nil {
 		return err
 	}
+	tracer, _, stopTracing := benchTracer()
+	defer func() { _ = stopTracing(ctx) }()
 	for _, m := range []struct {
 		name string
 		fn   func(b *testing.B)
@@ -90,6 +92,18 @@ func (r *runner) micro(context.Context) error {
 				if _, err := state.Decode(rec); err != nil {
 					b.Fatal(err)
 				}
+			}
+		}},
+		{"span of a poll, tracing off", func(b *testing.B) {
+			job := benchTrace(0)
+			for b.Loop() {
+				pollSpan(ctx, nil, job)
+			}
+		}},
+		{"span of a poll, tracing on (batched, discarded)", func(b *testing.B) {
+			job := benchTrace(0)
+			for b.Loop() {
+				pollSpan(ctx, tracer, job)
 			}
 		}},
 	} {

@@ -46,7 +46,7 @@ type rig struct {
 
 var prefixes atomic.Int64
 
-func openRig(ctx context.Context, nc *nats.Conn, streams config.Streams, rc config.Route, a provider.Adapter) (*rig, error) {
+func openRig(ctx context.Context, nc *nats.Conn, streams config.Streams, rc config.Route, a provider.Adapter, opts ...app.Option) (*rig, error) {
 	cfg := &config.Config{
 		Prefix:  fmt.Sprintf("bench%d", prefixes.Add(1)),
 		Streams: streams,
@@ -58,7 +58,7 @@ func openRig(ctx context.Context, nc *nats.Conn, streams config.Streams, rc conf
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	g, gctx := errgroup.WithContext(rctx)
-	env, err := app.Open(gctx, g, cfg, nc, map[string]*route.Route{benchRoute: r}, metrics.New(), zerolog.Nop())
+	env, err := app.Open(gctx, g, cfg, nc, map[string]*route.Route{benchRoute: r}, metrics.New(), zerolog.Nop(), opts...)
 	if err != nil {
 		cancel()
 		_ = g.Wait()
@@ -68,11 +68,12 @@ func openRig(ctx context.Context, nc *nats.Conn, streams config.Streams, rc conf
 }
 
 // seed writes n running jobs whose first checks are spread evenly over
-// spread from now on.
+// spread from now on; with tracing on, each with a trace context.
 func (r *rig) seed(ctx context.Context, n int, spread time.Duration, remote func(i int) string, progress func(int)) error {
 	now := time.Now()
 	return seed(ctx, r.env.JS, r.env.NS, r.env.Res, benchRoute, n,
-		func(i int) time.Time { return now.Add(spread * time.Duration(i) / time.Duration(n)) }, remote, progress)
+		func(i int) time.Time { return now.Add(spread * time.Duration(i) / time.Duration(n)) }, remote, progress,
+		r.env.Jobs.Tracer() != nil)
 }
 
 // startPoller runs a poller in this process, its status calls counted.

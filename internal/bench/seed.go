@@ -39,19 +39,24 @@ func (instant) Cancel(context.Context, provider.Ref) (provider.Status, error) {
 // arms their checks, the first due at first(i): the state ingest would
 // leave after tracking them, at stream speed rather than ingest speed
 // (which is measured on its own). remote(i) names job i at the provider.
+// Traced jobs have a trace context (benchTrace), as with tracing on.
 func seed(ctx context.Context, js jetstream.JetStream, ns events.Namespace, res *events.Resources, route string, n int,
-	first func(i int) time.Time, remote func(i int) string, progress func(done int)) error {
+	first func(i int) time.Time, remote func(i int) string, progress func(done int), traced bool) error {
 	now := time.Now().UTC()
 	bucket := "$KV." + res.Jobs.Bucket() + "."
 	w := &pubWindow{js: js}
 	for i := range n {
 		id := jobID(i)
 		due := first(i).UTC()
-		rec, err := json.Marshal(benchJob(id, route, remote(i), now, due))
+		j := benchJob(id, route, remote(i), now, due)
+		if traced {
+			j.Trace = benchTrace(i)
+		}
+		rec, err := json.Marshal(j)
 		if err != nil {
 			return err
 		}
-		chk, err := jobs.EncodeCheck(benchJob(id, route, remote(i), now, due), due)
+		chk, err := jobs.EncodeCheck(j, due)
 		if err != nil {
 			return err
 		}

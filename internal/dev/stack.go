@@ -22,6 +22,7 @@ import (
 	"github.com/pollux-dev/pollux/internal/metrics"
 	"github.com/pollux-dev/pollux/internal/poller"
 	"github.com/pollux-dev/pollux/internal/route"
+	"github.com/pollux-dev/pollux/internal/tracing"
 	"github.com/pollux-dev/pollux/internal/webhook"
 	"github.com/pollux-dev/pollux/pkg/provider"
 	"github.com/pollux-dev/pollux/pkg/provider/replicate"
@@ -47,6 +48,9 @@ type StackConfig struct {
 	HTTPTokens *frontdoor.Tokens
 	// Logger receives every component's logs (default: none).
 	Logger zerolog.Logger
+	// Tracer traces the jobs' lives (nil, the default: tracing off; see
+	// package tracing).
+	Tracer *tracing.Tracer
 }
 
 // Stack is the simulated provider, all three services and the HTTP front
@@ -113,7 +117,7 @@ func Start(ctx context.Context, g *errgroup.Group, nc *nats.Conn, sc StackConfig
 	}
 	routes := map[string]*route.Route{RouteName: r}
 	m := metrics.New()
-	env, err := app.Open(ctx, g, &config.Config{Streams: sc.Streams, Routes: map[string]config.Route{RouteName: rc}}, nc, routes, m, log)
+	env, err := app.Open(ctx, g, &config.Config{Streams: sc.Streams, Routes: map[string]config.Route{RouteName: rc}}, nc, routes, m, log, app.WithTracer(sc.Tracer))
 	if err != nil {
 		_ = hookLn.Close()
 		return nil, err

@@ -33,6 +33,11 @@
 // Idempotency-Key header, which must agree), else a random one the front
 // door assigns.
 //
+// With tracing on (package tracing), a submission or track request is a
+// span of its own, a child of the request's traceparent header, and the
+// intake message it publishes carries that span's context: the job's
+// trace descends from the caller's.
+//
 // # Access
 //
 // With a tokens file (Config.Tokens, LoadTokens) every request but the

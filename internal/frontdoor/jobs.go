@@ -91,7 +91,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) *apiError {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
 	defer cancel()
-	if _, err := s.js.Publish(ctx, s.ns.Submit(route), data); err != nil {
+	if err := s.publishIntake(ctx, r, "POST /v1/jobs", s.ns.Submit(route), route, id, data); err != nil {
 		return s.unavailable(err, "publishing the submission")
 	}
 	s.log.Debug().Str("job_id", id).Str("route", route).Str("by", who(r).by(r)).Msg("submission published")
@@ -124,7 +124,7 @@ func (s *Server) track(w http.ResponseWriter, r *http.Request) *apiError {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
 	defer cancel()
-	if _, err := s.js.Publish(ctx, s.ns.Track(route), data); err != nil {
+	if err := s.publishIntake(ctx, r, "POST /v1/jobs/track", s.ns.Track(route), route, id, data); err != nil {
 		return s.unavailable(err, "publishing the track request")
 	}
 	s.log.Debug().Str("job_id", id).Str("route", route).Str("by", who(r).by(r)).Msg("track request published")

@@ -12,6 +12,11 @@
 // before the call, so a process that dies during the call leaves the
 // attempt in doubt; the provider's answer, once in hand, is recorded
 // however long NATS is away.
+//
+// With tracing on (package tracing), handling an intake message is a span,
+// a child of the submitter's span when the message's traceparent header
+// names one, and the job created in it takes its context as the job's
+// trace; each provider call is a span in that trace (trace.go).
 package ingest
 
 import (
@@ -268,6 +273,7 @@ func (s *Service) handle(ctx context.Context, r *route.Route, msg jetstream.Msg)
 		return events.Stop()
 	}
 	in := intake{kind: kind, routeName: r.Name, route: r, msg: msg, seq: md.Sequence.Stream, stored: md.Timestamp, attempt: md.NumDelivered}
+	ctx, span := s.intakeSpan(ctx, msg, kind, r.Name, in)
 	var out events.Outcome
 	var result string
 	switch kind {
@@ -278,6 +284,7 @@ func (s *Service) handle(ctx context.Context, r *route.Route, msg jetstream.Msg)
 	default:
 		out, result = s.cancel(ctx, in)
 	}
+	endIntake(span, result)
 	if s.cfg.Metrics.Submission != nil {
 		s.cfg.Metrics.Submission(r.Name, kind, result)
 	}
@@ -648,8 +655,10 @@ func (s *Service) statusCall(ctx context.Context, r *route.Route, op string, cal
 		return false, &paused{wait: d}
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.callTimeout(r))
+	cctx, span := s.callSpan(cctx, r, op, nil)
 	start := time.Now()
 	err = call(cctx)
+	endCall(span, provider.Status{}, err)
 	cancel()
 	lease.Answered(err)
 	s.observeCall(r.Name, op, err, time.Since(start))
@@ -672,8 +681,10 @@ func (s *Service) call(ctx context.Context, in intake, rec jobs.Record, lease bu
 	r := in.route
 	before := s.budgets[r.Name].running.Before(ctx)
 	cctx, cancel := context.WithTimeout(ctx, s.callTimeout(r))
+	cctx, span := s.callSpan(cctx, r, "submit", rec.Job)
 	start := time.Now()
 	st, err := r.Adapter.Submit(cctx, s.request(r, rec.Job))
+	endCall(span, st, err)
 	cancel()
 	s.observeCall(r.Name, "submit", err, time.Since(start))
 	s.pauses.After(ctx, r, "submit", err)

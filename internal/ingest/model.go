@@ -56,6 +56,7 @@ func (s *Service) handleModel(ctx context.Context, mr *route.ModelRoute, msg jet
 		return events.Stop()
 	}
 	in := intake{kind: kind, routeName: mr.Name, msg: msg, seq: md.Sequence.Stream, stored: md.Timestamp, attempt: md.NumDelivered, via: mr.Name}
+	ctx, span := s.intakeSpan(ctx, msg, kind, mr.Name, in)
 	var out events.Outcome
 	var result string
 	switch kind {
@@ -67,6 +68,7 @@ func (s *Service) handleModel(ctx context.Context, mr *route.ModelRoute, msg jet
 	default:
 		out, result = s.cancelModel(ctx, mr, in)
 	}
+	endIntake(span, result)
 	if s.cfg.Metrics.Submission != nil {
 		s.cfg.Metrics.Submission(mr.Name, kind, result)
 	}

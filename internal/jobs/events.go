@@ -10,7 +10,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/pollux-dev/pollux/internal/tracing"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
@@ -29,21 +31,35 @@ import (
 
 // publish publishes j's outbox events and returns the seq up to which they
 // are out.
-func (o *Owner) publish(ctx context.Context, j *state.Job) (uint64, error) {
+func (o *Owner) publish(ctx context.Context, j *state.Job) (_ uint64, err error) {
 	if len(j.Outbox) == 0 {
 		return 0, nil
 	}
 	subject := o.ns.Event(j.Route, j.ID)
 	acks := make([]jetstream.PubAckFuture, 0, len(j.Outbox))
+	// With tracing on, each event has a span, whose context its message
+	// carries in a header: a subscriber continues the job's trace.
+	var spans []trace.Span
+	acked := 0
+	defer func() {
+		for _, s := range spans[min(acked, len(spans)):] {
+			tracing.End(s, err) // not acknowledged: the failure, or a stop
+		}
+	}()
 	for _, p := range j.Outbox {
 		b, err := events.NewEvent(j, p).Encode()
 		if err != nil {
 			return 0, fmt.Errorf("encode event %d of job %s: %w", p.Seq, j.ID, err)
 		}
+		msg := &nats.Msg{Subject: subject, Data: b, Header: nats.Header{}}
+		if o.tracer != nil {
+			sctx, span := o.eventSpan(ctx, j, p, subject)
+			o.tracer.Inject(sctx, msg.Header)
+			spans = append(spans, span)
+		}
 		// Asynchronous, in order on one connection: one round trip for
 		// all of them.
-		f, err := o.js.PublishMsgAsync(&nats.Msg{Subject: subject, Data: b, Header: nats.Header{}},
-			jetstream.WithMsgID(events.MsgID(j.ID, p.Seq)))
+		f, err := o.js.PublishMsgAsync(msg, jetstream.WithMsgID(events.MsgID(j.ID, p.Seq)))
 		if err != nil {
 			return 0, fmt.Errorf("publish %s event of job %s: %w", p.Type, j.ID, err)
 		}
@@ -57,6 +73,10 @@ func (o *Owner) publish(ctx context.Context, j *state.Job) (uint64, error) {
 	for i, f := range acks {
 		select {
 		case <-f.Ok():
+			if spans != nil {
+				tracing.End(spans[i], nil)
+			}
+			acked = i + 1
 		case err := <-f.Err():
 			return last, fmt.Errorf("publish %s event of job %s: %w", j.Outbox[i].Type, j.ID, err)
 		case <-ctx.Done():

@@ -20,9 +20,14 @@ import (
 // ctx ends: a job carrying a submit attempt (AttemptID) is about to be
 // submitted, and a create whose answer was lost is then known by its
 // attempt id, not taken for a duplicate. A job accepted with a remote id
-// (a tracked job) is armed and its events published, as Resume does.
+// (a tracked job) is armed and its events published, as Resume does. With
+// tracing on, a job without a trace context takes ctx's span's: the job's
+// trace (see package tracing).
 func (o *Owner) Accept(ctx context.Context, j *state.Job) (Record, bool, error) {
 	log := o.log.With().Str("job_id", j.ID).Str("route", j.Route).Logger()
+	if o.tracer != nil {
+		o.traceJob(ctx, j)
+	}
 	var r Record
 	created := false
 	err := o.keepRetrying(ctx, log, "creating the job", func(ctx context.Context) error {

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/pollux-dev/pollux/internal/tracing"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/schedule"
 	"github.com/pollux-dev/pollux/pkg/state"
@@ -46,6 +47,9 @@ type Config struct {
 	// Slots frees the running slots of jobs that end (nil: no route caps
 	// its running jobs).
 	Slots Releaser
+	// Tracer makes the spans of the jobs' lives (nil, the default:
+	// tracing off). The services start theirs with it too (Owner.Tracer).
+	Tracer *tracing.Tracer
 }
 
 // Releaser frees a job's running slots (budget.Releaser). Freeing a slot
@@ -65,6 +69,7 @@ type Owner struct {
 	now    func() time.Time
 	rnd    *rand.Rand
 	maxAge time.Duration
+	tracer *tracing.Tracer
 }
 
 // New returns the owner of the namespace's jobs, over its streams and
@@ -79,6 +84,7 @@ func New(ns events.Namespace, js jetstream.JetStream, res *events.Resources, cfg
 		store:  &records{kv: res.Jobs, js: js, now: now},
 		rnd:    schedule.NewRand(cfg.Seed),
 		maxAge: cfg.Options.WithDefaults().EventsMaxAge,
+		tracer: cfg.Tracer,
 	}
 	if cfg.Slots != nil {
 		o.store.release = func(ctx context.Context, id string, slots []state.Slot) {
@@ -93,6 +99,17 @@ func New(ns events.Namespace, js jetstream.JetStream, res *events.Resources, cfg
 
 // Namespace returns the namespace the owner works in.
 func (o *Owner) Namespace() events.Namespace { return o.ns }
+
+// Tracer returns the tracer of the jobs' spans (nil: tracing off). A job's
+// trace context is in its record, which the owner keeps, so the services
+// that touch a job start their spans in its trace with the owner's
+// tracer: one setting (Config.Tracer) traces the whole process.
+func (o *Owner) Tracer() *tracing.Tracer {
+	if o == nil {
+		return nil
+	}
+	return o.tracer
+}
 
 // Get returns job id's record, or state.ErrNotFound.
 func (o *Owner) Get(ctx context.Context, id string) (*state.Job, error) {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
@@ -161,7 +162,13 @@ func (s *Service) submitHedge(ctx context.Context, id string, log *zerolog.Logge
 		Metadata: j.Metadata, HedgeOf: j.ID}
 	b, err := json.Marshal(m)
 	if err == nil {
-		_, err = s.js.Publish(ctx, s.ns.Submit(member.Route.Name), b, jetstream.WithMsgID("hedge-"+m.ID))
+		msg := &nats.Msg{Subject: s.ns.Submit(member.Route.Name), Data: b}
+		if t := s.jobs.Tracer(); t != nil {
+			// The hedge's intake, and so its trace, is the poll's child.
+			msg.Header = nats.Header{}
+			t.Inject(ctx, msg.Header)
+		}
+		_, err = s.js.PublishMsg(ctx, msg, jetstream.WithMsgID("hedge-"+m.ID))
 	}
 	if err != nil {
 		log.Warn().Err(err).Str("hedge", m.ID).Msg("submitting the hedge failed; the next poll retries")

@@ -19,6 +19,9 @@
 // reconciled: after NotFoundLimit consecutive answers the job is lost —
 // never resubmitted. At the deadline the last status call is made and a
 // job still unfinished expires (and is canceled at the provider).
+//
+// With tracing on (package tracing), each poll is a span in its job's
+// trace, whose context the check's poll state carries (trace.go).
 package poller
 
 import (
@@ -304,6 +307,7 @@ func (s *Service) poll(ctx context.Context, r *route.Route, d *jobs.Delivery, pr
 	if d.Live.HedgedBy != "" || d.Live.HedgeOf != "" {
 		hs = s.settleHedges(ctx, r, &hedgeView{id: d.JobID, live: d.Live}, s.jobLog(r, d))
 	}
+	ctx, span := s.pollSpan(ctx, r, d)
 	cctx, cancel := context.WithTimeout(ctx, cmp.Or(r.CallTimeout, s.cfg.CallTimeout))
 	start := time.Now()
 	st, callErr := r.Adapter.Status(cctx, provider.Ref{ID: d.Live.RemoteID, Model: d.Live.Model, Data: d.Live.Ref})
@@ -326,9 +330,11 @@ func (s *Service) poll(ctx context.Context, r *route.Route, d *jobs.Delivery, pr
 	dec := s.decide(r, d.JobID, f, st, pause, hs, now)
 	res, err := s.jobs.Polled(ctx, d, f, dec)
 	if err != nil {
+		endPoll(span, &f, &dec, nil, now)
 		s.jobLog(r, d).Warn().Err(err).Msg("recording the poll failed; retrying")
 		return events.Later(s.retryDelay())
 	}
+	endPoll(span, &f, &dec, &res, now)
 	s.succeeded()
 	if res.Outcome.IsLater() {
 		s.dues.put(d.Seq(), d.N, now, dec.Due)

@@ -14,6 +14,10 @@
 // until it applies or its route's hold window passes (Config.Hold: at
 // least the route's call timeout plus 30 s); only then is it dropped,
 // logged and counted.
+//
+// With tracing on (package tracing), a delivery's receipt is a span (a
+// trace of its own), and its application a span of the job's trace,
+// linked to the receipt (trace.go).
 package webhook
 
 import (
@@ -220,7 +224,9 @@ const (
 func (s *Service) receive(w http.ResponseWriter, req *http.Request) {
 	start := time.Now()
 	name := req.PathValue("route")
+	req, span := s.receiveSpan(req, name)
 	status := s.serve(w, req, name)
+	endReceive(span, status)
 	label := name
 	if _, ok := s.cfg.Routes[name]; !ok {
 		label = "_unknown" // bounded label: the path is attacker input
@@ -365,6 +371,7 @@ func (s *Service) store(w http.ResponseWriter, req *http.Request, name, job, del
 	for k, v := range extra {
 		msg.Header[k] = v
 	}
+	s.jobs.Tracer().Inject(req.Context(), msg.Header) // the receipt's span, when tracing
 	ack, err := s.js.PublishMsg(pctx, msg, jetstream.WithMsgID(name+":"+deliveryID))
 	if err != nil {
 		log.Error().Err(err).Str("job_id", job).Msg("storing a webhook failed; asked the provider to retry")
@@ -413,6 +420,10 @@ func (s *Service) apply(ctx context.Context, msg jetstream.Msg) events.Outcome {
 		s.log.Warn().Str("route", name).Msg("delivery for a route this process does not serve; redelivering later")
 		return events.Later(30 * time.Second)
 	}
+	var began time.Time // when the application began, for its span
+	if s.jobs.Tracer() != nil {
+		began = time.Now()
+	}
 	h := http.Header(msg.Headers())
 	id, delivery := h.Get(HeaderJob), h.Get(HeaderDelivery)
 	log := s.log.With().Str("route", name).Str("job_id", id).Str("delivery_id", delivery).Logger()
@@ -441,6 +452,7 @@ func (s *Service) apply(ctx context.Context, msg jetstream.Msg) events.Outcome {
 	if err != nil {
 		return s.settled(msg, name, err, late, log.With().Str("remote_id", st.RemoteID).Logger())
 	}
+	s.applySpan(ctx, h, name, delivery, began, held, applied)
 	if s.cfg.Metrics.Applied != nil {
 		s.cfg.Metrics.Applied(name, applied.Changed)
 	}

@@ -83,6 +83,9 @@ type PollState struct {
 	// Published is the seq up to which the job's events are known
 	// published: the writer that published this check published them.
 	Published uint64 `json:"published,omitempty"`
+	// Trace is the job's trace context (state.Job.Trace), the parent of
+	// each poll's span: a poll reads no record.
+	Trace string `json:"trace,omitempty"`
 }
 
 // PollStateOf is job j's poll state as its record has it.
@@ -101,7 +104,7 @@ func pollStateOf(j *state.Job) *PollState {
 		CreatedAt: j.CreatedAt, SubmittedAt: j.SubmittedAt, StartedAt: j.StartedAt, Deadline: j.Deadline,
 		Expected: j.ExpectedDuration, Webhook: j.WebhookExpected, CancelRequestedAt: j.CancelRequestedAt,
 		Polls: j.Polls, Unchanged: j.Unchanged, Errors: j.Errors, NotFound: j.NotFound, Refused: j.Refused,
-		LastPolledAt: j.LastPolledAt,
+		LastPolledAt: j.LastPolledAt, Trace: j.Trace,
 	}
 }
 
@@ -114,7 +117,7 @@ func (p *PollState) Job(id, route string) *state.Job {
 		CreatedAt: p.CreatedAt, SubmittedAt: p.SubmittedAt, StartedAt: p.StartedAt, Deadline: p.Deadline,
 		ExpectedDuration: p.Expected, WebhookExpected: p.Webhook, CancelRequestedAt: p.CancelRequestedAt,
 		Polls: p.Polls, Unchanged: p.Unchanged, Errors: p.Errors, NotFound: p.NotFound, Refused: p.Refused,
-		LastPolledAt: p.LastPolledAt,
+		LastPolledAt: p.LastPolledAt, Trace: p.Trace,
 	}
 }
 

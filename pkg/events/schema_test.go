@@ -47,8 +47,9 @@ var contracts = []contract{
 	{"rejection.json", reflect.TypeFor[events.Rejection](), strictly[events.Rejection], nil},
 	{"route-event.json", reflect.TypeFor[events.RouteEvent](), decodeWith(events.DecodeRouteEvent), nil},
 	{"drift.json", reflect.TypeFor[events.Drift](), strictly[events.Drift], nil},
-	// A snapshot leaves out the submission input and the outbox.
-	{"job.json", reflect.TypeFor[state.Job](), decodeWith(state.Decode), []string{"input", "outbox"}},
+	// A snapshot leaves out the submission input, the outbox and the trace
+	// context.
+	{"job.json", reflect.TypeFor[state.Job](), decodeWith(state.Decode), []string{"input", "outbox", "trace"}},
 }
 
 func decodeWith[T any](fn func([]byte) (*T, error)) func([]byte) error {

@@ -121,6 +121,10 @@ type Job struct {
 	// IntakeSeq is the intake stream sequence of the message that owns the
 	// submission; other messages for the same id are duplicates.
 	IntakeSeq uint64 `json:"intake_seq,omitempty"`
+	// Trace is the job's W3C trace context (a traceparent): the span its
+	// record was created in, parent of every later span about the job
+	// (see internal/tracing); empty when tracing was off then.
+	Trace string `json:"trace,omitempty"`
 	// SubmitAttempts counts Submit calls started for this job. A redelivered
 	// submission that finds an attempt without a remote id knows the outcome
 	// of that call is in doubt.
@@ -288,13 +292,14 @@ func (j *Job) Published(seq uint64) bool {
 
 // Snapshot returns the job as the world sees it — events carry it, the
 // front door and `pollux get` show it: a copy without the fields internal
-// to Pollux (the submission input and the outbox), and without
-// next_check_at once the job has finished (no check is due then; the
-// record keeps the last one's time).
+// to Pollux (the submission input, the outbox and the trace context), and
+// without next_check_at once the job has finished (no check is due then;
+// the record keeps the last one's time).
 func (j *Job) Snapshot() *Job {
 	c := *j
 	c.Input = nil
 	c.Outbox = nil
+	c.Trace = "" // events carry their span's in a header instead
 	if c.State.Terminal() {
 		c.NextCheckAt = time.Time{}
 	}
