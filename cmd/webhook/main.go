@@ -1,7 +1,9 @@
 // Command webhook receives provider webhooks at POST /webhooks/<route>,
 // verifies them, stores them in JetStream and applies them to job state;
-// and, when the configuration names endpoints (notify), delivers job events
-// to applications (package notify).
+// when the configuration names endpoints (notify), delivers job events to
+// applications (package notify); and when a route keeps its outputs (or
+// the custody section is set), keeps succeeded jobs' outputs and warns
+// before they expire (package custody).
 package main
 
 import (
@@ -15,6 +17,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/pollux-dev/pollux/internal/app"
+	"github.com/pollux-dev/pollux/internal/custody"
 	"github.com/pollux-dev/pollux/internal/notify"
 	"github.com/pollux-dev/pollux/internal/version"
 	"github.com/pollux-dev/pollux/internal/webhook"
@@ -38,24 +41,33 @@ func main() {
 		if err != nil {
 			return err
 		}
+		// Outbound webhooks and output custody run here too: the webhook
+		// processes are the ones that speak HTTP to the outside.
+		var runs []func(context.Context) error
+		if notify.Enabled(env.Config.Notify) {
+			out, err := notify.New(notify.Config{Notify: env.Config.Notify, Routes: app.NotifyRoutes(env.Config),
+				Options: env.Options(), Logger: env.Log, Metrics: env.Metrics.Notify(app.NotifyEndpoints(env.Config))}, env.JS, env.NS)
+			if err != nil {
+				return err
+			}
+			runs = append(runs, out.Run)
+		}
+		if env.Config.CustodyEnabled() {
+			keep, err := custody.New(app.Custody(env), env.JS, env.NS, env.Jobs)
+			if err != nil {
+				return err
+			}
+			runs = append(runs, keep.Run)
+		}
 		ln, err := net.Listen("tcp", cli.Addr)
 		if err != nil {
 			return fmt.Errorf("webhook listener: %w", err)
 		}
-		if !notify.Enabled(env.Config.Notify) {
-			return svc.Run(ctx, ln)
-		}
-		// Outbound webhooks run here too: the webhook processes are
-		// the ones that speak HTTP to the outside.
-		out, err := notify.New(notify.Config{Notify: env.Config.Notify, Routes: app.NotifyRoutes(env.Config),
-			Options: env.Options(), Logger: env.Log, Metrics: env.Metrics.Notify(app.NotifyEndpoints(env.Config))}, env.JS, env.NS)
-		if err != nil {
-			_ = ln.Close()
-			return err
-		}
 		g, gctx := errgroup.WithContext(ctx)
 		g.Go(func() error { return svc.Run(gctx, ln) })
-		g.Go(func() error { return out.Run(gctx) })
+		for _, run := range runs {
+			g.Go(func() error { return run(gctx) })
+		}
 		return g.Wait()
 	}))
 }

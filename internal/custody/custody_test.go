@@ -59,6 +59,12 @@ func newRig(t *testing.T) *rig {
 	_, _, js := natstest.JetStream(t)
 	res, err := events.Default.Setup(t.Context(), js, events.Options{})
 	require.NoError(t, err)
+	return newRigOn(t, js, res)
+}
+
+// newRigOn is a rig on a NATS server of the test's.
+func newRigOn(t *testing.T, js jetstream.JetStream, res *events.Resources) *rig {
+	t.Helper()
 	s, err := sim.New(sim.Config{
 		Default:     sim.Model{QueueMedian: sim.Duration(time.Millisecond), RunMedian: sim.Duration(time.Millisecond)},
 		Models:      map[string]sim.Model{"big/model": {QueueMedian: sim.Duration(time.Millisecond), RunMedian: sim.Duration(time.Millisecond), OutputBytes: bigSize}},

@@ -30,6 +30,11 @@ const (
 	// CodeJobNotFound (404): no job has that id (yet: a submission is
 	// visible once ingest has taken it).
 	CodeJobNotFound Code = "job_not_found"
+	// CodeOutputNotKept (404): the job's output of that index is not in
+	// the outputs bucket: not saved (its route keeps no outputs, it is
+	// being copied, it was gone, too large or failed) or past the
+	// bucket's TTL.
+	CodeOutputNotKept Code = "output_not_kept"
 	// CodeModelNotFound (404): nothing is learned yet of that model on
 	// that route.
 	CodeModelNotFound Code = "model_not_found"
@@ -66,7 +71,7 @@ const (
 // Codes lists every error code.
 var Codes = []Code{
 	CodeInvalidBody, CodeInvalidField, CodeInvalidParameter, CodeIdempotencyKeyMismatch,
-	CodeUnauthorized, CodeForbidden, CodeUnknownRoute, CodeJobNotFound, CodeModelNotFound, CodeNotFound, CodeMethodNotAllowed,
+	CodeUnauthorized, CodeForbidden, CodeUnknownRoute, CodeJobNotFound, CodeOutputNotKept, CodeModelNotFound, CodeNotFound, CodeMethodNotAllowed,
 	CodeJobTerminal, CodeNotPaused,
 	CodeBodyTooLarge, CodeUnsupportedMediaType, CodeTooManyStreams, CodeUnavailable,
 }

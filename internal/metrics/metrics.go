@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/pollux-dev/pollux/internal/custody"
 	"github.com/pollux-dev/pollux/internal/ingest"
 	"github.com/pollux-dev/pollux/internal/notify"
 	"github.com/pollux-dev/pollux/internal/poller"
@@ -52,6 +53,9 @@ type Metrics struct {
 	notifyDelivered *prometheus.CounterVec
 	notifyCalls     *prometheus.HistogramVec
 	notifyOpen      *prometheus.GaugeVec
+	custodyOutputs  *prometheus.CounterVec
+	custodyBytes    *prometheus.CounterVec
+	outputsExpiring *prometheus.CounterVec
 	reconciled      *prometheus.CounterVec
 	callbackHints   *prometheus.CounterVec
 	overrun         *prometheus.HistogramVec
@@ -158,6 +162,19 @@ func New() *Metrics {
 		Help: "1 while an endpoint's circuit breaker is open (5 failures in a row: its deliveries wait without calling it), by endpoint.",
 	}, []string{"endpoint"})
 
+	m.custodyOutputs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pollux_custody_outputs_total",
+		Help: "Outputs of succeeded jobs on routes that keep them, by route and outcome (saved; gone: deleted at the provider; too_large: past max_bytes, not kept; failed: given up; retried: a failed download, tried again).",
+	}, []string{"route", "outcome"})
+	m.custodyBytes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pollux_custody_bytes_total",
+		Help: "Bytes of outputs saved into the outputs bucket, by route.",
+	}, []string{"route"})
+	m.outputsExpiring = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pollux_outputs_expiring_total",
+		Help: "outputs_expiring events: succeeded jobs whose outputs expire at the provider within the lead time, unsaved; kept=\"true\" on routes that keep their outputs (a copy failing, an output too large).",
+	}, []string{"route", "kept"})
+
 	m.reconciled = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "pollux_reconciliation_catches_total",
 		Help: "Completions of jobs that expected a webhook but were found by a poll (missing webhooks), by route.",
@@ -229,7 +246,7 @@ func New() *Metrics {
 func (m *Metrics) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.submissions, m.providerCalls, m.statusCalls, m.completions,
 		m.pollsPerJob, m.finishedPolls, m.detectionDelay, m.lateness, m.pauses, m.pausedSeconds, m.eventsPublished,
-		m.webhooks, m.webhooksApplied, m.webhooksDropped, m.notifyDelivered, m.notifyCalls, m.notifyOpen, m.reconciled, m.callbackHints, m.overrun, m.deadlineCancels, m.drift, m.webhookMiss, m.webhookLate, m.age, m.orphans,
+		m.webhooks, m.webhooksApplied, m.webhooksDropped, m.notifyDelivered, m.notifyCalls, m.notifyOpen, m.custodyOutputs, m.custodyBytes, m.outputsExpiring, m.reconciled, m.callbackHints, m.overrun, m.deadlineCancels, m.drift, m.webhookMiss, m.webhookLate, m.age, m.orphans,
 		m.slotWaits, m.slotRepairs, m.queueWaiting, m.queueOldest, m.buildInfo}
 }
 
@@ -489,6 +506,28 @@ func (m *Metrics) Notify(endpoints []string) notify.Metrics {
 				v = 1
 			}
 			m.notifyOpen.WithLabelValues(endpoint).Set(v)
+		},
+	}
+}
+
+// Custody returns output custody's metrics, the series of every route at
+// zero from the start (routes lists them all, kept those that keep their
+// outputs).
+func (m *Metrics) Custody(routes []string, kept map[string]bool) custody.Metrics {
+	for _, r := range routes {
+		m.outputsExpiring.WithLabelValues(r, strconv.FormatBool(kept[r]))
+		if kept[r] {
+			for _, o := range custody.Outcomes {
+				m.custodyOutputs.WithLabelValues(r, o)
+			}
+			m.custodyBytes.WithLabelValues(r)
+		}
+	}
+	return custody.Metrics{
+		Output: func(route, outcome string) { m.custodyOutputs.WithLabelValues(route, outcome).Inc() },
+		Bytes:  func(route string, n int64) { m.custodyBytes.WithLabelValues(route).Add(float64(n)) },
+		Expiring: func(route string, kept bool) {
+			m.outputsExpiring.WithLabelValues(route, strconv.FormatBool(kept)).Inc()
 		},
 	}
 }

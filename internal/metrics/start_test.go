@@ -168,3 +168,22 @@ func TestBuildInfo(t *testing.T) {
 	key := `pollux_build_info{goversion="` + runtime.Version() + `",revision="` + bi.Revision + `",version="` + bi.Version + `"}`
 	require.Equal(t, 1.0, got[key], "%s in %v", key, got)
 }
+
+// Output custody's series are there at zero from the start: every
+// route's outputs_expiring, and the copies' outcomes of those that keep
+// their outputs.
+func TestCustodySeriesStartAtZero(t *testing.T) {
+	t.Parallel()
+	m := metrics.New()
+	m.Custody([]string{"replicate", "fal"}, map[string]bool{"replicate": true})
+	got := scrape(t, m)
+	requireZero(t, got,
+		`pollux_outputs_expiring_total{kept="true",route="replicate"}`,
+		`pollux_outputs_expiring_total{kept="false",route="fal"}`,
+		`pollux_custody_outputs_total{outcome="saved",route="replicate"}`,
+		`pollux_custody_outputs_total{outcome="failed",route="replicate"}`,
+		`pollux_custody_bytes_total{route="replicate"}`,
+	)
+	_, ok := got[`pollux_custody_outputs_total{outcome="saved",route="fal"}`]
+	require.False(t, ok, "fal keeps no outputs")
+}
