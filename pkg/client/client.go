@@ -195,7 +195,9 @@ func (c *Client) Get(ctx context.Context, id string) (*state.Job, error) {
 // Events yields the job's events in order, from its first, as they come,
 // until ctx ends, its terminal event has been yielded, or a rejection (as
 // a *RejectedError, the sequence's last). Breaking out of the loop stops
-// it.
+// it. Custody events (outputs_saved, outputs_expiring) may follow the
+// terminal event, later: Events does not wait for them (read the job's
+// subject on, or Get its record's custody).
 func (c *Client) Events(ctx context.Context, job Job) iter.Seq2[*events.Event, error] {
 	return func(yield func(*events.Event, error) bool) {
 		cons, err := c.js.OrderedConsumer(ctx, c.ns.EventsStream(), jetstream.OrderedConsumerConfig{
@@ -241,22 +243,28 @@ func (c *Client) Events(ctx context.Context, job Job) iter.Seq2[*events.Event, e
 				continue // a duplicate
 			}
 			last = ev.Seq
-			if !yield(ev, nil) || ev.State.Terminal() {
+			if !yield(ev, nil) || terminal(ev) {
 				return
 			}
 		}
 	}
 }
 
+// terminal reports whether ev is a job's terminal event: of a terminal
+// state, and not a custody event (which carries the terminal state too).
+func terminal(ev *events.Event) bool {
+	return ev.State.Terminal() && !events.CustodyEvent(ev.Type)
+}
+
 // Wait returns the job's terminal event (the job's record as it ended is
-// its Job), waiting until it comes or ctx ends. A rejection is returned
-// as a *RejectedError.
+// its Job), waiting until it comes or ctx ends — never a custody event
+// that follows it. A rejection is returned as a *RejectedError.
 func (c *Client) Wait(ctx context.Context, job Job) (*events.Event, error) {
 	for ev, err := range c.Events(ctx, job) {
 		if err != nil {
 			return ev, err
 		}
-		if ev.State.Terminal() {
+		if terminal(ev) {
 			return ev, nil
 		}
 	}
