@@ -450,3 +450,32 @@ func TestRecordingIsOnce(t *testing.T) {
 	_, err = r.owner.SaveOutputs(r.ctx, "nope", saved)
 	require.True(t, errors.Is(err, state.ErrNotFound), "%v", err)
 }
+
+// A job's pass that kept some outputs and failed on another retries only
+// the failed one: a kept output is found in the bucket, not downloaded
+// again.
+func TestAKeptOutputIsNotDownloadedAgain(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	var first, second atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.URL.Path == "/first.mp4" {
+			first.Add(1)
+			_, _ = io.WriteString(w, "first")
+			return
+		}
+		if second.Add(1) <= 2 {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		_, _ = io.WriteString(w, "second")
+	}))
+	t.Cleanup(srv.Close)
+	r.run()
+	r.finish("r", "job", "rem", []string{srv.URL + "/first.mp4", srv.URL + "/second.mp4"}, time.Now().Add(2*time.Hour))
+	j := r.saved("job")
+	require.Equal(t, state.OutputSaved, j.Custody.Outputs[0].Status)
+	require.Equal(t, state.OutputSaved, j.Custody.Outputs[1].Status)
+	require.EqualValues(t, 3, second.Load(), "the failing one, until it answered")
+	require.EqualValues(t, 1, first.Load(), "the kept one, once")
+}
