@@ -478,4 +478,6 @@ func TestAKeptOutputIsNotDownloadedAgain(t *testing.T) {
 	require.Equal(t, state.OutputSaved, j.Custody.Outputs[1].Status)
 	require.EqualValues(t, 3, second.Load(), "the failing one, until it answered")
 	require.EqualValues(t, 1, first.Load(), "the kept one, once")
+	require.Equal(t, 1, j.Custody.Outputs[0].Attempts, "kept at the first pass")
+	require.Equal(t, 3, j.Custody.Outputs[1].Attempts)
 }

@@ -107,11 +107,10 @@ func (s *Service) keep(ctx context.Context, log zerolog.Logger, j *state.Job, k 
 	saved := make([]state.SavedOutput, len(j.Outputs))
 	retry := false
 	for i, url := range j.Outputs {
-		r := s.output(ctx, j, i, url, k)
+		r := s.output(ctx, j, i, url, k, attempt)
 		if ctx.Err() != nil {
 			return kept{Outcome: events.Later(time.Second)}, false // stopping: this pass does not count
 		}
-		r.Attempts = attempt
 		if r.Status == "" { // failed this time
 			if !last {
 				retry = true

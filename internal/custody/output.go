@@ -25,10 +25,11 @@ import (
 // errTooLarge: an output is larger than its route keeps.
 var errTooLarge = errors.New("larger than max_bytes")
 
-// output finds output i of job j in the bucket or copies it there. A
-// failure worth retrying comes back with no Status and its Reason.
-func (s *Service) output(ctx context.Context, j *state.Job, i int, raw string, k config.KeepOutputs) state.SavedOutput {
-	r := state.SavedOutput{Index: i}
+// output finds output i of job j in the bucket or copies it there, at the
+// job's attempt-th pass. A failure worth retrying comes back with no
+// Status and its Reason.
+func (s *Service) output(ctx context.Context, j *state.Job, i int, raw string, k config.KeepOutputs, attempt int) state.SavedOutput {
+	r := state.SavedOutput{Index: i, Attempts: attempt}
 	name := events.OutputObject(j.ID, i)
 	if info, err := s.objects.GetInfo(ctx, name); err == nil && !info.Deleted {
 		return savedFrom(r, info) // kept by an earlier pass, in this process or another
@@ -61,7 +62,7 @@ func (s *Service) output(ctx context.Context, j *state.Job, i int, raw string, k
 		Name:        name,
 		Description: fmt.Sprintf("output %d of job %s", i, j.ID),
 		Headers:     nats.Header{"Content-Type": []string{ctype}},
-		Metadata:    map[string]string{"job": j.ID, "route": j.Route, "index": strconv.Itoa(i)},
+		Metadata:    map[string]string{"job": j.ID, "route": j.Route, "index": strconv.Itoa(i), "attempts": strconv.Itoa(attempt)},
 	}
 	info, err := s.objects.Put(ctx, meta, &capped{r: body, left: k.MaxBytes})
 	switch {
@@ -78,6 +79,9 @@ func (s *Service) output(ctx context.Context, j *state.Job, i int, raw string, k
 func savedFrom(r state.SavedOutput, info *jetstream.ObjectInfo) state.SavedOutput {
 	r.Status, r.Object, r.Size, r.Digest, r.Reason = state.OutputSaved, info.Name, int64(info.Size), info.Digest, ""
 	r.ContentType = info.Headers.Get("Content-Type")
+	if n, err := strconv.Atoi(info.Metadata["attempts"]); err == nil {
+		r.Attempts = n // kept by an earlier pass: the pass that kept it
+	}
 	return r
 }
 

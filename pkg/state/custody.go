@@ -50,7 +50,8 @@ type SavedOutput struct {
 	ContentType string `json:"content_type,omitempty"`
 	// Reason says why an output was not saved.
 	Reason string `json:"reason,omitempty"`
-	// Attempts counts the downloads tried.
+	// Attempts is the pass over the job's outputs (1, 2, ...) that
+	// decided this outcome: 1 when the first download did.
 	Attempts int `json:"attempts,omitempty"`
 }
 
