@@ -92,7 +92,7 @@ func (s *Server) output(w http.ResponseWriter, r *http.Request) *apiError {
 				return nil // the client went away
 			}
 		}
-		if rerr == io.EOF {
+		if errors.Is(rerr, io.EOF) {
 			return nil
 		}
 		if rerr != nil {

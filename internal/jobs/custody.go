@@ -9,7 +9,8 @@ import (
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
-// ErrNotSucceeded: custody is recorded only for a succeeded job.
+// ErrNotSucceeded is the error of a custody change to a job that has not
+// succeeded: custody is recorded only for a succeeded job.
 var ErrNotSucceeded = errors.New("the job has not succeeded")
 
 // SaveOutputs records what output custody kept of a succeeded job's
