@@ -30,7 +30,8 @@
 // confirmed, so no progress is read.
 //
 // Outputs are Gemini Files API URIs: downloading them needs the same API
-// key. Google keeps generated videos for two days [3p, quoting the Gemini
+// key, which OpenOutput (provider.OutputOpener: output custody's
+// downloads) sends to the API's host only. Google keeps generated videos for two days [3p, quoting the Gemini
 // video docs]. An operation carries no completion time, so OutputsExpireAt
 // is two days after Pollux first reads the finished operation, at most one
 // poll interval later than the true expiry.
