@@ -24,6 +24,7 @@ import (
 	"github.com/pollux-dev/pollux/internal/jobs"
 	"github.com/pollux-dev/pollux/internal/natstest"
 	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/provider"
 	"github.com/pollux-dev/pollux/pkg/provider/sim"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
@@ -480,4 +481,43 @@ func TestAKeptOutputIsNotDownloadedAgain(t *testing.T) {
 	require.EqualValues(t, 1, first.Load(), "the kept one, once")
 	require.Equal(t, 1, j.Custody.Outputs[0].Attempts, "kept at the first pass")
 	require.Equal(t, 3, j.Custody.Outputs[1].Attempts)
+}
+
+// opener is an adapter that opens its own outputs (provider.OutputOpener):
+// those under its API's URL, with its credentials.
+type opener struct {
+	api    string
+	opened atomic.Int32
+}
+
+func (o *opener) OpenOutput(ctx context.Context, url string) (io.ReadCloser, error) {
+	if !strings.HasPrefix(url, o.api) {
+		return nil, provider.ErrUnsupported
+	}
+	o.opened.Add(1)
+	if strings.HasSuffix(url, "/gone") {
+		return nil, &provider.Error{Class: provider.NotFound, HTTPStatus: http.StatusNotFound}
+	}
+	return io.NopCloser(strings.NewReader("from the adapter")), nil
+}
+
+// A route whose adapter opens its outputs has them downloaded through it
+// (gone when it says so); an output it leaves alone is fetched by GET.
+func TestAnAdapterOpensItsOutputs(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	o := &opener{api: "https://api.example/files/"}
+	r.run(func(c *custody.Config) { c.Openers = map[string]provider.OutputOpener{"r": o} })
+	remote, url := r.prediction("owner/model")
+	r.finish("r", "job", remote, []string{o.api + "a.mp4", o.api + "gone", url}, time.Now().Add(2*time.Hour))
+	out := r.saved("job").Custody.Outputs
+	require.Equal(t, state.OutputSaved, out[0].Status, out[0].Reason)
+	require.Equal(t, "video/mp4", out[0].ContentType)
+	got, err := r.objectStore().GetBytes(r.ctx, "job/0")
+	require.NoError(t, err)
+	require.Equal(t, "from the adapter", string(got))
+	require.Equal(t, state.OutputGone, out[1].Status)
+	require.Equal(t, state.OutputSaved, out[2].Status, "fetched by GET")
+	require.EqualValues(t, fileSize, out[2].Size)
+	require.EqualValues(t, 2, o.opened.Load())
 }

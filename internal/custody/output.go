@@ -90,7 +90,10 @@ func savedFrom(r state.SavedOutput, info *jetstream.ObjectInfo) state.SavedOutpu
 func (s *Service) open(ctx context.Context, route, raw string) (body io.ReadCloser, ctype string, size int64, err error) {
 	if o := s.cfg.Openers[route]; o != nil {
 		body, err = o.OpenOutput(ctx, raw)
-		return body, "", -1, err
+		if !errors.Is(err, provider.ErrUnsupported) {
+			return body, "", -1, err
+		}
+		// Not the adapter's to open: fetched as any URL.
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, raw, nil)
 	if err != nil {

@@ -12,8 +12,10 @@ import (
 // the output URL as it is, with no credentials.
 //
 // The error of an output the provider no longer has must be an *Error of
-// Class NotFound (it is recorded as gone and not tried again); any other
-// error is retried with backoff until the outputs expire.
+// Class NotFound (it is recorded as gone and not tried again); one that
+// wraps ErrUnsupported says the URL is not the adapter's to open (another
+// host than its API's): it is fetched with the plain GET instead; any
+// other error is retried with backoff until the outputs expire.
 type OutputOpener interface {
 	// OpenOutput starts the download of one of a job's output URLs and
 	// returns its body, to be read to its end or closed. ctx bounds the
