@@ -521,3 +521,33 @@ func TestAnAdapterOpensItsOutputs(t *testing.T) {
 	require.EqualValues(t, fileSize, out[2].Size)
 	require.EqualValues(t, 2, o.opened.Load())
 }
+
+// A copy that keeps failing is retried until the outputs expire, warned
+// about a lead time before (on a route that keeps them: kept="true"), and
+// then recorded failed with its last answer.
+func TestAFailingCopyIsGivenUpAtExpiry(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		calls.Add(1)
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(srv.Close)
+	var kept atomic.Bool
+	r.run(func(c *custody.Config) {
+		c.ExpiringLead = time.Second
+		c.Metrics.Expiring = func(_ string, k bool) { kept.Store(k) }
+	})
+	expire := time.Now().Add(2 * time.Second)
+	r.finish("r", "job", "rem", []string{srv.URL + "/v.mp4"}, expire)
+	j := r.saved("job")
+	o := j.Custody.Outputs[0]
+	require.False(t, j.Custody.SavedAt.Before(j.OutputsExpireAt), "retried until the outputs expired")
+	require.Equal(t, state.OutputFailed, o.Status)
+	require.Contains(t, o.Reason, "given up at")
+	require.Contains(t, o.Reason, "HTTP 503")
+	require.Greater(t, calls.Load(), int32(3))
+	require.Equal(t, []string{"submitted", "succeeded", "outputs_expiring", "outputs_saved"}, types(r.events("r", "job")))
+	require.True(t, kept.Load(), "counted as a kept route's")
+}

@@ -127,7 +127,7 @@ func (s *Service) keep(ctx context.Context, log zerolog.Logger, j *state.Job, k 
 		s.warnIfDue(ctx, log, j, now)
 		delay := schedule.Backoff{Base: s.cfg.RetryBase, Max: 30 * time.Minute}.Next(attempt, s.rnd)
 		// The last try at the deadline, not a backoff past it.
-		delay = max(min(delay, deadline.Sub(now)), time.Second)
+		delay = min(delay, max(deadline.Sub(now), 0))
 		return kept{Outcome: events.Later(delay)}, false
 	}
 	return kept{saved: saved}, true
