@@ -17,6 +17,7 @@ import (
 
 	"github.com/pollux-dev/pollux/internal/config"
 	"github.com/pollux-dev/pollux/internal/dev"
+	"github.com/pollux-dev/pollux/internal/e2e/e2etest"
 	"github.com/pollux-dev/pollux/pkg/provider/sim"
 )
 
@@ -33,8 +34,7 @@ func TestClients(t *testing.T) {
 	if os.Getenv(skipClientsEnv) == "1" {
 		t.Skip(skipClientsEnv + "=1")
 	}
-	root, err := filepath.Abs("../..")
-	require.NoError(t, err)
+	root := e2etest.Root(t)
 	node := tool(t, "node")
 	if _, err := os.Stat(filepath.Join(root, "examples/node/node_modules/@nats-io/transport-node/package.json")); err != nil {
 		t.Fatalf("examples/node has no node_modules: run `make tools` (or set %s=1 to skip this test)", skipClientsEnv)
@@ -46,15 +46,15 @@ func TestClients(t *testing.T) {
 	bash := tool(t, "bash")
 	tool(t, "curl")
 
-	e := start(t, dev.StackConfig{
+	e := e2etest.Start(t, dev.StackConfig{
 		Sim: sim.Config{TimeScale: 100, Models: map[string]sim.Model{
-			"pollux-demo/preview": {QueueMedian: d(time.Second), RunMedian: d(5 * time.Second), RunSigma: 0.3},
-			"pollux-demo/long":    {QueueMedian: d(time.Second), RunMedian: d(time.Hour)}, // canceled by the CLI example
+			"pollux-demo/preview": {QueueMedian: e2etest.D(time.Second), RunMedian: e2etest.D(5 * time.Second), RunSigma: 0.3},
+			"pollux-demo/long":    {QueueMedian: e2etest.D(time.Second), RunMedian: e2etest.D(time.Hour)}, // canceled by the CLI example
 		}},
 		Route: config.Route{Workers: config.Workers{Submit: 8, Status: 8}},
 	})
 	env := append(os.Environ(),
-		"NATS_URL="+e.nc.ConnectedUrl(), "POLLUX_HTTP_URL="+e.HTTPURL, "POLLUX_ROUTE="+dev.RouteName,
+		"NATS_URL="+e.NC.ConnectedUrl(), "POLLUX_HTTP_URL="+e.HTTPURL, "POLLUX_ROUTE="+dev.RouteName,
 		"POLLUX_TIMEOUT_S=60", "NATS_CLI="+natsCLI)
 
 	t.Run("node", func(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/pollux-dev/pollux/internal/config"
 	"github.com/pollux-dev/pollux/internal/dev"
+	"github.com/pollux-dev/pollux/internal/e2e/e2etest"
 	"github.com/pollux-dev/pollux/internal/natstest"
 	"github.com/pollux-dev/pollux/pkg/provider/sim"
 )
@@ -31,32 +32,32 @@ func TestChaosClusterFailover(t *testing.T) {
 	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
 	require.NoError(t, err)
-	e := startWith(t, nc, js, dev.StackConfig{
-		Sim: sim.Config{TimeScale: scale, Seed: 41, Default: sim.Model{
-			QueueMedian: d(2 * time.Second), QueueSigma: 0.4, RunMedian: d(200 * time.Second), RunSigma: 0.4, FailRate: 0.05}},
+	e := e2etest.StartWith(t, nc, js, dev.StackConfig{
+		Sim: sim.Config{TimeScale: e2etest.Scale, Seed: 41, Default: sim.Model{
+			QueueMedian: e2etest.D(2 * time.Second), QueueSigma: 0.4, RunMedian: e2etest.D(200 * time.Second), RunSigma: 0.4, FailRate: 0.05}},
 		Route:   config.Route{Workers: config.Workers{Submit: 8, Status: 16}},
 		Streams: config.Streams{Replicas: 3, IntakeAckWait: 10 * time.Second, CheckAckWait: 10 * time.Second},
 	})
 	// A delivery a stopped leader lost in transit is delivered again, and
 	// its delivery count counts it as a poll: the polls of the checks in
 	// flight may be one high.
-	e.inexactPolls = true
-	n := size(200, 2000)
-	ids := submitN(t, e, "fo", n, func(int) (string, float64) { return "failover/model", 0 })
-	waitFor(t, "jobs under way", time.Minute, func() bool { return len(e.log.terminal()) >= n/10 })
+	e.InexactPolls = true
+	n := e2etest.Size(200, 2000)
+	ids := e2etest.SubmitN(t, e, "fo", n, func(int) (string, float64) { return "failover/model", 0 })
+	e2etest.WaitFor(t, "jobs under way", time.Minute, func() bool { return len(e.Log.Terminal()) >= n/10 })
 
 	ns := e.Env.NS
 	streams := []string{ns.IntakeStream(), ns.ChecksStream(), ns.WebhooksStream(), ns.SlotsStream(), ns.EventsStream(),
 		"KV_" + ns.JobsBucket(), "KV_" + ns.RoutesBucket(), "KV_" + ns.DeliveriesBucket(), "KV_" + ns.StatsBucket()}
 	leader := func(stream string) string {
-		if ci := streamCluster(js, stream); ci != nil {
+		if ci := e2etest.StreamCluster(js, stream); ci != nil {
 			return ci.Leader
 		}
 		return ""
 	}
 	// current reports whether both of the stream's followers are caught up.
 	current := func(stream string) bool {
-		ci := streamCluster(js, stream)
+		ci := e2etest.StreamCluster(js, stream)
 		if ci == nil || len(ci.Replicas) != 2 {
 			return false
 		}
@@ -73,11 +74,11 @@ func TestChaosClusterFailover(t *testing.T) {
 		// The node restarted for the previous stream may still be catching
 		// up on this one: stopping this leader before it has would leave
 		// the group without a quorum to elect.
-		waitFor(t, stream+" has both followers current", 30*time.Second, func() bool { return current(stream) })
-		waitFor(t, stream+" has a leader", 30*time.Second, func() bool { old = leader(stream); return old != "" })
+		e2etest.WaitFor(t, stream+" has both followers current", 30*time.Second, func() bool { return current(stream) })
+		e2etest.WaitFor(t, stream+" has a leader", 30*time.Second, func() bool { old = leader(stream); return old != "" })
 		stopped := time.Now()
 		c.Stop(old)
-		waitFor(t, stream+" elects a new leader", 30*time.Second, func() bool {
+		e2etest.WaitFor(t, stream+" elects a new leader", 30*time.Second, func() bool {
 			l := leader(stream)
 			return l != "" && l != old
 		})
@@ -87,13 +88,13 @@ func TestChaosClusterFailover(t *testing.T) {
 		// Jobs created while a node is down: once it is back, it serves
 		// reads before it has caught up on them (see
 		// jobs.records.leaderGet).
-		ids = append(ids, submitN(t, e, fmt.Sprintf("fo%d", k), size(10, 50), func(int) (string, float64) { return "failover/model", 0 })...)
+		ids = append(ids, e2etest.SubmitN(t, e, fmt.Sprintf("fo%d", k), e2etest.Size(10, 50), func(int) (string, float64) { return "failover/model", 0 })...)
 		c.Start(old)
-		waitFor(t, "all three nodes back for "+stream, 30*time.Second, func() bool { return current(stream) })
+		e2etest.WaitFor(t, "all three nodes back for "+stream, 30*time.Second, func() bool { return current(stream) })
 	}
-	e.waitTerminal(t, ids, time.Duration(size(180, 900))*time.Second)
-	o := verify(t, e, ids, nil, e.Sim.Predictions(), e.Sim.Stats())
-	o.faults = len(streams)
+	e.WaitTerminal(t, ids, time.Duration(e2etest.Size(180, 900))*time.Second)
+	o := e2etest.Verify(t, e, ids, nil, e.Sim.Predictions(), e.Sim.Stats())
+	o.Faults = len(streams)
 	t.Logf("worst pause until a new leader: %s", worstPause.Round(time.Millisecond))
-	reportFaults(t, fmt.Sprintf("cluster failover (%d leaders)", len(streams)), o)
+	e2etest.ReportFaults(t, fmt.Sprintf("cluster failover (%d leaders)", len(streams)), o)
 }

@@ -15,32 +15,29 @@ import (
 
 	"github.com/pollux-dev/pollux/internal/config"
 	"github.com/pollux-dev/pollux/internal/dev"
+	"github.com/pollux-dev/pollux/internal/e2e/e2etest"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/provider/sim"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
-const scale = 50
-
-func d(t time.Duration) sim.Duration { return sim.Duration(t) }
-
 // faultyStack is a stack whose provider misbehaves in every way issue 2
 // names: 429s with Retry-After, 5xx, lost jobs, duplicate, late and missing
 // webhooks.
-func faultyStack(t *testing.T, seed int64) *env {
-	return start(t, dev.StackConfig{
+func faultyStack(t *testing.T, seed int64) *e2etest.Env {
+	return e2etest.Start(t, dev.StackConfig{
 		Sim: sim.Config{
-			TimeScale: scale, Seed: seed,
+			TimeScale: e2etest.Scale, Seed: seed,
 			Models: map[string]sim.Model{
-				"e2e/fast":  {QueueMedian: d(2 * time.Second), QueueSigma: 0.5, RunMedian: d(20 * time.Second), RunSigma: 0.4, FailRate: 0.1},
-				"e2e/slow":  {QueueMedian: d(5 * time.Second), QueueSigma: 0.5, RunMedian: d(70 * time.Second), RunSigma: 0.4, FailRate: 0.1},
-				"e2e/ages":  {QueueMedian: d(2 * time.Second), RunMedian: d(30 * time.Minute)},
-				"e2e/stuck": {QueueMedian: d(2 * time.Second), NeverFinish: 1},
+				"e2e/fast":  {QueueMedian: e2etest.D(2 * time.Second), QueueSigma: 0.5, RunMedian: e2etest.D(20 * time.Second), RunSigma: 0.4, FailRate: 0.1},
+				"e2e/slow":  {QueueMedian: e2etest.D(5 * time.Second), QueueSigma: 0.5, RunMedian: e2etest.D(70 * time.Second), RunSigma: 0.4, FailRate: 0.1},
+				"e2e/ages":  {QueueMedian: e2etest.D(2 * time.Second), RunMedian: e2etest.D(30 * time.Minute)},
+				"e2e/stuck": {QueueMedian: e2etest.D(2 * time.Second), NeverFinish: 1},
 			},
 			Faults: sim.Faults{
-				RateLimitRate: 0.01, RetryAfter: d(time.Second),
+				RateLimitRate: 0.01, RetryAfter: e2etest.D(time.Second),
 				ServerErrorRate: 0.03, LostRate: 0.03,
-				WebhookMissingRate: 0.2, WebhookDuplicateRate: 0.2, WebhookLateRate: 0.1, WebhookLateBy: d(300 * time.Millisecond),
+				WebhookMissingRate: 0.2, WebhookDuplicateRate: 0.2, WebhookLateRate: 0.1, WebhookLateBy: e2etest.D(300 * time.Millisecond),
 			},
 		},
 		Route: config.Route{Workers: config.Workers{Submit: 8, Status: 16}},
@@ -55,7 +52,7 @@ func faultyStack(t *testing.T, seed int64) *env {
 // arrive in order.
 func TestLifecycleUnderFaults(t *testing.T) {
 	e := faultyStack(t, 7)
-	ns := e.ns
+	ns := e.NS
 	rnd := rand.New(rand.NewPCG(7, 7))
 
 	type want struct {
@@ -102,10 +99,10 @@ func TestLifecycleUnderFaults(t *testing.T) {
 			jobs[id] = want{key: jobs[id].key, state: state.Canceled}
 			toCancel = append(toCancel, id)
 		}
-		e.publish(t, ns.Submit(dev.RouteName), msg)
+		e.Publish(t, ns.Submit(dev.RouteName), msg)
 		switch r := rnd.Float64(); {
 		case r < 0.1:
-			e.publish(t, ns.Submit(dev.RouteName), msg) // duplicate at once
+			e.Publish(t, ns.Submit(dev.RouteName), msg) // duplicate at once
 		case r < 0.2:
 			later = append(later, msg) // duplicate after the others
 		}
@@ -126,23 +123,23 @@ func TestLifecycleUnderFaults(t *testing.T) {
 		{ns.Submit("no-such-route"), `{"v":1,"model":"m","input":{}}`, "", "no route named"},
 	}
 	for _, m := range malformed {
-		e.publish(t, m.subject, m.body)
+		e.Publish(t, m.subject, m.body)
 	}
 
 	// Cancel the jobs that would take ages, once they are submitted.
 	for _, id := range toCancel {
-		waitFor(t, "job "+id+" submitted", 30*time.Second, func() bool {
+		e2etest.WaitFor(t, "job "+id+" submitted", 30*time.Second, func() bool {
 			j, err := e.Env.Jobs.Get(context.Background(), id)
 			return err == nil && j.RemoteID != ""
 		})
-		e.publish(t, ns.Cancel(dev.RouteName), events.Cancel{V: 1, ID: id, Reason: "test"})
+		e.Publish(t, ns.Cancel(dev.RouteName), events.Cancel{V: 1, ID: id, Reason: "test"})
 	}
 	for _, msg := range later {
-		e.publish(t, ns.Submit(dev.RouteName), msg)
+		e.Publish(t, ns.Submit(dev.RouteName), msg)
 	}
 
-	if !assertEventually(func() bool { return len(e.log.terminal()) >= len(jobs) }, 120*time.Second) {
-		terminal := e.log.terminal()
+	if !e2etest.Eventually(func() bool { return len(e.Log.Terminal()) >= len(jobs) }, 120*time.Second) {
+		terminal := e.Log.Terminal()
 		for id := range jobs {
 			if len(terminal[id]) == 0 {
 				j, err := e.Env.Jobs.Get(context.Background(), id)
@@ -159,7 +156,7 @@ func TestLifecycleUnderFaults(t *testing.T) {
 		t.Fatalf("%d of %d jobs terminal", len(terminal), len(jobs))
 	}
 	// Duplicates published last must not create anything either.
-	waitFor(t, "intake drained", 30*time.Second, func() bool { return e.streamMsgs(t, e.Env.Res.Intake) == 0 })
+	e2etest.WaitFor(t, "intake drained", 30*time.Second, func() bool { return e.StreamMsgs(t, e.Env.Res.Intake) == 0 })
 
 	unsubmitted := 0 // jobs that expired before their create
 	t.Run("one terminal state per job, agreeing with the provider", func(t *testing.T) {
@@ -167,7 +164,7 @@ func TestLifecycleUnderFaults(t *testing.T) {
 		for _, p := range e.Sim.Predictions() {
 			truth[p.IdempotencyKey] = p
 		}
-		terminal := e.log.terminal()
+		terminal := e.Log.Terminal()
 		counts := map[state.State]int{}
 		for id, w := range jobs {
 			evs := terminal[id]
@@ -177,7 +174,7 @@ func TestLifecycleUnderFaults(t *testing.T) {
 			j, err := e.Env.Jobs.Get(context.Background(), id)
 			require.NoError(t, err)
 			require.Equal(t, got, j.State, "job %s: record and event agree", id)
-			requirePublished(t, j, e.log.jobs()[id])
+			e2etest.RequirePublished(t, j, e.Log.Jobs()[id])
 			if w.state != "" {
 				require.Equal(t, w.state, got, "job %s", id)
 			}
@@ -220,7 +217,7 @@ func TestLifecycleUnderFaults(t *testing.T) {
 	})
 
 	t.Run("events in order per job", func(t *testing.T) {
-		for id, evs := range e.log.jobs() {
+		for id, evs := range e.Log.Jobs() {
 			if _, ok := jobs[id]; !ok {
 				continue
 			}
@@ -244,7 +241,7 @@ func TestLifecycleUnderFaults(t *testing.T) {
 			}
 		}
 		for model, n := range finished {
-			waitFor(t, "learned "+model, 10*time.Second, func() bool {
+			e2etest.WaitFor(t, "learned "+model, 10*time.Second, func() bool {
 				total, _ := e.Env.Stats.Lookup(dev.RouteName, model, "", 0)
 				return total != nil && total.Count() == uint64(n)
 			})
@@ -252,11 +249,11 @@ func TestLifecycleUnderFaults(t *testing.T) {
 	})
 
 	t.Run("no check message left", func(t *testing.T) {
-		waitFor(t, "checks stream empty", 30*time.Second, func() bool { return e.streamMsgs(t, e.Env.Res.Checks) == 0 })
+		e2etest.WaitFor(t, "checks stream empty", 30*time.Second, func() bool { return e.StreamMsgs(t, e.Env.Res.Checks) == 0 })
 	})
 
 	t.Run("polls counted exactly, in the records and the metric", func(t *testing.T) {
-		waitFor(t, "checks stream empty", 30*time.Second, func() bool { return e.streamMsgs(t, e.Env.Res.Checks) == 0 })
+		e2etest.WaitFor(t, "checks stream empty", 30*time.Second, func() bool { return e.StreamMsgs(t, e.Env.Res.Checks) == 0 })
 		byKey := map[string][]sim.Prediction{}
 		for _, p := range e.Sim.Predictions() {
 			byKey[p.IdempotencyKey] = append(byKey[p.IdempotencyKey], p)
@@ -265,15 +262,15 @@ func TestLifecycleUnderFaults(t *testing.T) {
 		for id := range jobs {
 			ids = append(ids, id)
 		}
-		requireExactPolls(t, e.Env.Jobs, ids, byKey)
+		e2etest.RequireExactPolls(t, e.Env.Jobs, ids, byKey)
 		// Every status call is one of these jobs': the count of finished
 		// jobs' polls is the provider's count of status calls.
 		require.InDelta(t, float64(e.Sim.Stats().StatusCalls), histogramSum(t, e, "pollux_finished_job_polls_total"), 0)
 	})
 
 	t.Run("malformed intake is rejected by name", func(t *testing.T) {
-		waitFor(t, "every rejection", 30*time.Second, func() bool { return len(e.log.rejections()) >= len(malformed) })
-		rej := e.log.rejections()
+		e2etest.WaitFor(t, "every rejection", 30*time.Second, func() bool { return len(e.Log.Rejections()) >= len(malformed) })
+		rej := e.Log.Rejections()
 		require.Len(t, rej, len(malformed))
 		for _, m := range malformed {
 			found := false
@@ -295,13 +292,13 @@ func TestLifecycleUnderFaults(t *testing.T) {
 // create's answer is recorded, then applied — not a reconciliation poll
 // half a minute later.
 func TestWebhooksBeforeTheCreateAnswer(t *testing.T) {
-	e := start(t, dev.StackConfig{
-		Sim: sim.Config{TimeScale: 1, Seed: 5, CreateDelay: d(200 * time.Millisecond),
-			Default: sim.Model{QueueMedian: d(time.Millisecond), RunMedian: d(time.Millisecond)}},
+	e := e2etest.Start(t, dev.StackConfig{
+		Sim: sim.Config{TimeScale: 1, Seed: 5, CreateDelay: e2etest.D(200 * time.Millisecond),
+			Default: sim.Model{QueueMedian: e2etest.D(time.Millisecond), RunMedian: e2etest.D(time.Millisecond)}},
 		Route: config.Route{Workers: config.Workers{Submit: 8}},
 	})
-	ids := submitN(t, e, "wb", 100, func(int) (string, float64) { return "instant/model", 0 })
-	e.waitTerminal(t, ids, 60*time.Second)
+	ids := e2etest.SubmitN(t, e, "wb", 100, func(int) (string, float64) { return "instant/model", 0 })
+	e.WaitTerminal(t, ids, 60*time.Second)
 	for _, id := range ids {
 		j, err := e.Env.Jobs.Get(context.Background(), id)
 		require.NoError(t, err)
@@ -316,7 +313,7 @@ func TestWebhooksBeforeTheCreateAnswer(t *testing.T) {
 
 // histogramSum is the sum of a metric of the stack's: a histogram's sum,
 // or a counter's total, over its labels.
-func histogramSum(t *testing.T, e *env, name string) float64 {
+func histogramSum(t *testing.T, e *e2etest.Env, name string) float64 {
 	t.Helper()
 	families, err := e.Metrics.Registry().Gather()
 	require.NoError(t, err)
@@ -341,22 +338,22 @@ func histogramSum(t *testing.T, e *env, name string) float64 {
 // stream's duplicate window: a job submitted again after it finished is
 // not submitted again.
 func TestResubmissionMinutesLater(t *testing.T) {
-	e := start(t, dev.StackConfig{Sim: sim.Config{TimeScale: scale, Default: sim.Model{QueueMedian: d(time.Second), RunMedian: d(5 * time.Second)}}})
+	e := e2etest.Start(t, dev.StackConfig{Sim: sim.Config{TimeScale: e2etest.Scale, Default: sim.Model{QueueMedian: e2etest.D(time.Second), RunMedian: e2etest.D(5 * time.Second)}}})
 	msg := events.Submit{V: 1, IdempotencyKey: "once", Model: "a/b", Input: json.RawMessage(`{}`)}
 	id := events.KeyID(dev.RouteName, "once")
-	e.publish(t, e.ns.Submit(dev.RouteName), msg)
-	waitFor(t, "terminal", 30*time.Second, func() bool { return len(e.log.terminal()[id]) == 1 })
+	e.Publish(t, e.NS.Submit(dev.RouteName), msg)
+	e2etest.WaitFor(t, "terminal", 30*time.Second, func() bool { return len(e.Log.Terminal()[id]) == 1 })
 
 	// Far beyond Nats-Msg-Id deduplication: a distinct message, later.
-	e.publish(t, e.ns.Submit(dev.RouteName), msg)
-	waitFor(t, "intake drained", 10*time.Second, func() bool { return e.streamMsgs(t, e.Env.Res.Intake) == 0 })
+	e.Publish(t, e.NS.Submit(dev.RouteName), msg)
+	e2etest.WaitFor(t, "intake drained", 10*time.Second, func() bool { return e.StreamMsgs(t, e.Env.Res.Intake) == 0 })
 	require.Equal(t, 1, e.Sim.Stats().Creates)
-	require.Len(t, e.log.terminal()[id], 1)
+	require.Len(t, e.Log.Terminal()[id], 1)
 }
 
 // TestTrack follows a job submitted elsewhere.
 func TestTrack(t *testing.T) {
-	e := start(t, dev.StackConfig{Sim: sim.Config{TimeScale: scale, Default: sim.Model{QueueMedian: d(time.Second), RunMedian: d(10 * time.Second)}}})
+	e := e2etest.Start(t, dev.StackConfig{Sim: sim.Config{TimeScale: e2etest.Scale, Default: sim.Model{QueueMedian: e2etest.D(time.Second), RunMedian: e2etest.D(10 * time.Second)}}})
 	req, err := http.NewRequest(http.MethodPost, e.SimURL+"/v1/models/a/b/predictions", bytes.NewReader([]byte(`{"input":{}}`)))
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer "+e.SimToken)
@@ -366,21 +363,21 @@ func TestTrack(t *testing.T) {
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&p))
 	require.NoError(t, resp.Body.Close())
 
-	e.publish(t, e.ns.Track(dev.RouteName), events.Track{V: 1, ID: "tracked-1", RemoteID: p.ID, Model: "a/b"})
-	e.publish(t, e.ns.Track(dev.RouteName), events.Track{V: 1, ID: "tracked-1", RemoteID: p.ID, Model: "a/b"}) // duplicate
+	e.Publish(t, e.NS.Track(dev.RouteName), events.Track{V: 1, ID: "tracked-1", RemoteID: p.ID, Model: "a/b"})
+	e.Publish(t, e.NS.Track(dev.RouteName), events.Track{V: 1, ID: "tracked-1", RemoteID: p.ID, Model: "a/b"}) // duplicate
 	// Intake is handled concurrently: the conflicting request goes once the
 	// job exists, or it could be the one that creates it.
-	waitFor(t, "the job tracked", 10*time.Second, func() bool {
+	e2etest.WaitFor(t, "the job tracked", 10*time.Second, func() bool {
 		_, err := e.Env.Jobs.Get(context.Background(), "tracked-1")
 		return err == nil
 	})
-	e.publish(t, e.ns.Track(dev.RouteName), events.Track{V: 1, ID: "tracked-1", RemoteID: "someone-else", Model: "a/b"})
-	waitFor(t, "terminal", 30*time.Second, func() bool { return len(e.log.terminal()["tracked-1"]) == 1 })
+	e.Publish(t, e.NS.Track(dev.RouteName), events.Track{V: 1, ID: "tracked-1", RemoteID: "someone-else", Model: "a/b"})
+	e2etest.WaitFor(t, "terminal", 30*time.Second, func() bool { return len(e.Log.Terminal()["tracked-1"]) == 1 })
 	j, err := e.Env.Jobs.Get(context.Background(), "tracked-1")
 	require.NoError(t, err)
 	require.Equal(t, state.Succeeded, j.State)
 	require.True(t, j.Tracked)
 	require.Equal(t, 1, e.Sim.Stats().Creates, "tracking never submits")
-	waitFor(t, "the conflicting track rejected", 10*time.Second, func() bool { return len(e.log.rejections()) == 1 })
-	require.Equal(t, "id", e.log.rejections()[0].Rejection.Field)
+	e2etest.WaitFor(t, "the conflicting track rejected", 10*time.Second, func() bool { return len(e.Log.Rejections()) == 1 })
+	require.Equal(t, "id", e.Log.Rejections()[0].Rejection.Field)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pollux-dev/pollux/internal/consume"
+	"github.com/pollux-dev/pollux/internal/e2e/e2etest"
 	"github.com/pollux-dev/pollux/internal/embedded"
 	"github.com/pollux-dev/pollux/pkg/events"
 )
@@ -25,7 +26,7 @@ func TestChaosRestartOrphans(t *testing.T) {
 	if testing.Short() {
 		t.Skip("restarts a server")
 	}
-	dir, port := t.TempDir(), freePort(t)
+	dir, port := t.TempDir(), e2etest.FreePort(t)
 	srv, err := embedded.Start(embedded.Config{StoreDir: dir, Port: port})
 	require.NoError(t, err)
 	t.Cleanup(func() { srv.Shutdown() })
@@ -48,7 +49,7 @@ func TestChaosRestartOrphans(t *testing.T) {
 			func(context.Context, jetstream.Msg) events.Outcome { handled.Add(1); return events.Done() })
 	}()
 
-	rounds := size(5, 40)
+	rounds := e2etest.Size(5, 40)
 	const perRound = 4000
 	for round := range rounds {
 		for i := range perRound {

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pollux-dev/pollux/internal/dev"
+	"github.com/pollux-dev/pollux/internal/e2e/e2etest"
 	"github.com/pollux-dev/pollux/internal/poller"
 	"github.com/pollux-dev/pollux/internal/route"
 	"github.com/pollux-dev/pollux/pkg/provider/sim"
@@ -21,17 +22,17 @@ import (
 // running pollers follow each change, and every job still finishes
 // exactly once with no check left behind.
 func TestRepartitionLosesNothing(t *testing.T) {
-	e := start(t, dev.StackConfig{
-		Sim: sim.Config{TimeScale: scale, Seed: 31, Models: map[string]sim.Model{
-			"part/model": {QueueMedian: d(2 * time.Second), QueueSigma: 0.5, RunMedian: d(60 * time.Second), RunSigma: 0.5},
+	e := e2etest.Start(t, dev.StackConfig{
+		Sim: sim.Config{TimeScale: e2etest.Scale, Seed: 31, Models: map[string]sim.Model{
+			"part/model": {QueueMedian: e2etest.D(2 * time.Second), QueueSigma: 0.5, RunMedian: e2etest.D(60 * time.Second), RunSigma: 0.5},
 		}},
 		NoWebhooks: true,
 	})
 	// A new consumer's deliveries count anew: the quiet polls a check made
 	// under the consumer it replaced are not in the job's count.
-	e.inexactPolls = true
+	e.InexactPolls = true
 	n := 300
-	ids := submitN(t, e, "rp", n, func(int) (string, float64) { return "part/model", 0 })
+	ids := e2etest.SubmitN(t, e, "rp", n, func(int) (string, float64) { return "part/model", 0 })
 
 	var stops []func()
 	startPoller := func(parts int) {
@@ -58,27 +59,27 @@ func TestRepartitionLosesNothing(t *testing.T) {
 		return out
 	}
 
-	waitFor(t, "a quarter of the jobs done", time.Minute, func() bool { return len(e.log.terminal()) >= n/4 })
+	e2etest.WaitFor(t, "a quarter of the jobs done", time.Minute, func() bool { return len(e.Log.Terminal()) >= n/4 })
 	startPoller(4)
-	waitFor(t, "four partitions", 30*time.Second, func() bool {
+	e2etest.WaitFor(t, "four partitions", 30*time.Second, func() bool {
 		return slices.Equal(consumers(), []string{"poller-sim~0of4", "poller-sim~1of4", "poller-sim~2of4", "poller-sim~3of4"})
 	})
-	waitFor(t, "half of the jobs done", time.Minute, func() bool { return len(e.log.terminal()) >= n/2 })
+	e2etest.WaitFor(t, "half of the jobs done", time.Minute, func() bool { return len(e.Log.Terminal()) >= n/2 })
 	startPoller(2)
-	waitFor(t, "two partitions", 30*time.Second, func() bool {
+	e2etest.WaitFor(t, "two partitions", 30*time.Second, func() bool {
 		return slices.Equal(consumers(), []string{"poller-sim~0of2", "poller-sim~1of2"})
 	})
-	e.waitTerminal(t, ids, 2*time.Minute)
+	e.WaitTerminal(t, ids, 2*time.Minute)
 
 	// Only the first poller is left: it follows the two partitions, so
 	// new jobs finish too.
 	for _, stop := range stops {
 		stop()
 	}
-	more := submitN(t, e, "rq", 100, func(int) (string, float64) { return "part/model", 0 })
+	more := e2etest.SubmitN(t, e, "rq", 100, func(int) (string, float64) { return "part/model", 0 })
 	ids = append(ids, more...)
-	e.waitTerminal(t, ids, 2*time.Minute)
-	o := verify(t, e, ids, nil, e.Sim.Predictions(), e.Sim.Stats())
-	require.Zero(t, o.lost)
+	e.WaitTerminal(t, ids, 2*time.Minute)
+	o := e2etest.Verify(t, e, ids, nil, e.Sim.Predictions(), e.Sim.Stats())
+	require.Zero(t, o.Lost)
 	t.Logf("repartitioned 1 → 4 → 2 under load: %s", o)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pollux-dev/pollux/internal/dev"
+	"github.com/pollux-dev/pollux/internal/e2e/e2etest"
 	"github.com/pollux-dev/pollux/internal/report"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/provider/sim"
@@ -21,13 +22,13 @@ import (
 // JetStream and KV) and of pollux watch (kept live from events) against the
 // job records and the provider's ground truth.
 func TestReportAgreesWithTheJobs(t *testing.T) {
-	e := start(t, dev.StackConfig{Sim: sim.Config{TimeScale: scale, Seed: 3,
-		Default: sim.Model{QueueMedian: d(2 * time.Second), RunMedian: d(20 * time.Second), RunSigma: 0.3, FailRate: 0.2},
+	e := e2etest.Start(t, dev.StackConfig{Sim: sim.Config{TimeScale: e2etest.Scale, Seed: 3,
+		Default: sim.Model{QueueMedian: e2etest.D(2 * time.Second), RunMedian: e2etest.D(20 * time.Second), RunSigma: 0.3, FailRate: 0.2},
 		Faults:  sim.Faults{WebhookMissingRate: 0.3}}})
 	ctx := context.Background()
 
 	live := report.NewLive()
-	oc, err := e.js.OrderedConsumer(ctx, e.ns.EventsStream(), jetstream.OrderedConsumerConfig{})
+	oc, err := e.JS.OrderedConsumer(ctx, e.NS.EventsStream(), jetstream.OrderedConsumerConfig{})
 	require.NoError(t, err)
 	cc, err := oc.Consume(func(msg jetstream.Msg) {
 		if ev, err := events.DecodeEvent(msg.Data()); err == nil {
@@ -38,14 +39,12 @@ func TestReportAgreesWithTheJobs(t *testing.T) {
 
 	const n = 40
 	for i := range n {
-		e.publish(t, e.ns.Submit(dev.RouteName), events.Submit{V: 1, IdempotencyKey: fmt.Sprintf("r-%d", i),
+		e.Publish(t, e.NS.Submit(dev.RouteName), events.Submit{V: 1, IdempotencyKey: fmt.Sprintf("r-%d", i),
 			Model: "a/b", Input: json.RawMessage(`{}`)})
 	}
-	waitFor(t, "all terminal", 60*time.Second, func() bool { return len(e.log.terminal()) == n })
-	waitFor(t, "all events seen", 10*time.Second, func() bool {
-		e.log.mu.Lock()
-		defer e.log.mu.Unlock()
-		return len(e.log.all) >= n*2 // submitted + terminal at least
+	e2etest.WaitFor(t, "all terminal", 60*time.Second, func() bool { return len(e.Log.Terminal()) == n })
+	e2etest.WaitFor(t, "all events seen", 10*time.Second, func() bool {
+		return len(e.Log.All()) >= n*2 // submitted + terminal at least
 	})
 	cc.Stop()
 
@@ -82,7 +81,7 @@ func TestReportAgreesWithTheJobs(t *testing.T) {
 	// them; a poll counted after the end (one under way when a webhook
 	// ended the job) is in the record alone.
 	atEnd := 0
-	for id, evs := range e.log.terminal() {
+	for id, evs := range e.Log.Terminal() {
 		require.LessOrEqual(t, evs[0].Job.Polls, byID[id], "job %s: the record counts at least the terminal event's polls", id)
 		atEnd += evs[0].Job.Polls
 	}

@@ -1,4 +1,4 @@
-package e2e_test
+package crash_test
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pollux-dev/pollux/internal/budget"
+	"github.com/pollux-dev/pollux/internal/e2e/e2etest"
 	"github.com/pollux-dev/pollux/internal/faultpoint"
 	"github.com/pollux-dev/pollux/internal/jobs"
 	"github.com/pollux-dev/pollux/pkg/events"
@@ -22,95 +22,14 @@ import (
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
-// supervisor keeps a process running: restarted whenever it exits, until
-// halted. kill SIGKILLs the current one (it is then restarted).
-type supervisor struct {
-	t      *testing.T
-	name   string
-	launch func() *proc
-	mu     sync.Mutex
-	cur    *proc
-	stop   chan struct{}
-	halt   func()
-	done   chan struct{}
-	starts int
-}
-
-// supervise launches a process and keeps it running until the test ends.
-// Every launch registers the process's cleanup (SIGTERM and wait), and
-// then the supervisor's halt: cleanups run last-registered first, so the
-// supervisor stops before any of its processes is stopped, and a process
-// stopped by its cleanup is not restarted.
-func supervise(t *testing.T, name string, launch func() *proc) *supervisor {
-	s := &supervisor{t: t, name: name, stop: make(chan struct{}), done: make(chan struct{})}
-	s.halt = sync.OnceFunc(func() { close(s.stop); <-s.done })
-	s.launch = func() *proc {
-		p := launch()
-		t.Cleanup(s.halt)
-		return p
-	}
-	s.cur, s.starts = s.launch(), 1
-	go func() {
-		defer close(s.done)
-		for {
-			s.mu.Lock()
-			cur := s.cur
-			s.mu.Unlock()
-			select {
-			case <-s.stop:
-				return
-			case <-cur.done:
-			}
-			select {
-			case <-s.stop:
-				return
-			case <-time.After(time.Duration(100+rand.IntN(400)) * time.Millisecond):
-			}
-			s.mu.Lock()
-			s.cur = s.launch()
-			s.starts++
-			s.mu.Unlock()
-		}
-	}()
-	return s
-}
-
-func (s *supervisor) kill() {
-	s.mu.Lock()
-	cur := s.cur
-	s.mu.Unlock()
-	_ = cur.cmd.Process.Kill()
-}
-
-// killAtRandom SIGKILLs one of sups at random every every+[0, spread)
-// until the returned stop is called, which returns the number of kills.
-func killAtRandom(sups []*supervisor, rnd *rand.Rand, every, spread time.Duration) (stop func() int) {
-	done := make(chan struct{})
-	killed := make(chan int)
-	go func() {
-		k := 0
-		defer func() { killed <- k }()
-		for {
-			select {
-			case <-done:
-				return
-			case <-time.After(every + time.Duration(rnd.Int64N(int64(spread)))):
-			}
-			sups[rnd.IntN(len(sups))].kill()
-			k++
-		}
-	}()
-	return func() int { close(done); return <-killed }
-}
-
 // killRun is one run of the kill scenario.
 func killRun(t *testing.T, idempotent bool) {
-	bin := binaries(t)
+	bin := e2etest.Binaries(t)
 	dir := t.TempDir()
-	natsURL, js := natsProcess(t, bin, dir)
+	natsURL, js := e2etest.NATSProcess(t, bin, dir)
 
 	tokenEnv := []string{"SIM_TOKEN=kill-token"}
-	_, simAddr := simProcess(t, bin, dir, "sim", fmt.Sprintf(`
+	_, simAddr := e2etest.SimProcess(t, bin, dir, "sim", fmt.Sprintf(`
 time_scale: 50
 seed: 31
 latency: 5ms
@@ -118,7 +37,7 @@ default: {queue_median: 3s, queue_sigma: 0.5, run_median: 40s, run_sigma: 0.4, f
 faults: {server_error_rate: 0.02, webhook_missing_rate: 0.2, not_idempotent: %v}
 `, !idempotent), tokenEnv, "SIM_TOKEN")
 
-	hookAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	hookAddr := fmt.Sprintf("127.0.0.1:%d", e2etest.FreePort(t))
 	cfg := filepath.Join(dir, "pollux.yaml")
 	require.NoError(t, os.WriteFile(cfg, []byte(fmt.Sprintf(`
 streams: {intake_ack_wait: 6s, check_ack_wait: 4s}
@@ -142,7 +61,7 @@ routes:
 	// reconciliation) makes safe.
 	ingestEnv := append(svcEnv, faultpoint.Env+"=after-submit:0.03")
 	var n atomic.Int64
-	var sups []*supervisor
+	var sups []*e2etest.Supervisor
 	for _, s := range []struct {
 		name string
 		env  []string
@@ -152,11 +71,11 @@ routes:
 			bin = filepath.Join(filepath.Dir(bin), "poller")
 		}
 		name, e := s.name, s.env
-		sups = append(sups, supervise(t, name, func() *proc { return launch(t, fmt.Sprintf("%s-%d", name, n.Add(1)), e, bin) }))
+		sups = append(sups, e2etest.Supervise(t, name, func() *e2etest.Proc { return e2etest.Launch(t, fmt.Sprintf("%s-%d", name, n.Add(1)), e, bin) }))
 	}
-	log := followFleet(t, js)
+	log := e2etest.FollowFleet(t, js)
 
-	jobs := size(100, 2000)
+	jobs := e2etest.Size(100, 2000)
 	ids := make([]string, jobs)
 	rnd := rand.New(rand.NewPCG(5, 5))
 	for i := range jobs {
@@ -170,21 +89,19 @@ routes:
 	}
 
 	// Kill a random process every 1-2.5 s until every job is done.
-	stopKilling := killAtRandom(sups, rnd, time.Second, 1500*time.Millisecond)
-	waitTerminal(t, js, log, ids, time.Duration(size(150, 900))*time.Second)
+	stopKilling := e2etest.KillAtRandom(sups, rnd, time.Second, 1500*time.Millisecond)
+	e2etest.WaitTerminal(t, js, log, ids, time.Duration(e2etest.Size(150, 900))*time.Second)
 	kills := stopKilling()
 
-	st := simStats(t, "http://"+simAddr)
+	st := e2etest.SimStats(t, "http://"+simAddr)
 	var truth []sim.Prediction
-	require.NoError(t, json.Unmarshal([]byte(get(t, "http://"+simAddr+"/_sim/predictions")), &truth))
-	e := &env{js: js, ns: events.Default, log: log}
+	require.NoError(t, json.Unmarshal([]byte(e2etest.Get(t, "http://"+simAddr+"/_sim/predictions")), &truth))
+	e := &e2etest.Env{JS: js, NS: events.Default, Log: log}
 	o := verifyProcesses(t, e, ids, truth, st)
-	o.faults = kills + st.ServerErrors + st.WebhooksMissing
+	o.Faults = kills + st.ServerErrors + st.WebhooksMissing
 	restarts := 0
 	for _, s := range sups {
-		s.mu.Lock()
-		restarts += s.starts - 1
-		s.mu.Unlock()
+		restarts += s.Starts() - 1
 	}
 	if idempotent {
 		t.Logf("%d creates repeated a key after an interrupted submit (the provider deduplicated them)", st.DuplicateCreates)
@@ -216,31 +133,31 @@ routes:
 		label = "SIGKILL fleet (no idempotency)"
 	}
 	t.Logf("%d kills, %d restarts (crash points included)", kills, restarts)
-	reportFaults(t, label, o)
+	e2etest.ReportFaults(t, label, o)
 }
 
-// verifyProcesses is verify for a fleet of processes: the job records are
-// read from the bucket of the server the processes share.
-func verifyProcesses(t *testing.T, e *env, ids []string, truth []sim.Prediction, st sim.Stats) outcome {
+// verifyProcesses is e2etest.Verify for a fleet of processes: the job
+// records are read from the bucket of the server the processes share.
+func verifyProcesses(t *testing.T, e *e2etest.Env, ids []string, truth []sim.Prediction, st sim.Stats) e2etest.Outcome {
 	t.Helper()
-	res, err := events.Default.Open(context.Background(), e.js)
+	res, err := events.Default.Open(context.Background(), e.JS)
 	require.NoError(t, err)
-	owner := jobs.New(events.Default, e.js, res, jobs.Config{})
+	owner := jobs.New(events.Default, e.JS, res, jobs.Config{})
 	byKey := map[string][]sim.Prediction{}
 	for _, p := range truth {
 		byKey[p.IdempotencyKey] = append(byKey[p.IdempotencyKey], p)
 	}
-	o := outcome{jobs: len(ids), states: map[state.State]int{}}
-	terminal := e.log.terminal()
-	all := e.log.jobs()
+	o := e2etest.Outcome{Jobs: len(ids), States: map[state.State]int{}}
+	terminal := e.Log.Terminal()
+	all := e.Log.Jobs()
 	for _, id := range ids {
 		if len(terminal[id]) != 1 {
 			t.Errorf("job %s: %d terminal events", id, len(terminal[id]))
-			o.lost++
+			o.Lost++
 			continue
 		}
 		got := terminal[id][0].State
-		o.states[got]++
+		o.States[got]++
 		j, err := owner.Get(context.Background(), id)
 		require.NoError(t, err)
 		require.Equal(t, got, j.State)
@@ -252,17 +169,17 @@ func verifyProcesses(t *testing.T, e *env, ids []string, truth []sim.Prediction,
 		if len(ps) == 1 && (got == state.Succeeded || got == state.Failed) {
 			require.Equal(t, string(got), ps[0].Status, "job %s", id)
 			require.Equal(t, ps[0].ID, j.RemoteID)
-			o.worstDelay = max(o.worstDelay, j.DetectedAt.Sub(j.CompletedAt))
+			o.WorstDelay = max(o.WorstDelay, j.DetectedAt.Sub(j.CompletedAt))
 		}
 		if got == state.Lost {
 			require.True(t, j.SubmitInDoubt, "job %s lost although its submission was not in doubt", id)
 		}
 	}
-	waitFor(t, "no check message left", 60*time.Second, func() bool {
+	e2etest.WaitFor(t, "no check message left", 60*time.Second, func() bool {
 		info, err := res.Checks.Info(context.Background())
 		return err == nil && info.State.Msgs == 0
 	})
-	require.Zero(t, o.lost, "jobs lost")
+	require.Zero(t, o.Lost, "jobs lost")
 	return o
 }
 

@@ -1,4 +1,4 @@
-package e2e_test
+package fleet_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/pollux-dev/pollux/internal/e2e/e2etest"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/provider/sim"
 )
@@ -31,11 +32,11 @@ func TestRunningSlotsHoldAcrossTheFleet(t *testing.T) {
 		t.Skip("builds and runs processes")
 	}
 	const running, perRoute = 5, 100
-	bin := binaries(t)
+	bin := e2etest.Binaries(t)
 	dir := t.TempDir()
-	natsURL, js := natsProcess(t, bin, dir)
+	natsURL, js := e2etest.NATSProcess(t, bin, dir)
 	tokenEnv := []string{"SIM_TOKEN=account-token"}
-	_, simAddr := simProcess(t, bin, dir, "sim", `
+	_, simAddr := e2etest.SimProcess(t, bin, dir, "sim", `
 time_scale: 50
 seed: 16
 latency: 2ms
@@ -43,7 +44,7 @@ default: {queue_median: 1s, queue_sigma: 0.5, run_median: 8s, run_sigma: 0.5, fa
 faults: {webhook_missing_rate: 0.3}
 `, tokenEnv, "SIM_TOKEN")
 
-	hookAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	hookAddr := fmt.Sprintf("127.0.0.1:%d", e2etest.FreePort(t))
 	routes := []string{"gen-a", "gen-b", "gen-c"}
 	var conf strings.Builder
 	fmt.Fprintf(&conf, `
@@ -70,12 +71,12 @@ routes:
 	svcEnv := append(tokenEnv, "POLLUX_NATS_URL="+natsURL, "POLLUX_CONFIG="+cfg, "POLLUX_METRICS_ADDR=",
 		"POLLUX_TIME_SCALE=50", "POLLUX_WEBHOOK_ADDR="+hookAddr)
 	var n atomic.Int64
-	var sups []*supervisor
+	var sups []*e2etest.Supervisor
 	for _, name := range []string{"ingest-a", "ingest-b", "poller-a", "poller-b", "webhook"} {
 		path := filepath.Join(bin, strings.TrimSuffix(strings.TrimSuffix(name, "-a"), "-b"))
-		sups = append(sups, supervise(t, name, func() *proc { return launch(t, fmt.Sprintf("%s-%d", name, n.Add(1)), svcEnv, path) }))
+		sups = append(sups, e2etest.Supervise(t, name, func() *e2etest.Proc { return e2etest.Launch(t, fmt.Sprintf("%s-%d", name, n.Add(1)), svcEnv, path) }))
 	}
-	log := followFleet(t, js)
+	log := e2etest.FollowFleet(t, js)
 
 	var ids []string
 	for i := range perRoute {
@@ -88,16 +89,16 @@ routes:
 		}
 	}
 
-	stopKilling := killAtRandom(sups, rand.New(rand.NewPCG(16, 16)), 3*time.Second, 2*time.Second)
-	waitTerminal(t, js, log, ids, 240*time.Second)
+	stopKilling := e2etest.KillAtRandom(sups, rand.New(rand.NewPCG(16, 16)), 3*time.Second, 2*time.Second)
+	e2etest.WaitTerminal(t, js, log, ids, 240*time.Second)
 	kills := stopKilling()
 
-	st := simStats(t, "http://"+simAddr)
+	st := e2etest.SimStats(t, "http://"+simAddr)
 	require.LessOrEqual(t, st.PeakRunning, running, "the provider never had more jobs running than the account's cap")
 	require.Equal(t, len(ids), st.IdempotencyKeys, "every job was created once")
 	stream, err := js.Stream(context.Background(), events.Default.RunningStream(events.LevelAccount, "acct"))
 	require.NoError(t, err)
-	waitFor(t, "every running slot free", 60*time.Second, func() bool {
+	e2etest.WaitFor(t, "every running slot free", 60*time.Second, func() bool {
 		info, err := stream.Info(context.Background())
 		return err == nil && info.State.Msgs == 0
 	})
@@ -116,11 +117,11 @@ func TestGlobalRunningCapAcrossAccountsChangedLive(t *testing.T) {
 		t.Skip("builds and runs processes")
 	}
 	const perRoute = 30
-	bin := binaries(t)
+	bin := e2etest.Binaries(t)
 	dir := t.TempDir()
-	natsURL, js := natsProcess(t, bin, dir)
+	natsURL, js := e2etest.NATSProcess(t, bin, dir)
 	tokenEnv := []string{"SIM_TOKEN=global-token"}
-	_, simAddr := simProcess(t, bin, dir, "sim", `
+	_, simAddr := e2etest.SimProcess(t, bin, dir, "sim", `
 time_scale: 50
 seed: 17
 default: {queue_median: 1s, run_median: 10s, run_sigma: 0.5}
@@ -145,10 +146,10 @@ default: {queue_median: 1s, run_median: 10s, run_sigma: 0.5}
 	env := func(conf string) []string {
 		return append(tokenEnv, "POLLUX_NATS_URL="+natsURL, "POLLUX_CONFIG="+conf, "POLLUX_METRICS_ADDR=", "POLLUX_TIME_SCALE=50")
 	}
-	ingestA := launch(t, "ingest-a", env(confA), filepath.Join(bin, "ingest"))
-	launch(t, "ingest-b", env(confB), filepath.Join(bin, "ingest"))
-	launch(t, "poller", env(confAll), filepath.Join(bin, "poller"))
-	log := followFleet(t, js)
+	ingestA := e2etest.Launch(t, "ingest-a", env(confA), filepath.Join(bin, "ingest"))
+	e2etest.Launch(t, "ingest-b", env(confB), filepath.Join(bin, "ingest"))
+	e2etest.Launch(t, "poller", env(confAll), filepath.Join(bin, "poller"))
+	log := e2etest.FollowFleet(t, js)
 
 	var ids []string
 	for i := range perRoute {
@@ -160,19 +161,19 @@ default: {queue_median: 1s, run_median: 10s, run_sigma: 0.5}
 			require.NoError(t, err)
 		}
 	}
-	waitFor(t, "a third of the jobs done", 120*time.Second, func() bool { return len(log.terminal()) >= len(ids)/3 })
-	before := simStats(t, "http://"+simAddr)
+	e2etest.WaitFor(t, "a third of the jobs done", 120*time.Second, func() bool { return len(log.Terminal()) >= len(ids)/3 })
+	before := e2etest.SimStats(t, "http://"+simAddr)
 	require.LessOrEqual(t, before.PeakRunning, 4, "two processes, two accounts, one global cap")
 	require.Positive(t, before.PeakRunning)
 
 	// Lower the cap and restart one ingest process with it.
 	write("a.yaml", 2, route("ra", "a"))
 	write("b.yaml", 2, route("rb", "b"))
-	ingestA.kill(t)
-	launch(t, "ingest-a2", env(confA), filepath.Join(bin, "ingest"))
+	ingestA.Kill(t)
+	e2etest.Launch(t, "ingest-a2", env(confA), filepath.Join(bin, "ingest"))
 	stream, err := js.Stream(context.Background(), events.Default.RunningStream(events.LevelGlobal, ""))
 	require.NoError(t, err)
-	waitFor(t, "the running jobs of the old cap end", 60*time.Second, func() bool {
+	e2etest.WaitFor(t, "the running jobs of the old cap end", 60*time.Second, func() bool {
 		info, err := stream.Info(context.Background())
 		return err == nil && info.Config.MaxMsgs == 2 && info.State.Msgs <= 2
 	})
@@ -180,12 +181,12 @@ default: {queue_median: 1s, run_median: 10s, run_sigma: 0.5}
 	require.NoError(t, err)
 	_ = resp.Body.Close()
 
-	waitTerminal(t, js, log, ids, 180*time.Second)
-	after := simStats(t, "http://"+simAddr)
+	e2etest.WaitTerminal(t, js, log, ids, 180*time.Second)
+	after := e2etest.SimStats(t, "http://"+simAddr)
 	require.LessOrEqual(t, after.PeakRunning, 2, "the lowered cap holds")
 	require.Positive(t, after.PeakRunning)
 	var truth []sim.Prediction
-	require.NoError(t, json.Unmarshal([]byte(get(t, "http://"+simAddr+"/_sim/predictions")), &truth))
+	require.NoError(t, json.Unmarshal([]byte(e2etest.Get(t, "http://"+simAddr+"/_sim/predictions")), &truth))
 	keys := map[string]int{}
 	for _, p := range truth {
 		keys[p.IdempotencyKey]++
@@ -194,7 +195,7 @@ default: {queue_median: 1s, run_median: 10s, run_sigma: 0.5}
 	for k, n := range keys {
 		require.Equal(t, 1, n, "key %s created once", k)
 	}
-	waitFor(t, "every running slot free", 30*time.Second, func() bool {
+	e2etest.WaitFor(t, "every running slot free", 30*time.Second, func() bool {
 		info, err := stream.Info(context.Background())
 		return err == nil && info.State.Msgs == 0
 	})

@@ -1,4 +1,4 @@
-package e2e_test
+package fleet_test
 
 import (
 	"bytes"
@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/pollux-dev/pollux/internal/e2e/e2etest"
 )
 
 // TestFrontDoorTokensProcess runs the ingest binary with its front door and
@@ -25,9 +27,9 @@ func TestFrontDoorTokensProcess(t *testing.T) {
 		t.Skip("builds and runs processes")
 	}
 	t.Parallel()
-	bin := binaries(t)
+	bin := e2etest.Binaries(t)
 	dir := t.TempDir()
-	natsURL, _ := natsProcess(t, bin, dir)
+	natsURL, _ := e2etest.NATSProcess(t, bin, dir)
 	cfg := filepath.Join(dir, "pollux.yaml")
 	require.NoError(t, os.WriteFile(cfg, []byte(`
 routes:
@@ -39,10 +41,10 @@ routes:
 	const token = "e2e-front-door-token-0123456789"
 	tokens := filepath.Join(dir, "tokens")
 	require.NoError(t, os.WriteFile(tokens, []byte("# clients\n"+token+"\n"), 0o600))
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", e2etest.FreePort(t))
 	env := []string{"SIM_TOKEN=x", "POLLUX_NATS_URL=" + natsURL, "POLLUX_CONFIG=" + cfg, "POLLUX_METRICS_ADDR=",
 		"POLLUX_HTTP_ADDR=" + addr, "POLLUX_HTTP_TOKENS_FILE=" + tokens}
-	p := launch(t, "ingest", env, filepath.Join(bin, "ingest"))
+	p := e2etest.Launch(t, "ingest", env, filepath.Join(bin, "ingest"))
 
 	post := func(auth string) int {
 		req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/jobs",
@@ -60,11 +62,11 @@ routes:
 		_ = resp.Body.Close()
 		return resp.StatusCode
 	}
-	waitFor(t, "the front door answering", 30*time.Second, func() bool { return post("") != 0 })
+	e2etest.WaitFor(t, "the front door answering", 30*time.Second, func() bool { return post("") != 0 })
 	require.Equal(t, http.StatusUnauthorized, post(""))
 	require.Equal(t, http.StatusUnauthorized, post("Bearer not-the-token-at-all-0000"))
 	require.Equal(t, http.StatusAccepted, post("Bearer "+token))
-	b, err := os.ReadFile(p.log)
+	b, err := os.ReadFile(p.LogFile)
 	require.NoError(t, err)
 	require.NotContains(t, string(b), token, "the token never reaches a log line")
 

@@ -1,10 +1,9 @@
-package e2e_test
+package fleet_test
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
 	"net/url"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/pollux-dev/pollux/internal/e2e/e2etest"
 	"github.com/pollux-dev/pollux/pkg/events"
 )
 
@@ -36,13 +36,13 @@ func TestObservability(t *testing.T) {
 	}
 	promtool := lookTool(t, "promtool")
 	prometheus := lookTool(t, "prometheus")
-	bin := binaries(t)
+	bin := e2etest.Binaries(t)
 	dir := t.TempDir()
 
-	natsURL, js := natsProcess(t, bin, dir)
+	natsURL, js := e2etest.NATSProcess(t, bin, dir)
 
 	env := []string{"OBS_TOKEN=" + obsToken, "OBS_WEBHOOK_SECRET=" + obsSecret}
-	_, simAddr := simProcess(t, bin, dir, "sim", `
+	_, simAddr := e2etest.SimProcess(t, bin, dir, "sim", `
 time_scale: 50
 seed: 5
 webhook_secret: `+obsSecret+`
@@ -51,8 +51,8 @@ models: {"slow/obs": {queue_median: 2s, run_median: 300s, run_sigma: 0.05}}
 faults: {webhook_missing_rate: 0.3, rate_limit_rate: 0.01, retry_after: 1s}
 `, env, "OBS_TOKEN")
 
-	ports := map[string]int{"ingest": freePort(t), "poller": freePort(t), "webhook": freePort(t)}
-	hookAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	ports := map[string]int{"ingest": e2etest.FreePort(t), "poller": e2etest.FreePort(t), "webhook": e2etest.FreePort(t)}
+	hookAddr := fmt.Sprintf("127.0.0.1:%d", e2etest.FreePort(t))
 	cfg := filepath.Join(dir, "pollux.yaml")
 	require.NoError(t, os.WriteFile(cfg, []byte(fmt.Sprintf(`
 routes:
@@ -64,14 +64,14 @@ routes:
     webhook_url: http://%s/webhooks/sim
     options: {idempotent: true}
 `, simAddr, hookAddr)), 0o600))
-	logs := map[string]*proc{}
+	logs := map[string]*e2etest.Proc{}
 	for name, port := range ports {
 		penv := append(env, "POLLUX_NATS_URL="+natsURL, "POLLUX_CONFIG="+cfg, "POLLUX_TIME_SCALE=50",
 			"POLLUX_LOG_LEVEL=debug", "POLLUX_CENSUS_EVERY=1s", fmt.Sprintf("POLLUX_METRICS_ADDR=127.0.0.1:%d", port), "POLLUX_WEBHOOK_ADDR="+hookAddr)
-		logs[name] = launch(t, name, penv, filepath.Join(bin, name))
+		logs[name] = e2etest.Launch(t, name, penv, filepath.Join(bin, name))
 	}
 
-	promPort := freePort(t)
+	promPort := e2etest.FreePort(t)
 	var targets []string
 	for _, port := range ports {
 		targets = append(targets, fmt.Sprintf("%q", fmt.Sprintf("127.0.0.1:%d", port)))
@@ -83,10 +83,10 @@ scrape_configs:
   - job_name: pollux
     static_configs: [{targets: [%s]}]
 `, strings.Join(targets, ", "))), 0o600))
-	launch(t, "prometheus", nil, prometheus, "--config.file="+promCfg, "--storage.tsdb.path="+filepath.Join(dir, "tsdb"),
+	e2etest.Launch(t, "prometheus", nil, prometheus, "--config.file="+promCfg, "--storage.tsdb.path="+filepath.Join(dir, "tsdb"),
 		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", promPort))
 
-	log := followFleet(t, js)
+	log := e2etest.FollowFleet(t, js)
 	// One slow job first (6 s at this time scale), so that the oldest
 	// unresolved job has an age worth measuring, then 60 quick ones.
 	const n = 61
@@ -99,11 +99,11 @@ scrape_configs:
 		_, err := js.Publish(context.Background(), events.Default.Submit("sim"), msg)
 		require.NoError(t, err)
 	}
-	waitFor(t, "every job terminal", 60*time.Second, func() bool { return len(log.terminal()) == n })
+	e2etest.WaitFor(t, "every job terminal", 60*time.Second, func() bool { return len(log.Terminal()) == n })
 
 	t.Run("every endpoint passes promtool check metrics", func(t *testing.T) {
 		for name, port := range ports {
-			body := get(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
+			body := e2etest.Get(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
 			cmd := exec.Command(promtool, "check", "metrics")
 			cmd.Stdin = strings.NewReader(body)
 			out, err := cmd.CombinedOutput()
@@ -113,7 +113,7 @@ scrape_configs:
 	})
 
 	t.Run("Prometheus agrees with the provider's ground truth", func(t *testing.T) {
-		st := simStats(t, "http://"+simAddr)
+		st := e2etest.SimStats(t, "http://"+simAddr)
 		completions := 0
 		for _, p := range predictions(t, "http://"+simAddr) {
 			if p.Status == "succeeded" || p.Status == "failed" {
@@ -123,7 +123,7 @@ scrape_configs:
 		require.Equal(t, n, completions)
 		base := fmt.Sprintf("http://127.0.0.1:%d", promPort)
 		// Wait for a scrape after the last job finished.
-		waitFor(t, "Prometheus has every completion", 30*time.Second, func() bool {
+		e2etest.WaitFor(t, "Prometheus has every completion", 30*time.Second, func() bool {
 			v, ok := query(t, base, `sum(pollux_polls_per_completion_count)`)
 			return ok && v == n
 		})
@@ -148,7 +148,7 @@ scrape_configs:
 		// (Each process is scraped on its own phase: wait for the scrapes
 		// that follow the last call, as above.)
 		var limited float64
-		waitFor(t, "Prometheus has every rate limit the provider answered", 30*time.Second, func() bool {
+		e2etest.WaitFor(t, "Prometheus has every rate limit the provider answered", 30*time.Second, func() bool {
 			limited = 0
 			for _, m := range []string{"pollux_provider_call_seconds_count", "pollux_status_call_seconds_count"} {
 				v, _ := query(t, base, `sum(`+m+`{class="rate_limited"})`) // none: 0
@@ -167,7 +167,7 @@ scrape_configs:
 			}
 		}
 		var truth float64
-		for id, evs := range log.terminal() {
+		for id, evs := range log.Terminal() {
 			end := evs[len(evs)-1]
 			done, ok := completedAt[end.Job.RemoteID]
 			require.True(t, ok, "job %s: the provider completed %s", id, end.Job.RemoteID)
@@ -188,8 +188,8 @@ scrape_configs:
 		}
 		type span struct{ submitted, created, ended time.Time }
 		var spans []span
-		for id, evs := range log.jobs() {
-			ends := log.terminal()[id]
+		for id, evs := range log.Jobs() {
+			ends := log.Terminal()[id]
 			require.NotEmpty(t, ends, "job %s ended", id)
 			end := ends[len(ends)-1]
 			spans = append(spans, span{submitted: evs[0].Time, created: createdAt[end.Job.RemoteID], ended: end.Job.DetectedAt})
@@ -201,7 +201,7 @@ scrape_configs:
 			}
 		}
 		poller := fmt.Sprintf("127.0.0.1:%d", ports["poller"])
-		waitFor(t, "a census after the last job ended", 30*time.Second, func() bool {
+		e2etest.WaitFor(t, "a census after the last job ended", 30*time.Second, func() bool {
 			samples := queryRange(t, base, `pollux_unresolved_oldest_seconds{route="sim",instance="`+poller+`"}[5m]`)
 			return len(samples) > 0 && samples[len(samples)-1].v == 0 && samples[len(samples)-1].at.After(lastEnd.Add(2*time.Second))
 		})
@@ -245,7 +245,7 @@ scrape_configs:
 
 	t.Run("no secret in any log line", func(t *testing.T) {
 		for name, p := range logs {
-			b, err := os.ReadFile(p.log)
+			b, err := os.ReadFile(p.LogFile)
 			require.NoError(t, err)
 			require.NotEmpty(t, b, name)
 			for _, secret := range []string{obsToken, obsSecret, strings.TrimPrefix(obsSecret, "whsec_")} {
@@ -265,17 +265,6 @@ func lookTool(t *testing.T, name string) string {
 		t.Fatalf("%s not found: install Debian's prometheus package (apt-get install prometheus), or set POLLUX_SKIP_PROMETHEUS=1", name)
 	}
 	return p
-}
-
-func get(t *testing.T, u string) string {
-	t.Helper()
-	resp, err := http.Get(u)
-	require.NoError(t, err)
-	defer func() { _ = resp.Body.Close() }()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", b)
-	return string(b)
 }
 
 // query runs an instant PromQL query and returns its single value.
@@ -357,6 +346,6 @@ type simPrediction struct {
 func predictions(t *testing.T, base string) []simPrediction {
 	t.Helper()
 	var ps []simPrediction
-	require.NoError(t, json.Unmarshal([]byte(get(t, base+"/_sim/predictions")), &ps))
+	require.NoError(t, json.Unmarshal([]byte(e2etest.Get(t, base+"/_sim/predictions")), &ps))
 	return ps
 }

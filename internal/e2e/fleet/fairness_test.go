@@ -1,4 +1,4 @@
-package e2e_test
+package fleet_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pollux-dev/pollux/internal/e2e/e2etest"
 	"github.com/pollux-dev/pollux/pkg/events"
 )
 
@@ -34,14 +35,14 @@ func TestFairness(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs processes")
 	}
-	bin := binaries(t)
+	bin := e2etest.Binaries(t)
 	dir := t.TempDir()
 
-	natsURL, js := natsProcess(t, bin, dir)
+	natsURL, js := e2etest.NATSProcess(t, bin, dir)
 
 	env := []string{"SIM_TOKEN=fair-token"}
 	sims := map[string]string{}
-	var slowSim *proc
+	var slowSim *e2etest.Proc
 	for name, conf := range map[string]string{
 		"busy": `
 time_scale: 50
@@ -54,7 +55,7 @@ default: {queue_median: 20s, run_median: 200s}
 		"slow":   "latency: 3m\n",
 		"paused": "faults: {rate_limit_rate: 1, retry_after: 5m}\n",
 	} {
-		p, addr := simProcess(t, bin, dir, "sim-"+name, conf, env, "SIM_TOKEN")
+		p, addr := e2etest.SimProcess(t, bin, dir, "sim-"+name, conf, env, "SIM_TOKEN")
 		sims[name] = "http://" + addr
 		if name == "slow" {
 			slowSim = p
@@ -87,9 +88,9 @@ routes:
 `, sims["busy"], sims["slow"], sims["paused"])), 0o600))
 	svcEnv := append(env, "POLLUX_NATS_URL="+natsURL, "POLLUX_CONFIG="+cfg, "POLLUX_METRICS_ADDR=", "POLLUX_TIME_SCALE=50")
 
-	ingest := launch(t, "ingest", svcEnv, filepath.Join(bin, "ingest"))
-	launch(t, "poller", svcEnv, filepath.Join(bin, "poller"))
-	log := followFleet(t, js)
+	ingest := e2etest.Launch(t, "ingest", svcEnv, filepath.Join(bin, "ingest"))
+	e2etest.Launch(t, "poller", svcEnv, filepath.Join(bin, "poller"))
+	log := e2etest.FollowFleet(t, js)
 
 	submit := func(route, key, model string) string {
 		msg, err := json.Marshal(events.Submit{V: 1, IdempotencyKey: key, Model: model, Input: json.RawMessage(`{}`)})
@@ -99,7 +100,7 @@ routes:
 		return events.KeyID(route, key)
 	}
 	submitted := func(id string) bool {
-		return slices.ContainsFunc(log.jobs()[id], func(ev *events.Event) bool { return ev.Type == events.EventSubmitted })
+		return slices.ContainsFunc(log.Jobs()[id], func(ev *events.Event) bool { return ev.Type == events.EventSubmitted })
 	}
 
 	// The slow and paused routes get work first, so that they are stuck
@@ -112,7 +113,7 @@ routes:
 	for i := range 20 {
 		early = append(early, submit("busy", fmt.Sprintf("early-%02d", i), "early/model"))
 	}
-	waitFor(t, "the early jobs submitted", 60*time.Second, func() bool {
+	e2etest.WaitFor(t, "the early jobs submitted", 60*time.Second, func() bool {
 		return !slices.ContainsFunc(early, func(id string) bool { return !submitted(id) })
 	})
 
@@ -141,45 +142,45 @@ routes:
 
 	// The running jobs are polled to their ends while the burst waits, and
 	// burst jobs keep moving while the other two routes are stuck.
-	waitFor(t, "the early jobs terminal", 90*time.Second, func() bool {
-		return !slices.ContainsFunc(early, func(id string) bool { return len(log.terminal()[id]) == 0 })
+	e2etest.WaitFor(t, "the early jobs terminal", 90*time.Second, func() bool {
+		return !slices.ContainsFunc(early, func(id string) bool { return len(log.Terminal()[id]) == 0 })
 	})
 	var delays []time.Duration
 	for _, id := range early {
-		require.Len(t, log.terminal()[id], 1, "job %s: exactly one terminal event", id)
-		if j := log.terminal()[id][0].Job; j != nil && !j.CompletedAt.IsZero() {
+		require.Len(t, log.Terminal()[id], 1, "job %s: exactly one terminal event", id)
+		if j := log.Terminal()[id][0].Job; j != nil && !j.CompletedAt.IsZero() {
 			delays = append(delays, j.DetectedAt.Sub(j.CompletedAt))
 		}
 	}
 	slices.Sort(delays)
 	require.NotEmpty(t, delays)
-	busy := simStats(t, sims["busy"])
+	busy := e2etest.SimStats(t, sims["busy"])
 	t.Logf("early jobs done with %d of %d burst jobs created; detection delay median %v, worst %v",
 		busy.Creates-len(early), burst, delays[len(delays)/2], delays[len(delays)-1])
 	require.Less(t, busy.Creates, len(early)+burst/2, "the early jobs finished while most of the burst still waited")
 
 	burstDone := func() int {
 		n := 0
-		for id := range log.terminal() {
+		for id := range log.Terminal() {
 			if burstIDs[id] {
 				n++
 			}
 		}
 		return n
 	}
-	waitFor(t, "burst jobs finishing", 90*time.Second, func() bool { return burstDone() >= 20 })
+	e2etest.WaitFor(t, "burst jobs finishing", 90*time.Second, func() bool { return burstDone() >= 20 })
 
 	for _, id := range stuck {
-		require.Empty(t, log.terminal()[id], "job %s on a stuck route cannot have finished", id)
+		require.Empty(t, log.Terminal()[id], "job %s on a stuck route cannot have finished", id)
 		require.False(t, submitted(id), "job %s on a stuck route cannot have been submitted", id)
 	}
-	paused := simStats(t, sims["paused"])
+	paused := e2etest.SimStats(t, sims["paused"])
 	require.Positive(t, paused.RateLimited, "the paused route met its 429")
 	require.Zero(t, paused.CallsBeforeRetryAfter, "nothing was sent to the paused route after its 429")
-	require.Positive(t, simStats(t, sims["slow"]).PeakConcurrentCreates, "the slow route's calls were under way")
+	require.Positive(t, e2etest.SimStats(t, sims["slow"]).PeakConcurrentCreates, "the slow route's calls were under way")
 
 	// A graceful stop would wait out the hung calls (ingest's 15 s drain,
 	// the slow provider's own shutdown): the claim is shown, so kill.
-	ingest.kill(t)
-	slowSim.kill(t)
+	ingest.Kill(t)
+	slowSim.Kill(t)
 }

@@ -1,4 +1,4 @@
-package e2e_test
+package fleet_test
 
 import (
 	"os"
@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/pollux-dev/pollux/internal/config"
+	"github.com/pollux-dev/pollux/internal/e2e/e2etest"
 )
 
 // The chart under test, from the repository's root.
@@ -30,11 +31,7 @@ const chartDir = "deploy/helm/pollux"
 func helmBin(t *testing.T) string {
 	t.Helper()
 	helm.once.Do(func() {
-		bin, err := filepath.Abs("../../bin")
-		if err != nil {
-			helm.err = err
-			return
-		}
+		bin := filepath.Join(e2etest.Root(t), "bin")
 		if _, err := os.Stat(filepath.Join(bin, "helm")); err == nil {
 			helm.path = filepath.Join(bin, "helm")
 			return
@@ -43,7 +40,7 @@ func helmBin(t *testing.T) string {
 			helm.path = p
 			return
 		}
-		mk, err := os.ReadFile("../../Makefile")
+		mk, err := os.ReadFile(filepath.Join(e2etest.Root(t), "Makefile"))
 		if err != nil {
 			helm.err = err
 			return
@@ -79,7 +76,7 @@ var helm struct {
 func helmRun(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	cmd := exec.Command(helmBin(t), args...)
-	cmd.Dir = "../.."
+	cmd.Dir = e2etest.Root(t)
 	home := t.TempDir()
 	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home+"/cache", "HELM_CONFIG_HOME="+home+"/config", "HELM_DATA_HOME="+home+"/data")
 	var stderr strings.Builder
@@ -228,7 +225,7 @@ func TestHelmChartDefaults(t *testing.T) {
 	o := helmTemplate(t, "pollux", "--namespace", "pollux")
 	deployments := checkChart(t, o, "pollux")
 
-	dir := filepath.Join(deployDir(t), "k8s")
+	dir := filepath.Join(e2etest.DeployDir(t), "k8s")
 	k := decodeK8s(t, dir, []string{"configmap.yaml", "ingest.yaml", "poller.yaml", "webhook.yaml"})
 	kd := map[string]appsv1.Deployment{}
 	for _, d := range k.deployments {
@@ -238,10 +235,10 @@ func TestHelmChartDefaults(t *testing.T) {
 		Version    string `json:"version"`
 		AppVersion string `json:"appVersion"`
 	}
-	b, err := os.ReadFile(filepath.Join("../..", chartDir, "Chart.yaml"))
+	b, err := os.ReadFile(filepath.Join(e2etest.Root(t), chartDir, "Chart.yaml"))
 	require.NoError(t, err)
 	require.NoError(t, yaml.Unmarshal(b, &chart))
-	mk, err := os.ReadFile("../../Makefile")
+	mk, err := os.ReadFile(filepath.Join(e2etest.Root(t), "Makefile"))
 	require.NoError(t, err)
 	image := regexp.MustCompile(`(?m)^IMAGE\s*\?=\s*(\S+)`).FindSubmatch(mk)
 	require.NotNil(t, image, "the Makefile names the image")
@@ -321,7 +318,7 @@ func TestHelmChartValues(t *testing.T) {
 		require.NotEqual(t, defaults.deployments[0].Spec.Template.Annotations["checksum/config"],
 			d.Spec.Template.Annotations["checksum/config"], "%s: another config, another checksum", name)
 	}
-	file, err := os.ReadFile("../../deploy/pollux.yaml")
+	file, err := os.ReadFile(filepath.Join(e2etest.DeployDir(t), "pollux.yaml"))
 	require.NoError(t, err)
 	require.Equal(t, strings.TrimSpace(string(file)), strings.TrimSpace(o.configMaps[0].Data["pollux.yaml"]), "the config given")
 	require.Equal(t, int32(8443), o.services[0].Spec.Ports[0].Port)

@@ -1,4 +1,4 @@
-package e2e_test
+package e2etest
 
 import (
 	"context"
@@ -8,56 +8,55 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/pollux-dev/pollux/internal/dev"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/provider/sim"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
-// outcome is what a fault scenario ends with, for its report line.
-type outcome struct {
-	jobs, faults, lost int
-	worstDelay         time.Duration
-	states             map[state.State]int
+// Outcome is what a fault scenario ends with, for its report line.
+type Outcome struct {
+	Jobs, Faults, Lost int
+	WorstDelay         time.Duration
+	States             map[state.State]int
 }
 
-func (o outcome) String() string {
+func (o Outcome) String() string {
 	return fmt.Sprintf("jobs %d · faults injected %d · jobs lost %d · worst detection delay %s · %v",
-		o.jobs, o.faults, o.lost, o.worstDelay.Round(time.Millisecond), o.states)
+		o.Jobs, o.Faults, o.Lost, o.WorstDelay.Round(time.Millisecond), o.States)
 }
 
-// verify makes the checks every fault scenario ends with, against the
+// Verify makes the checks every fault scenario ends with, against the
 // simulator's ground truth and the KV: every job terminal exactly once, in
 // a state that agrees with what the provider knows (expired only for jobs
 // that would never finish; want, when it names a job, fixes its state);
 // at most one remote job per idempotency key; events numbered 1..n in
 // stream order per job; nothing left unpublished; no check message left;
 // and each job's polls the provider's status calls for it, exactly
-// (unless the scenario loses quiet polls by design: e.inexactPolls).
-func verify(t *testing.T, e *env, ids []string, want map[string]state.State, truth []sim.Prediction, st sim.Stats) outcome {
+// (unless the scenario loses quiet polls by design: e.InexactPolls).
+func Verify(t *testing.T, e *Env, ids []string, want map[string]state.State, truth []sim.Prediction, st sim.Stats) Outcome {
 	t.Helper()
 	ctx := context.Background()
 	byKey := map[string][]sim.Prediction{}
 	for _, p := range truth {
 		byKey[p.IdempotencyKey] = append(byKey[p.IdempotencyKey], p)
 	}
-	out := outcome{jobs: len(ids), states: map[state.State]int{},
-		faults: st.RateLimited + st.ServerErrors + st.NotFound + st.Hangs + st.Malformed + st.Regressed +
+	out := Outcome{Jobs: len(ids), States: map[state.State]int{},
+		Faults: st.RateLimited + st.ServerErrors + st.NotFound + st.Hangs + st.Malformed + st.Regressed +
 			st.WebhooksMissing + st.WebhooksDuplicated + st.WebhooksLate}
-	terminal := e.log.terminal()
-	all := e.log.jobs()
+	terminal := e.Log.Terminal()
+	all := e.Log.Jobs()
 	for _, id := range ids {
 		evs := terminal[id]
 		if !assertLen(t, evs, 1, "job %s: exactly one terminal event", id) {
-			out.lost++
+			out.Lost++
 			continue
 		}
 		got := evs[0].State
-		out.states[got]++
+		out.States[got]++
 		j, err := e.Env.Jobs.Get(ctx, id)
 		require.NoError(t, err)
 		require.Equal(t, got, j.State, "job %s: record and event agree", id)
-		requirePublished(t, j, all[id])
+		RequirePublished(t, j, all[id])
 		if w, ok := want[id]; ok {
 			require.Equal(t, w, got, "job %s", id)
 		}
@@ -86,21 +85,21 @@ func verify(t *testing.T, e *env, ids []string, want map[string]state.State, tru
 			require.True(t, p.NeverFinish || j.Deadline.Before(time.Now()), "job %s expired", id)
 		}
 		if (got == state.Succeeded || got == state.Failed) && !j.CompletedAt.IsZero() {
-			out.worstDelay = max(out.worstDelay, j.DetectedAt.Sub(j.CompletedAt))
+			out.WorstDelay = max(out.WorstDelay, j.DetectedAt.Sub(j.CompletedAt))
 		}
 	}
-	waitFor(t, "no check message left", 60*time.Second, func() bool { return e.streamMsgs(t, e.Env.Res.Checks) == 0 })
-	require.Zero(t, out.lost, "jobs lost")
-	if !e.inexactPolls {
-		requireExactPolls(t, e.Env.Jobs, ids, byKey)
+	WaitFor(t, "no check message left", 60*time.Second, func() bool { return e.StreamMsgs(t, e.Env.Res.Checks) == 0 })
+	require.Zero(t, out.Lost, "jobs lost")
+	if !e.InexactPolls {
+		RequireExactPolls(t, e.Env.Jobs, ids, byKey)
 	}
 	return out
 }
 
-// requirePublished checks that every event job j's record holds (a
+// RequirePublished checks that every event job j's record holds (a
 // terminal job keeps its last ones) is in the events stream: seen holds
 // the job's events in stream order.
-func requirePublished(t *testing.T, j *state.Job, seen []*events.Event) {
+func RequirePublished(t *testing.T, j *state.Job, seen []*events.Event) {
 	t.Helper()
 	var last uint64
 	if len(seen) > 0 {
@@ -112,9 +111,9 @@ func requirePublished(t *testing.T, j *state.Job, seen []*events.Event) {
 	}
 }
 
-// requireExactPolls checks that each finished job counts exactly the
+// RequireExactPolls checks that each finished job counts exactly the
 // status calls its provider answered for it, its check closed.
-func requireExactPolls(t *testing.T, jobs interface {
+func RequireExactPolls(t *testing.T, jobs interface {
 	Get(context.Context, string) (*state.Job, error)
 }, ids []string, byKey map[string][]sim.Prediction) {
 	t.Helper()
@@ -136,5 +135,3 @@ func assertLen(t *testing.T, evs []*events.Event, n int, msg string, args ...any
 	}
 	return true
 }
-
-var _ = dev.RouteName

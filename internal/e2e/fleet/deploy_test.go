@@ -1,4 +1,4 @@
-package e2e_test
+package fleet_test
 
 import (
 	"context"
@@ -29,16 +29,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/pollux-dev/pollux/internal/config"
+	"github.com/pollux-dev/pollux/internal/e2e/e2etest"
 	"github.com/pollux-dev/pollux/pkg/events"
 )
-
-// deployDir is the repository's deploy/ directory.
-func deployDir(t *testing.T) string {
-	t.Helper()
-	d, err := filepath.Abs("../../deploy")
-	require.NoError(t, err)
-	return d
-}
 
 // streamsMaxBytes is what the server reserves for Pollux's streams with the
 // default options: JetStream's max_file_store must exceed it.
@@ -60,8 +53,8 @@ func TestNATSConfigs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds nats-server")
 	}
-	bin := binaries(t)
-	dir := filepath.Join(deployDir(t), "nats")
+	bin := e2etest.Binaries(t)
+	dir := filepath.Join(e2etest.DeployDir(t), "nats")
 	files := []string{"single.conf"}
 	for _, d := range []string{"cluster", "cluster-strict"} {
 		for i := 1; i <= 3; i++ {
@@ -70,14 +63,14 @@ func TestNATSConfigs(t *testing.T) {
 	}
 	for _, f := range files {
 		cmd := exec.Command(filepath.Join(bin, "nats-server"), "-t", "-c", filepath.Join(dir, f))
-		cmd.Env = append(os.Environ(), natsPasswordEnv()...)
+		cmd.Env = append(os.Environ(), e2etest.NATSPasswordEnv()...)
 		out, err := cmd.CombinedOutput()
 		require.NoError(t, err, "nats-server -t %s: %s", f, out)
 		require.Contains(t, string(out), "is valid", f)
 	}
 
 	// The server reads the passwords from its environment when it parses.
-	for _, kv := range natsPasswordEnv() {
+	for _, kv := range e2etest.NATSPasswordEnv() {
 		k, v, _ := strings.Cut(kv, "=")
 		t.Setenv(k, v)
 	}
@@ -98,7 +91,7 @@ func TestNATSConfigs(t *testing.T) {
 			u := users[name]
 			require.NotNil(t, u, "%s: user %s", f, name)
 			require.Equal(t, "POLLUX", u.Account.Name, "%s: %s in the Pollux account", f, name)
-			require.Equal(t, natsPasswords[name], u.Password, "%s: %s's password from the environment", f, name)
+			require.Equal(t, e2etest.NATSPasswords[name], u.Password, "%s: %s's password from the environment", f, name)
 			require.Equal(t, name != "admin", u.Permissions != nil, "%s: %s's permissions", f, name)
 		}
 		return o
@@ -139,16 +132,16 @@ func TestNATSConfigs(t *testing.T) {
 }
 
 // TestNATSCluster runs the three nodes of deploy/nats/cluster (see
-// shippedCluster) and sets up Pollux's streams and buckets with three
-// replicas.
+// e2etest.ShippedCluster) and sets up Pollux's streams and buckets with
+// three replicas.
 func TestNATSCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs nats-server")
 	}
 	t.Parallel()
-	bin := binaries(t)
+	bin := e2etest.Binaries(t)
 	dir := t.TempDir()
-	js := startShippedCluster(t, bin, dir).connect(t)
+	js := e2etest.StartShippedCluster(t, bin, dir).Connect(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	res, err := events.Default.Setup(ctx, js, events.Options{Replicas: 3})
@@ -176,7 +169,7 @@ func TestNATSCluster(t *testing.T) {
 // Debian's docker-compose installed it also runs `docker-compose config -q`.
 func TestComposeFile(t *testing.T) {
 	t.Parallel()
-	dir := filepath.Join(deployDir(t), "compose")
+	dir := filepath.Join(e2etest.DeployDir(t), "compose")
 	opts, err := cli.NewProjectOptions([]string{filepath.Join(dir, "compose.yaml")},
 		cli.WithWorkingDirectory(dir), cli.WithEnvFiles(), cli.WithDotEnv, cli.WithConsistency(true), cli.WithResolvedPaths(true))
 	require.NoError(t, err)
@@ -231,7 +224,7 @@ func TestComposeFile(t *testing.T) {
 		conf := s.Command[slices.Index(s.Command, "--config")+1]
 		_, err := os.Stat(hostPath(name, conf))
 		require.NoError(t, err, "%s runs %s", name, conf)
-		require.Equal(t, fmt.Sprintf("%s/nats/cluster/nats-%d.conf", deployDir(t), i), hostPath(name, conf))
+		require.Equal(t, fmt.Sprintf("%s/nats/cluster/nats-%d.conf", e2etest.DeployDir(t), i), hostPath(name, conf))
 		require.True(t, slices.ContainsFunc(s.Volumes, func(v types.ServiceVolumeConfig) bool {
 			return v.Type == types.VolumeTypeVolume && v.Source == name && v.Target == "/data"
 		}), "%s keeps its store in its own named volume", name)
@@ -287,7 +280,7 @@ func TestComposeFile(t *testing.T) {
 			promConf = hostPath("prometheus", v)
 		}
 	}
-	require.Equal(t, filepath.Join(deployDir(t), "prometheus", "prometheus.yaml"), promConf)
+	require.Equal(t, filepath.Join(e2etest.DeployDir(t), "prometheus", "prometheus.yaml"), promConf)
 	var pc struct {
 		RuleFiles     []string `yaml:"rule_files"`
 		ScrapeConfigs []struct {
@@ -363,7 +356,7 @@ func addrPort(t *testing.T, addr string) int {
 // otherwise, read from its main.go.
 func defaultMetricsPort(t *testing.T, binary string) int {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("../../cmd", binary, "main.go"))
+	b, err := os.ReadFile(filepath.Join(e2etest.Root(t), "cmd", binary, "main.go"))
 	require.NoError(t, err)
 	m := regexp.MustCompile(`"metrics_addr":\s*":(\d+)"`).FindSubmatch(b)
 	require.NotNil(t, m, "cmd/%s/main.go sets metrics_addr", binary)
@@ -448,7 +441,7 @@ func decodeK8s(t *testing.T, dir string, files []string) *k8sObjects {
 // drain, and a Pollux config that loads.
 func TestKubernetesManifests(t *testing.T) {
 	t.Parallel()
-	dir := filepath.Join(deployDir(t), "k8s")
+	dir := filepath.Join(e2etest.DeployDir(t), "k8s")
 	var kust struct {
 		APIVersion string   `json:"apiVersion"`
 		Kind       string   `json:"kind"`
@@ -659,7 +652,7 @@ var natsChartKeys = []string{
 // Secret key it reads present in deploy/k8s/secrets.yaml.
 func TestNATSHelmValues(t *testing.T) {
 	t.Parallel()
-	dir := filepath.Join(deployDir(t), "k8s")
+	dir := filepath.Join(e2etest.DeployDir(t), "k8s")
 	b, err := os.ReadFile(filepath.Join(dir, "nats-values.yaml"))
 	require.NoError(t, err)
 	var v map[string]any
@@ -735,7 +728,7 @@ func quantity(t *testing.T, x any) int64 {
 // keeps the repository's history and local builds out of the context.
 func TestDockerfile(t *testing.T) {
 	t.Parallel()
-	b, err := os.ReadFile("../../Dockerfile")
+	b, err := os.ReadFile(filepath.Join(e2etest.Root(t), "Dockerfile"))
 	require.NoError(t, err)
 	var stages [][]string // instructions of each stage, continuation lines joined
 	for _, line := range strings.Split(strings.ReplaceAll(string(b), "\\\n", " "), "\n") {
@@ -755,7 +748,7 @@ func TestDockerfile(t *testing.T) {
 	binaries := []string{"ingest", "poller", "webhook", "pollux"}
 	for _, b := range binaries {
 		require.Contains(t, build, "./cmd/"+b, "builds %s", b)
-		_, err := os.Stat(filepath.Join("../../cmd", b, "main.go"))
+		_, err := os.Stat(filepath.Join(e2etest.Root(t), "cmd", b, "main.go"))
 		require.NoError(t, err)
 	}
 	require.Contains(t, build, "CGO_ENABLED=0", "static binaries")
@@ -779,7 +772,7 @@ func TestDockerfile(t *testing.T) {
 	require.NotContains(t, []string{"root", "0"}, uid, "not root")
 	require.NotContains(t, strings.Join(runtime, "\n"), "ENTRYPOINT", "the command names the binary")
 
-	ignore, err := os.ReadFile("../../.dockerignore")
+	ignore, err := os.ReadFile(filepath.Join(e2etest.Root(t), ".dockerignore"))
 	require.NoError(t, err)
 	var lines []string
 	for _, l := range strings.Split(string(ignore), "\n") {

@@ -1,4 +1,4 @@
-package e2e_test
+package fleet_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/pollux-dev/pollux/internal/e2e/e2etest"
 	"github.com/pollux-dev/pollux/pkg/events"
 )
 
@@ -24,11 +25,11 @@ func TestGracefulShutdown(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs processes")
 	}
-	bin := binaries(t)
+	bin := e2etest.Binaries(t)
 	dir := t.TempDir()
-	natsURL, js := natsProcess(t, bin, dir)
+	natsURL, js := e2etest.NATSProcess(t, bin, dir)
 	env := []string{"SIM_TOKEN=drain-token"}
-	_, simAddr := simProcess(t, bin, dir, "sim", `
+	_, simAddr := e2etest.SimProcess(t, bin, dir, "sim", `
 time_scale: 50
 seed: 12
 latency: 300ms
@@ -47,9 +48,9 @@ routes:
 `, simAddr)), 0o600))
 	svcEnv := append(env, "POLLUX_NATS_URL="+natsURL, "POLLUX_CONFIG="+cfg, "POLLUX_METRICS_ADDR=", "POLLUX_TIME_SCALE=50")
 
-	ingest := launch(t, "ingest-1", svcEnv, filepath.Join(bin, "ingest"))
-	poller := launch(t, "poller-1", svcEnv, filepath.Join(bin, "poller"))
-	log := followFleet(t, js)
+	ingest := e2etest.Launch(t, "ingest-1", svcEnv, filepath.Join(bin, "ingest"))
+	poller := e2etest.Launch(t, "poller-1", svcEnv, filepath.Join(bin, "poller"))
+	log := e2etest.FollowFleet(t, js)
 
 	const n = 150
 	for i := range n {
@@ -58,29 +59,29 @@ routes:
 		_, err = js.Publish(context.Background(), events.Default.Submit("sim"), msg)
 		require.NoError(t, err)
 	}
-	waitFor(t, "submits and polls in flight", 30*time.Second, func() bool {
-		st := simStats(t, "http://"+simAddr)
+	e2etest.WaitFor(t, "submits and polls in flight", 30*time.Second, func() bool {
+		st := e2etest.SimStats(t, "http://"+simAddr)
 		return st.Creates >= 20 && st.StatusCalls >= 20
 	})
 	stopped := time.Now()
-	for _, p := range []*proc{ingest, poller} {
-		require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	for _, p := range []*e2etest.Proc{ingest, poller} {
+		require.NoError(t, p.Cmd.Process.Signal(syscall.SIGTERM))
 	}
-	for _, p := range []*proc{ingest, poller} {
+	for _, p := range []*e2etest.Proc{ingest, poller} {
 		select {
-		case <-p.done:
+		case <-p.Done():
 		case <-time.After(40 * time.Second):
-			t.Fatalf("%s did not exit within 40s of SIGTERM", p.name)
+			t.Fatalf("%s did not exit within 40s of SIGTERM", p.Name)
 		}
-		require.Equal(t, 0, p.cmd.ProcessState.ExitCode(), "%s exits 0", p.name)
+		require.Equal(t, 0, p.Cmd.ProcessState.ExitCode(), "%s exits 0", p.Name)
 	}
 	t.Logf("ingest and poller drained and exited %s after SIGTERM", time.Since(stopped).Round(time.Millisecond))
 
-	launch(t, "ingest-2", svcEnv, filepath.Join(bin, "ingest"))
-	launch(t, "poller-2", svcEnv, filepath.Join(bin, "poller"))
-	waitFor(t, "every job terminal, sooner than an abandoned message's ack wait", 45*time.Second,
-		func() bool { return len(log.terminal()) >= n })
-	st := simStats(t, "http://"+simAddr)
+	e2etest.Launch(t, "ingest-2", svcEnv, filepath.Join(bin, "ingest"))
+	e2etest.Launch(t, "poller-2", svcEnv, filepath.Join(bin, "poller"))
+	e2etest.WaitFor(t, "every job terminal, sooner than an abandoned message's ack wait", 45*time.Second,
+		func() bool { return len(log.Terminal()) >= n })
+	st := e2etest.SimStats(t, "http://"+simAddr)
 	require.Equal(t, n, st.IdempotencyKeys)
 	require.Zero(t, st.DuplicateCreates, "no submission was made twice")
 }

@@ -1,9 +1,8 @@
-package e2e_test
+package fleet_test
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -17,26 +16,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pollux-dev/pollux/internal/budget"
+	"github.com/pollux-dev/pollux/internal/e2e/e2etest"
 	"github.com/pollux-dev/pollux/internal/jobs"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
-
-// natsPasswords are the passwords deploy/nats/accounts.conf reads from the
-// server's environment, by user.
-var natsPasswords = map[string]string{
-	"sys": "pSys1", "ingest": "pIngest1", "poller": "pPoller1", "webhook": "pWebhook1",
-	"client": "pClient1", "admin": "pAdmin1",
-}
-
-// natsPasswordEnv is the environment the accounts file's passwords come from.
-func natsPasswordEnv() []string {
-	var env []string
-	for user, pw := range natsPasswords {
-		env = append(env, "NATS_"+strings.ToUpper(user)+"_PASSWORD="+pw)
-	}
-	return env
-}
 
 // clientInbox is the inbox prefix the client user must connect with.
 const clientInbox = "_INBOX_client"
@@ -56,17 +40,17 @@ func TestPermissions(t *testing.T) {
 		t.Skip("builds and runs processes")
 	}
 	t.Parallel()
-	bin := binaries(t)
+	bin := e2etest.Binaries(t)
 	dir := t.TempDir()
 	conf := singleConf(t, dir)
 
-	natsPort := freePort(t)
+	natsPort := e2etest.FreePort(t)
 	natsURL := fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
-	server := launch(t, "nats-server", natsPasswordEnv(), filepath.Join(bin, "nats-server"), "-c", conf,
-		"-a", "127.0.0.1", "-p", strconv.Itoa(natsPort), "-m", strconv.Itoa(freePort(t)))
+	server := e2etest.Launch(t, "nats-server", e2etest.NATSPasswordEnv(), filepath.Join(bin, "nats-server"), "-c", conf,
+		"-a", "127.0.0.1", "-p", strconv.Itoa(natsPort), "-m", strconv.Itoa(e2etest.FreePort(t)))
 
 	const secret = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD"
-	simAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	simAddr := fmt.Sprintf("127.0.0.1:%d", e2etest.FreePort(t))
 	simCfg := filepath.Join(dir, "sim.yaml")
 	require.NoError(t, os.WriteFile(simCfg, []byte(`
 time_scale: 50
@@ -78,9 +62,9 @@ models:
 faults: {rate_limit_rate: 0.05, retry_after: 1s, webhook_missing_rate: 0.3}
 `), 0o600))
 	env := []string{"PERM_TOKEN=perm-token", "PERM_WEBHOOK_SECRET=" + secret}
-	launch(t, "sim", env, filepath.Join(bin, "pollux"), "sim-provider", "--addr", simAddr, "--config", simCfg, "--token-env", "PERM_TOKEN")
+	e2etest.Launch(t, "sim", env, filepath.Join(bin, "pollux"), "sim-provider", "--addr", simAddr, "--config", simCfg, "--token-env", "PERM_TOKEN")
 
-	hookAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	hookAddr := fmt.Sprintf("127.0.0.1:%d", e2etest.FreePort(t))
 	// Sweeps every second: the orphan sweep's reads and deletes run under
 	// the permissions too.
 	route := fmt.Sprintf(`
@@ -102,27 +86,27 @@ routes:
 	for _, name := range []string{"ingest", "poller", "webhook"} {
 		cfg := filepath.Join(dir, name+".yaml")
 		require.NoError(t, os.WriteFile(cfg, []byte(fmt.Sprintf("nats: {user: %s, password_env: NATS_PASSWORD}\n%s", name, route)), 0o600))
-		launch(t, name, append(env, "POLLUX_NATS_URL="+natsURL, "POLLUX_CONFIG="+cfg, "POLLUX_TIME_SCALE=50", "POLLUX_CENSUS_EVERY=1s",
-			"POLLUX_METRICS_ADDR=", "POLLUX_WEBHOOK_ADDR="+hookAddr, "NATS_PASSWORD="+natsPasswords[name]),
+		e2etest.Launch(t, name, append(env, "POLLUX_NATS_URL="+natsURL, "POLLUX_CONFIG="+cfg, "POLLUX_TIME_SCALE=50", "POLLUX_CENSUS_EVERY=1s",
+			"POLLUX_METRICS_ADDR=", "POLLUX_WEBHOOK_ADDR="+hookAddr, "NATS_PASSWORD="+e2etest.NATSPasswords[name]),
 			filepath.Join(bin, name))
 	}
 	// ... and a second poller with the user in the URL, as deploy/compose
 	// and deploy/k8s run them.
 	plain := filepath.Join(dir, "plain.yaml")
 	require.NoError(t, os.WriteFile(plain, []byte(route), 0o600))
-	launch(t, "poller-url", append(env, "POLLUX_CONFIG="+plain, "POLLUX_TIME_SCALE=50", "POLLUX_METRICS_ADDR=",
-		fmt.Sprintf("POLLUX_NATS_URL=nats://poller:%s@127.0.0.1:%d", natsPasswords["poller"], natsPort)),
+	e2etest.Launch(t, "poller-url", append(env, "POLLUX_CONFIG="+plain, "POLLUX_TIME_SCALE=50", "POLLUX_METRICS_ADDR=",
+		fmt.Sprintf("POLLUX_NATS_URL=nats://poller:%s@127.0.0.1:%d", e2etest.NATSPasswords["poller"], natsPort)),
 		filepath.Join(bin, "poller"))
 
 	// The application: the client user, with its inbox prefix.
 	nc := connectAs(t, natsURL, "client", nats.CustomInboxPrefix(clientInbox))
 	js, err := jetstream.New(nc)
 	require.NoError(t, err)
-	waitFor(t, "the events stream", 30*time.Second, func() bool {
+	e2etest.WaitFor(t, "the events stream", 30*time.Second, func() bool {
 		_, err := js.Stream(context.Background(), events.Default.EventsStream())
 		return err == nil
 	})
-	log := follow(t, js, events.Default)
+	log := e2etest.Follow(t, js, events.Default)
 	live, err := nc.SubscribeSync(events.Default.Prefix() + ".events.>") // without JetStream
 	require.NoError(t, err)
 
@@ -145,19 +129,19 @@ routes:
 	require.NoError(t, err)
 
 	// Cancel the job that would run for a day once it is running.
-	waitFor(t, "the long job submitted", 30*time.Second, func() bool { return len(log.jobs()[long]) > 0 })
+	e2etest.WaitFor(t, "the long job submitted", 30*time.Second, func() bool { return len(log.Jobs()[long]) > 0 })
 	cancel, err := json.Marshal(events.Cancel{V: 1, ID: long, Reason: "permissions test"})
 	require.NoError(t, err)
 	_, err = js.Publish(context.Background(), events.Default.Cancel("sim"), cancel)
 	require.NoError(t, err)
 
-	waitFor(t, "every job terminal", 40*time.Second, func() bool { return len(log.terminal()) == len(ids) })
-	waitFor(t, "the unserved route's submission rejected", 20*time.Second, func() bool { return len(log.rejections()) == 1 })
+	e2etest.WaitFor(t, "every job terminal", 40*time.Second, func() bool { return len(log.Terminal()) == len(ids) })
+	e2etest.WaitFor(t, "the unserved route's submission rejected", 20*time.Second, func() bool { return len(log.Rejections()) == 1 })
 	for id := range ids {
-		require.Len(t, log.terminal()[id], 1, "job %s: one terminal event", id)
+		require.Len(t, log.Terminal()[id], 1, "job %s: one terminal event", id)
 	}
-	require.Equal(t, "canceled", string(log.terminal()[long][0].State))
-	require.Contains(t, log.rejections()[0].Rejection.Error, "nowhere")
+	require.Equal(t, "canceled", string(log.Terminal()[long][0].State))
+	require.Contains(t, log.Rejections()[0].Rejection.Error, "nowhere")
 	ctx := context.Background()
 
 	// What else a client may do: live events, the last event of a job, a
@@ -235,15 +219,15 @@ routes:
 	}
 
 	// Not one violation by a service or the client in all of that.
-	violations := violationLine
-	seen := violations.FindAllString(readLog(t, server), -1)
+	violations := e2etest.ViolationLine
+	seen := violations.FindAllString(e2etest.ReadLog(t, server), -1)
 	require.Empty(t, seen, "permissions violations")
 
 	short := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, 2*time.Second) }
 	refused := func(user, what string) {
 		t.Helper()
-		waitFor(t, fmt.Sprintf("the server to log %s refused %s", user, what), 5*time.Second, func() bool {
-			for _, l := range violations.FindAllString(readLog(t, server), -1) {
+		e2etest.WaitFor(t, fmt.Sprintf("the server to log %s refused %s", user, what), 5*time.Second, func() bool {
+			for _, l := range violations.FindAllString(e2etest.ReadLog(t, server), -1) {
 				if strings.Contains(l, `"POLLUX/user:`+user+`"`) && strings.Contains(l, fmt.Sprintf("%q", what)) {
 					return true
 				}
@@ -340,8 +324,7 @@ routes:
 // file's whole block.
 func singleConf(t *testing.T, dir string) string {
 	t.Helper()
-	single, err := filepath.Abs("../../deploy/nats/single.conf")
-	require.NoError(t, err)
+	single := filepath.Join(e2etest.DeployDir(t), "nats", "single.conf")
 	rel, err := filepath.Rel(dir, single) // includes are relative to the including file
 	require.NoError(t, err)
 	conf := filepath.Join(dir, "nats.conf")
@@ -359,20 +342,11 @@ type budgetSize struct {
 // connectAs connects as one of deploy/nats/accounts.conf's users.
 func connectAs(t *testing.T, url, user string, opts ...nats.Option) *nats.Conn {
 	t.Helper()
-	opts = append(opts, nats.UserInfo(user, natsPasswords[user]), nats.RetryOnFailedConnect(true),
+	opts = append(opts, nats.UserInfo(user, e2etest.NATSPasswords[user]), nats.RetryOnFailedConnect(true),
 		nats.MaxReconnects(-1), nats.PermissionErrOnSubscribe(true))
 	nc, err := nats.Connect(url, opts...)
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
-	waitFor(t, "connected as "+user, 20*time.Second, nc.IsConnected)
+	e2etest.WaitFor(t, "connected as "+user, 20*time.Second, nc.IsConnected)
 	return nc
-}
-
-func readLog(t *testing.T, p *proc) string {
-	t.Helper()
-	b, err := os.ReadFile(p.log)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		require.NoError(t, err)
-	}
-	return string(b)
 }
