@@ -65,7 +65,7 @@ bench: ## Measure the fleet against JetStream's own limits (one table; BENCHFLAG
 
 .PHONY: chaos
 chaos: ## The fault suites ten times bigger (POLLUX_CHAOS=long): tens of minutes
-	POLLUX_CHAOS=long $(GO) test -race -count=1 -timeout 90m -run 'Chaos' -v ./internal/e2e
+	POLLUX_CHAOS=long $(GO) test -race -count=1 -timeout 90m -run 'Chaos' -v ./internal/e2e/...
 
 .PHONY: lint
 lint: ## gofmt, go vet and golangci-lint (.golangci.yml: the linters and the import rules), installing the linter when missing
