@@ -6,6 +6,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -363,14 +364,24 @@ func Observability(m *metrics.Metrics, nc *nats.Conn) http.Handler {
 // ServeHTTP serves h on ln until ctx ends, then shuts down gracefully; an
 // error names the server as what. When ctx ends, the requests' contexts
 // end too: a handler that waits (the simulated provider's latency and
-// hangs) returns at once instead of holding the shutdown past its grace.
+// hangs) returns at once instead of holding the shutdown past its grace;
+// connections still open after the grace are closed.
 func ServeHTTP(ctx context.Context, what string, ln net.Listener, h http.Handler) error {
 	closing, endRequests := context.WithCancel(context.WithoutCancel(ctx))
 	defer endRequests()
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
 		WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute,
 		BaseContext: func(net.Listener) context.Context { return closing }}
-	if err := httpserve.Run(ctx, ln, srv, 5*time.Second, endRequests); err != nil {
+	err := httpserve.Run(ctx, ln, srv, 5*time.Second, endRequests)
+	if errors.Is(err, context.DeadlineExceeded) {
+		// Connections still open after the grace, every handler having
+		// returned: one a client opened and sent nothing on, which
+		// net/http waits 5 s for before it counts it idle. Nothing on
+		// them is worth waiting for.
+		_ = srv.Close()
+		return nil
+	}
+	if err != nil {
 		return fmt.Errorf("%s server: %w", what, err)
 	}
 	return nil

@@ -55,3 +55,21 @@ func TestAServerErrorNamesTheServer(t *testing.T) {
 	err = app.ServeHTTP(t.Context(), "simulated provider", ln, http.NotFoundHandler())
 	require.ErrorContains(t, err, "simulated provider server: ")
 }
+
+// A connection a client opened and sent nothing on holds net/http's
+// Shutdown for 5 s, the server's whole grace: it is closed, and the stop
+// is no error (it was, intermittently, a stack's stop error).
+func TestAStoppingServerClosesSilentConnections(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- app.ServeHTTP(ctx, "test", ln, http.NotFoundHandler()) }()
+	conn, err := net.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	defer func() { _ = conn.Close() }()
+	time.Sleep(100 * time.Millisecond) // accepted: a new connection, no request yet
+	cancel()
+	require.NoError(t, <-done)
+}
