@@ -1,6 +1,7 @@
 package console_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pollux-dev/pollux/internal/dev"
+	"github.com/pollux-dev/pollux/internal/notify"
 	"github.com/pollux-dev/pollux/pkg/events"
 )
 
@@ -109,7 +111,18 @@ func TestOperatorConsole(t *testing.T) {
 
 	t.Run("JobPageShowsItsTimeline", func(t *testing.T) {
 		b := b.on(t)
+		// Its outbound webhook deliveries, as package notify keeps them.
+		kv, err := events.EnsureBucket(t.Context(), f.js, events.Default.OutboxBucketConfig(events.Options{}))
+		require.NoError(t, err)
+		dl, err := json.Marshal(notify.Delivery{Endpoint: "app", State: notify.StateDelivering, Seq: 4, Attempts: 2, Total: 5,
+			Last: "HTTP 503", LastAt: time.Now().UTC(), NextAt: time.Now().Add(time.Minute).UTC()})
+		require.NoError(t, err)
+		_, err = kv.Put(t.Context(), events.OutboxKey(quick, "app"), dl)
+		require.NoError(t, err)
 		b.open("#/jobs/"+quick+"?route="+dev.RouteName, "#record dl")
+		b.waitJS("the job's outbound webhooks", `document.querySelector('#deliveries li[data-endpoint=app][data-state=delivering]')`, live)
+		require.Contains(t, b.text("#deliveries"), "HTTP 503")
+		require.Contains(t, b.text("#deliveries"), "5 in all")
 		b.waitJS("the terminal event", `document.querySelector('li.ev[data-type=succeeded]') && document.querySelector('#tl-state.done')`, live)
 		types := eval[[]string](b, `[...document.querySelectorAll('li.ev')].map(li => li.dataset.type)`)
 		require.Equal(t, events.EventSubmitted, types[0])

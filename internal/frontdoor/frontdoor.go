@@ -151,6 +151,7 @@ func (s *Server) handler(closing context.Context) http.Handler {
 	mux.Handle("/v1/jobs/{id}", only(http.MethodGet, s.get))
 	mux.Handle("/v1/jobs/{id}/cancel", only(http.MethodPost, s.cancel))
 	mux.Handle("/v1/jobs/{id}/outputs/{n}", only(http.MethodGet, s.output))
+	mux.Handle("/v1/jobs/{id}/deliveries", only(http.MethodGet, s.deliveries))
 	mux.Handle("/v1/jobs/{id}/events", only(http.MethodGet, func(w http.ResponseWriter, r *http.Request) *apiError {
 		return s.events(closing, w, r)
 	}))

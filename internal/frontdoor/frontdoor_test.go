@@ -16,6 +16,7 @@ import (
 
 	"github.com/pollux-dev/pollux/internal/frontdoor"
 	"github.com/pollux-dev/pollux/internal/natstest"
+	"github.com/pollux-dev/pollux/internal/notify"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
@@ -141,6 +142,40 @@ func TestGet(t *testing.T) {
 	requireError(t, d.do(t, "GET", "/v1/jobs/nope", "", nil), 404, frontdoor.CodeJobNotFound, "")
 	requireError(t, d.do(t, "GET", "/v1/jobs/bad.id", "", nil), 400, frontdoor.CodeInvalidParameter, "id")
 	requireError(t, d.do(t, "DELETE", "/v1/jobs/job-1", "", nil), 405, frontdoor.CodeMethodNotAllowed, "")
+}
+
+// A job's outbound webhook deliveries, as package notify keeps them, are
+// read per endpoint; none where no endpoint is configured.
+func TestDeliveries(t *testing.T) {
+	t.Parallel()
+	d := setup(t, frontdoor.Config{})
+	d.createJob(t, "job-1", state.Running)
+	r := d.do(t, "GET", "/v1/jobs/job-1/deliveries", "", nil)
+	require.Equal(t, http.StatusOK, r.status)
+	require.JSONEq(t, `{"deliveries":[]}`, string(r.raw), "no outbox bucket: no endpoint")
+
+	kv, err := events.EnsureBucket(context.Background(), d.js, d.ns.OutboxBucketConfig(events.Options{}))
+	require.NoError(t, err)
+	for _, dl := range []notify.Delivery{
+		{Endpoint: "app", State: notify.StateDelivering, Seq: 3, Delivered: 2, Attempts: 2, Total: 4, Last: "HTTP 503", LastAt: time.Now().UTC()},
+		{Endpoint: "submission", URL: "https://x.example/h", State: notify.StateDelivered, Seq: 3, Delivered: 3, Attempts: 1, Total: 1, LastAt: time.Now().UTC()},
+	} {
+		b, err := json.Marshal(dl)
+		require.NoError(t, err)
+		_, err = kv.Put(context.Background(), events.OutboxKey("job-1", dl.Endpoint), b)
+		require.NoError(t, err)
+	}
+	_, err = kv.Put(context.Background(), events.OutboxKey("job-10", "app"), []byte(`{"endpoint":"app","state":"delivered"}`))
+	require.NoError(t, err)
+	r = d.do(t, "GET", "/v1/jobs/job-1/deliveries", "", nil)
+	require.Equal(t, http.StatusOK, r.status)
+	var got struct{ Deliveries []notify.Delivery }
+	require.NoError(t, json.Unmarshal(r.raw, &got))
+	require.Len(t, got.Deliveries, 2, "the job's, not job-10's")
+	require.Equal(t, "app", got.Deliveries[0].Endpoint)
+	require.Equal(t, "HTTP 503", got.Deliveries[0].Last)
+	require.Equal(t, "https://x.example/h", got.Deliveries[1].URL)
+	requireError(t, d.do(t, "GET", "/v1/jobs/nope/deliveries", "", nil), 404, frontdoor.CodeJobNotFound, "")
 }
 
 // A finished job shows no next check: none is due.

@@ -16,6 +16,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/pollux-dev/pollux/internal/notify"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
@@ -141,6 +142,27 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) *apiError {
 		return e
 	}
 	writeJSON(w, http.StatusOK, JobView(j))
+	return nil
+}
+
+// deliveries handles GET /v1/jobs/{id}/deliveries: the job's outbound
+// webhook deliveries, one per endpoint (package notify), as `pollux get`
+// shows them; an empty list where no endpoint is configured.
+func (s *Server) deliveries(w http.ResponseWriter, r *http.Request) *apiError {
+	j, e := s.job(r.Context(), r.PathValue("id"))
+	if e != nil {
+		return e
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+	defer cancel()
+	ds, err := notify.Deliveries(ctx, s.js, s.ns, j.ID)
+	if err != nil {
+		return s.unavailable(err, "reading the job's deliveries")
+	}
+	if ds == nil {
+		ds = []notify.Delivery{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"deliveries": ds})
 	return nil
 }
 

@@ -8,6 +8,7 @@ const TYPES = ['submitted', 'queued', 'running', 'progress', 'succeeded', 'faile
 export async function job(ctx, el, id) {
   let route = ctx.params.get('route') || '';
   let rec = null; // the latest record: from GET or the latest event's snapshot
+  let deliveries = []; // its outbound webhook deliveries, by endpoint
   let es = null;
   const events = [];
 
@@ -76,6 +77,11 @@ export async function job(ctx, el, id) {
         time(j.deadline) ? ['Deadline', [fmtTime(j.deadline), ' ', h('span.muted', '(', when(j.deadline), ')')]] : null,
         time(j.cancel_requested_at) ? ['Cancel requested', [fmtTime(j.cancel_requested_at), j.cancel_reason ? [' — ', h('q', j.cancel_reason)] : null]] : null,
         outputs ? ['Outputs', outputs] : null,
+        deliveries.length ? ['Outbound webhooks', h('ul.deliveries#deliveries', deliveries.map((d) => h('li', { 'data-endpoint': d.endpoint, 'data-state': d.state },
+          h('span.mono', d.endpoint), ' ', chip(d.state), ` event #${d.seq}, ${fmtNum(d.attempts)} attempt${d.attempts === 1 ? '' : 's'}`,
+          d.total_attempts > d.attempts ? h('span.muted', ` (${fmtNum(d.total_attempts)} in all)`) : null,
+          d.last ? [' · last ', h('span.reason', d.last), ' ', when(d.last_at)] : null,
+          time(d.next_at) ? [' · next ', when(d.next_at)] : null)))] : null,
         time(j.outputs_expire_at) ? ['Outputs expire', [fmtTime(j.outputs_expire_at), ' ', h('span.muted', '(', when(j.outputs_expire_at), ')')]] : null,
         j.late ? ['Late observation', `${j.late.state} by ${j.late.source} at ${fmtTime(j.late.at)}`] : null,
         meta.length ? ['Metadata', h('dl.meta', meta.map(([k, v]) => [h('dt.mono', k), h('dd.mono', v)]))] : null,
@@ -194,6 +200,7 @@ export async function job(ctx, el, id) {
   try {
     rec = await api.get(`/v1/jobs/${encodeURIComponent(id)}`);
     if (rec && rec.route) route = rec.route;
+    deliveries = (await api.get(`/v1/jobs/${encodeURIComponent(id)}/deliveries`)).deliveries || [];
   } catch (err) {
     if (err.status !== 404) mount(record, notice(`The record did not load: ${err.message}`, 'error'));
     if (err.status === 404 && !route) {
