@@ -31,6 +31,9 @@ type Config struct {
 	// Sizes are the tracked-job counts of the capacity section (default
 	// 100k and 300k).
 	Sizes []int
+	// ServerPprof, when set, is the loopback port a single nats-server
+	// serves its pprof on (its --profile), to profile the server.
+	ServerPprof int
 	// Processes are the poller process counts of the fleet section
 	// (default 1, 2 and 4).
 	Processes []int
@@ -117,7 +120,7 @@ func (r *runner) withServer(ctx context.Context, cluster bool, fn func(s *server
 	if err != nil {
 		return err
 	}
-	s, err := startServer(ctx, filepath.Join(r.cfg.Bin, "nats-server"), dir, cluster)
+	s, err := startServer(ctx, filepath.Join(r.cfg.Bin, "nats-server"), dir, cluster, r.cfg.ServerPprof)
 	if err != nil {
 		return err
 	}

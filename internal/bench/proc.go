@@ -124,7 +124,7 @@ type server struct {
 
 // startServer starts one JetStream nats-server on a free loopback port, or
 // a three-node cluster when cluster is true.
-func startServer(ctx context.Context, bin, dir string, cluster bool) (*server, error) {
+func startServer(ctx context.Context, bin, dir string, cluster bool, pprofPort int) (*server, error) {
 	n := 1
 	if cluster {
 		n = 3
@@ -146,6 +146,9 @@ func startServer(ctx context.Context, bin, dir string, cluster bool) (*server, e
 	for i := range n {
 		name := "nats-server"
 		args := []string{"-a", "127.0.0.1", "-p", strconv.Itoa(ports[i]), "-js", "-sd", filepath.Join(dir, fmt.Sprintf("js-%d", i))}
+		if pprofPort > 0 && !cluster {
+			args = append(args, "--profile", strconv.Itoa(pprofPort))
+		}
 		if cluster {
 			name = fmt.Sprintf("nats-%d", i)
 			args = append(args, "-n", name, "--cluster_name", "bench",
