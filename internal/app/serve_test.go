@@ -61,15 +61,33 @@ func TestAServerErrorNamesTheServer(t *testing.T) {
 // is no error (it was, intermittently, a stack's stop error).
 func TestAStoppingServerClosesSilentConnections(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
+	ln := &notifying{Listener: inner, accepted: make(chan struct{}, 1)}
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- app.ServeHTTP(ctx, "test", ln, http.NotFoundHandler()) }()
 	conn, err := net.Dial("tcp", ln.Addr().String())
 	require.NoError(t, err)
 	defer func() { _ = conn.Close() }()
-	time.Sleep(100 * time.Millisecond) // accepted: a new connection, no request yet
+	<-ln.accepted // a new connection, no request yet
 	cancel()
 	require.NoError(t, <-done)
+}
+
+// notifying is a listener that says when it accepted a connection.
+type notifying struct {
+	net.Listener
+	accepted chan struct{}
+}
+
+func (l *notifying) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		select {
+		case l.accepted <- struct{}{}:
+		default:
+		}
+	}
+	return c, err
 }

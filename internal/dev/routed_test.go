@@ -92,6 +92,8 @@ func startRouted(t *testing.T, hedge bool, steadyRun time.Duration, neverFinish 
 func (rs *routed) submit(t *testing.T, route, model, prefix string, n int, gap, timeout time.Duration) []string {
 	t.Helper()
 	ids := make([]string, n)
+	tick := time.NewTicker(gap) // the jobs arrive spread, as a client's would
+	defer tick.Stop()
 	for i := range ids {
 		ids[i] = fmt.Sprintf("%s-%d", prefix, i)
 		b, err := json.Marshal(events.Submit{V: events.Version, ID: ids[i], Model: model, Input: json.RawMessage(`{"prompt":"a kite"}`),
@@ -99,7 +101,7 @@ func (rs *routed) submit(t *testing.T, route, model, prefix string, n int, gap, 
 		require.NoError(t, err)
 		_, err = rs.env.JS.Publish(t.Context(), rs.env.NS.Submit(route), b)
 		require.NoError(t, err)
-		time.Sleep(gap)
+		<-tick.C
 	}
 	return ids
 }

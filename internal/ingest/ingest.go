@@ -260,8 +260,22 @@ func (s *Service) ensure(name string) func(context.Context) (jetstream.Consumer,
 	}
 }
 
-// handle dispatches one intake message.
+// handle dispatches one intake message of a route.
 func (s *Service) handle(ctx context.Context, r *route.Route, msg jetstream.Msg) events.Outcome {
+	return s.dispatch(ctx, msg, intake{routeName: r.Name, route: r}, func(ctx context.Context, in intake) (events.Outcome, string) {
+		switch in.kind {
+		case events.KindSubmit:
+			return s.submit(ctx, in)
+		case events.KindTrack:
+			return s.track(ctx, in)
+		}
+		return s.cancel(ctx, in)
+	})
+}
+
+// dispatch reads an intake message into in (named by its route or model
+// route), has h handle it in its span, and counts the result.
+func (s *Service) dispatch(ctx context.Context, msg jetstream.Msg, in intake, h func(context.Context, intake) (events.Outcome, string)) events.Outcome {
 	kind, _, err := s.ns.ParseIntake(msg.Subject())
 	if err != nil {
 		s.log.Error().Err(err).Msg("intake message on an unexpected subject")
@@ -272,21 +286,12 @@ func (s *Service) handle(ctx context.Context, r *route.Route, msg jetstream.Msg)
 		s.log.Error().Err(err).Msg("intake message without metadata")
 		return events.Stop()
 	}
-	in := intake{kind: kind, routeName: r.Name, route: r, msg: msg, seq: md.Sequence.Stream, stored: md.Timestamp, attempt: md.NumDelivered}
-	ctx, span := s.intakeSpan(ctx, msg, kind, r.Name, in)
-	var out events.Outcome
-	var result string
-	switch kind {
-	case events.KindSubmit:
-		out, result = s.submit(ctx, in)
-	case events.KindTrack:
-		out, result = s.track(ctx, in)
-	default:
-		out, result = s.cancel(ctx, in)
-	}
+	in.kind, in.msg, in.seq, in.stored, in.attempt = kind, msg, md.Sequence.Stream, md.Timestamp, md.NumDelivered
+	ctx, span := s.intakeSpan(ctx, msg, kind, in.routeName, in)
+	out, result := h(ctx, in)
 	endIntake(span, result)
 	if s.cfg.Metrics.Submission != nil {
-		s.cfg.Metrics.Submission(r.Name, kind, result)
+		s.cfg.Metrics.Submission(in.routeName, kind, result)
 	}
 	return out
 }

@@ -45,34 +45,16 @@ func (s *Service) servedModels() map[string]*route.ModelRoute {
 
 // handleModel dispatches one intake message of a model route.
 func (s *Service) handleModel(ctx context.Context, mr *route.ModelRoute, msg jetstream.Msg) events.Outcome {
-	kind, _, err := s.ns.ParseIntake(msg.Subject())
-	if err != nil {
-		s.log.Error().Err(err).Msg("intake message on an unexpected subject")
-		return events.Stop()
-	}
-	md, err := msg.Metadata()
-	if err != nil {
-		s.log.Error().Err(err).Msg("intake message without metadata")
-		return events.Stop()
-	}
-	in := intake{kind: kind, routeName: mr.Name, msg: msg, seq: md.Sequence.Stream, stored: md.Timestamp, attempt: md.NumDelivered, via: mr.Name}
-	ctx, span := s.intakeSpan(ctx, msg, kind, mr.Name, in)
-	var out events.Outcome
-	var result string
-	switch kind {
-	case events.KindSubmit:
-		out, result = s.submitModel(ctx, mr, in)
-	case events.KindTrack:
-		out, result = s.reject(ctx, in, rejectionID(in.kind, in.routeName, msg.Data(), in.seq, in.stored),
-			&events.FieldError{Field: "route", Problem: fmt.Sprintf("%s is a model route: track the job on the route it was submitted to", mr.Name)})
-	default:
-		out, result = s.cancelModel(ctx, mr, in)
-	}
-	endIntake(span, result)
-	if s.cfg.Metrics.Submission != nil {
-		s.cfg.Metrics.Submission(mr.Name, kind, result)
-	}
-	return out
+	return s.dispatch(ctx, msg, intake{routeName: mr.Name, via: mr.Name}, func(ctx context.Context, in intake) (events.Outcome, string) {
+		switch in.kind {
+		case events.KindSubmit:
+			return s.submitModel(ctx, mr, in)
+		case events.KindTrack:
+			return s.reject(ctx, in, rejectionID(in.kind, in.routeName, in.msg.Data(), in.seq, in.stored),
+				&events.FieldError{Field: "route", Problem: fmt.Sprintf("%s is a model route: track the job on the route it was submitted to", mr.Name)})
+		}
+		return s.cancelModel(ctx, mr, in)
+	})
 }
 
 // submitModel routes a submission to a member and submits it there.

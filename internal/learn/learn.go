@@ -446,13 +446,24 @@ func (s *Stats) apply(e jetstream.KeyValueEntry) {
 // install keeps sn unless a later revision of the key is already in hand:
 // a process's own write and the watch deliver the same revisions in no
 // fixed order, and the older one must never win.
-func (s *Stats) install(k string, sn snapshot) {
+func (s *Stats) install(k string, sn snapshot) { installNewer(s, s.dist, k, sn) }
+
+// revisioned is a mirrored record and the bucket revision it was read at.
+type revisioned interface{ revision() uint64 }
+
+func (sn snapshot) revision() uint64       { return sn.rev }
+func (q queueSnapshot) revision() uint64   { return q.rev }
+func (w webhookSnapshot) revision() uint64 { return w.rev }
+
+// installNewer keeps v as m[k] unless a later revision of it is in hand
+// (see install), under s.mu.
+func installNewer[T revisioned](s *Stats, m map[string]T, k string, v T) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if cur, ok := s.dist[k]; ok && cur.rev >= sn.rev {
+	if cur, ok := m[k]; ok && cur.revision() >= v.revision() {
 		return
 	}
-	s.dist[k] = sn
+	m[k] = v
 }
 
 // Flush writes the queued durations, queue and webhook observations; what

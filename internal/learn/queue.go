@@ -108,14 +108,7 @@ func (s *Stats) applyQueue(e jetstream.KeyValueEntry) {
 	s.installQueue(route, queueSnapshot{rate: q.Rate(), rev: e.Revision()})
 }
 
-func (s *Stats) installQueue(route string, q queueSnapshot) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if cur, ok := s.queues[route]; ok && cur.rev >= q.rev {
-		return
-	}
-	s.queues[route] = q
-}
+func (s *Stats) installQueue(route string, q queueSnapshot) { installNewer(s, s.queues, route, q) }
 
 // flushQueues writes the queued observations; what cannot be written is
 // queued again.

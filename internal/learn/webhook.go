@@ -152,12 +152,7 @@ func (s *Stats) applyWebhook(e jetstream.KeyValueEntry) {
 }
 
 func (s *Stats) installWebhook(route string, w webhookSnapshot) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if cur, ok := s.webhooks[route]; ok && cur.rev >= w.rev {
-		return
-	}
-	s.webhooks[route] = w
+	installNewer(s, s.webhooks, route, w)
 }
 
 // flushWebhooks writes the queued observations; what cannot be written is
