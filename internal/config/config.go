@@ -209,6 +209,10 @@ type Streams struct {
 	JobsTTL           time.Duration `yaml:"jobs_ttl"`
 	IntakeAckWait     time.Duration `yaml:"intake_ack_wait"`
 	CheckAckWait      time.Duration `yaml:"check_ack_wait"`
+	// ParkAfter is the shortest wait before a job's next poll that parks
+	// its check (events.Options.ParkAfter; default 1m, at least 15s; a
+	// negative value never parks).
+	ParkAfter time.Duration `yaml:"park_after"`
 	// SweepInterval is how often every consumer looks for messages its
 	// work-queue stream kept after they were acknowledged (see
 	// internal/consume; default 30s).
@@ -221,7 +225,7 @@ func (s Streams) Options() events.Options {
 		Replicas: s.Replicas, MemoryStorage: s.MemoryStorage, IntakeMaxBytes: s.IntakeMaxBytes,
 		EventsMaxAge: s.EventsMaxAge, EventsMaxBytes: s.EventsMaxBytes,
 		WebhookDuplicates: s.WebhookDuplicates, JobsTTL: s.JobsTTL,
-		IntakeAckWait: s.IntakeAckWait, CheckAckWait: s.CheckAckWait,
+		IntakeAckWait: s.IntakeAckWait, CheckAckWait: s.CheckAckWait, ParkAfter: s.ParkAfter,
 	}
 }
 
@@ -469,6 +473,10 @@ func (c *Config) Validate() error {
 	}
 	if c.Streams.Replicas != 0 && (c.Streams.Replicas < 1 || c.Streams.Replicas > 5) {
 		return fmt.Errorf("streams.replicas: %d is not between 1 and 5", c.Streams.Replicas)
+	}
+	if pa := c.Streams.ParkAfter; pa > 0 && pa < events.MinParkAfter {
+		return fmt.Errorf("streams.park_after: %s is too short: a parked check fires %s before its poll; at least %s, or negative to never park",
+			pa, events.ParkedLead, events.MinParkAfter)
 	}
 	if c.RunningRepair.Interval < 0 || c.RunningRepair.Grace < 0 {
 		return errors.New("running_repair: durations must not be negative")

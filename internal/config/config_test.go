@@ -201,6 +201,7 @@ routes:
 		"budgets: {running: 200000}\nroutes: {r: {kind: x}}":                            "budgets: running above 100000 is no limit",
 		"accounts: {'a.b': {}}\nroutes: {r: {kind: x}}":                                 "accounts.a.b: an account name must be",
 		"running_repair: {grace: 1s}\nroutes: {r: {kind: x}}":                           "running_repair.grace: 1s is too short",
+		"streams: {park_after: 5s}\nroutes: {r: {kind: x}}":                             "streams.park_after: 5s is too short",
 		"routes: {r: {kind: x, budgets: {status: {concurrency: -2}}}}":                  "routes.r.budgets: concurrency must not be negative",
 		"accounts: {a: {budgets: {submit: {lease_wait: -1s}}}}\nroutes: {r: {kind: x}}": "accounts.a.budgets: lease_wait must not be negative",
 	} {

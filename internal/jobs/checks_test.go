@@ -61,8 +61,10 @@ func TestRemoveFromAStaleRead(t *testing.T) {
 	stale, err := o.currentCheck(ctx, "r", "j5")
 	require.NoError(t, err)
 	require.NotZero(t, stale.seq)
-	require.NoError(t, o.publishCheck(ctx, "r", newCheck(j, time.Now(), 0), stale.seq))
-	require.ErrorIs(t, o.publishCheck(ctx, "r", newCheck(j, time.Now(), 0), stale.seq), ErrCheckMoved, "replaced already")
+	_, err = o.publishCheck(ctx, "r", newCheck(j, time.Now(), 0), stale.seq)
+	require.NoError(t, err)
+	_, err = o.publishCheck(ctx, "r", newCheck(j, time.Now(), 0), stale.seq)
+	require.ErrorIs(t, err, ErrCheckMoved, "replaced already")
 	require.NoError(t, o.remove(ctx, "r", "j5", stale), "the check was replaced since it was read")
 	require.Zero(t, checksIn(t, res), "the replacement is gone too")
 
@@ -186,4 +188,26 @@ func TestEncodeCheckDropsAStateTooBig(t *testing.T) {
 	c, err := events.DecodeCheck(b)
 	require.NoError(t, err)
 	require.Nil(t, c.Poll)
+}
+
+// A checks stream without message schedules (a server before 2.12 keeps
+// the setting out) parks nothing: a schedule there would never fire.
+func TestNoParkingWithoutSchedules(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, _, js := natstest.JetStream(t)
+	_, err := events.Default.Setup(ctx, js, events.Options{})
+	require.NoError(t, err)
+	cfg := events.Default.Streams(events.Options{})[1]
+	require.NoError(t, js.DeleteStream(ctx, cfg.Name))
+	cfg.AllowMsgSchedules, cfg.AllowRollup, cfg.Discard = false, false, jetstream.DiscardNew
+	_, err = js.CreateStream(ctx, cfg)
+	require.NoError(t, err)
+	res, err := events.Default.Open(ctx, js)
+	require.NoError(t, err)
+	require.Zero(t, New(events.Default, js, res, Config{}).parkAfter, "no parking")
+
+	res, err = events.Default.Setup(ctx, js, events.Options{})
+	require.NoError(t, err)
+	require.Equal(t, time.Minute, New(events.Default, js, res, Config{}).parkAfter, "parking once the stream allows schedules")
 }

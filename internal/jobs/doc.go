@@ -46,6 +46,19 @@
 // that learns something writes the record and replaces the check; a job
 // that ends has its check ended.
 //
+// A check whose next poll is far away (ParkAfter) is parked instead of
+// going back nak-delayed: its holder publishes it, with every poll so far
+// counted, as a message schedule on the job's parked subject — expecting
+// the check it holds to be the job's latest, so a check replaced meanwhile
+// is not parked — and ends its delivery. The schedule fires shortly before
+// the poll is due onto the check subject, where its first delivery waits
+// out the rest. Only a holder parks; an outsider replacing a parked check
+// publishes on the check subject and deletes the parked one (when it fired
+// meanwhile, the check it fired replaced the outsider's, which replaces
+// that in turn), and one removing it deletes the parked check and what its
+// parker left on the check subject. A parked check counts every poll, so
+// an outsider ends its job at once.
+//
 // # Counting polls
 //
 // A job's polls are counted in one place: its check (its content and its

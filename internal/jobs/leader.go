@@ -29,21 +29,56 @@ import (
 // leader has no live value either.
 func (s *records) leaderGet(ctx context.Context, id string) (j *state.Job, rev uint64, found bool, err error) {
 	bucket := s.kv.Bucket()
-	req, err := json.Marshal(map[string]string{"last_by_subj": "$KV." + bucket + "." + id})
-	if err != nil {
-		return nil, 0, false, err
+	m, found, err := leaderMsg(ctx, s.js, "KV_"+bucket, msgGet{LastBySubject: "$KV." + bucket + "." + id})
+	switch {
+	case err != nil:
+		return nil, 0, false, fmt.Errorf("confirm job %s with the bucket's leader: %w", id, err)
+	case !found || deleted(m.Header):
+		return nil, 0, false, nil
 	}
-	subject := apiPrefix(s.js) + "STREAM.MSG.GET.KV_" + bucket
+	j, err = state.Decode(m.Data)
+	if err != nil {
+		return nil, 0, false, fmt.Errorf("get job %s (revision %d): %w", id, m.Seq, err)
+	}
+	return j, m.Seq, true, nil
+}
+
+// msgGet is a request of the stream API's message get: a message by its
+// sequence, or the latest on a subject (wildcards allowed).
+type msgGet struct {
+	Seq           uint64 `json:"seq,omitempty"`
+	LastBySubject string `json:"last_by_subj,omitempty"`
+}
+
+// storedMsg is a message as the stream API's message get returns it.
+type storedMsg struct {
+	Subject string    `json:"subject"`
+	Seq     uint64    `json:"seq"`
+	Header  []byte    `json:"hdrs"`
+	Data    []byte    `json:"data"`
+	Time    time.Time `json:"time"`
+}
+
+// leaderMsg reads a message from the leader of stream: the stream API's
+// message get, which only the leader answers. The client's own gets are
+// direct gets wherever a stream allows them, which any replica answers,
+// possibly a few writes behind. found is false when there is no such
+// message.
+func leaderMsg(ctx context.Context, js jetstream.JetStream, stream string, get msgGet) (storedMsg, bool, error) {
+	req, err := json.Marshal(get)
+	if err != nil {
+		return storedMsg{}, false, err
+	}
 	if _, ok := ctx.Deadline(); !ok {
 		// As the client's own API calls: an unanswered request (no
 		// permission, no leader) must not wait forever.
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, cmp.Or(s.js.Options().DefaultTimeout, 5*time.Second))
+		ctx, cancel = context.WithTimeout(ctx, cmp.Or(js.Options().DefaultTimeout, 5*time.Second))
 		defer cancel()
 	}
-	msg, err := s.js.Conn().RequestWithContext(ctx, subject, req)
+	msg, err := js.Conn().RequestWithContext(ctx, apiPrefix(js)+"STREAM.MSG.GET."+stream, req)
 	if err != nil {
-		return nil, 0, false, fmt.Errorf("confirm job %s with the bucket's leader: %w", id, err)
+		return storedMsg{}, false, err
 	}
 	var resp struct {
 		Error *struct {
@@ -51,30 +86,20 @@ func (s *records) leaderGet(ctx context.Context, id string) (j *state.Job, rev u
 			ErrCode     int    `json:"err_code"`
 			Description string `json:"description"`
 		} `json:"error"`
-		Message *struct {
-			Seq    uint64 `json:"seq"`
-			Header []byte `json:"hdrs"`
-			Data   []byte `json:"data"`
-		} `json:"message"`
+		Message *storedMsg `json:"message"`
 	}
 	if err := json.Unmarshal(msg.Data, &resp); err != nil {
-		return nil, 0, false, fmt.Errorf("confirm job %s with the bucket's leader: unreadable answer: %w", id, err)
+		return storedMsg{}, false, fmt.Errorf("unreadable answer from stream %s: %w", stream, err)
 	}
 	switch {
 	case resp.Error != nil && resp.Error.ErrCode == events.CodeNoMessage:
-		return nil, 0, false, nil
+		return storedMsg{}, false, nil
 	case resp.Error != nil:
-		return nil, 0, false, fmt.Errorf("confirm job %s with the bucket's leader: %s (%d)", id, resp.Error.Description, resp.Error.ErrCode)
+		return storedMsg{}, false, fmt.Errorf("stream %s: %s (%d)", stream, resp.Error.Description, resp.Error.ErrCode)
 	case resp.Message == nil:
-		return nil, 0, false, fmt.Errorf("confirm job %s with the bucket's leader: an answer without a message", id)
-	case deleted(resp.Message.Header):
-		return nil, 0, false, nil
+		return storedMsg{}, false, fmt.Errorf("stream %s: an answer without a message", stream)
 	}
-	j, err = state.Decode(resp.Message.Data)
-	if err != nil {
-		return nil, 0, false, fmt.Errorf("get job %s (revision %d): %w", id, resp.Message.Seq, err)
-	}
-	return j, resp.Message.Seq, true, nil
+	return *resp.Message, true, nil
 }
 
 // apiPrefix is the JetStream API prefix js sends its requests under.

@@ -70,6 +70,8 @@ type Owner struct {
 	rnd    *rand.Rand
 	maxAge time.Duration
 	tracer *tracing.Tracer
+	// parkAfter is events.Options.ParkAfter (0: never park).
+	parkAfter time.Duration
 }
 
 // New returns the owner of the namespace's jobs, over its streams and
@@ -85,6 +87,16 @@ func New(ns events.Namespace, js jetstream.JetStream, res *events.Resources, cfg
 		rnd:    schedule.NewRand(cfg.Seed),
 		maxAge: cfg.Options.WithDefaults().EventsMaxAge,
 		tracer: cfg.Tracer,
+	}
+	if pa := cfg.Options.WithDefaults().ParkAfter; pa > 0 {
+		o.parkAfter = max(pa, events.MinParkAfter)
+		if res.Checks != nil && !res.Checks.CachedInfo().Config.AllowMsgSchedules {
+			// A server before 2.12 keeps a schedule as a plain message
+			// that never fires: a parked check would be a lost job.
+			o.log.Warn().Str("stream", res.Checks.CachedInfo().Config.Name).
+				Msg("the checks stream does not allow message schedules (nats-server 2.12 or later does): checks are not parked")
+			o.parkAfter = 0
+		}
 	}
 	if cfg.Slots != nil {
 		o.store.release = func(ctx context.Context, id string, slots []state.Slot) {
@@ -138,12 +150,15 @@ type CheckView struct {
 	Check     *events.Check
 	Seq       uint64
 	Published time.Time
+	// Parked: the check waits parked until shortly before its due time
+	// (events.Namespace.Parked).
+	Parked bool
 }
 
 // Check returns job id's check message on route.
 func (o *Owner) Check(ctx context.Context, route, id string) (CheckView, error) {
 	s, err := o.currentCheck(ctx, route, id)
-	return CheckView{Check: s.check, Seq: s.seq, Published: s.published}, err
+	return CheckView{Check: s.check, Seq: s.seq, Published: s.published, Parked: s.parked}, err
 }
 
 // Reject publishes a rejected event for an intake message on the job's

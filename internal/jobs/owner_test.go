@@ -54,7 +54,9 @@ func rigOn(t *testing.T, js jetstream.JetStream) *rig {
 	res, err := events.Default.Setup(ctx, js, events.Options{})
 	require.NoError(t, err)
 	h := &tally{}
-	o := jobs.New(events.Default, js, res, jobs.Config{Hooks: jobs.Hooks{
+	// Checks stay in the consumer (parking off), so a test has its check
+	// back at once; park_test.go tests parking.
+	o := jobs.New(events.Default, js, res, jobs.Config{Options: events.Options{ParkAfter: -1}, Hooks: jobs.Hooks{
 		Published: func(_, typ string) { h.mu.Lock(); h.published = append(h.published, typ); h.mu.Unlock() },
 		Terminal:  func(j *state.Job) { h.mu.Lock(); h.terminal = append(h.terminal, j); h.mu.Unlock() },
 	}})

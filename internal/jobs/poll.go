@@ -34,8 +34,8 @@ type Delivery struct {
 	ended, gone bool
 }
 
-// verifyEvery is how many quiet polls a check makes between two reads of
-// the job record: a safety net in case the job ended while its check
+// verifyEvery is how many quiet polls a job makes between two reads of
+// its record: a safety net in case the job ended while its check
 // stayed (every such write removes or settles the check; otherwise the
 // provider's next answer would stop it).
 const verifyEvery = 32
@@ -69,10 +69,11 @@ func (o *Owner) Open(ctx context.Context, msg jetstream.Msg) (*Delivery, error) 
 	quiet := d.quiet()
 	live.Polls += quiet
 	live.Unchanged += quiet
-	// Every verifyEvery quiet polls, and for a check that says its job is
-	// finished (Pollux never publishes one: made by hand), the record
-	// decides.
-	if (quiet > 0 && quiet%verifyEvery == 0) || (d.N > 1 && live.State.Terminal()) {
+	// Every verifyEvery quiet polls (counted by the check's content and
+	// its deliveries: a parked check's quiet polls are in its content),
+	// and for a check that says its job is finished (Pollux never
+	// publishes one: made by hand), the record decides.
+	if d.N > 1 && ((live.Unchanged > 0 && live.Unchanged%verifyEvery == 0) || live.State.Terminal()) {
 		if err := o.load(ctx, d); err != nil {
 			return nil, err
 		}
@@ -276,13 +277,14 @@ type Polled struct {
 func (o *Owner) Polled(ctx context.Context, d *Delivery, f Fold, dec Decision) (Polled, error) {
 	now := o.now()
 	if f.Quiet && dec.End == nil && dec.HedgeBy == "" && d.rec.Job == nil {
-		if !f.After.Webhook {
+		if !f.After.Webhook && !o.parks(dec.Due) {
 			return Polled{Outcome: events.Later(dec.Due.Sub(now))}, nil
 		}
 		// Every poll of a job expecting a webhook is in its check, so an
-		// outsider ending the job knows the count (seenCheck.counts).
+		// outsider ending the job knows the count (seenCheck.counts); a
+		// check parked until a later poll carries its count too.
 		c := events.Check{V: events.Version, JobID: d.JobID, Due: dec.Due.UTC(), Poll: &f.After}
-		switch err := o.publishCheck(ctx, d.Route, c, d.seq); {
+		switch err := o.put(ctx, d.Route, c, d.seq); {
 		case err == nil:
 			return Polled{Outcome: events.Stop()}, nil
 		case errors.Is(err, ErrCheckMoved):
@@ -360,7 +362,7 @@ func (o *Owner) Polled(ctx context.Context, d *Delivery, f Fold, dec Decision) (
 		published = last
 	}
 	o.finished(was, r.Job)
-	switch err := o.publishCheck(ctx, d.Route, newCheck(r.Job, dec.Due, published), d.seq); {
+	switch err := o.put(ctx, d.Route, newCheck(r.Job, dec.Due, published), d.seq); {
 	case err == nil:
 		return Polled{Outcome: events.Stop(), Job: r.Job}, nil
 	case errors.Is(err, ErrCheckMoved):
@@ -449,7 +451,7 @@ func (o *Owner) Postpone(ctx context.Context, d *Delivery, until time.Time) even
 		return events.Later(wait)
 	}
 	c := events.Check{V: events.Version, JobID: d.JobID, Due: until.UTC(), Poll: d.Live}
-	switch err := o.publishCheck(ctx, d.Route, c, d.seq); {
+	switch err := o.put(ctx, d.Route, c, d.seq); {
 	case err == nil, errors.Is(err, ErrCheckMoved):
 		return events.Stop()
 	default:

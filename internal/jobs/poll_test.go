@@ -1,9 +1,11 @@
 package jobs_test
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pollux-dev/pollux/internal/jobs"
@@ -223,3 +225,30 @@ func TestQuietPollsReadTheRecordEvery32(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// A parked check comes back as a new message, its quiet polls counted in
+// its content, not in its deliveries: the record is read all the same at
+// every 32nd quiet poll of the job.
+func TestAParkedChecksQuietPollsReadTheRecord(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	r.submit("v2", false, time.Now())
+	r.deadEnd("v2", "")
+	v := r.check("v2")
+	c := *v.Check
+	ps := *c.Poll
+	ps.Polls, ps.Unchanged = 40, 32 // as a fired parked check carries them
+	c.Poll = &ps
+	b, err := json.Marshal(c)
+	require.NoError(t, err)
+	_, err = r.js.Publish(r.ctx, events.Default.Check("r", "v2"), b,
+		jetstream.WithExpectLastSequenceForSubject(v.Seq, events.Default.CheckOrParked("r", "v2")))
+	require.NoError(t, err)
+	d, msg := r.poll()
+	require.EqualValues(t, 2, d.N, "the new check's first poll")
+	require.True(t, d.Ended(), "the record was read")
+	out, err := r.o.Settle(r.ctx, d)
+	require.NoError(t, err)
+	r.settle(msg, out)
+	require.Equal(t, 40, r.get("v2").Polls)
+}

@@ -230,7 +230,7 @@ func (s *Service) check(ctx context.Context, r *route.Route, msg jetstream.Msg) 
 	case d.Unsubmitted():
 		return events.Later(schedule.Jitter(unsubmittedWait, schedule.RetryJitter, s.rnd))
 	case d.N <= 1 && d.Check.Poll != nil:
-		return s.arm(r, d, now)
+		return s.arm(ctx, r, d, now)
 	}
 	if wait := d.Wait(now); wait > 0 {
 		return events.Later(wait)
@@ -256,8 +256,8 @@ func (s *Service) jobLog(r *route.Route, d *jobs.Delivery) *zerolog.Logger {
 }
 
 // arm handles a check's first delivery: it waits until the check's first
-// poll is due.
-func (s *Service) arm(r *route.Route, d *jobs.Delivery, now time.Time) events.Outcome {
+// poll is due, parked when that is far away (jobs.Owner.Wait).
+func (s *Service) arm(ctx context.Context, r *route.Route, d *jobs.Delivery, now time.Time) events.Outcome {
 	wait := d.Check.Due.Sub(now)
 	if -wait > r.Policy.Longest() {
 		// Delivered for the first time long after it was due: a new
@@ -267,8 +267,11 @@ func (s *Service) arm(r *route.Route, d *jobs.Delivery, now time.Time) events.Ou
 		wait = schedule.Spread(r.Policy.Longest(), s.rnd)
 	}
 	wait = max(wait, 0)
-	s.dues.put(d.Seq(), d.N, time.Time{}, now.Add(wait))
-	return events.Later(wait)
+	out := s.jobs.Wait(ctx, d, now.Add(wait), wait)
+	if out.IsLater() {
+		s.dues.put(d.Seq(), d.N, time.Time{}, now.Add(out.Delay()))
+	}
+	return out
 }
 
 // observeDue records how late the delivery came (last is what this

@@ -11,7 +11,8 @@
 //	pollux.submit.<route>        POLLUX_INTAKE   (work queue)  Submit
 //	pollux.track.<route>         POLLUX_INTAKE                 Track
 //	pollux.cancel.<route>        POLLUX_INTAKE                 Cancel
-//	pollux.checks.<route>.<job>  POLLUX_CHECKS   (work queue, one message per subject)  Check
+//	pollux.checks.<route>.<slot>.<job>  POLLUX_CHECKS   (work queue, one message per subject)  Check
+//	pollux.parked.<route>.<slot>.<job>  POLLUX_CHECKS   (message schedule onto the check subject)  Check
 //	pollux.webhooks.<route>      POLLUX_WEBHOOKS (work queue, long duplicate window)    raw deliveries
 //	pollux.slots.<route>.<kind>.<i>  POLLUX_SLOTS  (work queue, one per subject)  budget leases
 //	pollux.events.<route>.<job>  POLLUX_EVENTS   (limits, max age)                      Event
@@ -40,6 +41,21 @@
 // check from before poll states (a "not_before" time and a partial "job"
 // record) still decodes, with its due time and no poll state: its job's
 // record then says what to poll.
+//
+// A check whose next poll is Options.ParkAfter or more away (default one
+// minute) is parked by the poller that holds it: published on the job's
+// parked subject as a message schedule (Nats-Schedule "@at", targeting the
+// job's check subject) instead of going back nak-delayed. A nak-delayed
+// check waits ack-pending in the poller's consumer, and the server's
+// consumer work is proportional to those: its redelivery timer walks
+// every pending entry and every state write encodes them all. A parked
+// one waits in the stream's scheduler (a timing wheel) at no cost per
+// tick, and fires ParkedLead before its poll is due, onto its check
+// subject, where its first delivery waits out the rest nak-delayed — so a
+// parked poll is as punctual as any. Whatever a job's check is, it is the
+// latest message on CheckOrParked, and every publish of a check expects
+// that message (Nats-Expected-Last-Subject-Sequence with its -Subject), so
+// parking, replacing and arming stay one step each.
 //
 // # Outcomes
 //

@@ -113,6 +113,34 @@ func (n Namespace) Check(route, job string) string {
 	return n.subject("checks", route, strconv.Itoa(CheckSlot(job)), job)
 }
 
+// Parked is the subject of a job's parked check: a check whose next poll
+// is far enough away to wait as a message schedule in the checks stream
+// rather than ack-pending in a poller's consumer. It fires a few seconds
+// before the poll is due, onto the job's check subject (Check). No
+// consumer reads it.
+func (n Namespace) Parked(route, job string) string {
+	return n.subject("parked", route, strconv.Itoa(CheckSlot(job)), job)
+}
+
+// CheckOrParked is the filter matching both of a job's check subjects, the
+// live one (Check) and the parked one (Parked): the latest message on it
+// is the job's check, and every publish of a check expects it (so a
+// check is parked, replaced or fired one step at a time).
+func (n Namespace) CheckOrParked(route, job string) string {
+	return n.subject("*", route, strconv.Itoa(CheckSlot(job)), job)
+}
+
+// ParkedChecks is the filter for route's parked checks.
+func (n Namespace) ParkedChecks(route string) string { return n.subject("parked", route, "*", "*") }
+
+// AllParked is the filter for every route's parked checks.
+func (n Namespace) AllParked() string { return n.subject("parked", "*", "*", "*") }
+
+// IsParked reports whether subject is a parked check's.
+func (n Namespace) IsParked(subject string) bool {
+	return strings.HasPrefix(subject, n.prefix+".parked.")
+}
+
 // Checks is the filter for all of route's check messages.
 func (n Namespace) Checks(route string) string { return n.subject("checks", route, "*", "*") }
 

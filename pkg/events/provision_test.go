@@ -131,7 +131,8 @@ func TestChecksStreamHoldsOneMessagePerJob(t *testing.T) {
 }
 
 // A checks stream made before poll contexts (which refused a second message
-// per subject) is updated in place, keeping its checks.
+// per subject) and before parked checks (no parked subjects, no
+// schedules, discard "new") is updated in place, keeping its checks.
 func TestSetupUpgradesTheChecksStream(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -140,6 +141,9 @@ func TestSetupUpgradesTheChecksStream(t *testing.T) {
 	old := n.Streams(events.Options{})[1]
 	require.Equal(t, n.ChecksStream(), old.Name)
 	old.DiscardNewPerSubject = true
+	old.Discard = jetstream.DiscardNew
+	old.Subjects = old.Subjects[:1]
+	old.AllowMsgSchedules, old.AllowRollup = false, false
 	_, err := js.CreateStream(ctx, old)
 	require.NoError(t, err)
 	_, err = js.Publish(ctx, n.Check("rep", "j1"), []byte(`{"v":1,"job_id":"j1"}`))
@@ -150,7 +154,19 @@ func TestSetupUpgradesTheChecksStream(t *testing.T) {
 	info, err := r.Checks.Info(ctx)
 	require.NoError(t, err)
 	require.False(t, info.Config.DiscardNewPerSubject)
+	require.True(t, info.Config.AllowMsgSchedules)
+	require.Contains(t, info.Config.Subjects, n.AllParked())
 	require.Equal(t, uint64(1), info.State.Msgs)
+
+	// A stream with subjects Pollux does not use is not Pollux's.
+	other := old
+	other.Name, other.Subjects = "OTHER", []string{"elsewhere.>"}
+	_, err = js.CreateStream(ctx, other)
+	require.NoError(t, err)
+	other.Subjects = []string{"elsewhere.more.>"}
+	_, err = events.EnsureStream(ctx, js, other)
+	var inc *events.IncompatibleError
+	require.ErrorAs(t, err, &inc)
 }
 
 func TestOutcomeSettle(t *testing.T) {

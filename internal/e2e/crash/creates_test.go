@@ -30,6 +30,8 @@ type creatingFleet struct {
 	log    *e2etest.EventLog
 	simURL string
 	ids    []string
+	// key prefixes the submissions' idempotency keys; model is theirs.
+	key, model string
 }
 
 // startCreatingFleet runs the fleet on the NATS servers at urls; svcURL
@@ -64,16 +66,16 @@ routes:
 		e2etest.Launch(t, name, append(tokenEnv, "POLLUX_NATS_URL="+svcURL(name), "POLLUX_CONFIG="+cfg, "POLLUX_METRICS_ADDR=",
 			"POLLUX_TIME_SCALE=50", "POLLUX_WEBHOOK_ADDR="+hookAddr), filepath.Join(bin, name))
 	}
-	return &creatingFleet{t: t, js: js, log: e2etest.FollowFleet(t, js), simURL: "http://" + simAddr}
+	return &creatingFleet{t: t, js: js, log: e2etest.FollowFleet(t, js), simURL: "http://" + simAddr, key: "create", model: "create/model"}
 }
 
 // submit publishes n submissions, retrying while the servers elect.
 func (f *creatingFleet) submit(n int) {
 	f.t.Helper()
 	for i := range n {
-		key := fmt.Sprintf("create-%05d", i)
+		key := fmt.Sprintf("%s-%05d", f.key, i)
 		f.ids = append(f.ids, events.KeyID("sim", key))
-		msg, err := json.Marshal(events.Submit{V: 1, IdempotencyKey: key, Model: "create/model", Input: json.RawMessage(`{}`)})
+		msg, err := json.Marshal(events.Submit{V: 1, IdempotencyKey: key, Model: f.model, Input: json.RawMessage(`{}`)})
 		require.NoError(f.t, err)
 		require.Eventually(f.t, func() bool {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -111,6 +113,23 @@ func (f *creatingFleet) check(timeout time.Duration) sim.Stats {
 	return st
 }
 
+// stoppableNATS starts a nats-server process with its store under dir,
+// which the test can stop and start again, and connects to it (the
+// connection reconnects for ever).
+func stoppableNATS(t *testing.T, bin, dir string) (*e2etest.NATSNode, string, jetstream.JetStream) {
+	t.Helper()
+	port := e2etest.FreePort(t)
+	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
+	node := e2etest.StartNode(t, "nats-server", filepath.Join(bin, "nats-server"), nil,
+		"-a", "127.0.0.1", "-p", strconv.Itoa(port), "-js", "-sd", filepath.Join(dir, "js"))
+	nc, err := nats.Connect(url, nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	return node, url, js
+}
+
 // TestChaosNATSRestartDuringCreates stops the nats-server (SIGTERM) while
 // ingest is creating jobs, keeps it down for five seconds and starts it
 // again on the same store: ingest has the provider's answers in hand for
@@ -126,15 +145,7 @@ func TestChaosNATSRestartDuringCreates(t *testing.T) {
 			t.Parallel()
 			bin := e2etest.Binaries(t)
 			dir := t.TempDir()
-			port := e2etest.FreePort(t)
-			url := fmt.Sprintf("nats://127.0.0.1:%d", port)
-			node := e2etest.StartNode(t, "nats-server", filepath.Join(bin, "nats-server"), nil,
-				"-a", "127.0.0.1", "-p", strconv.Itoa(port), "-js", "-sd", filepath.Join(dir, "js"))
-			nc, err := nats.Connect(url, nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
-			require.NoError(t, err)
-			t.Cleanup(nc.Close)
-			js, err := jetstream.New(nc)
-			require.NoError(t, err)
+			node, url, js := stoppableNATS(t, bin, dir)
 			f := startCreatingFleet(t, bin, dir, js, func(string) string { return url }, 1, idempotent)
 			n := e2etest.Size(150, 1500)
 			f.submit(n)

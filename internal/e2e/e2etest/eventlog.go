@@ -159,7 +159,7 @@ func WaitTerminal(t *testing.T, js jetstream.JetStream, log *EventLog, ids []str
 			t.Logf("  no check message")
 		default:
 			c, _ := json.Marshal(seen.Check)
-			t.Logf("  check seq %d published %s: %s", seen.Seq, seen.Published.Format(time.RFC3339Nano), c)
+			t.Logf("  check seq %d published %s (parked %v): %s", seen.Seq, seen.Published.Format(time.RFC3339Nano), seen.Parked, c)
 		}
 		for _, ev := range log.Jobs()[id] {
 			t.Logf("  event %d %s %s at %s", ev.Seq, ev.Type, ev.State, ev.Time.Format(time.RFC3339Nano))
