@@ -31,8 +31,12 @@ import (
 // Route is one route's sample.
 type Route struct {
 	Route string `json:"route"`
-	// Tracked counts the jobs being tracked: each has one check message.
+	// Tracked counts the jobs being tracked: each has one check message,
+	// in the poller's consumer or parked.
 	Tracked int `json:"tracked"`
+	// Parked counts those whose check is parked: their next poll is
+	// park_after or more away (see events.Namespace.Parked).
+	Parked int `json:"parked"`
 	// Backlog counts checks never delivered yet: new jobs no poller has
 	// picked up.
 	Backlog int `json:"backlog"`
@@ -196,6 +200,12 @@ func takeRoute(ctx context.Context, ns events.Namespace, res *events.Resources, 
 			r.Backlog += int(ci.NumPending)
 		}
 	}
+	parked, err := countParked(ctx, ns, res, name)
+	if err != nil {
+		return r, err
+	}
+	r.Parked = parked
+	r.Tracked += parked
 	oldest, err := oldestUnresolved(ctx, ns, res, get, name, now)
 	if err != nil {
 		return r, fmt.Errorf("oldest unresolved job: %w", err)
@@ -361,6 +371,33 @@ func parseBudgetConsumer(name string) (scope, kind string, ok bool) {
 }
 
 // consumerInfo returns a consumer's info, nil when it does not exist.
+// countParked counts route's parked checks with one direct get: a batch
+// get of the first message on the route's parked subjects says how many
+// follow it (Nats-Num-Pending), which the server counts from its subject
+// index without reading a message.
+func countParked(ctx context.Context, ns events.Namespace, res *events.Resources, route string) (int, error) {
+	req, err := json.Marshal(map[string]any{"seq": 0, "next_by_subj": ns.ParkedChecks(route), "batch": 1})
+	if err != nil {
+		return 0, err
+	}
+	m, err := res.JS.Conn().RequestWithContext(ctx, "$JS.API.DIRECT.GET."+ns.ChecksStream(), req)
+	if err != nil {
+		return 0, fmt.Errorf("count parked checks: %w", err)
+	}
+	switch m.Header.Get("Status") {
+	case "404":
+		return 0, nil
+	case "":
+	default:
+		return 0, fmt.Errorf("count parked checks: %s %s", m.Header.Get("Status"), m.Header.Get("Description"))
+	}
+	n, err := strconv.Atoi(m.Header.Get("Nats-Num-Pending"))
+	if err != nil {
+		return 0, fmt.Errorf("count parked checks: no count in the answer")
+	}
+	return n + 1, nil
+}
+
 func consumerInfo(ctx context.Context, s jetstream.Stream, name string) (*jetstream.ConsumerInfo, error) {
 	c, err := s.Consumer(ctx, name)
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {

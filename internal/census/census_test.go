@@ -45,6 +45,13 @@ func TestTake(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, created)
 	}
+	// Two jobs' checks parked (as a poller leaves them), one on another
+	// route.
+	for _, p := range [][2]string{{"r", "d"}, {"r", "e"}, {"other", "f"}} {
+		_, err = js.Publish(ctx, ns.Parked(p[0], p[1]), []byte(`{"v":1}`), jetstream.WithScheduleAt(time.Now().Add(time.Hour)),
+			jetstream.WithScheduleTarget(ns.Check(p[0], p[1])))
+		require.NoError(t, err)
+	}
 	_, err = js.Publish(ctx, ns.Submit("r"), []byte(`{}`))
 	require.NoError(t, err)
 	pauses := route.NewPauses(res.Routes, zerolog.Nop())
@@ -68,7 +75,8 @@ func TestTake(t *testing.T) {
 	require.Nil(t, s.Routes[0].Operator, "resumed")
 	r := s.Routes[0]
 	require.Equal(t, "r", r.Route)
-	require.Equal(t, 3, r.Tracked)
+	require.Equal(t, 5, r.Tracked, "three in the consumer, two parked")
+	require.Equal(t, 2, r.Parked)
 	require.Equal(t, 3, r.Backlog, "armed, not yet delivered")
 	require.Equal(t, 1, r.Intake)
 	require.Equal(t, census.Leases{Out: 1, Cap: 3}, r.Leases[events.SlotStatus])
@@ -87,7 +95,7 @@ func TestTake(t *testing.T) {
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
 # HELP pollux_jobs_tracked Jobs being tracked (one check message each), by route.
 # TYPE pollux_jobs_tracked gauge
-pollux_jobs_tracked{route="r"} 3
+pollux_jobs_tracked{route="r"} 5
 # HELP pollux_route_paused 1 while a route is paused, by route and kind (rate_limit, auth, operator).
 # TYPE pollux_route_paused gauge
 pollux_route_paused{kind="auth",route="r"} 0

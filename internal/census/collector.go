@@ -55,6 +55,7 @@ func (c *Collector) Run(ctx context.Context) error {
 
 var (
 	descTracked  = prometheus.NewDesc("pollux_jobs_tracked", "Jobs being tracked (one check message each), by route.", []string{"route"}, nil)
+	descParked   = prometheus.NewDesc("pollux_jobs_parked", "Tracked jobs whose check is parked (next poll park_after or more away), by route.", []string{"route"}, nil)
 	descBacklog  = prometheus.NewDesc("pollux_checks_backlog", "Checks no poller has picked up yet, by route.", []string{"route"}, nil)
 	descOldest   = prometheus.NewDesc("pollux_unresolved_oldest_seconds", "How long the route's oldest unresolved job has been at its provider (since its submit; 0: none), by route.", []string{"route"}, nil)
 	descIntake   = prometheus.NewDesc("pollux_intake_backlog", "Intake messages not yet handled, by route.", []string{"route"}, nil)
@@ -77,7 +78,7 @@ var (
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descTracked, descBacklog, descOldest, descIntake, descLeases, descCap,
+	for _, d := range []*prometheus.Desc{descTracked, descParked, descBacklog, descOldest, descIntake, descLeases, descCap,
 		descLevelOut, descLevelCap, descRunning, descRunCap, descRunConf, descRate, descRateConf, descRateLow, descPaused, descPauseFor, descWebhooks, descEvents, descAge} {
 		ch <- d
 	}
@@ -96,6 +97,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, r := range s.Routes {
 		g(descTracked, float64(r.Tracked), r.Route)
+		g(descParked, float64(r.Parked), r.Route)
 		g(descBacklog, float64(r.Backlog), r.Route)
 		g(descOldest, time.Duration(r.Oldest).Seconds(), r.Route)
 		g(descIntake, float64(r.Intake), r.Route)

@@ -42,9 +42,9 @@ func (c *RoutesListCmd) Run(g *Globals) error {
 			return json.NewEncoder(g.Stdout).Encode(s.Routes)
 		}
 		w := tabwriter.NewWriter(g.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(w, "ROUTE\tSTATE\tTRACKED\tBACKLOG\tOLDEST")
+		fmt.Fprintln(w, "ROUTE\tSTATE\tTRACKED\tPARKED\tBACKLOG\tOLDEST")
 		for _, r := range s.Routes {
-			fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\n", r.Route, r.StateText(s.At), r.Tracked, r.Backlog, time.Duration(r.Oldest).Round(time.Second))
+			fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%s\n", r.Route, r.StateText(s.At), r.Tracked, r.Parked, r.Backlog, time.Duration(r.Oldest).Round(time.Second))
 		}
 		return w.Flush()
 	})

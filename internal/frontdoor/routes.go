@@ -43,9 +43,10 @@ type RouteView struct {
 	// in force (an operator's and the provider's may overlap).
 	Pause  *PauseView  `json:"pause,omitempty"`
 	Pauses []PauseView `json:"pauses"`
-	// Tracked, Backlog, Intake, OldestS and Leases are the census's
-	// (census.Route).
+	// Tracked, Parked, Backlog, Intake, OldestS and Leases are the
+	// census's (census.Route).
 	Tracked int                      `json:"tracked"`
+	Parked  int                      `json:"parked"`
 	Backlog int                      `json:"backlog"`
 	Intake  int                      `json:"intake"`
 	OldestS float64                  `json:"oldest_s"`
@@ -113,7 +114,7 @@ func (s *Server) routes(w http.ResponseWriter, r *http.Request) *apiError {
 	for _, cr := range snap.Routes {
 		v := RouteView{
 			Name: cr.Route, State: "running", StateText: cr.StateText(snap.At), Pauses: []PauseView{},
-			Tracked: cr.Tracked, Backlog: cr.Backlog, Intake: cr.Intake, OldestS: time.Duration(cr.Oldest).Seconds(),
+			Tracked: cr.Tracked, Parked: cr.Parked, Backlog: cr.Backlog, Intake: cr.Intake, OldestS: time.Duration(cr.Oldest).Seconds(),
 			Leases: cr.Leases,
 		}
 		if cr.Paused() {
