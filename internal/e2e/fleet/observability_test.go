@@ -47,7 +47,7 @@ time_scale: 50
 seed: 5
 webhook_secret: `+obsSecret+`
 default: {queue_median: 2s, run_median: 20s, run_sigma: 0.3, fail_rate: 0.2}
-models: {"slow/obs": {queue_median: 2s, run_median: 300s, run_sigma: 0.05}}
+models: {"slow/obs": {queue_median: 2s, run_median: 600s, run_sigma: 0.05}}
 faults: {webhook_missing_rate: 0.3, rate_limit_rate: 0.01, retry_after: 1s}
 `, env, "OBS_TOKEN")
 
@@ -87,8 +87,10 @@ scrape_configs:
 		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", promPort))
 
 	log := e2etest.FollowFleet(t, js)
-	// One slow job first (6 s at this time scale), so that the oldest
-	// unresolved job has an age worth measuring, then 60 quick ones.
+	// One slow job first (12 s at this time scale: a census every second
+	// sees it open even on a loaded machine, where the fleet and
+	// Prometheus start late), so that the oldest unresolved job has an age
+	// worth measuring, then 60 quick ones.
 	const n = 61
 	for i := range n {
 		model := "a/b"
