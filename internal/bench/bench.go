@@ -29,7 +29,7 @@ type Config struct {
 	// 5000): enough that the demand exceeds what is measured.
 	Jobs int
 	// Sizes are the tracked-job counts of the capacity section (default
-	// 100k and 300k).
+	// 1M and 3M).
 	Sizes []int
 	// ServerPprof, when set, is the loopback port a single nats-server
 	// serves its pprof on (its --profile), to profile the server.
@@ -37,8 +37,8 @@ type Config struct {
 	// Processes are the poller process counts of the fleet section
 	// (default 1, 2 and 4).
 	Processes []int
-	// Partitions is the partition count of the partitioned capacity run
-	// (default 4).
+	// Partitions is the check partitions of the cluster's capacity run,
+	// spread over its nodes (default 3).
 	Partitions int
 	// Only runs these sections (default: all of Sections).
 	Only []string
@@ -50,12 +50,12 @@ func (c Config) withDefaults() Config {
 	c.Window = cmp.Or(c.Window, 10*time.Second)
 	c.Jobs = cmp.Or(c.Jobs, 5000)
 	if len(c.Sizes) == 0 {
-		c.Sizes = []int{100_000, 300_000}
+		c.Sizes = []int{1_000_000, 3_000_000}
 	}
 	if len(c.Processes) == 0 {
 		c.Processes = []int{1, 2, 4}
 	}
-	c.Partitions = cmp.Or(c.Partitions, 4)
+	c.Partitions = cmp.Or(c.Partitions, 3)
 	if len(c.Only) == 0 {
 		c.Only = Sections
 	}

@@ -35,13 +35,21 @@
 //     route and state (first five pages by cursor), of one filtered by
 //     route and creation time, and of a search; the CPU per page; the Go
 //     heap per job; and the writes building the index made (0 per job);
-//   - capacity: 100k and 300k tracked jobs (and the largest again,
-//     partitioned), polls spread at 2000/s: server and poller memory per
-//     job, server CPU, poll lateness p50/p99;
+//   - capacity: 1M and 3M tracked jobs, polls spread at 2000/s, checks
+//     parked as they are by default; at 1M also the workload mix (20 % of
+//     the jobs due within the first minute, the rest spread over the poll
+//     interval) and the same with parking off (every check nak-delayed
+//     in the consumer): server and poller memory per job,
+//     checks ack-pending in the consumer, server CPU and CPU per poll,
+//     poll lateness p50/p99 over a 150 s window (longer than the file
+//     store's periodic write of a stream's whole state), each 10 s of it
+//     shown as it runs;
 //   - timers: nak-delayed messages vs message schedules (Nats-Schedule) as
-//     the timer, at the same sizes: memory, CPU waiting and firing,
+//     the timer, at 100k and 300k: memory, CPU waiting and firing,
 //     lateness;
-//   - cluster: the cycle measurement on a three-node cluster, R3.
+//   - cluster: the cycle measurement on a three-node cluster, R3; and the
+//     1M capacity run there, its checks over three partitions, each
+//     node's CPU and memory.
 //
 // Jobs are written straight into the jobs bucket and the checks stream for
 // the measurements that are not about ingest (seed), as ingest would
@@ -76,6 +84,42 @@
 // shrink the sum (each partition's consumer scans and encodes its own
 // share: 4 partitions measured 184 %). What would: fewer checks
 // ack-pending on the consumer that polls — the long waits parked where a
-// waiting message costs nothing per tick (message schedules, or a stream
-// read by due time), only near-term checks nak-delayed (issue 22).
+// waiting message costs nothing per tick, only near-term checks
+// nak-delayed.
+//
+// # Parked checks
+//
+// That is what Pollux does (events.Options.ParkAfter, package jobs): a
+// check whose next poll is a minute or more away waits as a message
+// schedule and fires 2 s before it is due. The candidates, side by side:
+//
+//   - nak-delay only (before): O(ack-pending) consumer work, above.
+//   - a coarser consumer for far-future checks: a second consumer holds
+//     the same ack-pending entries, so the same O(ack-pending) work;
+//     consumer settings change none of it (AckWait and MaxAckPending do
+//     not enter the scan; BackOff adds to every nak).
+//   - a parked-checks stream read by due time (subjects by minute,
+//     drained by a sweeper): Pollux would own a timer wheel, its leader
+//     election and its restarts.
+//   - message schedules (chosen): the server's own timer wheel, per
+//     message, replicated and recovered with the stream (its state file
+//     is written with the stream's), and the check stays a message of the
+//     checks stream, so "one check per job" stays one expectation on the
+//     job's two subjects.
+//
+// Profiled at 1M tracked, 2000 polls/s, every check parked, ~5,000
+// checks ack-pending (the 2 s lead; with a 5 s lead 11,000 and checkPending
+// still 19 % of the server's CPU): the server's work is now per poll —
+// firing (runMsgScheduling, 15 %), stores (10 %), the term of the held
+// check and the park's roll-up of its own subject (6 %), the wildcard
+// expectation (4 %) — plus GC (14 %) over a ~1 GB heap.
+//
+// What parking does not remove: every 2-2.5 minutes the file store writes
+// the checks stream's whole state, its per-subject index (41 MB at 1M
+// jobs) and, with schedules, their state (50 MB), holding the stream for
+// 1-2 s; polls due then come that late (seen in the 10 s slices as one
+// slice with a p99 of 1.5-2.2 s while the others stay near 200 ms;
+// correlated with the files' write times). It grows with the jobs tracked
+// by one stream; splitting the checks over several streams would shrink
+// each write (not done: it changes the wire contract).
 package bench

@@ -216,6 +216,19 @@ func (s *server) usage() (usage, error) {
 	return total, nil
 }
 
+// nodeUsage is each server process's usage, in node order.
+func (s *server) nodeUsage() ([]usage, error) {
+	out := make([]usage, len(s.procs))
+	for i, p := range s.procs {
+		u, err := p.usage()
+		if err != nil {
+			return nil, err
+		}
+		out[i] = u
+	}
+	return out, nil
+}
+
 func freePort() (int, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

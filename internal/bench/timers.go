@@ -10,21 +10,24 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
+// timerSizes are the timer counts compared.
+var timerSizes = []int{100_000, 300_000}
+
 // timerRate is how many timers fire per second in the timer comparison.
 const timerRate = 5000
 
 // timerWindow is how long firing is measured.
 const timerWindow = 20 * time.Second
 
-// timers compares JetStream's two ways to wake a job later, at the same
-// sizes as the capacity runs: a message nak'd with a delay (what the
-// poller does: it waits ack-pending in its consumer) and a message
-// schedule (Nats-Schedule @at, server 2.12+: it waits in the stream's
-// scheduler and is then published to a target subject). For each: server
-// memory per waiting timer, server CPU while they wait (none due) and
-// while they fire, and how late they fire.
+// timers compares JetStream's two ways to wake a job later, at
+// timerSizes: a message nak'd with a delay (what the poller does for near
+// polls: it waits ack-pending in its consumer) and a message schedule
+// (Nats-Schedule @at, server 2.12+: it waits in the stream's scheduler and
+// is then published to a target subject; what a parked check is). For
+// each: server memory per waiting timer, server CPU while they wait (none
+// due) and while they fire, and how late they fire.
 func (r *runner) timers(ctx context.Context) error {
-	for _, n := range r.cfg.Sizes {
+	for _, n := range timerSizes {
 		for _, kind := range []string{"nak-delay", "schedule"} {
 			err := r.withServer(ctx, false, func(s *server, _ *nats.Conn, js jetstream.JetStream) error {
 				return r.timerRun(ctx, s, js, kind, n)

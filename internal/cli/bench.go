@@ -16,9 +16,9 @@ type BenchCmd struct {
 	Bin         string        `name:"bin" env:"POLLUX_BENCH_BIN" default:"bin" help:"Directory holding the nats-server and poller binaries (make bench builds them)."`
 	Window      time.Duration `name:"window" env:"POLLUX_BENCH_WINDOW" default:"10s" help:"How long each rate is measured."`
 	Jobs        int           `name:"jobs" env:"POLLUX_BENCH_JOBS" default:"5000" help:"Jobs kept busy by the rate measurements."`
-	Sizes       []int         `name:"sizes" env:"POLLUX_BENCH_SIZES" default:"100000,300000" help:"Tracked-job counts of the capacity section."`
+	Sizes       []int         `name:"sizes" env:"POLLUX_BENCH_SIZES" default:"1000000,3000000" help:"Tracked-job counts of the capacity section (the smallest also runs the workload mix, parking off and partitioned)."`
 	Processes   []int         `name:"processes" env:"POLLUX_BENCH_PROCESSES" default:"1,2,4" help:"Poller process counts of the fleet section."`
-	Partitions  int           `name:"partitions" env:"POLLUX_BENCH_PARTITIONS" default:"4" help:"Check partitions of the partitioned capacity run."`
+	Partitions  int           `name:"partitions" env:"POLLUX_BENCH_PARTITIONS" default:"3" help:"Check partitions of the cluster's capacity run."`
 	Only        []string      `name:"only" env:"POLLUX_BENCH_ONLY" help:"Run only these sections (micro, cycles, fleet, ingest, limits, webhook, index, capacity, timers, cluster)."`
 	JSON        bool          `name:"json" env:"POLLUX_BENCH_JSON" help:"Print the report as one JSON object."`
 	CPUProfile  string        `name:"cpuprofile" env:"POLLUX_BENCH_CPUPROFILE" help:"Write a CPU profile of this process (its in-process pollers, ingest and webhook receiver) to this file, for go tool pprof."`
