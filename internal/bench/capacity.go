@@ -272,7 +272,7 @@ func (r *runner) capacityRun(ctx context.Context, c capacityCase) error {
 		r.report.add(Row{Group: g, Name: label + ": checks waiting in the consumer", Value: float64(pending), Unit: "",
 			Note: "ack-pending as polls begin; the rest are parked"})
 		r.report.add(Row{Group: g, Name: label + ": server CPU while the checks wait", Value: cpu, Unit: "% of a core",
-			Note: fmt.Sprintf("%.0f polls/s due and made", polls)})
+			Note: fmt.Sprintf("%d polls/s due, %.0f/s made", duePerSecond, polls)})
 		cpuRow := r.report.add(Row{Group: g, Name: label + ": server CPU per poll", Value: perPoll, Unit: "µs"})
 		r.report.add(Row{Group: g, Name: label + ": poll lateness p50", Value: ms(q[0]), Unit: "ms"})
 		row := r.report.add(Row{Group: g, Name: label + ": poll lateness p99", Value: ms(q[1]), Unit: "ms",
