@@ -57,7 +57,11 @@
 // meanwhile, the check it fired replaced the outsider's, which replaces
 // that in turn), and one removing it deletes the parked check and what its
 // parker left on the check subject. A parked check counts every poll, so
-// an outsider ends its job at once.
+// an outsider ends its job at once. A fire already under way when an
+// outsider removes the parked check (microseconds on one server, a
+// proposal on a cluster) still lands on the check subject: its first poll
+// ends it when the provider says the job ended (one status call more),
+// else the record's read at the job's 32nd quiet poll does.
 //
 // # Counting polls
 //

@@ -250,7 +250,6 @@ func TestAParkedCheckFiresOnceAcrossAFailover(t *testing.T) {
 	require.NoError(t, err)
 	old := info.Cluster.Leader
 	c.Stop(old)
-	defer c.Start(old)
 	require.Eventually(t, func() bool {
 		info, err := r.res.Checks.Info(r.ctx)
 		return err == nil && info.Cluster.Leader != "" && info.Cluster.Leader != old
