@@ -5,10 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-	"github.com/stretchr/testify/require"
-
 	"github.com/pollux-dev/pollux/internal/config"
 	"github.com/pollux-dev/pollux/internal/dev"
 	"github.com/pollux-dev/pollux/internal/e2e/e2etest"
@@ -27,11 +23,7 @@ func TestChaosClusterFailover(t *testing.T) {
 		t.Skip("cluster run")
 	}
 	c := natstest.NewCluster(t)
-	nc, err := nats.Connect(c.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
+	nc, js := c.Connect(t)
 	e := e2etest.StartWith(t, nc, js, dev.StackConfig{
 		Sim: sim.Config{TimeScale: e2etest.Scale, Seed: 41, Default: sim.Model{
 			QueueMedian: e2etest.D(2 * time.Second), QueueSigma: 0.4, RunMedian: e2etest.D(200 * time.Second), RunSigma: 0.4, FailRate: 0.05}},

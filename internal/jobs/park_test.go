@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
@@ -238,11 +237,7 @@ func TestAParkedCheckFiresOnceAcrossAFailover(t *testing.T) {
 	}
 	t.Parallel()
 	c := natstest.NewCluster(t)
-	nc, err := nats.Connect(c.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
+	_, js := c.Connect(t)
 	r := parkingRigR(t, js, 3)
 	due := r.submitAndPark("p5", time.Now().Add(parkAfter+2*time.Second))
 

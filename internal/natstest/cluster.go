@@ -7,8 +7,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pollux-dev/pollux/internal/embedded"
@@ -50,6 +53,19 @@ func NewCluster(t testing.TB) *Cluster {
 		}
 	})
 	return c
+}
+
+// Connect connects to the cluster, failing over between its nodes and
+// reconnecting for ever (every 100 ms); the connection is closed when the
+// test ends.
+func (c *Cluster) Connect(t testing.TB) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(c.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	return nc, js
 }
 
 // URL lists every node's client URL, for a client that fails over.
