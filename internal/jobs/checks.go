@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pollux-dev/pollux/pkg/events"
@@ -136,10 +137,10 @@ func (o *Owner) park(ctx context.Context, route string, c events.Check, last uin
 	if err != nil {
 		return err
 	}
-	// Schedules have whole seconds: rounded down, the lead only grows.
-	fire := c.Due.Add(-events.ParkedLead).Truncate(time.Second)
-	_, err = o.js.Publish(ctx, o.ns.Parked(route, c.JobID), b,
-		jetstream.WithScheduleAt(fire), jetstream.WithScheduleTarget(o.ns.Check(route, c.JobID)),
+	m := nats.NewMsg(o.ns.Parked(route, c.JobID))
+	m.Data = b
+	m.Header.Set(jetstream.ScheduleHeader, events.ScheduleAt(c.Due.Add(-events.ParkedLead)))
+	_, err = o.js.PublishMsg(ctx, m, jetstream.WithScheduleTarget(o.ns.Check(route, c.JobID)),
 		jetstream.WithExpectLastSequenceForSubject(last, o.ns.CheckOrParked(route, c.JobID)))
 	if events.IsWrongLastSequence(err) {
 		return ErrCheckMoved

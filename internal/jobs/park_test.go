@@ -92,7 +92,9 @@ func TestAFarPollParksItsCheck(t *testing.T) {
 	t.Parallel()
 	_, _, js := natstest.JetStream(t)
 	r := parkingRig(t, js)
-	due := r.submitAndPark("p1", time.Now().Add(parkAfter+2*time.Second))
+	// Due at .9 of a second: a fire time rounded to the second would
+	// come most of a second before the lead.
+	due := r.submitAndPark("p1", time.Now().Add(parkAfter+2*time.Second).Truncate(time.Second).Add(900*time.Millisecond))
 	v := r.check("p1")
 	require.Equal(t, 1, v.Check.Poll.Polls)
 	msgs, pending := r.stored()
@@ -102,6 +104,8 @@ func TestAFarPollParksItsCheck(t *testing.T) {
 	d, msg := r.fired("p1", parkAfter+5*time.Second)
 	require.EqualValues(t, 1, d.N)
 	require.False(t, time.Now().After(due), "fired before it is due")
+	require.False(t, time.Now().Before(due.Add(-events.ParkedLead-100*time.Millisecond)),
+		"fired no earlier than its lead: the schedule keeps the fraction of a second")
 	require.False(t, r.check("p1").Parked)
 	out := r.o.Wait(r.ctx, d, d.Check.Due, time.Until(d.Check.Due))
 	require.True(t, out.IsLater(), "the rest of the wait is nak-delayed")
@@ -211,6 +215,36 @@ func TestParkingLeavesOneCheck(t *testing.T) {
 		return msgs == 1 && pending == 0
 	}, 5*time.Second, 20*time.Millisecond, "one check: the parked one")
 	require.True(t, r.check("p3").Parked)
+}
+
+// A route repartitioned while a check is parked loses nothing: the check
+// fires onto its subject, and the partition that now holds the job's slot
+// delivers it, once.
+func TestAParkedCheckFollowsARepartition(t *testing.T) {
+	t.Parallel()
+	_, _, js := natstest.JetStream(t)
+	r := parkingRig(t, js)
+	due := r.submitAndPark("p6", time.Now().Add(parkAfter+time.Second))
+
+	opts := events.Options{ParkAfter: parkAfter, CheckAckWait: 2 * time.Second}
+	require.NoError(t, r.res.Checks.DeleteConsumer(r.ctx, events.Default.PartitionConsumer("r", 0, 1)))
+	var parts [2]jetstream.Consumer
+	for p := range parts {
+		c, err := events.EnsureConsumer(r.ctx, r.res.Checks, events.Default.PollerConsumerConfig("r", p, 2, opts))
+		require.NoError(t, err)
+		parts[p] = c
+	}
+	mine := events.CheckSlot("p6") % 2
+	r.cons = parts[mine]
+	fd, fm := r.fired("p6", time.Until(due)+5*time.Second)
+	require.EqualValues(t, 1, fd.N)
+	require.Equal(t, 1, fd.Live.Polls, "the poll made before the repartition is counted")
+	require.NoError(t, fm.Ack())
+	b, err := parts[1-mine].Fetch(1, jetstream.FetchMaxWait(2*time.Second))
+	require.NoError(t, err)
+	for m := range b.Messages() {
+		t.Fatalf("the other partition got %s", m.Subject())
+	}
 }
 
 // A parked check outlasts a server restart: one whose fire time passed

@@ -115,9 +115,10 @@ func (n Namespace) Check(route, job string) string {
 
 // Parked is the subject of a job's parked check: a check whose next poll
 // is far enough away to wait as a message schedule in the checks stream
-// rather than ack-pending in a poller's consumer. It fires a few seconds
-// before the poll is due, onto the job's check subject (Check). No
-// consumer reads it.
+// rather than ack-pending in a poller's consumer. It fires ParkedLead
+// before the poll is due, onto the job's check subject (Check), so
+// whichever partition holds the job's slot then delivers it. No consumer
+// reads it.
 func (n Namespace) Parked(route, job string) string {
 	return n.subject("parked", route, strconv.Itoa(CheckSlot(job)), job)
 }

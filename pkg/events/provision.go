@@ -53,14 +53,22 @@ type Options struct {
 }
 
 // ParkedLead is how long before its poll is due a parked check fires onto
-// its check subject: the message scheduler has whole-second times and
+// its check subject. The message scheduler runs at most every 250 ms and
 // fires a few hundred milliseconds late under load, so the check is back
 // in the consumer early and its first delivery waits (nak-delayed) until
 // the poll is due, to the millisecond. The lead is short because every
 // check back early waits ack-pending in the consumer, which is what
-// parking saves (measured at 1M tracked: a 5 s lead kept 11,000 checks
-// pending and cost the server ~19 % of a core in redelivery scans).
-const ParkedLead = 2 * time.Second
+// parking saves (measured at 1M tracked: the consumer's redelivery scans
+// cost the server in proportion to those; a 5 s lead kept 11,000 checks
+// pending and cost ~19 % of a core, 2 s with fire times rounded down to
+// the second kept 4,500).
+const ParkedLead = time.Second
+
+// ScheduleAt is the Nats-Schedule header value of a schedule firing once
+// at t: "@at" and t in RFC 3339 with its fraction of a second, which the
+// server keeps (its parser reads RFC 3339 whole; the Go client's
+// WithScheduleAt would drop the fraction and fire up to a second early).
+func ScheduleAt(t time.Time) string { return "@at " + t.UTC().Format(time.RFC3339Nano) }
 
 // MinParkAfter is the shortest ParkAfter allowed: a check parks only for
 // a wait well beyond ParkedLead and the scheduler's lateness.
