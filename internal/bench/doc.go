@@ -91,7 +91,7 @@
 //
 // That is what Pollux does (events.Options.ParkAfter, package jobs): a
 // check whose next poll is a minute or more away waits as a message
-// schedule and fires 2 s before it is due. The candidates, side by side:
+// schedule and fires 1 s before it is due. The candidates, side by side:
 //
 //   - nak-delay only (before): O(ack-pending) consumer work, above.
 //   - a coarser consumer for far-future checks: a second consumer holds
@@ -107,24 +107,31 @@
 //     checks stream, so "one check per job" stays one expectation on the
 //     job's two subjects.
 //
-// Measured side by side (make bench, 150 s windows, 2000 polls/s): at 1M
-// tracked the server spends 53 % of a core (266 µs a poll) with checks
-// parked against 154 % (770 µs) with every check nak-delayed, p50
-// lateness 79 ms against 659 ms; at 3M 60 % (298 µs), 615 B of server
-// memory per job, p99 221 ms. Profiled at 1M with a 5 s lead (11,000
-// checks ack-pending; the 2 s lead keeps ~4,500), the server's work is
-// per poll: firing (runMsgScheduling, 15 %), stores (10 %), the term of
-// the held check and the park's roll-up of its own subject (6 %), the
+// Measured side by side (make bench, 150 s windows, 2000 polls/s; the
+// README's second table): at 1M tracked the server spends 25 % of a core
+// (127 µs a poll) with checks parked against 125 % (622 µs) with every
+// check nak-delayed, p50 lateness 48 ms against 340 ms; at 3M 31 %
+// (157 µs), 533 B of server memory per job, p99 109 ms. Profiled at 1M
+// with a 5 s lead (11,000 checks ack-pending), the server's work is per
+// poll: firing (runMsgScheduling, 15 %), stores (10 %), the term of the
+// held check and the park's roll-up of its own subject (6 %), the
 // wildcard expectation (4 %), the redelivery scan of the checks back
-// early (19 % with the 5 s lead, about halved with 2 s) — plus GC (14 %)
-// over a ~1 GB heap.
+// early (19 %) — plus GC (14 %) over a ~1 GB heap. The scan is why the
+// lead is short and exact: the fire time carries its fraction of a
+// second (events.ScheduleAt); rounded down to the second, a 2 s lead
+// brought checks back 2-3 s early, ~4,000 pending at 1M, and cost 152 µs
+// a poll and p99 295 ms against 138 µs and 115 ms with 1 s exact (~1,600
+// pending), the two run back to back on the same machine.
 //
 // What parking does not remove: every 2-2.5 minutes the file store writes
 // the checks stream's whole state, its per-subject index (41 MB at 1M
 // jobs) and, with schedules, their state (50 MB), holding the stream for
-// 1-2 s; polls due then come that late (seen in the 10 s slices as one
-// slice with a p99 of 1.5-2.2 s while the others stay near 200 ms;
-// correlated with the files' write times). It grows with the jobs tracked
-// by one stream; splitting the checks over several streams would shrink
-// each write (not done: it changes the wire contract).
+// up to a second; polls due then come that late (one 10 s slice with a
+// p99 of 0.6 s with the 1 s lead, 1.0 s with the 2 s one, 1.5-2.2 s on a
+// slower machine, while the others stay near 110 ms; correlated with the
+// files' write times). A stream of more than a million subjects skips
+// that write (nats-server's threshold), so 3M shows none. It grows with
+// the jobs tracked by one stream; splitting the checks over several
+// streams would shrink each write (not done: it changes the wire
+// contract).
 package bench
