@@ -347,11 +347,13 @@ func (s *Service) sweepQueue(ctx context.Context, q *queue) (int, error) {
 	}
 	dropped := 0
 	for {
-		batch, err := c.Fetch(256, jetstream.FetchMaxWait(500*time.Millisecond))
+		// No wait: the batch ends with what the queue holds, so every
+		// batch is read to its end and leaves no pull request behind.
+		batch, err := c.FetchNoWait(256)
 		if err != nil {
 			return dropped, err
 		}
-		n := 0
+		n, last := 0, false
 		for m := range batch.Messages() {
 			n++
 			md, err := m.Metadata()
@@ -361,14 +363,12 @@ func (s *Service) sweepQueue(ctx context.Context, q *queue) (int, error) {
 			if s.sweepTicket(ctx, q, m.Data(), md.Sequence.Stream) {
 				dropped++
 			}
-			if md.NumPending == 0 {
-				return dropped, nil
-			}
+			last = md.NumPending == 0
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, context.DeadlineExceeded) {
 			return dropped, err
 		}
-		if n == 0 {
+		if n == 0 || last {
 			return dropped, nil
 		}
 	}

@@ -100,6 +100,10 @@ func (c *Cluster) Start(name string) {
 		StoreDir: n.dir, Port: n.port, ServerName: n.Name,
 		Cluster: server.ClusterOpts{Name: "pollux-test", Host: "127.0.0.1", Port: n.clusterPort},
 		Routes:  c.routes,
+		// Three servers forming under make test's load (the race detector,
+		// every package at once on two cores) can take more than the
+		// default 10 s.
+		StartTimeout: time.Minute,
 	})
 	require.NoError(c.t, err)
 	n.s = s
