@@ -1,6 +1,7 @@
 package console_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pollux-dev/pollux/internal/dev"
@@ -183,6 +186,27 @@ func TestOperatorConsole(t *testing.T) {
 		b.waitJS("the tracked job's end", `document.querySelector('li.ev[data-type=succeeded]')`, live)
 		require.Contains(t, b.text("#record"), remote)
 		b.shot("job-tracked")
+	})
+
+	t.Run("OverviewCountsParkedChecks", func(t *testing.T) {
+		b := b.on(t)
+		// A check parked an hour away, as a poller parks one: the census
+		// counts it, and the route's card says so.
+		ns, id := events.Default, "console-parked-1"
+		m := nats.NewMsg(ns.Parked(dev.RouteName, id))
+		m.Data = []byte(`{"v":1,"job_id":"console-parked-1"}`)
+		m.Header.Set(jetstream.ScheduleHeader, events.ScheduleAt(time.Now().Add(time.Hour)))
+		m.Header.Set(jetstream.ScheduleTargetHeader, ns.Check(dev.RouteName, id))
+		_, err := f.js.PublishMsg(t.Context(), m)
+		require.NoError(t, err)
+		t.Cleanup(func() {
+			s, err := f.js.Stream(context.Background(), ns.ChecksStream())
+			require.NoError(t, err)
+			require.NoError(t, s.Purge(context.Background(), jetstream.WithPurgeSubject(m.Subject)))
+		})
+		b.open("#/", "section.route")
+		b.waitJS("the parked check counted", fmt.Sprintf(`[...document.querySelectorAll('section.route[data-route=%q] .metric-sub')].some(e => e.textContent.endsWith(', 1 parked'))`, dev.RouteName), live)
+		b.shot("overview-parked")
 	})
 
 	// Last: once resumed, held-back work returns within

@@ -114,7 +114,7 @@ function fleet(routes, all) {
   const pausedN = routes.filter(paused).length;
   return [
     stat('Routes', `${routes.length}`, pausedN ? `${pausedN} paused` : 'all running', pausedN ? 'warn' : ''),
-    stat('Tracked', fmtNum(sum((r) => r.tracked)), 'jobs at providers'),
+    stat('Tracked', fmtNum(sum((r) => r.tracked)), sum((r) => r.parked) ? `jobs at providers, ${fmtNum(sum((r) => r.parked))} parked` : 'jobs at providers'),
     stat('Backlog', fmtNum(sum((r) => r.backlog) + sum((r) => r.intake)), 'checks + intake waiting'),
     stat('Completions', fmtNum(a.completions || 0), 'last hour'),
     stat('Polls / completion', done ? fmtNum(a.polls_per_completion, 2) : '—', 'last hour'),
@@ -177,7 +177,7 @@ function card(ctx, r, reload) {
     pauseLines,
     h('div.route-body',
       h('div.metrics',
-        metric('Tracked', fmtNum(r.tracked), 'jobs with a check'),
+        metric('Tracked', fmtNum(r.tracked), r.parked ? `jobs with a check, ${fmtNum(r.parked)} parked` : 'jobs with a check'),
         metric('Backlog', fmtNum(r.backlog), 'checks not yet taken'),
         metric('Intake', fmtNum(r.intake), 'messages waiting'),
         metric('Oldest unresolved', r.oldest_s ? fmtDur(r.oldest_s) : '—', 'at the provider'),
