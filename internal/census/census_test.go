@@ -3,6 +3,7 @@ package census_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -286,4 +287,43 @@ func TestABudgetedWalkOverstatesThenCatchesUp(t *testing.T) {
 	require.Positive(t, takes, "two events a take: the first take stops short of e")
 	require.Less(t, takes, 10, "the takes reach e")
 	require.Equal(t, eFirst.Sequence, cursor().Seq)
+}
+
+// A route with many parked checks is counted from one slot, so a census
+// does not walk (and hold) the checks stream's whole subject index: with
+// 80,001 parked the count is the first slot's times the slots, within a
+// few percent; below the threshold it is exact.
+func TestManyParkedChecksAreCountedFromOneSlot(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, _, js := natstest.JetStream(t)
+	ns := events.Default
+	res, err := ns.Setup(ctx, js, events.Options{})
+	require.NoError(t, err)
+	_, err = events.EnsureConsumer(ctx, res.Checks, ns.PollerConsumerConfig("big", 0, 1, events.Options{}))
+	require.NoError(t, err)
+	_, err = events.EnsureConsumer(ctx, res.Checks, ns.PollerConsumerConfig("small", 0, 1, events.Options{}))
+	require.NoError(t, err)
+	park := func(route string, n int) {
+		for i := range n {
+			_, err := js.PublishAsync(ns.Parked(route, fmt.Sprintf("job-%06d", i)), []byte(`{"v":1}`))
+			require.NoError(t, err)
+			if i%5000 == 4999 {
+				<-js.PublishAsyncComplete()
+			}
+		}
+		<-js.PublishAsyncComplete()
+	}
+	park("big", 80_001)
+	park("small", 3_000)
+
+	s, err := census.Take(ctx, ns, res, nil)
+	require.NoError(t, err)
+	parked := map[string]int{}
+	for _, r := range s.Routes {
+		parked[r.Route] = r.Parked
+	}
+	require.Equal(t, 3_000, parked["small"], "exact below the threshold")
+	require.Zero(t, parked["big"]%events.CheckSlots, "estimated from one slot")
+	require.InEpsilon(t, 80_001, parked["big"], 0.1)
 }

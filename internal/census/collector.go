@@ -55,7 +55,7 @@ func (c *Collector) Run(ctx context.Context) error {
 
 var (
 	descTracked  = prometheus.NewDesc("pollux_jobs_tracked", "Jobs being tracked (one check message each), by route.", []string{"route"}, nil)
-	descParked   = prometheus.NewDesc("pollux_jobs_parked", "Tracked jobs whose check is parked (next poll park_after or more away), by route.", []string{"route"}, nil)
+	descParked   = prometheus.NewDesc("pollux_jobs_parked", "Tracked jobs whose check is parked (next poll park_after or more away), by route; above ~64k estimated from one check slot.", []string{"route"}, nil)
 	descBacklog  = prometheus.NewDesc("pollux_checks_backlog", "Checks no poller has picked up yet, by route.", []string{"route"}, nil)
 	descOldest   = prometheus.NewDesc("pollux_unresolved_oldest_seconds", "How long the route's oldest unresolved job has been at its provider (since its submit; 0: none), by route.", []string{"route"}, nil)
 	descIntake   = prometheus.NewDesc("pollux_intake_backlog", "Intake messages not yet handled, by route.", []string{"route"}, nil)

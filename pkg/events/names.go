@@ -134,6 +134,11 @@ func (n Namespace) CheckOrParked(route, job string) string {
 // ParkedChecks is the filter for route's parked checks.
 func (n Namespace) ParkedChecks(route string) string { return n.subject("parked", route, "*", "*") }
 
+// ParkedInSlot is the filter for route's parked checks in one slot.
+func (n Namespace) ParkedInSlot(route string, slot int) string {
+	return n.subject("parked", route, strconv.Itoa(slot), "*")
+}
+
 // AllParked is the filter for every route's parked checks.
 func (n Namespace) AllParked() string { return n.subject("parked", "*", "*", "*") }
 
