@@ -23,16 +23,27 @@ import (
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
+// setup provisions Pollux's streams on a fresh embedded server, with a
+// poller consumer for each of routes (the census finds routes by them).
+func setup(t *testing.T, routes ...string) (jetstream.JetStream, *events.Resources) {
+	t.Helper()
+	ctx := context.Background()
+	_, _, js := natstest.JetStream(t)
+	res, err := events.Default.Setup(ctx, js, events.Options{})
+	require.NoError(t, err)
+	for _, r := range routes {
+		_, err = events.EnsureConsumer(ctx, res.Checks, events.Default.PollerConsumerConfig(r, 0, 1, events.Options{}))
+		require.NoError(t, err)
+	}
+	return js, res
+}
+
 func TestTake(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	_, _, js := natstest.JetStream(t)
+	js, res := setup(t, "r")
 	ns := events.Default
-	res, err := ns.Setup(ctx, js, events.Options{})
-	require.NoError(t, err)
-	_, err = events.EnsureConsumer(ctx, res.Checks, ns.PollerConsumerConfig("r", 0, 1, events.Options{}))
-	require.NoError(t, err)
-	_, err = events.EnsureConsumer(ctx, res.Intake, ns.IngestConsumerConfig("r", events.Options{}))
+	_, err := events.EnsureConsumer(ctx, res.Intake, ns.IngestConsumerConfig("r", events.Options{}))
 	require.NoError(t, err)
 	b, err := budget.Ensure(ctx, js, ns, res.Slots, "r", events.SlotStatus, budget.Limit{Concurrency: 3}, events.Options{})
 	require.NoError(t, err)
@@ -112,17 +123,15 @@ pollux_route_paused{kind="rate_limit",route="r"} 1
 func TestTakeLevels(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	_, _, js := natstest.JetStream(t)
+	js, res := setup(t)
 	ns := events.Default
-	res, err := ns.Setup(ctx, js, events.Options{})
-	require.NoError(t, err)
 	p := budget.NewPool(js, ns, res.Slots, events.Options{})
 	defer p.Close()
 	levels := []budget.Level{
 		{Level: events.LevelAccount, Name: "acct", Submit: budget.Limit{Concurrency: 4}, Running: 3},
 		{Level: events.LevelRoute, Name: "r", Running: 2},
 	}
-	_, err = p.Calls(ctx, levels, events.SlotSubmit)
+	_, err := p.Calls(ctx, levels, events.SlotSubmit)
 	require.NoError(t, err)
 	slots, err := p.Running(ctx, levels)
 	require.NoError(t, err)
@@ -159,10 +168,8 @@ func TestTakeLevels(t *testing.T) {
 func TestOldestUnresolvedFollowsTheJobsNotTheirChecks(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	_, _, js := natstest.JetStream(t)
+	js, res := setup(t)
 	ns := events.Default
-	res, err := ns.Setup(ctx, js, events.Options{})
-	require.NoError(t, err)
 	var clock time.Time
 	owner := jobs.New(ns, js, res, jobs.Config{Now: func() time.Time { return clock }})
 	since := map[string]time.Time{}
@@ -240,10 +247,8 @@ func firstEvent(t *testing.T, js jetstream.JetStream, ns events.Namespace, id st
 func TestABudgetedWalkOverstatesThenCatchesUp(t *testing.T) {
 	defer census.SetWalkBudget(2)()
 	ctx := context.Background()
-	_, _, js := natstest.JetStream(t)
+	js, res := setup(t)
 	ns := events.Default
-	res, err := ns.Setup(ctx, js, events.Options{})
-	require.NoError(t, err)
 	owner := jobs.New(ns, js, res, jobs.Config{})
 	for _, id := range []string{"a", "b", "c", "d", "e"} {
 		j := &state.Job{ID: id, Route: "r", RemoteID: "r-" + id, State: state.Queued, Tracked: true}
@@ -296,14 +301,8 @@ func TestABudgetedWalkOverstatesThenCatchesUp(t *testing.T) {
 func TestManyParkedChecksAreCountedFromOneSlot(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	_, _, js := natstest.JetStream(t)
+	js, res := setup(t, "big", "small")
 	ns := events.Default
-	res, err := ns.Setup(ctx, js, events.Options{})
-	require.NoError(t, err)
-	_, err = events.EnsureConsumer(ctx, res.Checks, ns.PollerConsumerConfig("big", 0, 1, events.Options{}))
-	require.NoError(t, err)
-	_, err = events.EnsureConsumer(ctx, res.Checks, ns.PollerConsumerConfig("small", 0, 1, events.Options{}))
-	require.NoError(t, err)
 	park := func(route string, n int) {
 		for i := range n {
 			_, err := js.PublishAsync(ns.Parked(route, fmt.Sprintf("job-%06d", i)), []byte(`{"v":1}`))

@@ -60,12 +60,7 @@ func NewCluster(t testing.TB) *Cluster {
 // test ends.
 func (c *Cluster) Connect(t testing.TB) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	nc, err := nats.Connect(c.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
-	return nc, js
+	return reconnecting(t, c.URL())
 }
 
 // URL lists every node's client URL, for a client that fails over.

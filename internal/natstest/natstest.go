@@ -113,7 +113,14 @@ func (r *Restartable) URL() string { return fmt.Sprintf("nats://127.0.0.1:%d", r
 // the connection is closed when the test ends.
 func (r *Restartable) Connect(t testing.TB) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	nc, err := nats.Connect(r.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	return reconnecting(t, r.URL())
+}
+
+// reconnecting connects to url (one or more servers), reconnecting
+// forever every 100 ms; the connection is closed when the test ends.
+func reconnecting(t testing.TB, url string) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)

@@ -1,0 +1,52 @@
+package census
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pollux-dev/pollux/internal/natstest"
+	"github.com/pollux-dev/pollux/pkg/events"
+)
+
+// BenchmarkCountParked measures what counting a route's parked checks
+// costs the server (and holds the checks stream for) with a million
+// checks in the stream, half of them parked: the census's count from one
+// slot against a count of every slot (go test -run - -bench CountParked
+// ./internal/census; seeding takes ~10 s).
+func BenchmarkCountParked(b *testing.B) {
+	ctx := context.Background()
+	_, _, js := natstest.JetStream(b)
+	ns := events.Default
+	res, err := ns.Setup(ctx, js, events.Options{})
+	require.NoError(b, err)
+	for i := range 1_000_000 {
+		id := fmt.Sprintf("job-%08d", i)
+		subj := ns.Check("r", id)
+		if i%2 == 1 {
+			subj = ns.Parked("r", id)
+		}
+		_, err := js.PublishAsync(subj, []byte(`{"v":1}`))
+		require.NoError(b, err)
+		if i%10_000 == 9_999 {
+			<-js.PublishAsyncComplete()
+		}
+	}
+	<-js.PublishAsyncComplete()
+	b.Run("census", func(b *testing.B) {
+		for b.Loop() {
+			n, err := countParked(ctx, ns, res, "r")
+			require.NoError(b, err)
+			require.InEpsilon(b, 500_000, n, 0.05)
+		}
+	})
+	b.Run("every-slot", func(b *testing.B) {
+		for b.Loop() {
+			n, err := countParkedOn(ctx, ns, res, ns.ParkedChecks("r"))
+			require.NoError(b, err)
+			require.Equal(b, 500_000, n)
+		}
+	})
+}
