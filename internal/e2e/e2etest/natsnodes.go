@@ -135,7 +135,9 @@ func (c *ShippedCluster) URLsAs(user string) string {
 	return strings.Join(urls, ",")
 }
 
-// Connect connects as admin once the cluster has a JetStream meta leader.
+// Connect connects as admin once the cluster can place a replicated
+// stream: a meta leader is elected and every node is its JetStream peer
+// (services started before that wait for it only so long, 30 s).
 func (c *ShippedCluster) Connect(t *testing.T) jetstream.JetStream {
 	t.Helper()
 	nc, err := nats.Connect(c.URLsAs("admin"), nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
@@ -143,11 +145,12 @@ func (c *ShippedCluster) Connect(t *testing.T) jetstream.JetStream {
 	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
 	require.NoError(t, err)
-	WaitFor(t, "a JetStream meta leader", 30*time.Second, func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	WaitFor(t, "a JetStream cluster that places R3 streams", time.Minute, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_, err := js.AccountInfo(ctx)
-		return err == nil
+		_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: "E2E_READY", Subjects: []string{"e2e.ready"},
+			Storage: jetstream.MemoryStorage, Replicas: len(c.Nodes)})
+		return err == nil && js.DeleteStream(ctx, "E2E_READY") == nil
 	})
 	return js
 }
