@@ -3,29 +3,29 @@
 // named point kill the process (exit status 137, as a SIGKILL would) with
 // that probability. It lets a test kill a process exactly where a random
 // SIGKILL would rarely land, such as between a provider's answer and the
-// write that records it. Unset, Hit costs one map lookup on an empty map.
+// write that records it.
+//
+// The crash points exist only in binaries built with the build tag
+// faultpoints (go build -tags faultpoints), as the end-to-end tests build
+// the fleet (internal/e2e/e2etest). In every other build — make build, the
+// image, go install — Hit is an empty function the compiler removes, and
+// the binary does not read POLLUX_FAULTPOINTS at all:
+// internal/version's TestMakeBuildStampsVersion checks the shipped
+// binaries for it.
 package faultpoint
 
 import (
 	"fmt"
-	"math/rand/v2"
-	"os"
 	"strconv"
 	"strings"
-	"sync"
 )
 
-// Env is the environment variable that arms fault points.
+// Env is the environment variable that arms fault points (in a build
+// with the faultpoints tag).
 const Env = "POLLUX_FAULTPOINTS"
 
-var points = sync.OnceValue(func() map[string]float64 {
-	m, err := Parse(os.Getenv(Env))
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "%s: %v\n", Env, err)
-		os.Exit(2)
-	}
-	return m
-})
+// Tag is the build tag that compiles the crash points in.
+const Tag = "faultpoints"
 
 // Parse reads "name:probability,..." into a map.
 func Parse(s string) (map[string]float64, error) {
@@ -43,12 +43,4 @@ func Parse(s string) (map[string]float64, error) {
 		m[name] = v
 	}
 	return m, nil
-}
-
-// Hit crashes the process with the probability armed for name.
-func Hit(name string) {
-	if p, ok := points()[name]; ok && rand.Float64() < p {
-		fmt.Fprintf(os.Stderr, "faultpoint %s: crashing\n", name)
-		os.Exit(137)
-	}
 }

@@ -1,6 +1,7 @@
 package version
 
 import (
+	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 )
+
+// faultEnv is internal/faultpoint's Env, spelled out: importing the
+// package here would not change what make build links.
+const faultEnv = "POLLUX_FAULTPOINTS"
 
 func TestResolve(t *testing.T) {
 	t.Parallel()
@@ -46,7 +51,9 @@ func TestResolve(t *testing.T) {
 }
 
 // make build stamps the version and revision it is given into every
-// binary, and each prints them with --version.
+// binary, and each prints them with --version. The binaries it ships
+// carry no crash points: none reads POLLUX_FAULTPOINTS (internal/faultpoint
+// compiles them in only with the faultpoints build tag).
 func TestMakeBuildStampsVersion(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binaries")
@@ -67,5 +74,8 @@ func TestMakeBuildStampsVersion(t *testing.T) {
 		out, err := cmd.CombinedOutput()
 		require.NoError(t, err, "%s --version: %s", bin, out)
 		require.Equal(t, bin+" v9.8.7-test (revision 0123456789abcdef, "+runtime.Version()+")", strings.TrimSpace(string(out)))
+		b, err := os.ReadFile(filepath.Join(dir, bin))
+		require.NoError(t, err)
+		require.False(t, bytes.Contains(b, []byte(faultEnv)), "%s carries the crash points (it reads %s)", bin, faultEnv)
 	}
 }

@@ -20,14 +20,16 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pollux-dev/pollux/internal/faultpoint"
 	"github.com/pollux-dev/pollux/internal/natstest"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/provider/sim"
 )
 
 // Binaries builds the fleet's binaries (ingest, poller, webhook, pollux)
-// and a nats-server once per test package, into a directory Main removes;
-// it returns that directory.
+// with the crash points compiled in (the faultpoints build tag, see
+// internal/faultpoint), and a nats-server, once per test package, into a
+// directory Main removes; it returns that directory.
 func Binaries(t *testing.T) string {
 	t.Helper()
 	dir := Root(t)
@@ -43,13 +45,20 @@ func Binaries(t *testing.T) string {
 			if pkg == "github.com/nats-io/nats-server/v2" {
 				bin = filepath.Join(out, "nats-server")
 			}
-			cmd := exec.CommandContext(context.Background(), "go", "build", "-o", bin, pkg)
+			cmd := exec.CommandContext(context.Background(), "go", "build", "-tags", faultpoint.Tag, "-o", bin, pkg)
 			cmd.Dir = dir
 			if b, err := cmd.CombinedOutput(); err != nil {
 				build.err = fmt.Errorf("go build %s: %w: %s", pkg, err, b)
 				return
 			}
 		}
+		// The fault tests arm crash points through the environment: a
+		// build without them would pass those tests without one crash.
+		b, err := os.ReadFile(filepath.Join(out, "ingest"))
+		if err == nil && !bytes.Contains(b, []byte(faultpoint.Env)) {
+			err = fmt.Errorf("the ingest binary built with -tags %s does not read %s", faultpoint.Tag, faultpoint.Env)
+		}
+		build.err = err
 	})
 	require.NoError(t, build.err)
 	return build.dir
