@@ -34,7 +34,7 @@ var _ provider.Finder = Finding{}
 // listItem is the part of a listed prediction the lookup reads; the item
 // itself is parsed as any prediction.
 type listItem struct {
-	Webhook   string    `json:"webhook"`
+	Webhook   *string   `json:"webhook"`
 	CreatedAt time.Time `json:"created_at"`
 }
 
@@ -80,7 +80,15 @@ func (f Finding) Find(ctx context.Context, req provider.SubmitRequest) (provider
 				older = true // newest first: the window is behind us
 				break
 			}
-			if it.Webhook != req.WebhookURL || it.CreatedAt.After(to) {
+			if it.CreatedAt.After(to) {
+				continue
+			}
+			if it.Webhook == nil {
+				// Not "no webhook": the list does not show them, and
+				// would never show the job's.
+				return provider.Status{}, false, fmt.Errorf("%w: the prediction list shows no webhook URLs (find_by_webhook needs an API whose list does)", provider.ErrCannotTell)
+			}
+			if *it.Webhook != req.WebhookURL {
 				continue
 			}
 			if match != nil {

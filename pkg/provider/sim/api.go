@@ -351,7 +351,14 @@ const ListPageSize = 100
 type predictionPage struct {
 	Next     *string          `json:"next"`
 	Previous *string          `json:"previous"`
-	Results  []wirePrediction `json:"results"`
+	Results  []listedPrediction `json:"results"`
+}
+
+// listedPrediction is a prediction as listed: with its webhook URL always,
+// "" for none, so that a client can tell a list that shows webhook URLs.
+type listedPrediction struct {
+	wirePrediction
+	Webhook string `json:"webhook"`
 }
 
 // handleList serves GET /v1/predictions: the predictions not lost, newest
@@ -384,7 +391,7 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request, now time.Tim
 		}
 		start = n
 	}
-	page := predictionPage{Results: []wirePrediction{}}
+	page := predictionPage{Results: []listedPrediction{}}
 	var last uint64
 	s.mu.Lock()
 	for i := len(s.order) - 1; i >= 0; i-- {
@@ -404,7 +411,7 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request, now time.Tim
 			page.Next = &u
 			break
 		}
-		page.Results = append(page.Results, p.wire(now))
+		page.Results = append(page.Results, listedPrediction{wirePrediction: p.wire(now), Webhook: p.webhook})
 		last = p.seq
 	}
 	s.mu.Unlock()
