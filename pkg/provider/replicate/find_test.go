@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/pollux-dev/pollux/pkg/provider"
 	"github.com/pollux-dev/pollux/pkg/provider/replicate"
+	"github.com/pollux-dev/pollux/pkg/provider/sim"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
@@ -234,4 +236,38 @@ func TestFindErrorsAreClassified(t *testing.T) {
 			require.False(t, found)
 		})
 	}
+}
+
+// Against the simulated provider, whose list shows webhook URLs: the
+// prediction a create made is found by its job's URL, one never made is
+// not.
+func TestFindAtTheSimulatedProvider(t *testing.T) {
+	t.Parallel()
+	s, err := sim.New(sim.Config{})
+	require.NoError(t, err)
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(srv.Close)
+	f := finding(t, srv.URL)
+	a := f.(provider.Adapter)
+	start := time.Now()
+	req := provider.SubmitRequest{JobID: "j1", Model: "acme/video", Input: json.RawMessage(`{"prompt":"a"}`), WebhookURL: hook}
+	for _, other := range []string{hook + "0", ""} { // other jobs, made around it
+		r := req
+		r.WebhookURL = other
+		_, err := a.Submit(context.Background(), r)
+		require.NoError(t, err)
+	}
+	made, err := a.Submit(context.Background(), req)
+	require.NoError(t, err)
+
+	req.AttemptedAt, req.AttemptEnded = start, time.Now()
+	st, found, err := f.Find(context.Background(), req)
+	require.NoError(t, err)
+	require.True(t, found)
+	require.Equal(t, made.RemoteID, st.RemoteID)
+
+	req.WebhookURL = "https://hooks.example.com/webhooks/r?job=never"
+	_, found, err = f.Find(context.Background(), req)
+	require.NoError(t, err)
+	require.False(t, found)
 }

@@ -349,8 +349,8 @@ const ListPageSize = 100
 
 // predictionPage is Replicate's paginated list of predictions.
 type predictionPage struct {
-	Next     *string          `json:"next"`
-	Previous *string          `json:"previous"`
+	Next     *string            `json:"next"`
+	Previous *string            `json:"previous"`
 	Results  []listedPrediction `json:"results"`
 }
 
