@@ -611,14 +611,16 @@ func (s *Service) inDoubt(ctx context.Context, in intake, rec jobs.Record, inter
 		return s.giveUp(ctx, in, rec, lostReason(r, rec.Job), log)
 	case resolveFind:
 		st, found, err := s.find(ctx, r, finder, rec.Job)
-		if errors.Is(err, provider.ErrCannotTell) {
+		switch {
+		case errors.Is(err, provider.ErrCannotTell) && r.Adapter.Info().Idempotent:
+			log.Info().Err(err).Msg("the provider cannot tell whether it has the submission in doubt; it deduplicates, so submitting it again")
+			return s.submitAgain(ctx, in, rec, log)
+		case errors.Is(err, provider.ErrCannotTell):
 			return s.giveUp(ctx, in, rec, cannotTellReason(r, rec.Job, err), log)
-		}
-		if err != nil {
+		case err != nil:
 			log.Warn().Err(err).Msg("looking the submission in doubt up at the provider failed; retrying")
 			return events.Later(s.backoff(in)), "retry"
-		}
-		if found {
+		case found:
 			log.Info().Str("remote_id", st.RemoteID).Msg("the submission in doubt was found at the provider")
 			return s.created(ctx, in, rec, st, log)
 		}

@@ -285,6 +285,18 @@ func TestInDoubtTheProviderCannotTellIsLost(t *testing.T) {
 	require.Equal(t, 1, f.createsOf("u"), "no second create")
 }
 
+// A provider that cannot tell but deduplicates is simply asked again.
+func TestInDoubtTheProviderCannotTellButDeduplicates(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	f.idempotent = true
+	f.answers["v"] = []error{errLostAnswer, nil}
+	s := start(t, undecided{f}, config.Route{}, nil)
+	s.submit("v")
+	j := s.until("v", submitted)
+	require.Equal(t, "rem-v-0", j.RemoteID, "the job the first create made")
+}
+
 // At a provider that deduplicates, a create in doubt is simply made again:
 // the provider returns the job it has.
 func TestInDoubtAtAnIdempotentProviderIsRetried(t *testing.T) {
