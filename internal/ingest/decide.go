@@ -149,10 +149,19 @@ func resolve(j *state.Job, info provider.Info, canFind bool, callTimeout time.Du
 	return resolveLost, time.Time{}
 }
 
-// lostReason is the reason of a job lost in doubt.
+// lostReason is the reason of a job lost in doubt at a provider that
+// cannot be asked for it.
 func lostReason(r *route.Route, j *state.Job) string {
-	return "the outcome of an interrupted submit call is unknown and route " + r.Name +
-		"'s provider can neither find the job nor deduplicate a retry, so Pollux did not resubmit; look for idempotency key " +
+	return "the outcome of an interrupted submit call is unknown, and route " + r.Name +
+		"'s provider cannot be asked for the job (it shows back nothing Pollux sent that names it) nor deduplicates a retry, so Pollux did not resubmit; look for idempotency key " +
+		j.IdempotencyKey + " at the provider"
+}
+
+// cannotTellReason is the reason of a job lost in doubt when its provider
+// was asked and its answer could not tell (provider.ErrCannotTell).
+func cannotTellReason(r *route.Route, j *state.Job, err error) string {
+	return "the outcome of an interrupted submit call is unknown, and route " + r.Name +
+		"'s provider was asked for the job but could not tell (" + err.Error() + "), so Pollux did not resubmit; look for idempotency key " +
 		j.IdempotencyKey + " at the provider"
 }
 

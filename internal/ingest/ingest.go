@@ -608,23 +608,19 @@ func (s *Service) inDoubt(ctx context.Context, in intake, rec jobs.Record, inter
 	}
 	switch res {
 	case resolveLost:
-		obs := state.Observation{State: state.Lost, Reason: lostReason(r, rec.Job), Source: state.FromPollux, At: s.cfg.Now().UTC()}
-		after, err := s.jobs.GiveUp(ctx, rec, obs)
-		if err != nil {
-			return s.retry(log, err, "recording the job lost")
-		}
-		if !after.State.Terminal() || after.State != state.Lost {
-			return s.resume(ctx, in, after, log) // recorded meanwhile by the attempt's own process
-		}
-		log.Error().Msg("submission in doubt after an interrupted call; marked lost rather than risk a duplicate")
-		return events.Done(), "lost"
+		return s.giveUp(ctx, in, rec, lostReason(r, rec.Job), log)
 	case resolveFind:
 		st, found, err := s.find(ctx, r, finder, rec.Job)
-		if err != nil {
+		switch {
+		case errors.Is(err, provider.ErrCannotTell) && r.Adapter.Info().Idempotent:
+			log.Info().Err(err).Msg("the provider cannot tell whether it has the submission in doubt; it deduplicates, so submitting it again")
+			return s.submitAgain(ctx, in, rec, log)
+		case errors.Is(err, provider.ErrCannotTell):
+			return s.giveUp(ctx, in, rec, cannotTellReason(r, rec.Job, err), log)
+		case err != nil:
 			log.Warn().Err(err).Msg("looking the submission in doubt up at the provider failed; retrying")
 			return events.Later(s.backoff(in)), "retry"
-		}
-		if found {
+		case found:
 			log.Info().Str("remote_id", st.RemoteID).Msg("the submission in doubt was found at the provider")
 			return s.created(ctx, in, rec, st, log)
 		}
@@ -635,12 +631,29 @@ func (s *Service) inDoubt(ctx context.Context, in intake, rec jobs.Record, inter
 	return s.submitAgain(ctx, in, rec, log)
 }
 
+// giveUp ends a submission in doubt as lost, for reason — unless its
+// attempt's own process recorded the job meanwhile.
+func (s *Service) giveUp(ctx context.Context, in intake, rec jobs.Record, reason string, log zerolog.Logger) (events.Outcome, string) {
+	obs := state.Observation{State: state.Lost, Reason: reason, Source: state.FromPollux, At: s.cfg.Now().UTC()}
+	after, err := s.jobs.GiveUp(ctx, rec, obs)
+	if err != nil {
+		return s.retry(log, err, "recording the job lost")
+	}
+	if !after.State.Terminal() || after.State != state.Lost {
+		return s.resume(ctx, in, after, log) // recorded meanwhile by the attempt's own process
+	}
+	log.Error().Str("reason", reason).Msg("submission in doubt after an interrupted call; marked lost rather than risk a duplicate")
+	return events.Done(), "lost"
+}
+
 // find asks the provider for the job a submission created, under the
 // status budget.
 func (s *Service) find(ctx context.Context, r *route.Route, f provider.Finder, j *state.Job) (st provider.Status, found bool, err error) {
 	_, err = s.statusCall(ctx, r, "find", func(ctx context.Context) error {
 		var err error
-		st, found, err = f.Find(ctx, s.request(r, j))
+		req := s.request(r, j)
+		req.AttemptedAt, req.AttemptEnded = j.AttemptedAt, j.AttemptedAt.Add(s.callTimeout(r))
+		st, found, err = f.Find(ctx, req)
 		return err
 	})
 	return st, found, err

@@ -91,11 +91,21 @@ type finder struct{ *fake }
 func (f finder) Find(_ context.Context, req provider.SubmitRequest) (provider.Status, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if req.AttemptedAt.IsZero() || req.AttemptEnded.Sub(req.AttemptedAt) != time.Second {
+		return provider.Status{}, false, fmt.Errorf("%w: asked without the attempt's window (%v, %v)", provider.ErrCannotTell, req.AttemptedAt, req.AttemptEnded)
+	}
 	id, ok := f.jobs[req.IdempotencyKey]
 	if !ok {
 		return provider.Status{}, false, nil
 	}
 	return provider.Status{RemoteID: id, Observation: state.Observation{State: state.Running, Raw: "processing"}}, true, nil
+}
+
+// undecided is a provider that can be asked but whose answer cannot tell.
+type undecided struct{ *fake }
+
+func (undecided) Find(context.Context, provider.SubmitRequest) (provider.Status, bool, error) {
+	return provider.Status{}, false, fmt.Errorf("%w: two predictions carry the job's webhook URL", provider.ErrCannotTell)
 }
 
 // errLostAnswer is a create the provider made whose answer never came.
@@ -255,7 +265,36 @@ func TestInDoubtWithoutMeansIsLost(t *testing.T) {
 	j := s.until("d", func(j *state.Job) bool { return j.State.Terminal() })
 	require.Equal(t, state.Lost, j.State)
 	require.Contains(t, j.Reason, "key-d")
+	require.Contains(t, j.Reason, "cannot be asked for the job")
 	require.Equal(t, 1, f.createsOf("d"), "no second create")
+}
+
+// A provider asked for a create in doubt whose answer cannot tell (two
+// matches, too many to read) has the job lost, with what it said: never a
+// second create.
+func TestInDoubtTheProviderCannotTellIsLost(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	f.answers["u"] = []error{errLostAnswer}
+	s := start(t, undecided{f}, config.Route{}, nil)
+	s.submit("u")
+	j := s.until("u", func(j *state.Job) bool { return j.State.Terminal() })
+	require.Equal(t, state.Lost, j.State)
+	require.Contains(t, j.Reason, "was asked for the job but could not tell")
+	require.Contains(t, j.Reason, "two predictions carry")
+	require.Equal(t, 1, f.createsOf("u"), "no second create")
+}
+
+// A provider that cannot tell but deduplicates is simply asked again.
+func TestInDoubtTheProviderCannotTellButDeduplicates(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	f.idempotent = true
+	f.answers["v"] = []error{errLostAnswer, nil}
+	s := start(t, undecided{f}, config.Route{}, nil)
+	s.submit("v")
+	j := s.until("v", submitted)
+	require.Equal(t, "rem-v-0", j.RemoteID, "the job the first create made")
 }
 
 // At a provider that deduplicates, a create in doubt is simply made again:

@@ -30,7 +30,13 @@ type SubmitRequest struct {
 	// has one, so the provider stops work Pollux will no longer wait for.
 	Deadline time.Time
 	// WebhookURL asks the provider to notify this URL; empty for none.
+	// Pollux's is per job (it names the job), so a provider that shows it
+	// back can be asked for the job by it (Finder).
 	WebhookURL string
+	// AttemptedAt and AttemptEnded, set for Finder.Find, bound when the
+	// call in doubt was made: a job it created was created in between, by
+	// Pollux's clock.
+	AttemptedAt, AttemptEnded time.Time
 }
 
 // Status is a normalized provider answer about one job.
@@ -111,14 +117,23 @@ type Adapter interface {
 }
 
 // Finder is implemented by adapters whose provider can look a job up by
-// something Pollux sent when it created it (an idempotency key, a
-// client-side id, metadata, the per-job webhook URL). Pollux asks it
-// before it gives up a submission whose create call got no answer: found,
-// the job is followed; not found, it is submitted again.
+// something Pollux sent when it created it and that names that one job (a
+// client-side id, metadata, the per-job webhook URL) — never by the input
+// alone, which two jobs may share. Pollux asks it before it gives up a
+// submission whose create call got no answer: found, the job is followed;
+// not found, it is submitted again; ErrCannotTell, it is lost. An adapter
+// whose provider cannot be asked does not implement it (see
+// docs/providers.md for which can).
 type Finder interface {
-	// Find looks for the job req created. found false must mean the
-	// provider has no job from req: Pollux asks only once the interrupted
-	// call's timeout has passed, and then submits again.
+	// Find looks for the job req created, among the jobs created between
+	// req.AttemptedAt and req.AttemptEnded (give or take the clocks'
+	// skew). found false must mean the provider has no job from req:
+	// Pollux asks only once the interrupted call's timeout has passed, and
+	// then submits again. When the answer cannot say — more than one job
+	// matches, more jobs in the window than the lookup reads, nothing sent
+	// with req that the provider shows back — it returns an error wrapping
+	// ErrCannotTell, and the job is lost. Other errors are classified as
+	// any call's, and the lookup is retried.
 	Find(ctx context.Context, req SubmitRequest) (st Status, found bool, err error)
 }
 
@@ -149,6 +164,9 @@ var (
 	ErrSignature   = errors.New("webhook signature invalid")
 	ErrMalformed   = errors.New("webhook malformed")
 	ErrUnsupported = errors.New("not supported by this provider")
+	// ErrCannotTell is Finder.Find's answer when the provider's answer
+	// cannot tell whether it has the job.
+	ErrCannotTell = errors.New("the provider cannot tell whether it has the job")
 )
 
 // VerifyError is what Webhooks.Verify returns for a signature verifier's

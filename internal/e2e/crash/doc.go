@@ -3,7 +3,9 @@
 // and restarted by supervisors, ingest crashing between the provider's
 // create answer and its record (TestChaosKillProcesses); the nats-server
 // stopped while creates are in flight, and the leader of the job bucket of
-// deploy/nats/cluster SIGKILLed mid-create (the *DuringCreates tests).
+// deploy/nats/cluster SIGKILLed mid-create (the *DuringCreates tests);
+// ingest killed after the provider accepted a create, its successor
+// finding the job at the provider (TestInDoubtCreateIsFoundAfterACrash).
 // Every job must still end once, none be created twice, none be lost that
 // the provider has.
 //

@@ -20,4 +20,11 @@
 // with Standard Webhooks v1; the signing secret is configured or fetched
 // once from /v1/webhooks/default/secret (a failed fetch is retried after
 // 1 s, doubling up to 30 s, deliveries meanwhile answered 503).
+//
+// Replicate's prediction list shows nothing a client sent that names a
+// prediction (no webhook URL, metadata or key), so the adapter cannot find
+// a create whose answer was lost. With the option find_by_webhook, for an
+// API whose list does show webhook URLs (Pollux's simulated provider), New
+// returns a Finding, a provider.Finder that looks the job up by its
+// per-job webhook URL in the attempt's window (find.go).
 package replicate

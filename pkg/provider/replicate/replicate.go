@@ -37,6 +37,12 @@ type Options struct {
 	// header (Pollux's simulated provider does; Replicate documents no such
 	// header), so a submission whose outcome is in doubt may be retried.
 	Idempotent bool `json:"idempotent,omitempty"`
+	// FindByWebhook declares that the account's prediction list (GET
+	// /v1/predictions) shows each prediction's webhook URL (Pollux's
+	// simulated provider does; Replicate's documented list does not), so a
+	// submission whose outcome is in doubt is looked up by the per-job
+	// webhook URL Pollux sent (Finding). Default false.
+	FindByWebhook bool `json:"find_by_webhook,omitempty"`
 }
 
 // Adapter talks to one Replicate account.
@@ -50,9 +56,17 @@ type Adapter struct {
 	failures int       // failed secret fetches in a row
 }
 
-// New builds an adapter from a route's configuration.
+// New builds an adapter from a route's configuration: a Finding when its
+// options say the account's prediction list can find a job.
 func New(cfg provider.Config) (provider.Adapter, error) {
-	return NewAdapter(cfg)
+	a, err := NewAdapter(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if a.opts.FindByWebhook {
+		return Finding{a}, nil
+	}
+	return a, nil
 }
 
 // NewAdapter builds an adapter and returns its concrete type.

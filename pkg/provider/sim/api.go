@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -339,4 +341,79 @@ func (s *Server) answer(w http.ResponseWriter, id string, now time.Time, cancel 
 // handleSecret serves GET /v1/webhooks/default/secret.
 func (s *Server) handleSecret(w http.ResponseWriter, _ *http.Request, _ time.Time) {
 	writeJSON(w, http.StatusOK, map[string]string{"key": s.secret})
+}
+
+// ListPageSize is how many predictions a page of GET /v1/predictions
+// holds, as at Replicate.
+const ListPageSize = 100
+
+// predictionPage is Replicate's paginated list of predictions.
+type predictionPage struct {
+	Next     *string            `json:"next"`
+	Previous *string            `json:"previous"`
+	Results  []listedPrediction `json:"results"`
+}
+
+// listedPrediction is a prediction as listed: with its webhook URL always,
+// "" for none, so that a client can tell a list that shows webhook URLs.
+type listedPrediction struct {
+	wirePrediction
+	Webhook string `json:"webhook"`
+}
+
+// handleList serves GET /v1/predictions: the predictions not lost, newest
+// first, ListPageSize a page, created at or after created_after and before
+// created_before (RFC 3339, both optional), "next" naming the following
+// page by a cursor. Each carries its webhook URL (a sim extension: Replicate's
+// list does not), which is what a client can find its predictions by.
+func (s *Server) handleList(w http.ResponseWriter, r *http.Request, now time.Time) {
+	q := r.URL.Query()
+	var after, before time.Time
+	for name, t := range map[string]*time.Time{"created_after": &after, "created_before": &before} {
+		v := q.Get(name)
+		if v == "" {
+			continue
+		}
+		parsed, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			writeProblem(w, http.StatusBadRequest, "Bad request", fmt.Sprintf("%s: %q is not an ISO 8601 date-time", name, v))
+			return
+		}
+		*t = parsed
+	}
+	// The cursor is the sequence number the page starts below.
+	start := uint64(math.MaxUint64)
+	if c := q.Get("cursor"); c != "" {
+		n, err := strconv.ParseUint(c, 10, 64)
+		if err != nil {
+			writeProblem(w, http.StatusBadRequest, "Bad request", "cursor: not a cursor this API gave")
+			return
+		}
+		start = n
+	}
+	page := predictionPage{Results: []listedPrediction{}}
+	var last uint64
+	s.mu.Lock()
+	for i := len(s.order) - 1; i >= 0; i-- {
+		p := s.order[i]
+		if p.seq >= start || p.lostBy(now) || !before.IsZero() && !p.createdAt.Before(before) {
+			continue
+		}
+		if !after.IsZero() && p.createdAt.Before(after) {
+			break // older ones are older still
+		}
+		if len(page.Results) == ListPageSize {
+			next := *r.URL
+			nq := next.Query()
+			nq.Set("cursor", strconv.FormatUint(last, 10))
+			next.RawQuery = nq.Encode()
+			u := s.baseURL(r) + next.RequestURI()
+			page.Next = &u
+			break
+		}
+		page.Results = append(page.Results, listedPrediction{wirePrediction: p.wire(now), Webhook: p.webhook})
+		last = p.seq
+	}
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, page)
 }

@@ -21,6 +21,8 @@
 //	POST /v1/predictions                        {version, input, webhook?, webhook_events_filter?}
 //	POST /v1/models/{owner}/{name}/predictions  {input, webhook?, webhook_events_filter?}
 //	POST /v1/deployments/{owner}/{name}/predictions
+//	GET  /v1/predictions[?created_after=&created_before=&cursor=]
+//	                                            200 {next, previous, results}: newest first
 //	GET  /v1/predictions/{id}                   200 prediction | 404 {"detail":"Not found."}
 //	POST /v1/predictions/{id}/cancel            200 prediction (canceled unless already terminal)
 //	GET  /v1/webhooks/default/secret            {"key":"whsec_..."}
@@ -38,6 +40,11 @@
 // extension) returns the prediction first made with that key, again with
 // 201, unless Faults.NotIdempotent; "Prefer: wait" is ignored (the answer
 // never waits).
+// The list holds ListPageSize predictions a page, "next" the URL of the
+// following one; each prediction carries the webhook URL it was created
+// with (a sim extension: Replicate's list does not), so a client can find
+// a prediction whose create answer it lost (the Replicate adapter's
+// find_by_webhook option). Lost predictions are not listed.
 // When Config.Token is set every /v1 call needs "Authorization: Bearer
 // <token>". Any /v1 call may be answered 429 (see Faults and Limits).
 //

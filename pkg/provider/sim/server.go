@@ -113,6 +113,7 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("POST /v1/predictions", s.v1(kindCreate, s.handleCreate))
 	mux.Handle("POST /v1/models/{owner}/{name}/predictions", s.v1(kindCreate, s.handleCreate))
 	mux.Handle("POST /v1/deployments/{owner}/{name}/predictions", s.v1(kindCreate, s.handleCreate))
+	mux.Handle("GET /v1/predictions", s.v1(kindList, s.handleList))
 	mux.Handle("GET /v1/predictions/{id}", s.v1(kindStatus, s.handleGet))
 	mux.Handle("POST /v1/predictions/{id}/cancel", s.v1(kindCancel, s.handleCancel))
 	mux.Handle("GET /v1/webhooks/default/secret", s.v1(kindOther, s.handleSecret))
@@ -137,6 +138,7 @@ const (
 	kindCreate
 	kindStatus
 	kindCancel
+	kindList
 )
 
 // v1 wraps a /v1 handler: in-flight accounting, Latency, authentication,
@@ -271,6 +273,8 @@ func (s *Server) admit(kind callKind, id string, now time.Time) *fault {
 		}
 	case kindCancel:
 		s.c.cancelCalls++
+	case kindList:
+		s.c.listCalls++
 	}
 	f := s.cfg.Faults
 	if now.Before(s.throttleUntil) {
@@ -433,6 +437,7 @@ func (s *Server) Stats() Stats {
 		IdempotencyKeys:       len(c.keyCreates),
 		StatusCalls:           c.statusCalls,
 		CancelCalls:           c.cancelCalls,
+		ListCalls:             c.listCalls,
 		PeakConcurrentStatus:  c.peakStatus,
 		PeakConcurrentCreates: c.peakCreates,
 		PeakRunning:           c.peakRunning,

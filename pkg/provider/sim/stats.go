@@ -23,6 +23,9 @@ type Stats struct {
 	// CancelCalls counts POST /v1/predictions/{id}/cancel calls, whatever
 	// the answer (401s excepted).
 	CancelCalls int `json:"cancel_calls"`
+	// ListCalls counts GET /v1/predictions calls, whatever the answer
+	// (401s excepted).
+	ListCalls int `json:"list_calls"`
 	// PeakConcurrentStatus is the most GET prediction calls in flight at once.
 	PeakConcurrentStatus int `json:"peak_concurrent_status"`
 	// PeakConcurrentCreates is the most create calls in flight at once.
@@ -93,6 +96,7 @@ type counters struct {
 	keyCreates                          map[string]int
 	maxCreatesPerKey                    int
 	statusCalls, cancelCalls            int
+	listCalls                           int
 	peakStatus, peakCreates             int
 	peakRunning                         int
 	runningRefused, rateRefused         int
