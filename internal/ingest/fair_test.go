@@ -104,6 +104,7 @@ func TestFairShareAcrossTenants(t *testing.T) {
 	}
 	t.Logf("%d of A's 5000 jobs started before B's 20 had all started", aBefore)
 	require.Less(t, aBefore, 250, "B's jobs all start before 5%% of A's have")
+	s.nothingRepaired()
 }
 
 // hiddenCap is a provider that runs at most cap jobs at once and refuses a
@@ -175,6 +176,7 @@ func TestRunningCapLearnedFromRefusals(t *testing.T) {
 	for i := range jobs {
 		require.Equal(t, 1, h.createsOf(fmt.Sprintf("l-%02d", i)), "one accepted create per job")
 	}
+	s.nothingRepaired()
 }
 
 // endAfter ends each job created (its id on created) d after it started,
