@@ -229,11 +229,12 @@ func TestRunningRepairFreesSlotsNoJobHolds(t *testing.T) {
 	scope := events.Scope(events.LevelAccount, "a")
 	jobs := map[string]*state.Job{
 		"running":   {ID: "running", State: state.Running, Slots: []state.Slot{{Scope: scope}}},
-		"ended":     {ID: "ended", State: state.Succeeded},
+		"ended":     {ID: "ended", State: state.Succeeded, UpdatedAt: time.Now().Add(-budget.EndGrace)},
+		"justended": {ID: "justended", State: state.Succeeded, UpdatedAt: time.Now()},
 		"unnamed":   {ID: "unnamed", State: state.Pending},
 		"otherslot": {ID: "otherslot", State: state.Running, Slots: []state.Slot{{Scope: "r"}}},
 	}
-	for _, id := range []string{"running", "ended", "unnamed", "otherslot", "missing"} {
+	for _, id := range []string{"running", "ended", "justended", "unnamed", "otherslot", "missing"} {
 		_, full, err := slots.Take(ctx, id, nil)
 		require.NoError(t, err)
 		require.Nil(t, full)
@@ -246,10 +247,10 @@ func TestRunningRepairFreesSlotsNoJobHolds(t *testing.T) {
 	}
 	n, err := slots[0].Repair(ctx, get, time.Now(), 0)
 	require.NoError(t, err)
-	require.Equal(t, 1, n, "only the ended job's slot goes at once: the others may be being taken")
+	require.Equal(t, 1, n, "only the ended job's slot goes at once: the others may be being taken, or freed by the end's writer")
 	n, err = slots[0].Repair(ctx, get, time.Now().Add(budget.RepairGrace+time.Second), 0)
 	require.NoError(t, err)
-	require.Equal(t, 3, n, "past the grace: the missing job's, and those no record names")
+	require.Equal(t, 4, n, "past the grace: the just ended job's, the missing job's, and those no record names")
 	inUse, err := slots[0].InUse(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1, inUse, "the running job keeps its slot")

@@ -39,6 +39,12 @@ import (
 // that records it, and this is far longer than that takes.
 const RepairGrace = 2 * time.Minute
 
+// EndGrace is how long after the write that ended a job Repair leaves
+// the job's slot to that write's writer, which frees it just after: a
+// repair in between would free it first and count a repair nothing
+// needed (and log a process that died when none did).
+const EndGrace = 10 * time.Second
+
 // Running is one level's running slots.
 type Running struct {
 	level  Level
@@ -259,9 +265,10 @@ func (r *Running) release(ctx context.Context, job string) error {
 }
 
 // Repair frees the level's slots that no job holds: slots of jobs that
-// ended (their end was written, their release was not), that do not exist,
-// or whose record does not name the slot (a take whose write never
-// landed), the last two once older than grace (RepairGrace when 0). get
+// ended (their end was written, their release was not) once the end is
+// EndGrace old, and of jobs that do not exist or whose record does not
+// name the slot (a take whose write never landed) once the slot is older
+// than grace (RepairGrace when 0). get
 // reads a job's record (state.ErrNotFound when there is none). It returns
 // how many slots it freed; any process may run it at any time.
 func (r *Running) Repair(ctx context.Context, get func(context.Context, string) (*state.Job, error), now time.Time, grace time.Duration) (int, error) {
@@ -280,6 +287,9 @@ func (r *Running) Repair(ctx context.Context, get func(context.Context, string) 
 		}
 		if j != nil && !j.State.Terminal() && j.HoldsSlot(scope) {
 			continue // held
+		}
+		if j != nil && j.State.Terminal() && now.Sub(j.UpdatedAt) < EndGrace {
+			continue // just ended: its writer is freeing it
 		}
 		if j == nil || !j.State.Terminal() {
 			m, err := r.stream.GetLastMsgForSubject(ctx, subject)

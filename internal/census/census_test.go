@@ -304,14 +304,9 @@ func TestManyParkedChecksAreCountedFromOneSlot(t *testing.T) {
 	js, res := setup(t, "big", "small")
 	ns := events.Default
 	park := func(route string, n int) {
-		for i := range n {
-			_, err := js.PublishAsync(ns.Parked(route, fmt.Sprintf("job-%06d", i)), []byte(`{"v":1}`))
-			require.NoError(t, err)
-			if i%5000 == 4999 {
-				<-js.PublishAsyncComplete()
-			}
-		}
-		<-js.PublishAsyncComplete()
+		natstest.PublishMany(t, js, n, func(i int) (string, []byte) {
+			return ns.Parked(route, fmt.Sprintf("job-%06d", i)), []byte(`{"v":1}`)
+		})
 	}
 	park("big", 80_001)
 	park("small", 3_000)

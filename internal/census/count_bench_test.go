@@ -22,19 +22,13 @@ func BenchmarkCountParked(b *testing.B) {
 	ns := events.Default
 	res, err := ns.Setup(ctx, js, events.Options{})
 	require.NoError(b, err)
-	for i := range 1_000_000 {
+	natstest.PublishMany(b, js, 1_000_000, func(i int) (string, []byte) {
 		id := fmt.Sprintf("job-%08d", i)
-		subj := ns.Check("r", id)
 		if i%2 == 1 {
-			subj = ns.Parked("r", id)
+			return ns.Parked("r", id), []byte(`{"v":1}`)
 		}
-		_, err := js.PublishAsync(subj, []byte(`{"v":1}`))
-		require.NoError(b, err)
-		if i%10_000 == 9_999 {
-			<-js.PublishAsyncComplete()
-		}
-	}
-	<-js.PublishAsyncComplete()
+		return ns.Check("r", id), []byte(`{"v":1}`)
+	})
 	b.Run("census", func(b *testing.B) {
 		for b.Loop() {
 			n, err := countParked(ctx, ns, res, "r")

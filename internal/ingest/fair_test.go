@@ -16,6 +16,7 @@ import (
 	"github.com/pollux-dev/pollux/internal/app"
 	"github.com/pollux-dev/pollux/internal/budget"
 	"github.com/pollux-dev/pollux/internal/config"
+	"github.com/pollux-dev/pollux/internal/natstest"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/provider"
 	"github.com/pollux-dev/pollux/pkg/state"
@@ -59,21 +60,7 @@ func TestFairShareAcrossTenants(t *testing.T) {
 	// Jobs end 300 ms after they start, as the poller would see it.
 	endAfter(t, s, p.created, 300*time.Millisecond, nil)
 	publish := func(tenant string, n int) []string {
-		var ids []string
-		for i := range n {
-			id := fmt.Sprintf("%s-%04d", strings.ToLower(tenant), i)
-			ids = append(ids, id)
-			b, err := json.Marshal(events.Submit{V: events.Version, ID: id, Model: "m", Input: json.RawMessage(`{}`), Metadata: map[string]string{"tenant": tenant}})
-			require.NoError(t, err)
-			_, err = s.env.JS.PublishAsync(s.env.NS.Submit("fake"), b)
-			require.NoError(t, err)
-		}
-		select {
-		case <-s.env.JS.PublishAsyncComplete():
-		case <-time.After(30 * time.Second):
-			t.Fatal("publishing timed out")
-		}
-		return ids
+		return s.submitAs(tenant, fmt.Sprintf("%s-%%04d", strings.ToLower(tenant)), n)
 	}
 	publish("A", 5000)
 	bs := publish("B", 20)
@@ -104,6 +91,21 @@ func TestFairShareAcrossTenants(t *testing.T) {
 	}
 	t.Logf("%d of A's 5000 jobs started before B's 20 had all started", aBefore)
 	require.Less(t, aBefore, 250, "B's jobs all start before 5%% of A's have")
+	s.nothingRepaired()
+}
+
+// submitAs publishes n submissions of tenant, with ids from the format
+// id (of their number), and returns the ids.
+func (s *stack) submitAs(tenant, id string, n int) []string {
+	s.t.Helper()
+	ids := make([]string, n)
+	natstest.PublishMany(s.t, s.env.JS, n, func(i int) (string, []byte) {
+		ids[i] = fmt.Sprintf(id, i)
+		b, err := json.Marshal(events.Submit{V: events.Version, ID: ids[i], Model: "m", Input: json.RawMessage(`{}`), Metadata: map[string]string{"tenant": tenant}})
+		require.NoError(s.t, err)
+		return s.env.NS.Submit("fake"), b
+	})
+	return ids
 }
 
 // hiddenCap is a provider that runs at most cap jobs at once and refuses a
@@ -175,6 +177,7 @@ func TestRunningCapLearnedFromRefusals(t *testing.T) {
 	for i := range jobs {
 		require.Equal(t, 1, h.createsOf(fmt.Sprintf("l-%02d", i)), "one accepted create per job")
 	}
+	s.nothingRepaired()
 }
 
 // endAfter ends each job created (its id on created) d after it started,
@@ -206,4 +209,50 @@ func endAfter(t *testing.T, s *stack, created <-chan string, d time.Duration, at
 		}
 	})
 	t.Cleanup(func() { close(stop); enders.Wait() })
+}
+
+// Tenant weights share the slots: with gold weighted 3 and std 1 (the
+// default), both waiting behind a full route of one running slot, gold's
+// jobs start three for each of std's. The slot frees only when a job
+// ends, so the queue admits one job at a time, least weighted service
+// first: the order is the weighting's, however loaded the machine.
+func TestTenantWeightsShareTheSlots(t *testing.T) {
+	t.Parallel()
+	p := &turnover{fake: newFake(), created: make(chan string, 100)}
+	s := start(t, p, config.Route{Budgets: config.Budgets{Running: 1}, TenantKey: "tenant", TenantWeights: map[string]float64{"gold": 3}}, nil)
+	// A job holds the slot while both tenants' jobs queue up.
+	hold := s.submitAs("other", "hold-%d", 1)[0]
+	select {
+	case id := <-p.created:
+		require.Equal(t, hold, id)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the first job is not created")
+	}
+	const each = 30
+	s.submitAs("gold", "gold-%02d", each)
+	s.submitAs("std", "std-%02d", each)
+	require.Eventually(t, func() bool {
+		st, err := s.env.JS.Stream(s.ctx, s.env.NS.WaitingStream())
+		return err == nil && st.CachedInfo().State.Msgs == 2*each
+	}, 20*time.Second, 10*time.Millisecond, "every job waits for the slot")
+
+	endAfter(t, s, p.created, 0, nil)
+	rec, err := s.env.Jobs.Read(s.ctx, hold)
+	require.NoError(t, err)
+	_, err = s.env.Jobs.End(s.ctx, rec, state.Observation{State: state.Succeeded, Raw: "succeeded", Source: state.FromPoll, At: time.Now()})
+	require.NoError(t, err)
+
+	// The first 24 starts, while both tenants still wait (gold's 30 last
+	// 40 starts): 18 of gold's at 3:1, 12 without the weights.
+	const look = 24
+	require.Eventually(t, func() bool { return len(p.started()) > look }, 30*time.Second, 10*time.Millisecond, "%d jobs start", look)
+	gold := 0
+	for _, id := range p.started()[1 : 1+look] {
+		if strings.HasPrefix(id, "gold-") {
+			gold++
+		}
+	}
+	t.Logf("gold started %d of the first %d", gold, look)
+	require.InDelta(t, look*3/4, gold, 3, "gold starts three jobs for std's one")
+	s.nothingRepaired()
 }

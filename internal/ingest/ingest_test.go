@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -118,6 +119,8 @@ type stack struct {
 	t   *testing.T
 	ctx context.Context
 	env *app.Env
+	// repaired counts the running slots the repair freed.
+	repaired *atomic.Int64
 }
 
 func start(t *testing.T, a provider.Adapter, rc config.Route, tune func(*app.Env)) *stack {
@@ -139,7 +142,9 @@ func startWith(t *testing.T, a provider.Adapter, rc config.Route, tune func(*app
 	if tune != nil {
 		tune(env)
 	}
+	repaired := new(atomic.Int64)
 	cfg := ingest.Config{Routes: env.Routes, Options: env.Options(), CallTimeout: time.Second, RepairInterval: time.Second}
+	cfg.Metrics.Repaired = func(_ string, n int) { repaired.Add(int64(n)) }
 	if set != nil {
 		set(&cfg)
 	}
@@ -147,7 +152,15 @@ func startWith(t *testing.T, a provider.Adapter, rc config.Route, tune func(*app
 	require.NoError(t, err)
 	g.Go(func() error { return svc.Run(gctx) })
 	t.Cleanup(func() { cancel(); require.NoError(t, g.Wait()) })
-	return &stack{t: t, ctx: gctx, env: env}
+	return &stack{t: t, ctx: gctx, env: env, repaired: repaired}
+}
+
+// nothingRepaired asserts that every running slot was freed by the end of
+// its job, none by the repair (which runs every second here, and would
+// otherwise hide a slot the end left taken).
+func (s *stack) nothingRepaired() {
+	s.t.Helper()
+	require.Zero(s.t, s.repaired.Load(), "running slots the repair had to free: an end left them taken")
 }
 
 func (s *stack) submit(id string) {
@@ -446,6 +459,7 @@ func TestRunningSlotsAdmitOneJobAtATime(t *testing.T) {
 	require.Equal(t, []string{"fake"}, scopes(c), "b's refused create freed the slot")
 	s.intakeDone()
 	require.EqualValues(t, 1, slots(), "c alone holds a slot")
+	s.nothingRepaired()
 }
 
 func scopes(j *state.Job) []string {

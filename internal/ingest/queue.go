@@ -116,6 +116,13 @@ func (q *queue) weight(tenant string) float64 {
 	return 1
 }
 
+// charge counts a start of tenant's in its weighted service: 1/weight, so
+// a tenant of weight 3 starts three jobs for another's one. q.mu must be
+// held.
+func (q *queue) charge(tenant string) {
+	q.vt[tenant] += 1 / q.weight(tenant)
+}
+
 // order returns the tenants by their weighted service, least first. A
 // tenant new to the queue, or back after a pause, starts at the least
 // service among the others: it is neither owed the past nor behind.
@@ -292,7 +299,7 @@ func (s *Service) admitNext(ctx context.Context, q *queue, tenant string, cursor
 		}
 		q.mu.Lock()
 		q.inflight[t.JobID] = true
-		q.vt[tenant] += 1 / q.weight(tenant)
+		q.charge(tenant)
 		q.mu.Unlock()
 		q.sem <- struct{}{}
 		seq := m.Sequence

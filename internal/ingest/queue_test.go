@@ -17,7 +17,9 @@ func TestQueueServesTenantsByWeight(t *testing.T) {
 	pick := func(tenants ...string) {
 		tn := q.order(tenants)[0]
 		served[tn]++
-		q.vt[tn] += 1 / q.weight(tn)
+		q.mu.Lock()
+		q.charge(tn) // as admitNext does
+		q.mu.Unlock()
 	}
 	for range 400 {
 		pick("vip", "std")

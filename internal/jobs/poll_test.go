@@ -2,6 +2,9 @@ package jobs_test
 
 import (
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
 	"testing"
 	"time"
 
@@ -11,6 +14,7 @@ import (
 	"github.com/pollux-dev/pollux/internal/jobs"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/provider"
+	"github.com/pollux-dev/pollux/pkg/provider/replicate"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
@@ -251,4 +255,44 @@ func TestAParkedChecksQuietPollsReadTheRecord(t *testing.T) {
 	require.NoError(t, err)
 	r.settle(msg, out)
 	require.Equal(t, 40, r.get("v2").Polls)
+}
+
+// When a provider says its outputs expire (Replicate: an hour after the
+// prediction completed), the poll that ends the job records it, in the
+// record and in the event that ends it: output custody copies the outputs
+// before then, and applications learn how long the URLs live. The answer
+// is Replicate's own (its adapter reading its documented sample).
+func TestAnEndRecordsWhenTheOutputsExpire(t *testing.T) {
+	t.Parallel()
+	sample, err := os.ReadFile("../../pkg/provider/replicate/testdata/succeeded.json")
+	require.NoError(t, err)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(sample)
+	}))
+	t.Cleanup(srv.Close)
+	a, err := replicate.NewAdapter(provider.Config{Route: "r", Kind: replicate.Kind, BaseURL: srv.URL, Token: "r8_test"})
+	require.NoError(t, err)
+	st, err := a.Status(t.Context(), provider.Ref{ID: "ufawqhfynnddngldkgtslldrkq"})
+	require.NoError(t, err)
+	expire := time.Date(2026, 11, 29, 10, 1, 12, 250000000, time.UTC).Add(replicate.OutputRetention)
+	require.True(t, expire.Equal(st.OutputsExpireAt), "the adapter reads the expiry: %v", st.OutputsExpireAt)
+
+	r := newRig(t)
+	r.submit("x1", false, time.Now())
+	d, msg := r.poll()
+	res, err := r.o.Polled(r.ctx, d, d.Fold(jobs.Call{At: time.Now(), Status: st}), jobs.Decision{Due: time.Now()})
+	require.NoError(t, err)
+	require.True(t, res.Finished)
+	r.settle(msg, res.Outcome)
+
+	j := r.get("x1")
+	require.Equal(t, state.Succeeded, j.State)
+	require.Equal(t, st.Outputs, j.Outputs)
+	require.True(t, expire.Equal(j.OutputsExpireAt), "the record says when the outputs expire: %v", j.OutputsExpireAt)
+	evs := r.events("x1")
+	require.NotEmpty(t, evs)
+	end := evs[len(evs)-1]
+	require.Equal(t, events.EventSucceeded, end.Type)
+	require.True(t, expire.Equal(end.Job.OutputsExpireAt), "so does the event that ends the job: %v", end.Job.OutputsExpireAt)
 }

@@ -71,7 +71,7 @@ func TestApply(t *testing.T) {
 			name: "terminal records completion and detection", start: state.Running,
 			obs: state.Observation{
 				State: state.Succeeded, Raw: "succeeded", At: at(10), CompletedAt: at(8),
-				Source: state.FromWebhook, Outputs: []string{"https://x/y.mp4"},
+				Source: state.FromWebhook, Outputs: []string{"https://x/y.mp4"}, OutputsExpireAt: at(3608),
 			},
 			event: "succeeded",
 			expect: func(t *testing.T, j *state.Job) {
@@ -79,6 +79,7 @@ func TestApply(t *testing.T) {
 				require.Equal(t, at(10), j.DetectedAt)
 				require.Equal(t, state.FromWebhook, j.DetectedBy)
 				require.Equal(t, []string{"https://x/y.mp4"}, j.Outputs)
+				require.Equal(t, at(3608), j.OutputsExpireAt, "when the provider deletes them")
 				require.Nil(t, j.Input, "input dropped once terminal")
 				require.InDelta(t, 1.0, *j.Progress, 0)
 			},
