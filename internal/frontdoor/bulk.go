@@ -255,4 +255,3 @@ func (s *Server) match(req BulkRequest) ([]string, *apiError) {
 		q.Cursor = page.Next
 	}
 }
-
