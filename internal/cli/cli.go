@@ -57,8 +57,8 @@ type CLI struct {
 type Globals struct {
 	Stdout, Stderr io.Writer
 	// Stdin is where a command asks for confirmation (when a terminal).
-	Stdin          io.Reader
-	Log            zerolog.Logger
+	Stdin io.Reader
+	Log   zerolog.Logger
 }
 
 // signalContext is canceled by SIGINT or SIGTERM.
