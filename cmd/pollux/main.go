@@ -24,7 +24,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	if err := k.Run(&cli.Globals{Stdout: os.Stdout, Stderr: os.Stderr, Log: log}); err != nil {
+	if err := k.Run(&cli.Globals{Stdout: os.Stdout, Stderr: os.Stderr, Stdin: os.Stdin, Log: log}); err != nil {
 		fmt.Fprintln(os.Stderr, "pollux:", err)
 		os.Exit(1)
 	}

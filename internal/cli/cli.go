@@ -46,7 +46,8 @@ type CLI struct {
 	Watch       WatchCmd       `cmd:"" help:"Watch the fleet live, refreshed in place, until Ctrl-C."`
 	Get         GetCmd         `cmd:"" help:"Show one job's record and event history."`
 	Track       TrackCmd       `cmd:"" help:"Track a job submitted elsewhere (by its provider's id) and optionally wait for it to finish."`
-	Cancel      CancelCmd      `cmd:"" help:"Cancel a job, with a reason kept in its record."`
+	Cancel      CancelCmd      `cmd:"" help:"Cancel a job, with a reason kept in its record; or several, or all a filter matches, through the front door once confirmed."`
+	Resubmit    ResubmitCmd    `cmd:"" help:"Resubmit failed, lost or expired jobs as new jobs linked to them, through the front door once confirmed."`
 	Routes      RoutesCmd      `cmd:"" help:"List the routes; pause and resume one across the fleet."`
 	Jobs        JobsCmd        `cmd:"" help:"List jobs, newest first, filtered, from a front door's index (GET /v1/jobs)."`
 	Bench       BenchCmd       `cmd:"" help:"Measure the fleet against JetStream's own limits and print one table (make bench)."`
@@ -55,7 +56,9 @@ type CLI struct {
 // Globals are what subcommands get from the top level.
 type Globals struct {
 	Stdout, Stderr io.Writer
-	Log            zerolog.Logger
+	// Stdin is where a command asks for confirmation (when a terminal).
+	Stdin io.Reader
+	Log   zerolog.Logger
 }
 
 // signalContext is canceled by SIGINT or SIGTERM.

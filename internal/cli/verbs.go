@@ -53,14 +53,24 @@ func (c *TrackCmd) Run(g *Globals) error {
 // CancelCmd is `pollux cancel`.
 type CancelCmd struct {
 	Connection  `embed:""`
-	ID          string        `arg:"" help:"Job id."`
-	Reason      string        `name:"reason" help:"Why, kept in the job's record."`
-	Wait        bool          `name:"wait" help:"Print the job's events until it ends."`
+	Bulk        `embed:""`
+	IDs         []string      `arg:"" optional:"" help:"Job ids (one: over NATS, as before; several, or a filter: through the front door)."`
+	Wait        bool          `name:"wait" help:"Print the job's events until it ends (one job)."`
 	WaitTimeout time.Duration `name:"wait-timeout" default:"10m" help:"Stop waiting after this long."`
+	// ID is the one job of a single cancel.
+	ID string `kong:"-"`
 }
 
-// Run finds the job's route from its record and asks Pollux to cancel it.
+// Run cancels the jobs: one named job over NATS, several or a filter's
+// through the front door's bulk cancel, once confirmed.
 func (c *CancelCmd) Run(g *Globals) error {
+	if f, err := c.Filter.filter(time.Now()); err != nil || f != nil || len(c.IDs) != 1 {
+		if c.Wait {
+			return errors.New("--wait follows one job: name one, without a filter")
+		}
+		return c.run(g, "cancel", c.IDs)
+	}
+	c.ID = c.IDs[0]
 	if !events.ValidToken(c.ID) {
 		return fmt.Errorf("%q is not a valid job id: a job id is 1-128 characters of [A-Za-z0-9_-]", c.ID)
 	}

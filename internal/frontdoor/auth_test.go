@@ -180,6 +180,9 @@ func stateChanging(t *testing.T) []struct{ path, body string } {
 		"/v1/jobs":                 `{"route":"sim","id":"job-9","v":1,"model":"owner/model","input":{}}`,
 		"/v1/jobs/track":           `{"route":"sim","v":1,"remote_id":"r-9","model":"owner/model"}`,
 		"/v1/jobs/{id}/cancel":     `{"reason":"test"}`,
+		"/v1/jobs/{id}/resubmit":   `{"reason":"test"}`,
+		"/v1/jobs/cancel":          `{"ids":["job-1"],"confirm":1}`,
+		"/v1/jobs/resubmit":        `{"ids":["job-1"],"confirm":1}`,
 		"/v1/routes/{name}/pause":  `{"reason":"test","for":"30m"}`,
 		"/v1/routes/{name}/resume": `{"reason":"test"}`,
 	}

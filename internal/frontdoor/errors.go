@@ -55,6 +55,20 @@ const (
 	CodeJobTerminal Code = "job_terminal"
 	// CodeNotPaused (409): the route has no operator's pause to resume.
 	CodeNotPaused Code = "not_paused"
+	// CodeNotResubmittable (409): the job cannot be resubmitted (it did
+	// not fail, get lost or expire; it is a hedge; its resubmission's id
+	// is taken).
+	CodeNotResubmittable Code = "not_resubmittable"
+	// CodeInputNotKept (409): the job reached its provider and Pollux kept
+	// no input to resubmit it with; send one.
+	CodeInputNotKept Code = "input_not_kept"
+	// CodeConfirmMismatch (409): a bulk action's confirm is not the
+	// number of jobs it matches now; look again (a dry run) and confirm
+	// that.
+	CodeConfirmMismatch Code = "confirm_mismatch"
+	// CodeTooManyJobs (422): a bulk action matches more jobs than one
+	// call acts on; narrow its filter.
+	CodeTooManyJobs Code = "too_many_jobs"
 	// CodeBodyTooLarge (413): the body is larger than the limit.
 	CodeBodyTooLarge = problem.CodeBodyTooLarge
 	// CodeUnsupportedMediaType (415): the body is not application/json.
@@ -72,7 +86,7 @@ const (
 var Codes = []Code{
 	CodeInvalidBody, CodeInvalidField, CodeInvalidParameter, CodeIdempotencyKeyMismatch,
 	CodeUnauthorized, CodeForbidden, CodeUnknownRoute, CodeJobNotFound, CodeOutputNotKept, CodeModelNotFound, CodeNotFound, CodeMethodNotAllowed,
-	CodeJobTerminal, CodeNotPaused,
+	CodeJobTerminal, CodeNotPaused, CodeNotResubmittable, CodeInputNotKept, CodeConfirmMismatch, CodeTooManyJobs,
 	CodeBodyTooLarge, CodeUnsupportedMediaType, CodeTooManyStreams, CodeUnavailable,
 }
 

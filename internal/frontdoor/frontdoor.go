@@ -69,6 +69,9 @@ type Config struct {
 	// models endpoints; either nil: those answer 503.
 	Learned  func(route, model, configKey string) (total, run *schedule.Dist)
 	Policies map[string]schedule.Policy
+	// MaxBulk is the most jobs one bulk cancel or resubmit acts on; one
+	// matching more is refused (default DefaultMaxBulk).
+	MaxBulk int
 	// Console, when set, is served at /console/ and / redirects there.
 	Console http.Handler
 	// Logger receives the front door's log lines (default: none).
@@ -150,6 +153,14 @@ func (s *Server) handler(closing context.Context) http.Handler {
 	}})
 	mux.Handle("/v1/jobs/{id}", only(http.MethodGet, s.get))
 	mux.Handle("/v1/jobs/{id}/cancel", only(http.MethodPost, s.cancel))
+	mux.Handle("/v1/jobs/{id}/resubmit", only(http.MethodPost, s.resubmitOne))
+	for name, h := range map[string]func(http.ResponseWriter, *http.Request) *apiError{"cancel": s.bulkCancel, "resubmit": s.bulkResubmit} {
+		// Bulk actions; a job may be named so too: GET reads it.
+		mux.Handle("/v1/jobs/"+name, methods{http.MethodPost: h, http.MethodGet: func(w http.ResponseWriter, r *http.Request) *apiError {
+			r.SetPathValue("id", name)
+			return s.get(w, r)
+		}})
+	}
 	mux.Handle("/v1/jobs/{id}/outputs/{n}", only(http.MethodGet, s.output))
 	mux.Handle("/v1/jobs/{id}/deliveries", only(http.MethodGet, s.deliveries))
 	mux.Handle("/v1/jobs/{id}/events", only(http.MethodGet, func(w http.ResponseWriter, r *http.Request) *apiError {

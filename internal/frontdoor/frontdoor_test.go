@@ -208,7 +208,7 @@ func TestCancel(t *testing.T) {
 	require.Equal(t, "running", r.body["id"])
 	c, err := events.DecodeCancel(d.lastIntake(t, d.ns.Cancel(route)))
 	require.NoError(t, err)
-	require.Equal(t, events.Cancel{V: 1, ID: "running", Reason: "user left"}, *c)
+	require.Equal(t, events.Cancel{V: 1, ID: "running", Reason: "user left", By: "api"}, *c)
 
 	r = d.do(t, "POST", "/v1/jobs/running/cancel", "", nil)
 	require.Equal(t, http.StatusAccepted, r.status, "no body is fine")

@@ -66,6 +66,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) *apiError {
 	if e != nil {
 		return e
 	}
+	m.By = who(r).by(r) // who acts is who the front door knows, not what the body says
 	if key := r.Header.Get("Idempotency-Key"); key != "" {
 		if m.IdempotencyKey != "" && m.IdempotencyKey != key {
 			return fail(http.StatusBadRequest, CodeIdempotencyKeyMismatch, "idempotency_key",
@@ -193,23 +194,33 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request) *apiError {
 	if e != nil {
 		return e
 	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+	defer cancel()
+	if e := s.requestCancel(ctx, r, j, req.Reason); e != nil {
+		return e
+	}
+	writeJSON(w, http.StatusAccepted, accepted(j.ID, j.Route))
+	return nil
+}
+
+// requestCancel publishes request r's cancel of job j (the one way the
+// front door cancels, one job or many), saying who asks and why; a
+// finished job is a 409.
+func (s *Server) requestCancel(ctx context.Context, r *http.Request, j *state.Job, reason string) *apiError {
 	if j.State.Terminal() {
 		return fail(http.StatusConflict, CodeJobTerminal, "", fmt.Sprintf("job %s has finished (%s)", j.ID, j.State))
 	}
-	data, err := encode(events.Cancel{V: events.Version, ID: j.ID, Reason: req.Reason})
+	data, err := encode(events.Cancel{V: events.Version, ID: j.ID, Reason: reason, By: who(r).by(r)})
 	if err != nil {
 		return invalid(err)
 	}
 	if _, err := events.DecodeCancel(data); err != nil {
 		return invalid(err)
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
-	defer cancel()
 	if _, err := s.js.Publish(ctx, s.ns.Cancel(j.Route), data); err != nil {
 		return s.unavailable(err, "publishing the cancel request")
 	}
 	s.log.Info().Str("job_id", j.ID).Str("route", j.Route).Str("by", who(r).by(r)).Msg("cancel request published")
-	writeJSON(w, http.StatusAccepted, accepted(j.ID, j.Route))
 	return nil
 }
 

@@ -397,6 +397,7 @@ func (s *Service) submitJob(ctx context.Context, in intake, m *events.Submit, id
 		ExpectedDuration: state.Duration(m.ExpectedDurationS * float64(time.Second)),
 		WebhookExpected:  r.WebhookURL != "" && (m.Webhook == nil || *m.Webhook),
 		Routing:          routing,
+		SubmittedBy:      m.By, SubmitReason: m.Reason, ResubmitOf: m.ResubmitOf,
 	}
 	if in.attempt > 1 || !now.Before(dl) {
 		// A redelivery: the job is most likely stored already (waiting for
@@ -886,7 +887,7 @@ func (s *Service) cancel(ctx context.Context, in intake) (events.Outcome, string
 		return s.reject(ctx, in, rejectionID(in.kind, in.routeName, data, in.seq, in.stored), err)
 	}
 	log := in.logger(s.log, m.ID)
-	rec, err := s.jobs.RequestCancel(ctx, in.routeName, m.ID, m.Reason)
+	rec, err := s.jobs.RequestCancelBy(ctx, in.routeName, m.ID, m.Reason, m.By)
 	switch {
 	case errors.Is(err, state.ErrNotFound):
 		return s.reject(ctx, in, m.ID, &events.FieldError{Field: "id", Problem: "no such job"})

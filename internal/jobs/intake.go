@@ -47,6 +47,9 @@ func (o *Owner) Accept(ctx context.Context, j *state.Job) (Record, bool, error) 
 		created = j.AttemptID != "" && r.AttemptID == j.AttemptID
 		return nil
 	})
+	if err == nil && r.ResubmitOf != "" {
+		o.linkResubmission(ctx, r.Job, log)
+	}
 	if err != nil || !created {
 		return r, false, err
 	}
@@ -297,13 +300,18 @@ var ErrOtherRoute = errors.New("the job is on another route")
 // the record; a terminal job, or one with a request already, is returned
 // unchanged. state.ErrNotFound and ErrOtherRoute say it is not route's.
 func (o *Owner) RequestCancel(ctx context.Context, route, id, reason string) (Record, error) {
+	return o.RequestCancelBy(ctx, route, id, reason, "")
+}
+
+// RequestCancelBy is RequestCancel recording who asked (events.Cancel.By).
+func (o *Owner) RequestCancelBy(ctx context.Context, route, id, reason, by string) (Record, error) {
 	now := o.now().UTC()
 	r, err := o.store.mutate(ctx, id, Record{}, func(cur *state.Job) error {
 		if cur.Route != route || cur.State.Terminal() || !cur.CancelRequestedAt.IsZero() {
 			return errNoWrite
 		}
 		cur.CancelRequestedAt = now
-		cur.CancelReason = reason
+		cur.CancelReason, cur.CancelRequestedBy = reason, by
 		return nil
 	})
 	if err == nil && r.Route != route {

@@ -37,8 +37,10 @@ const (
 	MaxMetadataValue = 1024
 	// MaxExpected is the longest expected duration or timeout accepted.
 	MaxExpected = 7 * 24 * time.Hour
-	// MaxReasonLen is the longest cancel reason.
+	// MaxReasonLen is the longest cancel or submission reason.
 	MaxReasonLen = 1024
+	// MaxByLen is the longest "by" (who asked) of a message.
+	MaxByLen = 256
 )
 
 // FieldError is a validation failure that names the offending field ("" for
@@ -97,6 +99,14 @@ type Submit struct {
 	// hedged job, and the other is canceled. Pollux's pollers send these;
 	// see route.ModelRoute.
 	HedgeOf string `json:"hedge_of,omitempty"`
+	// ResubmitOf names the finished job (failed, lost or expired) this
+	// submission resubmits: once the new job is accepted, the old record
+	// lists it in resubmitted_as. The front door's resubmit sends these.
+	ResubmitOf string `json:"resubmit_of,omitempty"`
+	// By is who asked for the job (a front door token's name, "console",
+	// "api"), and Reason why, for the record.
+	By     string `json:"by,omitempty"`
+	Reason string `json:"reason,omitempty"`
 }
 
 // Track asks Pollux to track a job that was submitted elsewhere.
@@ -118,6 +128,8 @@ type Cancel struct {
 	V      int    `json:"v"`
 	ID     string `json:"id"`
 	Reason string `json:"reason,omitempty"`
+	// By is who asks (as Submit.By), for the record.
+	By string `json:"by,omitempty"`
 }
 
 // DecodeSubmit parses and validates a submission.
@@ -157,6 +169,15 @@ func DecodeSubmit(data []byte) (*Submit, error) {
 	}
 	if m.HedgeOf != "" && !ValidToken(m.HedgeOf) {
 		return nil, fieldErr("hedge_of", "a job id is 1-128 characters of [A-Za-z0-9_-]")
+	}
+	if m.ResubmitOf != "" && !ValidToken(m.ResubmitOf) {
+		return nil, fieldErr("resubmit_of", "a job id is 1-128 characters of [A-Za-z0-9_-]")
+	}
+	if err := checkText("by", m.By, MaxByLen, false); err != nil {
+		return nil, err
+	}
+	if err := checkText("reason", m.Reason, MaxReasonLen, false); err != nil {
+		return nil, err
 	}
 	return &m, nil
 }
@@ -207,6 +228,9 @@ func DecodeCancel(data []byte) (*Cancel, error) {
 		return nil, err
 	}
 	if err := checkText("reason", m.Reason, MaxReasonLen, false); err != nil {
+		return nil, err
+	}
+	if err := checkText("by", m.By, MaxByLen, false); err != nil {
 		return nil, err
 	}
 	return &m, nil

@@ -170,8 +170,19 @@ type Job struct {
 	WebhookExpected bool `json:"webhook_expected,omitempty"`
 	// CancelRequestedAt is when a cancel was requested.
 	CancelRequestedAt time.Time `json:"cancel_requested_at,omitzero"`
-	// CancelReason is the reason the cancel request gave.
-	CancelReason string `json:"cancel_reason,omitempty"`
+	// CancelReason is the reason the cancel request gave, and
+	// CancelRequestedBy who asked (events.Cancel.By).
+	CancelReason      string `json:"cancel_reason,omitempty"`
+	CancelRequestedBy string `json:"cancel_requested_by,omitempty"`
+	// SubmittedBy is who asked for the job and SubmitReason why
+	// (events.Submit.By and Reason), when the submission said.
+	SubmittedBy  string `json:"submitted_by,omitempty"`
+	SubmitReason string `json:"submit_reason,omitempty"`
+	// ResubmitOf is the finished job this one resubmits, and
+	// ResubmittedAs the jobs that resubmit this one (written when each
+	// is accepted).
+	ResubmitOf    string   `json:"resubmit_of,omitempty"`
+	ResubmittedAs []string `json:"resubmitted_as,omitempty"`
 
 	// Polls counts status calls made for this job. While a job is
 	// unchanged its polls write nothing (they are counted by its check,

@@ -118,7 +118,12 @@ func (j *Job) Apply(o Observation) string {
 			j.DetectedAt = o.At
 			j.DetectedBy = o.Source
 			j.Progress, j.QueuePosition = finalProgress(o), nil
-			j.Input = nil
+			if j.RemoteID != "" {
+				// The provider had it: the input is not needed again. A
+				// job that never reached the provider (refused, in doubt,
+				// expired waiting) keeps it, so it can be resubmitted.
+				j.Input = nil
+			}
 		} else {
 			j.Progress, j.QueuePosition = o.Progress, o.QueuePosition
 		}

@@ -161,7 +161,7 @@ func TestApply(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			j := &state.Job{ID: "j1", State: tt.start, Input: []byte(`{}`), Deadline: at(60)}
+			j := &state.Job{ID: "j1", State: tt.start, RemoteID: "rem-1", Input: []byte(`{}`), Deadline: at(60)}
 			seq := j.EventSeq
 			require.Equal(t, tt.event, j.Apply(tt.obs))
 			if tt.event == "" {
@@ -232,4 +232,16 @@ func TestDeliveredOnce(t *testing.T) {
 	}
 	require.Len(t, j.Deliveries, state.MaxDeliveries, "bounded")
 	require.Equal(t, 1+state.MaxDeliveries, j.Webhooks)
+}
+
+// A job the provider never had keeps its input when it ends, for a
+// resubmission; one the provider had drops it.
+func TestApplyKeepsTheInputOfAJobTheProviderNeverHad(t *testing.T) {
+	t.Parallel()
+	j := &state.Job{ID: "j1", State: state.Pending, Input: []byte(`{"p":1}`)}
+	j.Apply(state.Observation{State: state.Lost, Reason: "in doubt", At: time.Now(), Source: state.FromPollux})
+	require.JSONEq(t, `{"p":1}`, string(j.Input))
+	j = &state.Job{ID: "j2", State: state.Running, RemoteID: "rem", Input: []byte(`{"p":1}`)}
+	j.Apply(state.Observation{State: state.Failed, At: time.Now(), Source: state.FromPoll})
+	require.Nil(t, j.Input)
 }
