@@ -292,6 +292,13 @@ type Route struct {
 	// into Pollux's outputs bucket (default nil: outputs are left at the
 	// provider).
 	KeepOutputs *KeepOutputs `yaml:"keep_outputs"`
+	// KeepInputs keeps each job's input on its record after the provider
+	// has the job, so that a job that failed there can be resubmitted as
+	// it was (POST /v1/jobs/{id}/resubmit, pollux resubmit). Default
+	// false: the input is dropped once the provider accepted the job,
+	// keeping every later write of the record small; a resubmission of
+	// such a job must then give the input again.
+	KeepInputs bool `yaml:"keep_inputs"`
 	// LengthFrom names the top-level input field holding the output
 	// length a submission asks for, in seconds (for example duration): a
 	// number, or a string such as "5" or "5s". The model's learned

@@ -247,7 +247,7 @@ func Serve(ctx context.Context, cfg ServeConfig, started func(Endpoints, *Stack)
 	models, faults := DefaultModels(), DefaultFaults()
 	stack, err := Start(gctx, g, nc, StackConfig{
 		Sim:        sim.Config{Models: models, Default: models["pollux-demo/standard"], TimeScale: cfg.TimeScale, Faults: faults},
-		Route:      config.Route{Workers: config.Workers{Submit: 8, Status: 32}},
+		Route:      config.Route{Workers: config.Workers{Submit: 8, Status: 32}, KeepInputs: true},
 		NoWebhooks: cfg.NoWebhooks,
 		HTTPAddr:   cmp.Or(cfg.HTTPAddr, DefaultHTTPAddr),
 		Logger:     cfg.Logger,

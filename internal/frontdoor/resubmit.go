@@ -83,7 +83,7 @@ func (s *Server) resubmit(ctx context.Context, r *http.Request, j *state.Job, re
 	}
 	if len(bytes.TrimSpace(input)) == 0 {
 		return it, fail(http.StatusConflict, CodeInputNotKept, "input",
-			"job "+j.ID+" reached its provider, and Pollux keeps no input after that: send the input to resubmit it with")
+			"job "+j.ID+" reached its provider, and its route does not keep inputs after that (keep_inputs): send the input to resubmit it with")
 	}
 	it.NewID = resubmitID(j)
 	switch had, err := s.jobs.Get(ctx, it.NewID); {

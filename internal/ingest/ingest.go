@@ -391,8 +391,8 @@ func (s *Service) submitJob(ctx context.Context, in intake, m *events.Submit, id
 	log := in.logger(s.log, id)
 	j := &state.Job{
 		ID: id, Route: r.Name, Model: m.Model, ConfigKey: r.ConfigKey(m.ConfigKey, m.Input), Length: r.Length(m.Input), State: state.Pending,
-		NotifyURL: m.NotifyURL,
-		Input:     m.Input, Metadata: m.Metadata, IdempotencyKey: cmp.Or(m.IdempotencyKey, id), IntakeSeq: in.seq,
+		NotifyURL: m.NotifyURL, KeepInput: r.KeepInputs,
+		Input: m.Input, Metadata: m.Metadata, IdempotencyKey: cmp.Or(m.IdempotencyKey, id), IntakeSeq: in.seq,
 		CreatedAt: now, Deadline: dl,
 		ExpectedDuration: state.Duration(m.ExpectedDurationS * float64(time.Second)),
 		WebhookExpected:  r.WebhookURL != "" && (m.Webhook == nil || *m.Webhook),

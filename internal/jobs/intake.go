@@ -204,8 +204,8 @@ func (o *Owner) recordCreated(ctx context.Context, cur *state.Job, c Created, lo
 	cur.RemoteID = c.RemoteID
 	cur.ProviderRef = c.Ref
 	cur.SubmitInDoubt = false
-	if cur.Routing == nil || !cur.Routing.Hedge {
-		cur.Input = nil // kept only for a hedge's submission
+	if (cur.Routing == nil || !cur.Routing.Hedge) && !cur.KeepInput {
+		cur.Input = nil // kept only for a hedge's submission, or by the route's keep_inputs
 	}
 	cur.SubmittedAt = cmp.Or(c.Obs.CreatedAt, now)
 	cur.State, cur.ChangedAt = state.Queued, now

@@ -35,6 +35,24 @@ func TestSubmissionWritesTwice(t *testing.T) {
 	require.Equal(t, uint64(1), v.Check.Poll.Published, "the check knows the submitted event is out")
 }
 
+// A job of a route that keeps inputs (keep_inputs) keeps its input when
+// the provider has it, so that it can be resubmitted as it was; the
+// snapshot events carry never shows it.
+func TestSubmittedKeepsTheInputOfARouteThatKeepsThem(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	j := submission("k1", false)
+	j.KeepInput = true
+	rec, created, err := r.o.Accept(r.ctx, j)
+	require.NoError(t, err)
+	require.True(t, created)
+	rec, err = r.o.Submitted(r.ctx, rec, jobs.Created{RemoteID: "rem-k1", Due: time.Now().Add(time.Hour),
+		Obs: state.Observation{State: state.Queued, Raw: "starting", Source: state.FromSubmit, At: time.Now().UTC()}})
+	require.NoError(t, err)
+	require.JSONEq(t, `{"p":1}`, string(rec.Input))
+	require.Nil(t, rec.Snapshot().Input)
+}
+
 // A create whose answer was lost is retried; finding the job then, the
 // owner knows its own write by the attempt id, and another submission of
 // the same id is a duplicate.

@@ -74,6 +74,9 @@ type Route struct {
 	// CancelOnDeadline asks the provider to cancel a job expired at its
 	// deadline, where the adapter can cancel.
 	CancelOnDeadline bool
+	// KeepInputs keeps a job's input on its record after the provider
+	// has the job (config.Route.KeepInputs).
+	KeepInputs bool
 	// SettingsFrom names the input fields a submission's configuration
 	// key is made of when it gives none (see ConfigKey).
 	SettingsFrom []string
@@ -293,6 +296,7 @@ func New(name string, a provider.Adapter, rc config.Route, scale float64) (*Rout
 		SettingsFrom:     slices.Clone(rc.SettingsFrom),
 		LengthFrom:       rc.LengthFrom,
 		CancelOnDeadline: rc.CancelOnDeadline == nil || *rc.CancelOnDeadline,
+		KeepInputs:       rc.KeepInputs,
 		Partitions:       max(rc.Partitions, 1),
 		CallTimeout:      rc.CallTimeout,
 		WebhookMaxBody:   cmp.Or(rc.WebhookMaxBody, DefaultWebhookMaxBody),

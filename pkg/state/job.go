@@ -103,8 +103,13 @@ type Job struct {
 	QueuePosition *int `json:"queue_position,omitempty"`
 
 	// Input is the submission's provider input, kept until the job is
-	// submitted so that a crashed ingester's successor can submit it.
+	// submitted so that a crashed ingester's successor can submit it —
+	// and for good when KeepInput is set, or when the provider never had
+	// the job, so that it can be resubmitted.
 	Input json.RawMessage `json:"input,omitempty"`
+	// KeepInput keeps Input after the provider has the job (its route's
+	// keep_inputs).
+	KeepInput bool `json:"keep_input,omitempty"`
 	// Metadata is the submitter's opaque metadata, returned in every event.
 	Metadata map[string]string `json:"metadata,omitempty"`
 	// IdempotencyKey is the submitter's idempotency key, if any.
@@ -308,7 +313,7 @@ func (j *Job) Published(seq uint64) bool {
 // the record keeps the last one's time).
 func (j *Job) Snapshot() *Job {
 	c := *j
-	c.Input = nil
+	c.Input, c.KeepInput = nil, false
 	c.Outbox = nil
 	c.Trace = "" // events carry their span's in a header instead
 	if c.State.Terminal() {

@@ -118,10 +118,11 @@ func (j *Job) Apply(o Observation) string {
 			j.DetectedAt = o.At
 			j.DetectedBy = o.Source
 			j.Progress, j.QueuePosition = finalProgress(o), nil
-			if j.RemoteID != "" {
-				// The provider had it: the input is not needed again. A
-				// job that never reached the provider (refused, in doubt,
-				// expired waiting) keeps it, so it can be resubmitted.
+			if j.RemoteID != "" && !j.KeepInput {
+				// The provider had it: the input is not needed again,
+				// unless its route keeps inputs. A job that never reached
+				// the provider (refused, in doubt, expired waiting) keeps
+				// it, so it can be resubmitted.
 				j.Input = nil
 			}
 		} else {

@@ -244,4 +244,8 @@ func TestApplyKeepsTheInputOfAJobTheProviderNeverHad(t *testing.T) {
 	j = &state.Job{ID: "j2", State: state.Running, RemoteID: "rem", Input: []byte(`{"p":1}`)}
 	j.Apply(state.Observation{State: state.Failed, At: time.Now(), Source: state.FromPoll})
 	require.Nil(t, j.Input)
+	// A route that keeps inputs (keep_inputs) keeps it at the end too.
+	j = &state.Job{ID: "j3", State: state.Running, RemoteID: "rem", Input: []byte(`{"p":1}`), KeepInput: true}
+	j.Apply(state.Observation{State: state.Failed, At: time.Now(), Source: state.FromPoll})
+	require.JSONEq(t, `{"p":1}`, string(j.Input))
 }
