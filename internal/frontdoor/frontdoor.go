@@ -62,6 +62,10 @@ type Config struct {
 	// Pauses pauses and resumes routes (POST /v1/routes/{name}/pause and
 	// resume); nil: those answer 503.
 	Pauses *route.Pauses
+	// WebhookRoutes are the routes that ask their provider for webhooks
+	// (a webhook_url); the others are poll-only, as GET /v1/routes says
+	// (default: none).
+	WebhookRoutes []string
 	// Census samples the routes for GET /v1/routes; nil: it answers 503.
 	Census func(ctx context.Context) (*census.Snapshot, error)
 	// Learned returns the learned durations of a route and model (as
