@@ -177,7 +177,10 @@ export async function jobs(ctx, el) {
     lost = false;
     liveDot.textContent = 'connecting';
     liveDot.className = 'live';
-    es = api.stream(`/v1/stream${api.query({ route: f.route })}`, ['job'], (_, e) => {
+    // The stream's ids let the browser resume where it left off (it
+    // sends Last-Event-ID); when too much changed, a reset says reload.
+    es = api.stream(`/v1/stream${api.query({ route: f.route })}`, ['job', 'reset'], (type, e) => {
+      if (type === 'reset') { load(); return; }
       if (!e || !e.id) return;
       const have = rows.get(e.id);
       if (have) {
@@ -204,7 +207,9 @@ export async function jobs(ctx, el) {
       page.total = (page.total || 0) + 1;
       renderTotals();
     }, (state) => {
-      // Updates missed while the stream was down: reload the page.
+      // The stream resumes after the last event seen (Last-Event-ID), so
+      // the rows catch up by themselves; a job new to the page needs a
+      // reload all the same.
       if (state === 'open' && lost) load();
       lost = state !== 'open';
       liveDot.textContent = state === 'open' ? 'live' : 'reconnecting';
