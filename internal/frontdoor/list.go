@@ -27,6 +27,11 @@ type JobList struct {
 	// index.TotalCap when TotalCapped.
 	Total       int  `json:"total"`
 	TotalCapped bool `json:"total_capped"`
+	// Counts are the jobs matching every filter but the states, by state
+	// (index.Index.StateCounts): what each state would list. CountsCapped
+	// says counting stopped at index.TotalCap jobs.
+	Counts       map[state.State]int `json:"counts"`
+	CountsCapped bool                `json:"counts_capped,omitempty"`
 }
 
 // noIndex is the 503 of an endpoint that needs the index when the front
@@ -53,7 +58,9 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) *apiError {
 	if err != nil {
 		return fail(http.StatusBadRequest, CodeInvalidParameter, "", err.Error())
 	}
-	writeJSON(w, http.StatusOK, JobList{Jobs: nonNil(page.Jobs), Next: page.Next, Total: page.Total, TotalCapped: page.TotalCapped})
+	counts, capped := s.cfg.Index.StateCounts(q)
+	writeJSON(w, http.StatusOK, JobList{Jobs: nonNil(page.Jobs), Next: page.Next, Total: page.Total, TotalCapped: page.TotalCapped,
+		Counts: counts, CountsCapped: capped})
 	return nil
 }
 
@@ -66,7 +73,8 @@ func nonNil[T any](xs []T) []T {
 
 // parseQuery reads GET /v1/jobs's parameters: route, state (a
 // comma-separated list), model, created_after and created_before (RFC
-// 3339), q (a job id, idempotency key or remote id), cursor and limit
+// 3339), q (a job id, idempotency key or remote id, matched exactly),
+// cursor and limit
 // (1-500). A bad one is a 400 naming it.
 func parseQuery(v url.Values) (index.Query, *apiError) {
 	q := index.Query{Route: v.Get("route"), Model: v.Get("model"), Search: strings.TrimSpace(v.Get("q")), Cursor: v.Get("cursor")}

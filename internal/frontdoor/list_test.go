@@ -101,6 +101,14 @@ func TestListJobs(t *testing.T) {
 		require.Equal(t, len(tc.want), l.Total, tc.query)
 	}
 
+	// The state counts follow every filter but the states: the route's
+	// and model's, not the whole fleet's.
+	require.Equal(t, map[state.State]int{state.Running: 6, state.Succeeded: 6}, all.Counts)
+	require.Equal(t, map[state.State]int{state.Running: 3, state.Succeeded: 3}, d.list(t, "route=sim&state=running").Counts)
+	require.Equal(t, map[state.State]int{state.Running: 1, state.Succeeded: 1}, d.list(t, "route=sim&model=m-a").Counts)
+	require.Equal(t, map[state.State]int{state.Succeeded: 1}, d.list(t, "q=order-7&state=running").Counts)
+	require.Equal(t, map[state.State]int{}, d.list(t, "q=order").Counts, "a search is exact: a prefix finds nothing")
+
 	// Paging walks every job once, in order.
 	var walked []string
 	cursor := ""
