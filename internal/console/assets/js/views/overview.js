@@ -120,7 +120,7 @@ function fleet(routes, all) {
     stat('Routes', `${routes.length}`, pausedN ? `${pausedN} paused` : 'all running', pausedN ? 'warn' : ''),
     stat('Tracked', fmtNum(sum((r) => r.tracked)), sum((r) => r.parked) ? `jobs at providers, ${fmtNum(sum((r) => r.parked))} parked` : 'jobs at providers'),
     stat('Backlog', fmtNum(sum((r) => r.backlog) + sum((r) => r.intake)), 'checks + intake waiting'),
-    stat('Completions', fmtNum(a.completions || 0), a.ended > a.completions ? `last hour; ${fmtNum(a.ended - a.completions)} more ended otherwise` : 'last hour: succeeded or failed'),
+    stat('Completions', fmtNum(a.completions || 0), a.ended > a.completions ? `last hour; ${fmtNum(a.ended - a.completions)} more ended` : 'last hour'),
     stat('Polls / completion', a.ended ? fmtNum(a.polls_per_completion, 2) : '—', 'last hour'),
     stat('Detection p50 / p95', done ? `${fmtDur(a.detect_p50)} / ${fmtDur(a.detect_p95)}` : '—', 'completion → Pollux knows'),
     coverageStat(stat, a, pollOnly, 'first seen by webhook'),
@@ -198,7 +198,7 @@ function card(ctx, r, reload) {
         metric('Running slots', running.text, running.sub),
         leases.length ? metric('Leases in use / cap', h('span', leases.map(([k, l]) => h('div', `${k} ${fmtNum(l.out)} / ${l.cap ? fmtNum(l.cap) : '∞'}`))), '', 'lines') : null),
       h('div.charts',
-        chart('Ended / min', `${fmtNum(a.completions || 0)} completions in the hour${a.ended > a.completions ? `, ${fmtNum(a.ended - a.completions)} more ended` : ''}`, sparkline([
+        chart('Ended / min', `${fmtNum(a.completions || 0)} ${a.completions === 1 ? 'completion' : 'completions'} in the hour${a.ended > a.completions ? `, ${fmtNum(a.ended - a.completions)} more ended` : ''}`, sparkline([
           { values: minutes.map((m) => m.ended ?? m.completions), kind: 'bar', cls: 'bar' },
           { values: minutes.map((m) => m.failures), kind: 'bar', cls: 'bar fail' },
         ], { label: `jobs ended per minute on ${r.name} (failed, expired or lost in red)`, times }), peakOf(minutes.map((m) => m.ended ?? m.completions))),
