@@ -38,6 +38,9 @@ func (e *Env) FrontDoor(ctx context.Context, g *errgroup.Group, cfg frontdoor.Co
 	policies := make(map[string]schedule.Policy, len(e.Routes))
 	for name, r := range e.Routes {
 		policies[name] = r.Policy
+		if r.WebhookURL != "" {
+			cfg.WebhookRoutes = append(cfg.WebhookRoutes, name)
+		}
 	}
 	cfg.Routes, cfg.Index, cfg.Pauses, cfg.Census = e.RouteNames(), x, e.Pauses, e.Census
 	for name := range e.ModelRoutes {

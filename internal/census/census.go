@@ -123,7 +123,8 @@ type Snapshot struct {
 // lists none.
 func Take(ctx context.Context, ns events.Namespace, res *events.Resources, routes []string, want ...Want) (*Snapshot, error) {
 	now := time.Now()
-	if routes == nil {
+	discover := routes == nil
+	if discover {
 		var err error
 		if routes, err = Routes(ctx, ns, res); err != nil {
 			return nil, err
@@ -138,7 +139,7 @@ func Take(ctx context.Context, ns events.Namespace, res *events.Resources, route
 		}
 		s.Routes = append(s.Routes, r)
 	}
-	levels, err := takeLevels(ctx, ns, res, routes == nil, want)
+	levels, err := takeLevels(ctx, ns, res, discover, want)
 	if err != nil {
 		return nil, err
 	}

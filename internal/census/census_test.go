@@ -119,11 +119,12 @@ pollux_route_paused{kind="rate_limit",route="r"} 1
 }
 
 // The census shows the shared levels' leases and every level's running
-// slots.
+// slots; with routes nil it finds them, whether or not a poller serves a
+// route (as `pollux stats` takes it).
 func TestTakeLevels(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	js, res := setup(t)
+	js, res := setup(t, "r")
 	ns := events.Default
 	p := budget.NewPool(js, ns, res.Slots, events.Options{})
 	defer p.Close()

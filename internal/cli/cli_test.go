@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"os/user"
 	"reflect"
 	"strings"
 	"sync"
@@ -437,4 +438,16 @@ func TestBenchHelpNamesEverySection(t *testing.T) {
 	for _, s := range bench.Sections {
 		require.Contains(t, f.Tag.Get("help"), s)
 	}
+}
+
+// A pause or resume without --by is recorded as the user running pollux,
+// even where $USER is not set (cron, a container's exec).
+func TestOperatorDefaultsToTheUser(t *testing.T) {
+	u, err := user.Current()
+	require.NoError(t, err)
+	t.Setenv("USER", "")
+	require.Equal(t, u.Username, cli.Operator(""))
+	require.Equal(t, "carol", cli.Operator("carol"))
+	t.Setenv("USER", "dave")
+	require.Equal(t, "dave", cli.Operator(""))
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/user"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -56,7 +57,7 @@ type RoutesPauseCmd struct {
 	Route      string        `arg:"" help:"Route to pause."`
 	For        time.Duration `name:"for" help:"How long (default: until resumed)."`
 	Reason     string        `name:"reason" help:"Why, shown with the pause and in its event."`
-	By         string        `name:"by" env:"POLLUX_OPERATOR" help:"Who pauses (default: $USER)."`
+	By         string        `name:"by" env:"POLLUX_OPERATOR" help:"Who pauses (default: $USER, else the account running pollux)."`
 }
 
 // Run writes the pause and records it as the route's event.
@@ -91,7 +92,7 @@ type RoutesResumeCmd struct {
 	Connection `embed:""`
 	Route      string `arg:"" help:"Route to resume."`
 	Reason     string `name:"reason" help:"Why, recorded in the event."`
-	By         string `name:"by" env:"POLLUX_OPERATOR" help:"Who resumes (default: $USER)."`
+	By         string `name:"by" env:"POLLUX_OPERATOR" help:"Who resumes (default: $USER, else the account running pollux)."`
 }
 
 // Run ends the pause and records it as the route's event.
@@ -113,13 +114,18 @@ func (c *RoutesResumeCmd) Run(g *Globals) error {
 	})
 }
 
-// operator is who acts: the flag, else the login name.
+// operator is who acts: the flag (or POLLUX_OPERATOR), else the login
+// name ($USER, else the account the process runs as, as a shell without
+// $USER — cron, a container's exec — still has one).
 func operator(by string) string {
 	if by != "" {
 		return by
 	}
 	if u := os.Getenv("USER"); u != "" {
 		return u
+	}
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username
 	}
 	return "unknown"
 }

@@ -104,6 +104,8 @@ func TestOperatorConsole(t *testing.T) {
 		}
 		require.Contains(t, eval[string](b, `location.hash`), "model="+url.QueryEscape(otherModel))
 		b.waitJS("the state counts", `document.querySelector('button.chip-toggle[data-state=succeeded] .count').textContent !== ''`, live)
+		// The state counts are the model's, as the list: they add up to its total.
+		b.waitJS("the counts of the filtered list", `[...document.querySelectorAll('button.chip-toggle .count')].reduce((a, c) => a + Number(c.textContent || 0), 0) === parseInt(document.querySelector('#total').textContent)`, live)
 		b.shot("jobs-filtered")
 		// A state nothing is in empties the list; the search finds one job.
 		b.do("filter by state", chromedp.Click(chromedp.CSS("button.chip-toggle[data-state=lost]")))
@@ -171,6 +173,14 @@ func TestOperatorConsole(t *testing.T) {
 		b.open("#/models/"+dev.RouteName+"/"+url.PathEscape(quickModel), "#compare")
 		require.Contains(t, b.text("h1"), quickModel)
 		require.Positive(t, eval[int](b, `document.querySelectorAll('svg.dist line.poll').length`), "the plan's polls drawn")
+		// A few jobs learned: the cold-start table is in force, and the
+		// learned plan shown as what comes after 20 samples.
+		var m struct{ Learned bool }
+		require.Equal(t, http.StatusOK, f.call(t, http.MethodGet, "/v1/routes/"+dev.RouteName+"/models/"+url.PathEscape(quickModel), nil, &m))
+		require.False(t, m.Learned)
+		require.Contains(t, b.text("#plan-in-force"), "In force now, the cold-start table")
+		require.Contains(t, b.text("#plan-learned"), "After 20 samples")
+		require.Contains(t, b.text("#compare"), "the cold-start table (in force now)")
 		b.shot("model")
 	})
 
@@ -277,13 +287,20 @@ func TestReadOnlyConsole(t *testing.T) {
 // a request from the page without one is refused all the same.
 func TestOpenFrontDoorConsole(t *testing.T) {
 	t.Parallel()
-	f := startFleetWith(t, nil)
+	f := startFleetWith(t, nil, true)
 	id := f.submit(t, slowModel, "console-open-1")
+	done := f.submit(t, otherModel, "console-open-2")
 	b := newTab(t, f.HTTPURL)
 	b.open("#/", "section.route")
 	require.Zero(t, eval[int](b, `document.querySelectorAll('#token').length`), "no login")
 	require.Equal(t, "act", eval[string](b, `document.querySelector('#role').dataset.role`))
 	require.Contains(t, b.text("#who"), "no login")
+	// A poll-only route: its webhook coverage is no alert, it says so.
+	var j struct{ State string }
+	require.Eventually(t, func() bool { f.call(t, http.MethodGet, "/v1/jobs/"+done, nil, &j); return j.State == "succeeded" }, live, 50*time.Millisecond)
+	b.waitJS("a completion counted", `document.querySelector('.summary .stat-value') && [...document.querySelectorAll('.summary .stat')].some(s => s.textContent.startsWith('Completions') && s.querySelector('.stat-value').textContent === '1')`, live)
+	require.Equal(t, "poll-only", eval[string](b, `[...document.querySelectorAll('.summary .stat')].find(s => s.textContent.startsWith('Webhook coverage')).querySelector('.stat-value').textContent`))
+	require.Equal(t, "poll-only", eval[string](b, `[...document.querySelectorAll('section.route .metric')].find(m => m.textContent.startsWith('Webhook coverage')).querySelector('.metric-value').textContent`))
 	b.shot("overview-open")
 
 	b.open("#/jobs/"+id+"?route="+dev.RouteName, "#timeline")

@@ -58,12 +58,13 @@ func startFleet(t *testing.T) *fleet {
 	tokens, err := frontdoor.ParseTokens(strings.NewReader(
 		actToken + " act name=" + actName + "\n" + readToken + " read name=" + readName + "\n"))
 	require.NoError(t, err)
-	return startFleetWith(t, tokens)
+	return startFleetWith(t, tokens, false)
 }
 
 // startFleetWith runs the stack with tokens (nil: none, every request
-// allowed, as pollux serve runs on loopback) until the test ends.
-func startFleetWith(t *testing.T, tokens *frontdoor.Tokens) *fleet {
+// allowed, as pollux serve runs on loopback), its route poll-only when
+// pollOnly, until the test ends.
+func startFleetWith(t *testing.T, tokens *frontdoor.Tokens, pollOnly bool) *fleet {
 	t.Helper()
 	srv := natstest.Server(t)
 	nc, js := natstest.Connect(t, srv)
@@ -83,6 +84,7 @@ func startFleetWith(t *testing.T, tokens *frontdoor.Tokens) *fleet {
 		}},
 		Route:      config.Route{Workers: config.Workers{Submit: 8}},
 		HTTPTokens: tokens,
+		NoWebhooks: pollOnly,
 		Logger:     zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel),
 	})
 	require.NoError(t, err)

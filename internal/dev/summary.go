@@ -34,8 +34,9 @@ type Summary struct {
 	DetectionDelayMeanS float64 `json:"detection_delay_mean_s"`
 	// Fixed compares Pollux with fixed-interval pollers on the same jobs.
 	Fixed *FixedComparison `json:"fixed_interval,omitempty"`
-	// WebhookCoverage is the share of completions (succeeded, failed,
-	// canceled) that Pollux first learned of by webhook.
+	// WebhookCoverage is the share of the completions expecting a webhook
+	// that Pollux first learned of by webhook (state.Tally, as `pollux
+	// stats` and the console count it).
 	WebhookCoverage float64 `json:"webhook_coverage"`
 	// TimeScale is the demo's time compression; DurationS its real length.
 	TimeScale float64 `json:"time_scale"`
@@ -69,7 +70,7 @@ func summarize(ctx context.Context, env *app.Env, w *workload, srv *sim.Server, 
 		TimeScale: cfg.TimeScale, DurationS: report.Round(elapsed.Seconds(), 1), Sim: st,
 	}
 	var delays []float64
-	polls, finished, completions, byWebhook := 0, 0, 0, 0
+	var tally state.Tally
 	err := env.Jobs.Each(ctx, func(j *state.Job, err error) error {
 		if err != nil || j.Metadata["run"] != w.run {
 			return nil
@@ -79,14 +80,8 @@ func summarize(ctx context.Context, env *app.Env, w *workload, srv *sim.Server, 
 			s.Unfinished++
 			return nil
 		}
-		finished++
-		polls += j.Polls
-		switch j.State {
-		case state.Succeeded, state.Failed, state.Canceled:
-			completions++
-			if j.DetectedBy == state.FromWebhook {
-				byWebhook++
-			}
+		tally.Add(j.State, j.Polls, j.WebhookExpected, j.DetectedBy)
+		if j.State.Completed() {
 			delays = append(delays, max(j.DetectedAt.Sub(j.CompletedAt).Seconds(), 0))
 		}
 		return nil
@@ -94,12 +89,8 @@ func summarize(ctx context.Context, env *app.Env, w *workload, srv *sim.Server, 
 	if err != nil {
 		return nil, fmt.Errorf("summarize: %w", err)
 	}
-	if finished > 0 {
-		s.PollsPerCompletion = report.Round(float64(polls)/float64(finished), 2)
-	}
-	if completions > 0 {
-		s.WebhookCoverage = report.Round(float64(byWebhook)/float64(completions), 3)
-	}
+	s.PollsPerCompletion = report.Round(tally.PollsPerCompletion(), 2)
+	s.WebhookCoverage = report.Round(tally.WebhookCoverage(), 3)
 	s.DetectionDelayP50S = report.Round(report.Percentile(delays, 0.50), 3)
 	s.DetectionDelayP95S = report.Round(report.Percentile(delays, 0.95), 3)
 	s.DetectionDelayMeanS = report.Round(mean(delays), 3)

@@ -41,6 +41,10 @@ type Config struct {
 	// MaxStreamDuration ends an event stream that has run this long; the
 	// client resumes with Last-Event-ID (default 30m).
 	MaxStreamDuration time.Duration
+	// MaxResume is the most jobs a live stream (GET /v1/stream) resumed
+	// with Last-Event-ID sends as changed since; when more changed, it
+	// sends one reset event instead (default 5000).
+	MaxResume int
 	// KeepAlive is how often an idle event stream sends a comment line, so
 	// proxies keep it open (default 15s).
 	KeepAlive time.Duration
@@ -62,6 +66,10 @@ type Config struct {
 	// Pauses pauses and resumes routes (POST /v1/routes/{name}/pause and
 	// resume); nil: those answer 503.
 	Pauses *route.Pauses
+	// WebhookRoutes are the routes that ask their provider for webhooks
+	// (a webhook_url); the others are poll-only, as GET /v1/routes says
+	// (default: none).
+	WebhookRoutes []string
 	// Census samples the routes for GET /v1/routes; nil: it answers 503.
 	Census func(ctx context.Context) (*census.Snapshot, error)
 	// Learned returns the learned durations of a route and model (as
@@ -113,6 +121,7 @@ func New(cfg Config, js jetstream.JetStream, ns events.Namespace, res *events.Re
 	cfg.MaxStreams = cmp.Or(cfg.MaxStreams, 1024)
 	cfg.MaxStreamDuration = cmp.Or(cfg.MaxStreamDuration, 30*time.Minute)
 	cfg.KeepAlive = cmp.Or(cfg.KeepAlive, 15*time.Second)
+	cfg.MaxResume = cmp.Or(cfg.MaxResume, 5000)
 	cfg.ReadHeaderTimeout = cmp.Or(cfg.ReadHeaderTimeout, 5*time.Second)
 	cfg.ReadTimeout = cmp.Or(cfg.ReadTimeout, 15*time.Second)
 	cfg.WriteTimeout = cmp.Or(cfg.WriteTimeout, 15*time.Second)
@@ -121,8 +130,8 @@ func New(cfg Config, js jetstream.JetStream, ns events.Namespace, res *events.Re
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.MaxStreams < 0 || cfg.RequestTimeout < 0 || cfg.MaxStreamDuration < 0 || cfg.KeepAlive < 0 {
-		return nil, errors.New("frontdoor: MaxStreams, RequestTimeout, MaxStreamDuration and KeepAlive must not be negative")
+	if cfg.MaxStreams < 0 || cfg.RequestTimeout < 0 || cfg.MaxStreamDuration < 0 || cfg.KeepAlive < 0 || cfg.MaxResume < 0 {
+		return nil, errors.New("frontdoor: MaxStreams, RequestTimeout, MaxStreamDuration, KeepAlive and MaxResume must not be negative")
 	}
 	if cfg.Tokens != nil {
 		cfg.Tokens.mu.Lock()

@@ -27,6 +27,11 @@ type JobList struct {
 	// index.TotalCap when TotalCapped.
 	Total       int  `json:"total"`
 	TotalCapped bool `json:"total_capped"`
+	// Counts are the jobs matching every filter but the states, by state
+	// (index.Index.StateCounts): what each state would list. CountsCapped
+	// says counting stopped at index.TotalCap jobs.
+	Counts       map[state.State]int `json:"counts"`
+	CountsCapped bool                `json:"counts_capped,omitempty"`
 }
 
 // noIndex is the 503 of an endpoint that needs the index when the front
@@ -53,7 +58,9 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) *apiError {
 	if err != nil {
 		return fail(http.StatusBadRequest, CodeInvalidParameter, "", err.Error())
 	}
-	writeJSON(w, http.StatusOK, JobList{Jobs: nonNil(page.Jobs), Next: page.Next, Total: page.Total, TotalCapped: page.TotalCapped})
+	counts, capped := s.cfg.Index.StateCounts(q)
+	writeJSON(w, http.StatusOK, JobList{Jobs: nonNil(page.Jobs), Next: page.Next, Total: page.Total, TotalCapped: page.TotalCapped,
+		Counts: counts, CountsCapped: capped})
 	return nil
 }
 
@@ -66,7 +73,8 @@ func nonNil[T any](xs []T) []T {
 
 // parseQuery reads GET /v1/jobs's parameters: route, state (a
 // comma-separated list), model, created_after and created_before (RFC
-// 3339), q (a job id, idempotency key or remote id), cursor and limit
+// 3339), q (a job id, idempotency key or remote id, matched exactly),
+// cursor and limit
 // (1-500). A bad one is a 400 naming it.
 func parseQuery(v url.Values) (index.Query, *apiError) {
 	q := index.Query{Route: v.Get("route"), Model: v.Get("model"), Search: strings.TrimSpace(v.Get("q")), Cursor: v.Get("cursor")}
@@ -119,8 +127,12 @@ const liveBuffer = 256
 
 // live handles GET /v1/stream?route=: every change to the index's jobs
 // (of the route, when given) as Server-Sent Events named job, whose data
-// is the job's index.Entry. A client that reads too slowly loses updates:
-// the stream is for live lists, which reload a page on reconnect.
+// is the job's index.Entry and whose id is the events stream's sequence of
+// the change. A client reconnecting with Last-Event-ID (a browser's
+// EventSource does so by itself) is first sent every job changed since, as
+// it is now, in the order of their changes — or, when more than
+// Config.MaxResume changed, one event named reset: reload the list. A client that reads
+// too slowly loses updates: the stream is for live lists.
 func (s *Server) live(closing context.Context, w http.ResponseWriter, r *http.Request) *apiError {
 	if s.cfg.Index == nil {
 		return noIndex()
@@ -128,6 +140,10 @@ func (s *Server) live(closing context.Context, w http.ResponseWriter, r *http.Re
 	route := r.URL.Query().Get("route")
 	if route != "" && !events.ValidToken(route) {
 		return fail(http.StatusBadRequest, CodeInvalidParameter, "route", "a route name is 1-128 characters of [A-Za-z0-9_-]")
+	}
+	pos, e := parsePosition(r)
+	if e != nil {
+		return e
 	}
 	select {
 	case s.slots <- struct{}{}:
@@ -138,10 +154,27 @@ func (s *Server) live(closing context.Context, w http.ResponseWriter, r *http.Re
 	ctx, stop := context.WithTimeout(r.Context(), s.cfg.MaxStreamDuration)
 	defer stop()
 	defer context.AfterFunc(closing, stop)()
+	// Subscribed first, then what changed since: an update in between is
+	// in both, and sent once (through).
 	updates := s.cfg.Index.Subscribe(ctx, liveBuffer)
 	sse := startSSE(w, s.cfg.WriteTimeout)
 	if sse.flush() != nil {
 		return nil
+	}
+	through := pos.after
+	if pos.after > 0 {
+		changed, last, ok := s.cfg.Index.ChangedSince(pos.after, route, s.cfg.MaxResume)
+		through = max(through, last)
+		if !ok {
+			if sse.event(through, "reset", []byte(`{"reason":"more jobs changed than a resumption sends: reload the list"}`)) != nil {
+				return nil
+			}
+		}
+		for _, e := range changed {
+			if !s.sendEntry(sse, e) {
+				return nil
+			}
+		}
 	}
 	keepAlive := time.NewTicker(s.cfg.KeepAlive)
 	defer keepAlive.Stop()
@@ -151,14 +184,10 @@ func (s *Server) live(closing context.Context, w http.ResponseWriter, r *http.Re
 			if !ok {
 				return nil // ctx ended
 			}
-			if route != "" && e.Route != route {
+			if route != "" && e.Route != route || e.Stream <= through {
 				continue
 			}
-			data, err := json.Marshal(e)
-			if err != nil {
-				continue
-			}
-			if sse.event(0, "job", data) != nil { // no id: nothing to resume from
+			if !s.sendEntry(sse, e) {
 				return nil
 			}
 		case <-keepAlive.C:
@@ -167,4 +196,14 @@ func (s *Server) live(closing context.Context, w http.ResponseWriter, r *http.Re
 			}
 		}
 	}
+}
+
+// sendEntry writes a job's entry as a live stream's event; false when the
+// client is gone.
+func (s *Server) sendEntry(sse *sseWriter, e index.Entry) bool {
+	data, err := json.Marshal(e)
+	if err != nil {
+		return true
+	}
+	return sse.event(e.Stream, "job", data) == nil
 }

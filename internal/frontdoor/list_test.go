@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"testing"
 	"time"
 
@@ -100,6 +101,14 @@ func TestListJobs(t *testing.T) {
 		require.Equal(t, len(tc.want), l.Total, tc.query)
 	}
 
+	// The state counts follow every filter but the states: the route's
+	// and model's, not the whole fleet's.
+	require.Equal(t, map[state.State]int{state.Running: 6, state.Succeeded: 6}, all.Counts)
+	require.Equal(t, map[state.State]int{state.Running: 3, state.Succeeded: 3}, d.list(t, "route=sim&state=running").Counts)
+	require.Equal(t, map[state.State]int{state.Running: 1, state.Succeeded: 1}, d.list(t, "route=sim&model=m-a").Counts)
+	require.Equal(t, map[state.State]int{state.Succeeded: 1}, d.list(t, "q=order-7&state=running").Counts)
+	require.Equal(t, map[state.State]int{}, d.list(t, "q=order").Counts, "a search is exact: a prefix finds nothing")
+
 	// Paging walks every job once, in order.
 	var walked []string
 	cursor := ""
@@ -143,10 +152,12 @@ func TestListWithoutIndex(t *testing.T) {
 }
 
 // GET /v1/stream sends every change to the index's jobs of the route as a
-// "job" event whose data is the job's entry.
+// "job" event whose data is the job's entry and whose id is the change's
+// place in the events stream; a client resuming with Last-Event-ID gets
+// every job changed since, as it is now, then the live changes.
 func TestLiveStream(t *testing.T) {
 	t.Parallel()
-	d := setupWith(t, frontdoor.Config{}, withIndex)
+	d := setupWith(t, frontdoor.Config{MaxResume: 2}, withIndex)
 	s := d.open(t, "/v1/stream?route=sim", nil)
 	require.Equal(t, http.StatusOK, s.resp.StatusCode)
 	require.Equal(t, "text/event-stream", s.resp.Header.Get("Content-Type"))
@@ -158,17 +169,51 @@ func TestLiveStream(t *testing.T) {
 	j.State = state.Running
 	d.event(t, j, 2)
 
-	for _, want := range []state.State{state.Queued, state.Running} {
+	entry := func(s *stream) (index.Entry, uint64) {
+		t.Helper()
 		m, ok := s.next(t)
 		require.True(t, ok)
 		require.Equal(t, "job", m.event)
-		require.Empty(t, m.id, "nothing to resume from")
+		id, err := strconv.ParseUint(m.id, 10, 64)
+		require.NoError(t, err, "an id to resume from")
 		var e index.Entry
 		require.NoError(t, json.Unmarshal([]byte(m.data), &e))
+		return e, id
+	}
+	var ids []uint64
+	for _, want := range []state.State{state.Queued, state.Running} {
+		e, id := entry(s)
 		require.Equal(t, "s-1", e.ID, "only the route's jobs")
 		require.Equal(t, want, e.State)
+		ids = append(ids, id)
 	}
+	require.Greater(t, ids[1], ids[0])
 
-	r := d.do(t, http.MethodGet, "/v1/stream?route="+url.QueryEscape("a b"), "", nil)
+	// Disconnected after the first: meanwhile s-2 comes and s-1 ends.
+	d.event(t, state.Job{ID: "s-2", Route: route, Model: "m", State: state.Queued, CreatedAt: t0}, 1)
+	j.State = state.Succeeded
+	d.event(t, j, 3)
+	d.event(t, state.Job{ID: "o-1", Route: "other", Model: "m", State: state.Running, CreatedAt: t0}, 2)
+	require.Eventually(t, func() bool { e, _ := d.index.Get("o-1"); return e.State == state.Running }, 10*time.Second, 10*time.Millisecond)
+	resumed := d.open(t, "/v1/stream?route=sim", map[string]string{"Last-Event-ID": strconv.FormatUint(ids[0], 10)})
+	e, id2 := entry(resumed)
+	require.Equal(t, "s-2", e.ID, "in the order of their changes")
+	e, id1 := entry(resumed)
+	require.Equal(t, "s-1", e.ID)
+	require.Equal(t, state.Succeeded, e.State, "as it is now")
+	require.Greater(t, id1, id2)
+	d.event(t, state.Job{ID: "s-3", Route: route, Model: "m", State: state.Queued, CreatedAt: t0}, 1)
+	e, _ = entry(resumed)
+	require.Equal(t, "s-3", e.ID, "then live, nothing sent twice")
+
+	// More changed than MaxResume: one reset event.
+	reset := d.open(t, "/v1/stream?route=sim", map[string]string{"Last-Event-ID": "1"})
+	m, ok := reset.next(t)
+	require.True(t, ok)
+	require.Equal(t, "reset", m.event)
+	r := d.do(t, http.MethodGet, "/v1/stream", "", map[string]string{"Last-Event-ID": "x"})
+	requireError(t, r, http.StatusBadRequest, frontdoor.CodeInvalidParameter, "Last-Event-ID")
+
+	r = d.do(t, http.MethodGet, "/v1/stream?route="+url.QueryEscape("a b"), "", nil)
 	requireError(t, r, http.StatusBadRequest, frontdoor.CodeInvalidParameter, "route")
 }

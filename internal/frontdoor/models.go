@@ -5,6 +5,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"sort"
 	"time"
 
 	"github.com/pollux-dev/pollux/internal/report"
@@ -44,8 +45,9 @@ type Model struct {
 	Model string `json:"model"`
 	// Samples is the effective sample count (recent jobs weigh most),
 	// Observed the jobs ever observed; Learned is true once Samples
-	// reaches MinSamples and the schedule follows the plan below (before,
-	// it follows the cold-start table).
+	// reaches MinSamples and the schedule follows the learned plan
+	// (schedule.Policy.UsesLearned); before, it follows the cold-start
+	// table.
 	Samples    float64 `json:"samples"`
 	Observed   uint64  `json:"observed"`
 	MinSamples float64 `json:"min_samples"`
@@ -55,10 +57,17 @@ type Model struct {
 	// Histogram is the distribution in log-spaced bins from its 0.5th to
 	// its 99.5th percentile; the shares add up to about 0.99.
 	Histogram []Bin `json:"histogram"`
-	// Plan is the schedule's plan for a job of this model.
+	// Plan is the plan the schedule follows for a job of this model now:
+	// the learned plan once Learned, else the cold-start table's (Source
+	// says which).
 	Plan PlanView `json:"plan"`
-	// Comparison is what polling this model's jobs costs Pollux, a fixed
-	// interval with the same mean detection delay and the SDK default.
+	// LearnedPlan is, while not Learned, the plan learned so far: what
+	// the schedule follows once Samples reaches MinSamples (absent once
+	// Learned: it is Plan).
+	LearnedPlan *PlanView `json:"learned_plan,omitempty"`
+	// Comparison is what polling this model's jobs costs Pollux (with the
+	// plan in force), a fixed interval with the same mean detection delay
+	// and the SDK default, on the durations learned so far.
 	Comparison Comparison `json:"comparison"`
 }
 
@@ -75,9 +84,15 @@ type Bin struct {
 	Share float64 `json:"share"`
 }
 
-// PlanView is the schedule's plan: its first poll times from submission,
-// and its expected polls per job and mean detection delay.
+// PlanView is a poll plan: its first poll times from submission, and its
+// expected polls per job and mean detection delay on the learned
+// durations.
 type PlanView struct {
+	// Source is learned (the cost-optimal plan of the learned durations)
+	// or cold_start (the cold-start table's polls for a job submitted
+	// without an expected duration, each at the middle of its jitter; a
+	// submission's hint picks another row).
+	Source        string    `json:"source"`
 	PollsS        []float64 `json:"polls_s"`
 	ExpectedPolls float64   `json:"expected_polls"`
 	MeanDelayS    float64   `json:"mean_delay_s"`
@@ -135,7 +150,7 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) *apiError {
 		for _, m := range s.cfg.Index.Models(rt) {
 			sum := ModelSummary{Route: rt, Model: m, Href: "/v1/routes/" + rt + "/models/" + url.PathEscape(m)}
 			if d, _ := s.cfg.Learned(rt, m, ""); d != nil && d.Weight() > 0 {
-				sum.Samples, sum.Learned = round(d.Weight()), d.Weight() >= policy.MinSamples
+				sum.Samples, sum.Learned = round(d.Weight()), policy.UsesLearned(d)
 				sum.P50S, sum.P90S = round(d.Quantile(0.5).Seconds()), round(d.Quantile(0.9).Seconds())
 			}
 			out.Models = append(out.Models, sum)
@@ -180,7 +195,7 @@ func (s *Server) policy(rt string) schedule.Policy {
 func describe(rt, m string, d *schedule.Dist, p schedule.Policy) Model {
 	out := Model{
 		Route: rt, Model: m, Samples: round(d.Weight()), Observed: d.Count(), MinSamples: p.MinSamples,
-		Learned: d.Weight() >= p.MinSamples, Quantiles: []Quantile{}, Histogram: []Bin{},
+		Learned: p.UsesLearned(d), Quantiles: []Quantile{}, Histogram: []Bin{},
 	}
 	for _, q := range quantiles {
 		out.Quantiles = append(out.Quantiles, Quantile{Q: q, S: round(d.Quantile(q).Seconds())})
@@ -194,20 +209,25 @@ func describe(rt, m string, d *schedule.Dist, p schedule.Policy) Model {
 			out.Histogram = append(out.Histogram, Bin{LoS: round(a), HiS: round(b), Share: round(share)})
 		}
 	}
-	plan := p.Plan(d)
-	polls, delay := plan.Expected()
-	out.Plan = PlanView{PollsS: []float64{}, ExpectedPolls: round(polls), MeanDelayS: round(delay.Seconds())}
-	for _, t := range plan.Times(planPolls) {
-		out.Plan.PollsS = append(out.Plan.PollsS, round(t.Seconds()))
-	}
-
 	// The durations standing for the distribution: its quantiles at the
 	// middle of equal strata. Every strategy is scored on them.
 	durations := make([]float64, strata)
 	for i := range durations {
 		durations[i] = d.Quantile((float64(i) + 0.5) / strata).Seconds()
 	}
+
+	plan := p.Plan(d)
+	polls, delay := plan.Expected()
+	learned := PlanView{Source: PlanLearned, PollsS: secondsOf(plan.Times(planPolls)), ExpectedPolls: round(polls), MeanDelayS: round(delay.Seconds())}
 	ppolls, pdelay := onPlan(durations, plan)
+	if out.Learned {
+		out.Plan = learned
+	} else {
+		cold := p.ColdTimes(0, seconds(durations[len(durations)-1]), planPolls)
+		ppolls, pdelay = onTimes(durations, cold)
+		out.Plan = PlanView{Source: PlanColdStart, PollsS: secondsOf(cold[:min(planPolls, len(cold))]), ExpectedPolls: round(ppolls), MeanDelayS: round(pdelay)}
+		out.LearnedPlan = &learned
+	}
 	out.Comparison.Pollux = Strategy{PollsPerJob: round(ppolls), MeanDelayS: round(pdelay)}
 	if pdelay > 0 && ppolls > 0 {
 		interval, fpolls := report.MatchFixed(durations, pdelay)
@@ -219,6 +239,36 @@ func describe(rt, m string, d *schedule.Dist, p schedule.Policy) Model {
 	out.Comparison.SDK = Strategy{IntervalS: round(sdkInterval), PollsPerJob: round(spolls), MeanDelayS: round(sdelay)}
 	if ppolls > 0 {
 		out.Comparison.SavingVsSDK = round(spolls / ppolls)
+	}
+	return out
+}
+
+// Plan sources of PlanView.
+const (
+	PlanLearned   = "learned"
+	PlanColdStart = "cold_start"
+)
+
+// onTimes is what polling at times (ascending, the last at or past the
+// longest duration) costs on jobs of the given durations: polls per job
+// and mean detection delay (seconds).
+func onTimes(durations []float64, times []time.Duration) (polls, delay float64) {
+	if len(durations) == 0 || len(times) == 0 {
+		return 0, 0
+	}
+	for _, d := range durations {
+		i := min(sort.Search(len(times), func(i int) bool { return times[i].Seconds() >= d }), len(times)-1)
+		polls += float64(i + 1)
+		delay += max(times[i].Seconds()-d, 0)
+	}
+	return polls / float64(len(durations)), delay / float64(len(durations))
+}
+
+// secondsOf rounds durations to seconds.
+func secondsOf(ts []time.Duration) []float64 {
+	out := make([]float64, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, round(t.Seconds()))
 	}
 	return out
 }

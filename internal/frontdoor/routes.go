@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -51,6 +52,10 @@ type RouteView struct {
 	Intake  int                      `json:"intake"`
 	OldestS float64                  `json:"oldest_s"`
 	Leases  map[string]census.Leases `json:"leases"`
+	// Webhooks is true when the route asks its provider for webhooks (a
+	// webhook_url); false: it is poll-only, and webhook coverage means
+	// nothing for it.
+	Webhooks bool `json:"webhooks"`
 	// Running are the route's own running slots, when it caps them.
 	Running *census.Leases `json:"running,omitempty"`
 	// Counts are the index's jobs by current state, Activity its last
@@ -115,7 +120,7 @@ func (s *Server) routes(w http.ResponseWriter, r *http.Request) *apiError {
 		v := RouteView{
 			Name: cr.Route, State: "running", StateText: cr.StateText(snap.At), Pauses: []PauseView{},
 			Tracked: cr.Tracked, Parked: cr.Parked, Backlog: cr.Backlog, Intake: cr.Intake, OldestS: time.Duration(cr.Oldest).Seconds(),
-			Leases: cr.Leases,
+			Leases: cr.Leases, Webhooks: slices.Contains(s.cfg.WebhookRoutes, cr.Route),
 		}
 		if cr.Paused() {
 			v.State = "paused"

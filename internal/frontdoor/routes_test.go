@@ -179,9 +179,16 @@ func learned() *schedule.Dist {
 // withLearned gives the front door a learned model owner/model on sim.
 func withLearned(d *door, cfg *frontdoor.Config) {
 	dist := learned()
+	var young schedule.Dist // 8 jobs of about 2 s: not enough to follow
+	for i := range 8 {
+		young.Observe(1800*time.Millisecond + time.Duration(i)*50*time.Millisecond)
+	}
 	cfg.Learned = func(rt, model, _ string) (*schedule.Dist, *schedule.Dist) {
-		if rt == route && model == "owner/model" {
+		switch {
+		case rt == route && model == "owner/model":
 			return dist, nil
+		case rt == route && model == "owner/young":
+			return &young, nil
 		}
 		return nil, nil
 	}
@@ -218,6 +225,8 @@ func TestModel(t *testing.T) {
 		require.Greater(t, m.Plan.PollsS[i], m.Plan.PollsS[i-1])
 	}
 	require.Greater(t, m.Plan.PollsS[0], 5.0, "no job ends before 10 s: the plan waits")
+	require.Equal(t, frontdoor.PlanLearned, m.Plan.Source)
+	require.Nil(t, m.LearnedPlan, "the plan in force is the learned one")
 	c := m.Comparison
 	require.Positive(t, c.Pollux.PollsPerJob)
 	require.InDelta(t, c.Pollux.MeanDelayS, c.Fixed.MeanDelayS, 1e-9)
@@ -226,6 +235,23 @@ func TestModel(t *testing.T) {
 	require.InDelta(t, 0.5, c.SDK.IntervalS, 1e-9)
 	require.Greater(t, c.SDK.PollsPerJob, 40.0, "20-80 polls at 0.5 s for 10-40 s")
 	require.InDelta(t, c.SDK.PollsPerJob/c.Pollux.PollsPerJob, c.SavingVsSDK, 0.01)
+
+	// A model in cold start: the plan in force is the cold-start table's,
+	// the learned one what comes after MinSamples, labelled so.
+	r = d.do(t, http.MethodGet, "/v1/routes/sim/models/owner%2Fyoung", "", nil)
+	require.Equal(t, http.StatusOK, r.status, "body %s", r.raw)
+	var y frontdoor.Model
+	require.NoError(t, json.Unmarshal(r.raw, &y))
+	require.False(t, y.Learned)
+	require.Equal(t, 20.0, y.MinSamples)
+	require.Equal(t, frontdoor.PlanColdStart, y.Plan.Source)
+	require.Equal(t, []float64{5, 10, 20}, y.Plan.PollsS[:3], "no hint: 5 s, then backing off")
+	require.InDelta(t, 3, y.Plan.MeanDelayS, 0.3, "jobs of about 2 s found at the 5 s poll")
+	require.InDelta(t, 1, y.Plan.ExpectedPolls, 1e-9)
+	require.Equal(t, y.Plan.MeanDelayS, y.Comparison.Pollux.MeanDelayS, "the comparison is of the plan in force")
+	require.NotNil(t, y.LearnedPlan)
+	require.Equal(t, frontdoor.PlanLearned, y.LearnedPlan.Source)
+	require.Less(t, y.LearnedPlan.MeanDelayS, y.Plan.MeanDelayS, "the learned plan, once in force, detects sooner")
 
 	// The model name unescaped works too.
 	r = d.do(t, http.MethodGet, "/v1/routes/sim/models/owner/model", "", nil)

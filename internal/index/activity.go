@@ -11,16 +11,21 @@ import (
 type Minute struct {
 	// Start is the minute's start.
 	Start time.Time `json:"start"`
-	// Completions counts the jobs that ended (any terminal state) in the
-	// minute, Failures those of them that failed, expired or were lost.
-	Completions int `json:"completions"`
+	// Ended counts the jobs that ended (any terminal state) in the
+	// minute, Failures those of them that failed, expired or were lost;
+	// Completions those their provider finished, succeeded or failed
+	// (state.Completed).
+	Ended       int `json:"ended"`
 	Failures    int `json:"failures"`
+	Completions int `json:"completions"`
 	// Polls is the status calls the jobs that ended made in all their
-	// life; ByWebhook counts the ends a webhook told first.
-	Polls     int `json:"polls"`
-	ByWebhook int `json:"by_webhook"`
+	// life; WebhookExpected counts the completions of jobs that expected
+	// a webhook, ByWebhook those of them a webhook told first.
+	Polls           int `json:"polls"`
+	WebhookExpected int `json:"webhook_expected"`
+	ByWebhook       int `json:"by_webhook"`
 	// DetectP50 and DetectP95 are quantiles of the detection delay
-	// (DetectedAt - CompletedAt) of the jobs that ended, in seconds.
+	// (DetectedAt - CompletedAt) of the completions, in seconds.
 	DetectP50 float64 `json:"detect_p50"`
 	DetectP95 float64 `json:"detect_p95"`
 }
@@ -33,17 +38,20 @@ type Activity struct {
 	// Minutes are the hour's 60 minutes, oldest first; the last is the
 	// current minute.
 	Minutes []Minute `json:"minutes"`
-	// Completions is the hour's total; PollsPerCompletion its polls per
-	// job ended.
+	// Ended and Completions are the hour's totals; PollsPerCompletion
+	// its polls per job ended (state.Tally, as `pollux stats` counts).
+	Ended              int     `json:"ended"`
 	Completions        int     `json:"completions"`
 	PollsPerCompletion float64 `json:"polls_per_completion"`
 	// DetectP50 and DetectP95 are the hour's detection delay quantiles,
 	// in seconds.
 	DetectP50 float64 `json:"detect_p50"`
 	DetectP95 float64 `json:"detect_p95"`
-	// WebhookCoverage is the share of the hour's ends a webhook told
-	// first (0 to 1).
+	// WebhookCoverage is the share of the hour's completions expecting a
+	// webhook that a webhook told first (0 to 1); WebhookExpected counts
+	// those completions (0: no coverage to speak of).
 	WebhookCoverage float64 `json:"webhook_coverage"`
+	WebhookExpected int     `json:"webhook_expected"`
 }
 
 // maxSamples bounds the detection delays a minute keeps for quantiles
@@ -53,9 +61,10 @@ const maxSamples = 512
 
 // bucket is one minute's figures.
 type bucket struct {
-	minute                                  int64 // unix minutes
-	completions, failures, polls, byWebhook int
-	delays                                  []float64
+	minute   int64 // unix minutes
+	tally    state.Tally
+	failures int
+	delays   []float64
 }
 
 // ring is the last 60 minutes of a route, by unix minute mod 60.
@@ -89,16 +98,12 @@ func (g *ring) add(t time.Time, j *snapshot) {
 	case b.minute < m:
 		*b = bucket{minute: m, delays: b.delays[:0]}
 	}
-	b.completions++
+	b.tally.Add(j.State, j.Polls, j.WebhookExpected, j.DetectedBy)
 	switch j.State {
 	case state.Failed, state.Expired, state.Lost:
 		b.failures++
 	}
-	b.polls += j.Polls
-	if j.DetectedBy == state.FromWebhook {
-		b.byWebhook++
-	}
-	if !j.DetectedAt.IsZero() && !j.CompletedAt.IsZero() && len(b.delays) < maxSamples {
+	if j.State.Completed() && !j.DetectedAt.IsZero() && !j.CompletedAt.IsZero() && len(b.delays) < maxSamples {
 		b.delays = append(b.delays, max(j.DetectedAt.Sub(j.CompletedAt).Seconds(), 0))
 	}
 }
@@ -118,7 +123,7 @@ func (x *Index) Activity(route string) Activity {
 	now := minuteOf(x.cfg.Now())
 	a := Activity{Route: route, Minutes: make([]Minute, 60)}
 	var all []float64
-	polls, byWebhook := 0, 0
+	var hour state.Tally
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	g := x.act.rings[route]
@@ -126,23 +131,21 @@ func (x *Index) Activity(route string) Activity {
 		m := now - 59 + int64(i)
 		mi := Minute{Start: time.Unix(m*60, 0).UTC()}
 		if g != nil {
-			if b := &g[((m%60)+60)%60]; b.minute == m && b.completions > 0 {
-				mi.Completions, mi.Failures, mi.Polls, mi.ByWebhook = b.completions, b.failures, b.polls, b.byWebhook
+			if b := &g[((m%60)+60)%60]; b.minute == m && b.tally.Ended > 0 {
+				t := b.tally
+				hour.Merge(t)
+				mi.Ended, mi.Failures, mi.Completions, mi.Polls = t.Ended, b.failures, t.Completions, t.Polls
+				mi.WebhookExpected, mi.ByWebhook = t.Expecting, t.ByWebhook
 				d := slices.Clone(b.delays)
 				slices.Sort(d)
 				mi.DetectP50, mi.DetectP95 = quantile(d, 0.5), quantile(d, 0.95)
 				all = append(all, d...)
 			}
 		}
-		a.Completions += mi.Completions
-		polls += mi.Polls
-		byWebhook += mi.ByWebhook
 		a.Minutes[i] = mi
 	}
-	if a.Completions > 0 {
-		a.PollsPerCompletion = float64(polls) / float64(a.Completions)
-		a.WebhookCoverage = float64(byWebhook) / float64(a.Completions)
-	}
+	a.Ended, a.Completions, a.WebhookExpected = hour.Ended, hour.Completions, hour.Expecting
+	a.PollsPerCompletion, a.WebhookCoverage = hour.PollsPerCompletion(), hour.WebhookCoverage()
 	slices.Sort(all)
 	a.DetectP50, a.DetectP95 = quantile(all, 0.5), quantile(all, 0.95)
 	return a

@@ -45,6 +45,8 @@ type snapshot struct {
 	CompletedAt    time.Time    `json:"completed_at"`
 	DetectedAt     time.Time    `json:"detected_at"`
 	DetectedBy     state.Source `json:"detected_by"`
+	// WebhookExpected is whether the job asked for a webhook.
+	WebhookExpected bool `json:"webhook_expected"`
 }
 
 // decodeEvent parses a job's event.

@@ -64,11 +64,16 @@
 //
 // Activity counts, per minute of the last hour, the jobs whose terminal
 // event falls in it (each job's end once; a late poll's event is not a
-// second end), their polls, how many a webhook told first (DetectedBy),
-// and their detection delay (DetectedAt - CompletedAt). A process started
+// second end) with state.Tally, as `pollux stats` counts them: the jobs
+// ended and their polls, the completions (succeeded or failed), how many
+// of those expecting a webhook a webhook told first (DetectedBy), and the
+// completions' detection delay (DetectedAt - CompletedAt). A process started
 // mid-hour has the hour's figures from the replay.
 //
 // Subscribe is a bounded broadcast of changed entries for live lists: a
 // subscriber whose buffer is full loses updates, and the index never
-// waits.
+// waits. Each entry knows the events stream's sequence of its change
+// (Entry.Stream), so a list that lost its connection asks ChangedSince
+// for the jobs changed after the last it saw: a walk of the index, each
+// job once, as it is now.
 package index

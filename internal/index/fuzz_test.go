@@ -32,7 +32,7 @@ func FuzzHandle(f *testing.F) {
 			subject += "." + job
 		}
 		for range 2 {
-			x.handle(subject, data)
+			x.handle(subject, data, 1)
 		}
 		n, _ := x.Size()
 		if n == 0 && len(x.RouteEvents("r")) == 0 && x.Garbage() == 0 {

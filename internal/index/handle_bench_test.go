@@ -33,7 +33,7 @@ func BenchmarkHandle(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
-		x.handle(subjects[i%len(msgs)], msgs[i%len(msgs)])
+		x.handle(subjects[i%len(msgs)], msgs[i%len(msgs)], uint64(i+1))
 	}
 }
 
@@ -93,7 +93,7 @@ func BenchmarkList(b *testing.B) {
 	for i := range 100_000 {
 		st := states[(i/4)%len(states)]
 		x.applyEvent(&event{V: 1, Type: string(st), Seq: 1, Route: fmt.Sprintf("r%d", i%4), JobID: fmt.Sprintf("bench-%07d", i), State: st,
-			Time: t0, Job: &snapshot{Model: "m", RemoteID: fmt.Sprintf("r-%07d", i), CreatedAt: t0.Add(time.Duration(i) * time.Millisecond)}})
+			Time: t0, Job: &snapshot{Model: "m", RemoteID: fmt.Sprintf("r-%07d", i), CreatedAt: t0.Add(time.Duration(i) * time.Millisecond)}}, uint64(i+1))
 	}
 	b.ReportAllocs()
 	b.ResetTimer()

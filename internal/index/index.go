@@ -62,6 +62,10 @@ type Entry struct {
 	// Seq is the job's event sequence number the entry reflects (0 for a
 	// rejection).
 	Seq uint64 `json:"seq"`
+	// Stream is the events stream's sequence of the message the entry
+	// reflects: the id of the live stream's event (GET /v1/stream), from
+	// which a client resumes (ChangedSince).
+	Stream uint64 `json:"-"`
 }
 
 // Index is the in-memory index of the jobs in the events stream. Its
@@ -84,6 +88,7 @@ type Index struct {
 	bytes   int64
 	evict   int // the items of every job before it are not terminal (a hint)
 
+	latest  uint64        // the greatest Entry.Stream applied (under mu)
 	applied atomic.Uint64 // last stream sequence applied
 	garbage atomic.Uint64
 
@@ -211,9 +216,9 @@ func (x *Index) Garbage() uint64 { return x.garbage.Load() }
 // has read.
 func (x *Index) Applied() uint64 { return x.applied.Load() }
 
-// entryOf returns the entry event ev carries.
-func entryOf(ev *event) Entry {
-	e := Entry{ID: ev.JobID, Route: ev.Route, State: ev.State, UpdatedAt: ev.Time, CreatedAt: ev.Time, Seq: ev.Seq}
+// entryOf returns the entry event ev, at stream sequence seq, carries.
+func entryOf(ev *event, seq uint64) Entry {
+	e := Entry{ID: ev.JobID, Route: ev.Route, State: ev.State, UpdatedAt: ev.Time, CreatedAt: ev.Time, Seq: ev.Seq, Stream: seq}
 	if j := ev.Job; j != nil {
 		e.Model, e.RemoteID, e.IdempotencyKey = j.Model, j.RemoteID, j.IdempotencyKey
 		e.Tracked, e.Polls, e.Progress, e.QueuePosition, e.Reason = j.Tracked, j.Polls, j.Progress, j.QueuePosition, j.Reason
@@ -233,10 +238,10 @@ func entryOf(ev *event) Entry {
 	return e
 }
 
-// applyEvent applies a job's event; it reports the entry when the index
-// changed.
-func (x *Index) applyEvent(ev *event) (Entry, bool) {
-	e := entryOf(ev)
+// applyEvent applies a job's event, at stream sequence seq; it reports
+// the entry when the index changed.
+func (x *Index) applyEvent(ev *event, seq uint64) (Entry, bool) {
+	e := entryOf(ev, seq)
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	old, ok := x.jobs[e.ID]
@@ -260,6 +265,7 @@ func (x *Index) applyEvent(ev *event) (Entry, bool) {
 	if !wasTerminal && !e.Rejected && e.State.Terminal() && ev.Job != nil {
 		x.act.add(ev.Route, ev.Time, ev.Job)
 	}
+	x.latest = max(x.latest, seq)
 	x.trim()
 	return e, true
 }

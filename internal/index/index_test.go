@@ -39,7 +39,7 @@ func TestReplayThenLive(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, index.Entry{
 		ID: "a", Route: "r1", Model: "m1", RemoteID: "rem-a", IdempotencyKey: "key-a", State: state.Running,
-		Tracked: true, CreatedAt: t0, UpdatedAt: t0.Add(time.Minute), Polls: 4, Progress: &p, Seq: 2,
+		Tracked: true, CreatedAt: t0, UpdatedAt: t0.Add(time.Minute), Polls: 4, Progress: &p, Seq: 2, Stream: 2,
 	}, got)
 	require.Equal(t, map[state.State]int{state.Running: 1, state.Queued: 1}, x.Counts(""))
 	require.Equal(t, map[state.State]int{state.Running: 1}, x.Counts("r1"))

@@ -261,3 +261,49 @@ func parseCursor(c string) (key, error) {
 	}
 	return key{time.Unix(0, n), id}, nil
 }
+
+// StateCounts returns how many jobs match q's filters but its states (its
+// route, model, time range and search; not its cursor or limit), by
+// state: what each state would list. Rejections are not counted. From the
+// running counts when q filters by nothing but route and model; else by a
+// walk that stops at TotalCap jobs, and capped says it stopped.
+func (x *Index) StateCounts(q Query) (counts map[state.State]int, capped bool) {
+	q.States, q.Cursor = nil, ""
+	m := newMatcher(q)
+	counts = map[state.State]int{}
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	switch {
+	case q.Search == "" && q.CreatedAfter.IsZero() && q.CreatedBefore.IsZero() && q.Model != "":
+		for k, n := range x.models {
+			if k.model == q.Model && (q.Route == "" || k.route == q.Route) && k.state != "" {
+				counts[k.state] += n
+			}
+		}
+		return counts, false
+	case q.Search == "" && q.CreatedAfter.IsZero() && q.CreatedBefore.IsZero():
+		for k, o := range x.lists {
+			if k.state != "" && k.route == q.Route && o.live > 0 {
+				counts[k.state] = o.live
+			}
+		}
+		return counts, false
+	}
+	var before *key
+	if !q.CreatedBefore.IsZero() {
+		before = &key{at: q.CreatedBefore}
+	}
+	n := 0
+	w := newWalker(x.sources(q, m), q.CreatedAfter, before)
+	for it := w.next(); it != nil; it = w.next() {
+		if it.e.State == "" || !m.match(&it.e) {
+			continue
+		}
+		if n == TotalCap {
+			return counts, true
+		}
+		counts[it.e.State]++
+		n++
+	}
+	return counts, false
+}

@@ -51,6 +51,7 @@ func TestListFilters(t *testing.T) {
 		{"search by remote id", index.Query{Search: "rem7"}, []string{"j07"}},
 		{"search and a filter that excludes", index.Query{Search: "j07", Route: "a"}, nil},
 		{"search for nothing", index.Query{Search: "nope"}, nil},
+		{"search is exact: a prefix finds nothing", index.Query{Search: "j0"}, nil},
 		{"unknown route", index.Query{Route: "z"}, nil},
 		{"unknown model", index.Query{Model: "z"}, nil},
 	} {
@@ -218,4 +219,34 @@ func TestSearchFollowsChanges(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"j1"}, ids(page))
 	require.True(t, slices.Equal([]string{"j1"}, ids(page)))
+}
+
+// The state counts of a query are what each state would list with the
+// query's other filters: its route, model, time range and search.
+func TestStateCountsFollowTheOtherFilters(t *testing.T) {
+	t.Parallel()
+	_, x := fleet(t)
+	for _, q := range []index.Query{
+		{},
+		{Route: "a"},
+		{Model: "m1"},
+		{Route: "b", Model: "m2"},
+		{CreatedAfter: t0.Add(10 * time.Second), CreatedBefore: t0.Add(30 * time.Second)},
+		{Route: "c", Model: "m1", CreatedBefore: t0.Add(40 * time.Second)},
+		{Search: "k7"},
+		{Search: "j07", Route: "a"},
+		{Route: "a", States: []state.State{state.Failed}, Limit: 1}, // its own states and limit aside
+	} {
+		counts, capped := x.StateCounts(q)
+		require.False(t, capped)
+		for _, st := range state.States {
+			one := q
+			one.States, one.Limit = []state.State{st}, 0
+			page, err := x.List(one)
+			require.NoError(t, err)
+			require.Equal(t, page.Total, counts[st], "%+v in %s", q, st)
+		}
+	}
+	counts, _ := x.StateCounts(index.Query{Route: "a", Model: "m1"})
+	require.Equal(t, map[state.State]int{state.Queued: 5, state.Succeeded: 5}, counts, "route a's m1 jobs: i = 0, 6, 12, ... (mod 4: 0 or 2)")
 }

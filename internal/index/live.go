@@ -1,7 +1,9 @@
 package index
 
 import (
+	"cmp"
 	"context"
+	"slices"
 )
 
 // DefaultSubscribeBuffer is Subscribe's buffer when it is given none.
@@ -43,4 +45,29 @@ func (x *Index) broadcast(e Entry) {
 		default: // full: this one loses the update
 		}
 	}
+}
+
+// ChangedSince returns the entries of route ("" = every route) changed by
+// a message of the events stream after sequence after, in the order of
+// their changes, and through, the greatest sequence the index had applied
+// to an entry then: a live list that lost its connection after after is
+// current again with them, and an update broadcast with an Entry.Stream
+// at most through is already among them. Each job is there once, as it
+// is now (not every change it went through). When more than limit
+// changed, ok is false and changed nil: the client reloads instead. A job
+// forgotten since (MaxJobs) is not there.
+func (x *Index) ChangedSince(after uint64, route string, limit int) (changed []Entry, through uint64, ok bool) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	for _, it := range x.jobs {
+		if it.e.Stream <= after || route != "" && it.e.Route != route {
+			continue
+		}
+		if len(changed) == limit {
+			return nil, x.latest, false
+		}
+		changed = append(changed, it.e)
+	}
+	slices.SortFunc(changed, func(a, b Entry) int { return cmp.Compare(a.Stream, b.Stream) })
+	return changed, x.latest, true
 }

@@ -42,7 +42,7 @@ func TestListAgreesWithAScan(t *testing.T) {
 		if rnd.IntN(10) == 0 && seq > 1 {
 			seq-- // a redelivery
 		}
-		x.applyEvent(&event{V: 1, Type: string(st), Seq: seq, Route: route, JobID: id, State: st, Job: j, Time: t0})
+		x.applyEvent(&event{V: 1, Type: string(st), Seq: seq, Route: route, JobID: id, State: st, Job: j, Time: t0}, uint64(step+1))
 		if got, ok := x.Get(id); ok {
 			open[id] = !terminal(got)
 		} else {
@@ -137,7 +137,7 @@ func TestTotalIsCapped(t *testing.T) {
 	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	for i := range TotalCap + 10 {
 		x.applyEvent(&event{V: 1, Type: "queued", Seq: 1, Route: "r", JobID: fmt.Sprintf("j%05d", i), State: state.Queued, Time: t0.Add(time.Duration(i) * time.Millisecond),
-			Job: &snapshot{Model: "m"}})
+			Job: &snapshot{Model: "m"}}, uint64(i+1))
 	}
 	p, err := x.List(Query{Model: "m", CreatedAfter: t0.Add(-time.Hour), Limit: 3})
 	require.NoError(t, err)

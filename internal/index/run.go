@@ -125,7 +125,7 @@ func (r *reader) follow(ctx context.Context) error {
 		if seq <= x.applied.Load() {
 			continue // read again after a resumption
 		}
-		x.handle(msg.Subject(), msg.Data())
+		x.handle(msg.Subject(), msg.Data(), seq)
 		x.applied.Store(seq)
 		r.progressed = true
 		if !r.done && (seq >= r.target || md.NumPending == 0) {
@@ -156,8 +156,8 @@ func (r *reader) check(ctx context.Context) error {
 	return nil
 }
 
-// handle applies one message of the events stream.
-func (x *Index) handle(subject string, data []byte) {
+// handle applies one message of the events stream, at sequence seq.
+func (x *Index) handle(subject string, data []byte, seq uint64) {
 	route, job, ok := x.eventSubject(subject)
 	if !ok {
 		x.ignore(subject, errors.New("not an events subject"))
@@ -187,7 +187,7 @@ func (x *Index) handle(subject string, data []byte) {
 		x.ignore(subject, err)
 		return
 	}
-	if e, changed := x.applyEvent(ev); changed {
+	if e, changed := x.applyEvent(ev, seq); changed {
 		x.broadcast(e)
 	}
 }

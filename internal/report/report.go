@@ -47,17 +47,23 @@ type Report struct {
 type Route struct {
 	Route       string         `json:"route"`
 	JobsByState map[string]int `json:"jobs_by_state"`
-	// Completions counts jobs that succeeded, failed or were canceled.
+	// Ended counts the jobs ended (any terminal state); Completions those
+	// their provider finished, succeeded or failed (state.Completed: a
+	// canceled, expired or lost job is not one).
+	Ended       int `json:"ended"`
 	Completions int `json:"completions"`
-	// PollsPerCompletion is status calls per finished job.
+	// PollsPerCompletion is the status calls of the jobs ended over them
+	// (state.Tally).
 	PollsPerCompletion float64 `json:"polls_per_completion"`
 	// DetectionDelayP50S and P95S are seconds from the provider's
-	// completion to Pollux knowing it.
+	// completion to Pollux knowing it, over the completions.
 	DetectionDelayP50S float64 `json:"detection_delay_p50_s"`
 	DetectionDelayP95S float64 `json:"detection_delay_p95_s"`
-	// WebhookCoverage is the share of completions first seen by webhook,
-	// among jobs that expected one.
+	// WebhookCoverage is the share of the completions expecting a webhook
+	// that a webhook told first; WebhookExpected counts those completions
+	// (0: the route's jobs asked for none, it is poll-only).
 	WebhookCoverage float64 `json:"webhook_coverage"`
+	WebhookExpected int     `json:"webhook_expected"`
 	// ReconciliationCatches counts completions of jobs that expected a
 	// webhook but were found by a poll: the missing webhooks.
 	ReconciliationCatches int `json:"reconciliation_catches"`
@@ -69,9 +75,8 @@ type Route struct {
 	// as the fleet learned it from queued jobs' places (0: unknown).
 	QueueRate float64 `json:"queue_rate,omitempty"`
 
-	delays            []float64
-	polls, finished   int
-	expecting, byHook int
+	delays []float64
+	tally  state.Tally
 }
 
 // Model is what was learned of one model's durations.
@@ -141,35 +146,17 @@ func (rt *Route) Add(j *state.Job) {
 
 // addFinished counts a finished job's polls, delay and detection.
 func (rt *Route) addFinished(j *state.Job) {
-	rt.finished++
-	rt.polls += j.Polls
-	switch j.State {
-	case state.Succeeded, state.Failed, state.Canceled:
-	default:
-		return
-	}
-	rt.Completions++
-	if !j.CompletedAt.IsZero() && !j.DetectedAt.IsZero() {
+	rt.tally.Add(j.State, j.Polls, j.WebhookExpected, j.DetectedBy)
+	if j.State.Completed() && !j.CompletedAt.IsZero() && !j.DetectedAt.IsZero() {
 		rt.delays = append(rt.delays, max(j.DetectedAt.Sub(j.CompletedAt).Seconds(), 0))
-	}
-	if j.WebhookExpected {
-		rt.expecting++
-		switch j.DetectedBy {
-		case state.FromWebhook:
-			rt.byHook++
-		case state.FromPoll:
-			rt.ReconciliationCatches++
-		}
 	}
 }
 
 func (rt *Route) finish() {
-	if rt.finished > 0 {
-		rt.PollsPerCompletion = Round(float64(rt.polls)/float64(rt.finished), 2)
-	}
-	if rt.expecting > 0 {
-		rt.WebhookCoverage = Round(float64(rt.byHook)/float64(rt.expecting), 3)
-	}
+	t := rt.tally
+	rt.Ended, rt.Completions, rt.WebhookExpected, rt.ReconciliationCatches = t.Ended, t.Completions, t.Expecting, t.ByPoll
+	rt.PollsPerCompletion = Round(t.PollsPerCompletion(), 2)
+	rt.WebhookCoverage = Round(t.WebhookCoverage(), 3)
 	rt.DetectionDelayP50S = Round(Percentile(rt.delays, 0.5), 3)
 	rt.DetectionDelayP95S = Round(Percentile(rt.delays, 0.95), 3)
 }
@@ -191,8 +178,11 @@ func addLearned(ctx context.Context, res *events.Resources, get func(string) *Ro
 			}
 			continue
 		}
+		if strings.HasSuffix(k, "."+learn.ScopeWebhook) {
+			continue // the route's webhook reliability: no model's
+		}
 		var rec learn.Record
-		if json.Unmarshal(e.Value(), &rec) != nil {
+		if json.Unmarshal(e.Value(), &rec) != nil || rec.Model == "" {
 			continue
 		}
 		rt := get(rec.Route)
@@ -229,9 +219,13 @@ func (r *Report) Print(w io.Writer) {
 		"route", "tracked", "backlog", "oldest", "intake", "jobs by state", "polls/c", "delay50", "delay95", "webhk%")
 	for _, rt := range r.Routes {
 		c := rt.Census
-		fmt.Fprintf(w, "%-16s %8d %8d %7s %7d  %-40s %7.2f %7.2fs %7.2fs %6.1f%%\n",
+		coverage := "-" // no completion expected a webhook
+		if rt.WebhookExpected > 0 {
+			coverage = fmt.Sprintf("%.1f%%", 100*rt.WebhookCoverage)
+		}
+		fmt.Fprintf(w, "%-16s %8d %8d %7s %7d  %-40s %7.2f %7.2fs %7.2fs %7s\n",
 			rt.Route, c.Tracked, c.Backlog, short(time.Duration(c.Oldest)), c.Intake, states(rt.JobsByState),
-			rt.PollsPerCompletion, rt.DetectionDelayP50S, rt.DetectionDelayP95S, 100*rt.WebhookCoverage)
+			rt.PollsPerCompletion, rt.DetectionDelayP50S, rt.DetectionDelayP95S, coverage)
 	}
 	fmt.Fprintln(w)
 	for _, rt := range r.Routes {

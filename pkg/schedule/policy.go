@@ -272,6 +272,40 @@ func (p Policy) delay(j *Job, rnd *rand.Rand) time.Duration {
 // ready reports whether a learned distribution has enough samples.
 func (p Policy) ready(d *Dist) bool { return d != nil && d.Weight() >= p.MinSamples }
 
+// UsesLearned reports whether Next follows d, a learned distribution, rather
+// than the cold-start table: whether d has MinSamples effective samples.
+// What shows the schedule's plan asks this, not a threshold of its own.
+func (p Policy) UsesLearned(d *Dist) bool { return p.WithDefaults().ready(d) }
+
+// ColdTimes returns the poll times, from submission, that Next gives a job
+// while no distribution is learned (UsesLearned false): the cold-start
+// table's row for expected (the submission's hint, real time; 0 for none),
+// for a job whose first poll finds it started and later ones no change,
+// that meets no error, provider hint or webhook, each delay at the middle
+// of its jitter: at least n of them, and on to the first at or past
+// horizon (at most maxColdTimes).
+func (p Policy) ColdTimes(expected, horizon time.Duration, n int) []time.Duration {
+	p = p.WithDefaults()
+	mid := rand.New(midSource{})
+	var at time.Time
+	var out []time.Duration
+	var t time.Duration
+	for i := 0; i < maxColdTimes && (i < max(n, 1) || t < horizon); i++ {
+		t += p.Next(Job{Now: at.Add(t), Submitted: at, Polls: i, Unchanged: max(i-1, 0), Expected: expected}, mid)
+		out = append(out, t)
+	}
+	return out
+}
+
+// maxColdTimes bounds ColdTimes.
+const maxColdTimes = 100_000
+
+// midSource makes every draw of a rand.Rand's Float64 0.5: each jitter at
+// the middle of its range.
+type midSource struct{}
+
+func (midSource) Uint64() uint64 { return 1 << 52 }
+
 // timeLeft estimates the job's remaining time (real) from its own signals.
 func (p Policy) timeLeft(j *Job) (time.Duration, bool) {
 	switch {

@@ -274,3 +274,30 @@ func TestPolicySpreadsEveryDelay(t *testing.T) {
 		require.LessOrEqual(t, hi, time.Duration(float64(tc.base)*1.2), name+": within +Jitter")
 	}
 }
+
+// Until MinSamples are learned the schedule follows the cold-start table:
+// UsesLearned says which, and ColdTimes are the table's polls, each at
+// the middle of its jitter.
+func TestColdTimesAndUsesLearned(t *testing.T) {
+	t.Parallel()
+	p := schedule.Policy{}
+	var d schedule.Dist
+	require.False(t, p.UsesLearned(nil))
+	d.Observe(10 * time.Second)
+	for {
+		require.False(t, p.UsesLearned(&d), "below 20 samples: the cold start")
+		if d.Observe(10 * time.Second); d.Weight() >= schedule.DefaultMinSamples {
+			break
+		}
+	}
+	require.True(t, p.UsesLearned(&d), "20 samples: learned")
+	require.False(t, schedule.Policy{MinSamples: 50}.UsesLearned(&d), "a route's own threshold")
+
+	s := time.Second
+	require.Equal(t, []time.Duration{5 * s, 10 * s, 20 * s, 40 * s, 80 * s, 140 * s, 200 * s}, p.ColdTimes(0, 3*time.Minute, 3),
+		"no hint: 5 s, doubling after the first poll's change, to MaxDelay")
+	require.Equal(t, []time.Duration{6 * s, 16 * s, 36 * s, 56 * s, 76 * s, 96 * s}, p.ColdTimes(time.Minute, 80*s, 0),
+		"the standard row: 4-8 s, then 10-20 s while young")
+	require.Len(t, p.ColdTimes(0, 0, 0), 1)
+	require.Len(t, p.ColdTimes(0, time.Second, 12), 12, "at least n")
+}

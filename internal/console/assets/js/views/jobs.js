@@ -54,7 +54,7 @@ export async function jobs(ctx, el) {
   const stateBtns = STATES.map((s) => h(`button.chip-toggle.s-${s}`, {
     type: 'button', 'data-state': s, 'aria-pressed': String(f.states.includes(s)),
     on: { click: () => { f.states = f.states.includes(s) ? f.states.filter((x) => x !== s) : [...f.states, s]; apply(); } },
-  }, s, h('span.count', { title: 'jobs in this state now, on the route filtered on (other filters aside)' })));
+  }, s, h('span.count', { title: 'jobs in this state now that match the other filters' })));
   const clear = h('button.btn.link#f-clear', { type: 'button', on: { click: () => { Object.assign(f, { route: '', states: [], model: '', age: '', q: '' }); apply(true); } } }, 'clear');
   const form = h('form.filters', { on: { submit: (ev) => { ev.preventDefault(); apply(); } } },
     h('div.filter-row',
@@ -95,7 +95,6 @@ export async function jobs(ctx, el) {
     if (resetForm) { search.value = ''; modelIn.value = ''; routeSel.value = ''; ageSel.value = ''; }
     for (const b of stateBtns) b.setAttribute('aria-pressed', String(f.states.includes(b.dataset.state)));
     ctx.replace(hashOf(f));
-    refreshCounts();
     cursors.length = 0;
     cursor = '';
     load();
@@ -126,6 +125,7 @@ export async function jobs(ctx, el) {
       mount(tbody, h('tr.empty', h('td', { colSpan: 10 }, filtered() ? 'No job matches these filters.' : 'No jobs yet. Submit one, or track one from the Track page.')));
     }
     renderTotals();
+    renderCounts(page.counts, page.counts_capped);
   }
 
   function filtered() { return f.route || f.states.length || f.model || f.age || f.q; }
@@ -177,7 +177,10 @@ export async function jobs(ctx, el) {
     lost = false;
     liveDot.textContent = 'connecting';
     liveDot.className = 'live';
-    es = api.stream(`/v1/stream${api.query({ route: f.route })}`, ['job'], (_, e) => {
+    // The stream's ids let the browser resume where it left off (it
+    // sends Last-Event-ID); when too much changed, a reset says reload.
+    es = api.stream(`/v1/stream${api.query({ route: f.route })}`, ['job', 'reset'], (type, e) => {
+      if (type === 'reset') { load(); return; }
       if (!e || !e.id) return;
       const have = rows.get(e.id);
       if (have) {
@@ -204,7 +207,9 @@ export async function jobs(ctx, el) {
       page.total = (page.total || 0) + 1;
       renderTotals();
     }, (state) => {
-      // Updates missed while the stream was down: reload the page.
+      // The stream resumes after the last event seen (Last-Event-ID), so
+      // the rows catch up by themselves; a job new to the page needs a
+      // reload all the same.
       if (state === 'open' && lost) load();
       lost = state !== 'open';
       liveDot.textContent = state === 'open' ? 'live' : 'reconnecting';
@@ -218,27 +223,24 @@ export async function jobs(ctx, el) {
     tr.classList.add('flash');
   }
 
-  // How many jobs are in each state now (on the route filtered on), from
-  // the index's counts in /v1/routes: cheap, exact, and a hint of where
-  // to look.
-  let routes = [];
-  function renderCounts() {
-    const counts = {};
-    for (const r of routes) {
-      if (f.route && r.name !== f.route) continue;
-      for (const [st, n] of Object.entries(r.counts || {})) counts[st] = (counts[st] || 0) + n;
+  // How many jobs are in each state now that match the other filters
+  // (route, model, age, search): the counts /v1/jobs answers with a page,
+  // refreshed on their own every 10 s.
+  function renderCounts(counts, capped) {
+    for (const b of stateBtns) {
+      const n = (counts || {})[b.dataset.state];
+      b.querySelector('.count').textContent = n ? `${fmtNum(n)}${capped ? '+' : ''}` : '';
     }
-    for (const b of stateBtns) b.querySelector('.count').textContent = counts[b.dataset.state] ? fmtNum(counts[b.dataset.state]) : '';
   }
   function refreshCounts() {
-    loadRoutes().then((rs) => { routes = rs; renderCounts(); }).catch(() => {});
+    const after = createdAfter();
+    api.get(`/v1/jobs${api.query({ route: f.route, model: f.model, created_after: after && after.toISOString(), q: f.q, limit: 1 })}`)
+      .then((body) => renderCounts(body && body.counts, body && body.counts_capped)).catch(() => {});
   }
 
   // The routes for the selector and the models for the datalist.
   loadRoutes().then((rs) => {
-    routes = rs;
     for (const r of rs) routeSel.append(h('option', { value: r.name, selected: r.name === f.route }, r.name));
-    renderCounts();
   }).catch(() => { if (f.route) routeSel.append(h('option', { value: f.route, selected: true }, f.route)); });
   const countsTimer = setInterval(refreshCounts, 10000);
   api.get(`/v1/models${api.query({ route: f.route })}`).then((body) => {

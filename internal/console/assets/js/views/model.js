@@ -1,5 +1,7 @@
 // A model on a route: the durations Pollux learned, the poll plan it
-// follows for a new job, and what that plan saves over fixed intervals.
+// follows for a new job (the cold-start table's until enough is learned,
+// with the learned plan shown as what comes next), and what the plan in
+// force saves over fixed intervals.
 import * as api from '../api.js';
 import { h, mount, fmtDur, fmtNum, notice } from '../ui.js';
 import { distribution } from '../charts.js';
@@ -31,8 +33,8 @@ function binsOf(m) {
   return counts.map((c, i) => ({ lo: Number(edges[i] ?? 0), hi: Number(edges[i + 1] ?? edges[i] ?? 0), count: Number(c) }));
 }
 
-function pollsOf(m) {
-  const p = m.plan || m.poll_plan || {};
+function pollsOf(m, key = 'plan') {
+  const p = m[key] || (key === 'plan' && m.poll_plan) || {};
   const list = Array.isArray(p) ? p : (p.polls_s || p.polls || p.times_s || p.at_s || p.offsets_s || []);
   return list.map((x) => Number(typeof x === 'object' ? (x.at_s ?? x.s ?? x.t) : x)).filter(Number.isFinite);
 }
@@ -49,6 +51,7 @@ export async function model(ctx, el, route, name) {
   const bins = binsOf(m).filter((b) => b.hi > b.lo);
   const q = quantilesOf(m);
   const polls = pollsOf(m);
+  const coldStart = (m.plan && m.plan.source) === 'cold_start';
   // Trim the histogram to where its weight is: from the first bin with
   // weight to the last, plus a little room for the poll ticks.
   const used = bins.filter((b) => b.count > 0);
@@ -63,7 +66,7 @@ export async function model(ctx, el, route, name) {
   const chart = distribution({ bins: shown, cdf, polls, quantiles: keyQ }, { label: `durations of ${name}`, fmtCount: shares ? (c) => `${(c * 100).toFixed(c < 0.1 ? 1 : 0)}%` : String });
   const cmp = m.comparison || m.compare || m.cost || {};
   const rowsOf = [
-    ['Pollux', cmp.pollux, 'its learned schedule (this plan)'],
+    ['Pollux', cmp.pollux, coldStart ? 'the cold-start table (in force now)' : 'its learned schedule (this plan)'],
     ['Fixed interval', cmp.fixed || cmp.fixed_interval, (cmp.fixed || cmp.fixed_interval || {}).interval_s ? `every ${fmtDur((cmp.fixed || cmp.fixed_interval).interval_s)}: the same mean delay` : 'the same mean detection delay'],
     ['SDK default', cmp.sdk || cmp.sdk_default, (cmp.sdk || cmp.sdk_default || {}).interval_s ? `every ${fmtDur((cmp.sdk || cmp.sdk_default).interval_s)}` : 'the provider SDK’s poll loop'],
   ].filter((r) => r[1]);
@@ -79,6 +82,8 @@ export async function model(ctx, el, route, name) {
 
   const samples = m.samples;
   const learned = m.learned !== false && bins.length > 0;
+  const next = m.learned_plan;
+  const nextPolls = pollsOf(m, 'learned_plan');
   mount(el,
     crumbs(route, name),
     h('div.page-head', h('h1', h('span.mono', name)), h('span.muted', `on ${route}`), h('div.spacer'),
@@ -91,8 +96,9 @@ export async function model(ctx, el, route, name) {
       h('div.card-head', h('h2', 'Durations and the poll plan'), h('div.spacer'),
         h('span.legend-inline', h('span.key.hist'), shares ? 'share of jobs per bin' : 'jobs per bin', h('span.key.cdf'), 'share done by then (CDF)', h('span.key.poll'), `polls of a new job (${polls.length})`)),
       bins.length ? chart : notice('No durations learned yet for this model: the plan below is the route’s default.'),
-      polls.length ? h('p.muted.small.plan-times', 'Poll times after submit: ', polls.slice(0, 24).map(fmtDur).join(', '), polls.length > 24 ? ` … (${polls.length} in all)` : '') : null,
-      m.plan && m.plan.expected_polls ? h('p.small', `The plan expects ${fmtNum(m.plan.expected_polls, 1)} polls per job and detects a completion ${fmtDur(m.plan.mean_delay_s)} after it on average.`) : null),
+      polls.length ? h('p.muted.small.plan-times', coldStart ? 'Cold-start polls after submit (a job without an expected duration): ' : 'Poll times after submit: ', polls.slice(0, 24).map(fmtDur).join(', '), polls.length > 24 ? ` … (${polls.length} in all)` : '') : null,
+      m.plan && m.plan.expected_polls ? h('p.small#plan-in-force', `${coldStart ? 'In force now, the cold-start table' : 'The plan'} expects ${fmtNum(m.plan.expected_polls, 1)} polls per job and detects a completion ${fmtDur(m.plan.mean_delay_s)} after it on average.`) : null,
+      next && next.expected_polls ? h('p.small.muted#plan-learned', `After ${fmtNum(m.min_samples || 0)} samples (${fmtNum(samples || 0, 1)} so far), the learned plan takes over: polls at ${nextPolls.slice(0, 8).map(fmtDur).join(', ')}${nextPolls.length > 8 ? ' …' : ''}; ${fmtNum(next.expected_polls, 1)} polls per job, a completion found ${fmtDur(next.mean_delay_s)} after it on average.`) : null),
     h('section.card', h('div.card-head', h('h2', 'Polls per job: Pollux vs a fixed interval vs the SDK default')), table));
 }
 

@@ -107,19 +107,23 @@ function fleet(routes, all) {
   let a = all;
   if (!a) {
     const n = sum((r) => r.activity && r.activity.completions);
-    const weighted = (f) => (n ? sum((r) => (Number(r.activity && r.activity[f]) || 0) * ((r.activity && r.activity.completions) || 0)) / n : 0);
-    a = { completions: n, polls_per_completion: weighted('polls_per_completion'), detect_p50: weighted('detect_p50'), detect_p95: weighted('detect_p95'), webhook_coverage: weighted('webhook_coverage') };
+    const weighted = (f, by = 'completions') => {
+      const w = sum((r) => r.activity && r.activity[by]);
+      return w ? sum((r) => (Number(r.activity && r.activity[f]) || 0) * ((r.activity && r.activity[by]) || 0)) / w : 0;
+    };
+    a = { completions: n, polls_per_completion: weighted('polls_per_completion', 'ended'), detect_p50: weighted('detect_p50'), detect_p95: weighted('detect_p95'), webhook_coverage: weighted('webhook_coverage', 'webhook_expected'), webhook_expected: sum((r) => r.activity && r.activity.webhook_expected) };
   }
   const done = a.completions > 0;
+  const pollOnly = routes.length > 0 && routes.every((r) => r.webhooks === false);
   const pausedN = routes.filter(paused).length;
   return [
     stat('Routes', `${routes.length}`, pausedN ? `${pausedN} paused` : 'all running', pausedN ? 'warn' : ''),
     stat('Tracked', fmtNum(sum((r) => r.tracked)), sum((r) => r.parked) ? `jobs at providers, ${fmtNum(sum((r) => r.parked))} parked` : 'jobs at providers'),
     stat('Backlog', fmtNum(sum((r) => r.backlog) + sum((r) => r.intake)), 'checks + intake waiting'),
-    stat('Completions', fmtNum(a.completions || 0), 'last hour'),
-    stat('Polls / completion', done ? fmtNum(a.polls_per_completion, 2) : '—', 'last hour'),
+    stat('Completions', fmtNum(a.completions || 0), a.ended > a.completions ? `last hour; ${fmtNum(a.ended - a.completions)} more ended` : 'last hour'),
+    stat('Polls / completion', a.ended ? fmtNum(a.polls_per_completion, 2) : '—', 'last hour'),
     stat('Detection p50 / p95', done ? `${fmtDur(a.detect_p50)} / ${fmtDur(a.detect_p95)}` : '—', 'completion → Pollux knows'),
-    stat('Webhook coverage', done ? fmtPct(a.webhook_coverage) : '—', 'first seen by webhook'),
+    coverageStat(stat, a, pollOnly, 'first seen by webhook'),
   ];
 }
 
@@ -138,6 +142,13 @@ function levelsCard(levels) {
         h('td.num', cap(l.running)),
         h('td.num', l.running_configured > 0 ? fmtNum(l.running_configured) : '—'),
         kinds.map((k) => h('td.num', cap((l.leases || {})[k]))))))));
+}
+
+// Webhook coverage, unless no route asks for webhooks: then it is not a
+// figure to watch, and the place says poll-only.
+function coverageStat(make, a, pollOnly, sub) {
+  if (pollOnly) return make('Webhook coverage', 'poll-only', 'no webhooks asked for', 'muted');
+  return make('Webhook coverage', a.webhook_expected ? fmtPct(a.webhook_coverage) : '—', a.webhook_expected ? sub : 'no webhook expected yet');
 }
 
 function stat(label, value, sub, cls = '') {
@@ -181,16 +192,16 @@ function card(ctx, r, reload) {
         metric('Backlog', fmtNum(r.backlog), 'checks not yet taken'),
         metric('Intake', fmtNum(r.intake), 'messages waiting'),
         metric('Oldest unresolved', r.oldest_s ? fmtDur(r.oldest_s) : '—', 'at the provider'),
-        metric('Polls / completion', a.completions ? fmtNum(a.polls_per_completion, 2) : '—', 'last hour'),
+        metric('Polls / completion', a.ended ? fmtNum(a.polls_per_completion, 2) : '—', 'last hour'),
         metric('Detection p50 / p95', a.completions ? `${fmtDur(a.detect_p50)} / ${fmtDur(a.detect_p95)}` : '—', 'last hour'),
-        metric('Webhook coverage', a.completions ? fmtPct(a.webhook_coverage) : '—', 'of completions'),
+        coverageStat(metric, a, r.webhooks === false, 'of completions'),
         metric('Running slots', running.text, running.sub),
         leases.length ? metric('Leases in use / cap', h('span', leases.map(([k, l]) => h('div', `${k} ${fmtNum(l.out)} / ${l.cap ? fmtNum(l.cap) : '∞'}`))), '', 'lines') : null),
       h('div.charts',
-        chart('Completions / min', `${fmtNum(a.completions || 0)} in the hour`, sparkline([
-          { values: minutes.map((m) => m.completions), kind: 'bar', cls: 'bar' },
+        chart('Ended / min', `${fmtNum(a.completions || 0)} ${a.completions === 1 ? 'completion' : 'completions'} in the hour${a.ended > a.completions ? `, ${fmtNum(a.ended - a.completions)} more ended` : ''}`, sparkline([
+          { values: minutes.map((m) => m.ended ?? m.completions), kind: 'bar', cls: 'bar' },
           { values: minutes.map((m) => m.failures), kind: 'bar', cls: 'bar fail' },
-        ], { label: `completions per minute on ${r.name}`, times }), peakOf(minutes.map((m) => m.completions))),
+        ], { label: `jobs ended per minute on ${r.name} (failed, expired or lost in red)`, times }), peakOf(minutes.map((m) => m.ended ?? m.completions))),
         chart('Detection delay', 'p50 ─ p95 ┄', sparkline([
           { values: minutes.map((m) => m.detect_p95), kind: 'line', cls: 'line p95', gaps: true },
           { values: minutes.map((m) => m.detect_p50), kind: 'line', cls: 'line', gaps: true },

@@ -1,0 +1,4 @@
+package cli
+
+// Operator is operator, for the tests.
+var Operator = operator
