@@ -49,7 +49,7 @@ var contracts = []contract{
 	{"drift.json", reflect.TypeFor[events.Drift](), strictly[events.Drift], nil},
 	// A snapshot leaves out the submission input, the outbox and the trace
 	// context.
-	{"job.json", reflect.TypeFor[state.Job](), decodeWith(state.Decode), []string{"input", "outbox", "trace"}},
+	{"job.json", reflect.TypeFor[state.Job](), decodeWith(state.Decode), []string{"input", "keep_input", "outbox", "trace"}},
 }
 
 func decodeWith[T any](fn func([]byte) (*T, error)) func([]byte) error {
