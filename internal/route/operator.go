@@ -160,3 +160,27 @@ func Announce(ctx context.Context, js jetstream.JetStream, ns events.Namespace, 
 	}
 	return nil
 }
+
+// Why says why calls on route r wait while Hold is positive, as a waiting
+// job's record names it (state.Job.WaitingFor): "route paused by <who>:
+// <reason>" for an operator's pause, "route paused: <kind>" for the
+// provider's (rate_limit, auth), "account <name> paused: rate_limit" for
+// its account's; "" when nothing holds it.
+func (p *Pauses) Why(r *Route) string {
+	if ps, ok := p.Operator(r.Name); ok {
+		why := "route paused by " + ps.By
+		if ps.Reason != "" {
+			why += ": " + ps.Reason
+		}
+		return why
+	}
+	if ps, ok := p.Active(r.Name); ok {
+		return "route paused: " + ps.Kind
+	}
+	if k := r.PauseKey(); k != r.Name {
+		if ps, ok := p.Active(k); ok {
+			return "account " + r.Account + " paused: " + ps.Kind
+		}
+	}
+	return ""
+}
