@@ -21,8 +21,9 @@ const (
 	// submitted (again when what it waits for changes); a cancel ends
 	// such a job at once, without a create. Its state is pending.
 	EventWaiting = "waiting"
-	EventQueued    = string(state.Queued)
-	EventRunning   = string(state.Running)
+
+	EventQueued  = string(state.Queued)
+	EventRunning = string(state.Running)
 	// EventProgress: new progress or queue position while queued or running.
 	EventProgress  = state.EventProgress
 	EventSucceeded = string(state.Succeeded)
