@@ -43,6 +43,11 @@ func (p *Pauses) Operator(route string) (Pause, bool) {
 	return ps, true
 }
 
+// SetRecheck sets how long a call waits on an operator's pause before it
+// looks again (default OperatorRecheck): tests that resume a route do not
+// wait half a minute for what it held back.
+func (p *Pauses) SetRecheck(d time.Duration) { p.recheck.Store(int64(d)) }
+
 // operatorHold is how long a call on route waits on an operator's pause:
 // until its end, at most OperatorRecheck, spread.
 func (p *Pauses) operatorHold(route string) time.Duration {
@@ -51,6 +56,9 @@ func (p *Pauses) operatorHold(route string) time.Duration {
 		return 0
 	}
 	d := OperatorRecheck
+	if r := time.Duration(p.recheck.Load()); r > 0 {
+		d = r
+	}
 	if !ps.Until.IsZero() {
 		d = min(d, ps.Until.Sub(p.now()))
 	}
