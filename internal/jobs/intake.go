@@ -28,7 +28,8 @@ func (o *Owner) Accept(ctx context.Context, j *state.Job) (Record, bool, error) 
 	if o.tracer != nil {
 		o.traceJob(ctx, j)
 	}
-	if j.RemoteID == "" && j.WaitingFor != "" && j.EventSeq == 0 {
+	waiting := j.RemoteID == "" && j.WaitingFor != "" && j.EventSeq == 0
+	if waiting {
 		j.Record(events.EventWaiting, o.now().UTC()) // stored to wait: seen, and cancelable, meanwhile
 	}
 	var r Record
@@ -53,15 +54,17 @@ func (o *Owner) Accept(ctx context.Context, j *state.Job) (Record, bool, error) 
 	if err != nil || !created {
 		return r, false, err
 	}
-	// Just created: nobody published its events yet.
-	published, err := o.publish(ctx, r.Job)
 	if r.RemoteID == "" {
-		if err != nil {
-			// In the record: the job's next write publishes it.
-			log.Warn().Err(err).Msg("publishing the waiting job's event failed; its next write publishes it")
+		if waiting {
+			if _, err := o.publish(ctx, r.Job); err != nil {
+				// In the record: the job's next write publishes it.
+				log.Warn().Err(err).Msg("publishing the waiting job's event failed; its next write publishes it")
+			}
 		}
 		return r, true, nil
 	}
+	// Just created: nobody published its events yet.
+	published, err := o.publish(ctx, r.Job)
 	if err != nil {
 		return r, true, err
 	}
