@@ -280,6 +280,9 @@ func eventLine(ev *events.Event) string {
 		if ev.Job.Reason != "" {
 			line += " reason=" + ev.Job.Reason
 		}
+		if ev.Type == events.EventWaiting && ev.Job.WaitingFor != "" {
+			line += fmt.Sprintf(" waiting_for=%q", ev.Job.WaitingFor)
+		}
 		if len(ev.Job.Outputs) > 0 {
 			line += fmt.Sprintf(" outputs=%v", ev.Job.Outputs)
 		}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/pollux-dev/pollux/internal/frontdoor"
 	"github.com/pollux-dev/pollux/internal/problem"
+	"github.com/pollux-dev/pollux/pkg/state"
 )
 
 // FrontDoor is how the commands that read the HTTP front door reach it.
@@ -139,7 +140,11 @@ func (c *JobsCmd) Run(g *Globals) error {
 		if e.Rejected {
 			st = "rejected"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", e.ID, e.Route, e.Model, st, now.Sub(e.CreatedAt).Round(time.Second), e.Polls, e.RemoteID)
+		remote := e.RemoteID
+		if remote == "" && e.WaitingFor != "" && e.State == state.Pending {
+			remote = "(waiting: " + e.WaitingFor + ")" // held while its route is paused, or for a slot
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", e.ID, e.Route, e.Model, st, now.Sub(e.CreatedAt).Round(time.Second), e.Polls, remote)
 	}
 	if err := w.Flush(); err != nil {
 		return err

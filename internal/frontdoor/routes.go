@@ -62,6 +62,10 @@ type RouteView struct {
 	// hour (both absent without an index).
 	Counts   map[state.State]int `json:"counts,omitempty"`
 	Activity *index.Activity     `json:"activity,omitempty"`
+	// Waiting counts the index's pending jobs waiting before their
+	// submission (held while the route is paused, waiting for running
+	// slots) by what they wait for (absent without an index, or none).
+	Waiting map[string]int `json:"waiting,omitempty"`
 	// Events are the route's latest events, oldest first: operators'
 	// pauses and resumes, models' drifts (absent without an index).
 	Events []events.RouteEvent `json:"events,omitempty"`
@@ -141,6 +145,9 @@ func (s *Server) routes(w http.ResponseWriter, r *http.Request) *apiError {
 		if x := s.cfg.Index; x != nil {
 			a := x.Activity(cr.Route)
 			v.Counts, v.Activity, v.Events = x.Counts(cr.Route), &a, x.RouteEvents(cr.Route)
+			if w := x.Waiting(cr.Route); len(w) > 0 {
+				v.Waiting = w
+			}
 		}
 		out.Routes = append(out.Routes, v)
 	}

@@ -37,6 +37,7 @@ type snapshot struct {
 	IdempotencyKey string       `json:"idempotency_key"`
 	State          state.State  `json:"state"`
 	Reason         string       `json:"reason"`
+	WaitingFor     string       `json:"waiting_for"`
 	Progress       *float64     `json:"progress"`
 	QueuePosition  *int         `json:"queue_position"`
 	Tracked        bool         `json:"tracked"`

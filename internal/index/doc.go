@@ -47,8 +47,11 @@
 //
 // # What is not listed, and why
 //
-//   - Jobs waiting for admission (in a route's admission queue) have no
-//     event yet: the census shows the admission queue.
+//   - Jobs waiting before their submission — held while their route is
+//     paused, waiting for running slots — are listed from their waiting
+//     event (pending, with waiting_for), and counted by what they wait
+//     for (Waiting). Intake a route's ingest has not taken yet is not a
+//     job: the census counts it (intake).
 //   - Jobs whose events aged out of the stream (events_max_age, default 7
 //     days) are not replayed, so a process started later does not list
 //     them; a long-running one keeps them until MaxJobs forgets the oldest

@@ -55,6 +55,9 @@ type Entry struct {
 	Progress      *float64  `json:"progress,omitempty"`
 	QueuePosition *int      `json:"queue_position,omitempty"`
 	Reason        string    `json:"reason,omitempty"`
+	// WaitingFor says why a pending job waits before its submission (its
+	// route is paused, its running slots are taken: state.Job.WaitingFor).
+	WaitingFor string `json:"waiting_for,omitempty"`
 	// Rejected marks a refused intake message (its event's Rejection);
 	// RejectionError says why. A rejected entry has no State.
 	Rejected       bool   `json:"rejected,omitempty"`
@@ -83,6 +86,7 @@ type Index struct {
 	byKey   map[string][]*item   // idempotency key → jobs
 	byRem   map[string][]*item   // remote id → jobs
 	models  map[modelKey]int     // jobs by route, model and state
+	waiting map[waitKey]int      // pending jobs by route and what they wait for
 	routeEv map[string][]events.RouteEvent
 	act     activity
 	bytes   int64
@@ -124,6 +128,7 @@ func New(cfg Config, js jetstream.JetStream, ns events.Namespace, res *events.Re
 		byKey:   map[string][]*item{},
 		byRem:   map[string][]*item{},
 		models:  map[modelKey]int{},
+		waiting: map[waitKey]int{},
 		routeEv: map[string][]events.RouteEvent{},
 		act:     newActivity(),
 		subs:    map[*subscriber]struct{}{},
@@ -189,6 +194,21 @@ func (x *Index) Counts(route string) map[state.State]int {
 	return out
 }
 
+// Waiting returns how many of route's pending jobs ("" = every route's)
+// wait before their submission, by what they wait for
+// (state.Job.WaitingFor: a pause, a level's running slots, a queue).
+func (x *Index) Waiting(route string) map[string]int {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	out := map[string]int{}
+	for k, n := range x.waiting {
+		if route == "" || k.route == route {
+			out[k.why] += n
+		}
+	}
+	return out
+}
+
 // Size returns how many jobs the index holds and an estimate of the
 // memory they take.
 func (x *Index) Size() (jobs int, approxBytes int64) {
@@ -222,6 +242,7 @@ func entryOf(ev *event, seq uint64) Entry {
 	if j := ev.Job; j != nil {
 		e.Model, e.RemoteID, e.IdempotencyKey = j.Model, j.RemoteID, j.IdempotencyKey
 		e.Tracked, e.Polls, e.Progress, e.QueuePosition, e.Reason = j.Tracked, j.Polls, j.Progress, j.QueuePosition, j.Reason
+		e.WaitingFor = j.WaitingFor
 		if !j.CreatedAt.IsZero() {
 			e.CreatedAt = j.CreatedAt
 		}
@@ -350,10 +371,20 @@ type modelKey struct {
 	state        state.State
 }
 
-// account adds e to the model counts, the search maps and the size.
+// waitKey names a count of pending jobs by route and what they wait for.
+type waitKey struct{ route, why string }
+
+// waits reports whether e is a pending job waiting before its submission.
+func waits(e Entry) bool { return e.State == state.Pending && e.WaitingFor != "" }
+
+// account adds e to the model and waiting counts, the search maps and the
+// size.
 func (x *Index) account(e Entry) {
 	if e.Model != "" {
 		x.models[modelKey{e.Route, e.Model, e.State}]++
+	}
+	if waits(e) {
+		x.waiting[waitKey{e.Route, e.WaitingFor}]++
 	}
 	it := x.jobs[e.ID]
 	if e.IdempotencyKey != "" {
@@ -370,6 +401,11 @@ func (x *Index) unaccount(e Entry) {
 	if k := (modelKey{e.Route, e.Model, e.State}); e.Model != "" {
 		if x.models[k]--; x.models[k] <= 0 {
 			delete(x.models, k)
+		}
+	}
+	if k := (waitKey{e.Route, e.WaitingFor}); waits(e) {
+		if x.waiting[k]--; x.waiting[k] <= 0 {
+			delete(x.waiting, k)
 		}
 	}
 	drop(x.byKey, e.IdempotencyKey, e.ID)
@@ -407,7 +443,7 @@ func (x *Index) trim() {
 // its strings, its place in the ordered slices and maps.
 func entryBytes(e Entry) int64 {
 	n := int64(itemSize + 4*8 + 64) // four lists, the jobs map's entry
-	n += int64(len(e.ID) + len(e.Route) + len(e.Model) + len(e.RemoteID) + len(e.IdempotencyKey) + len(e.Reason) + len(e.RejectionError))
+	n += int64(len(e.ID) + len(e.Route) + len(e.Model) + len(e.RemoteID) + len(e.IdempotencyKey) + len(e.Reason) + len(e.WaitingFor) + len(e.RejectionError))
 	if e.IdempotencyKey != "" {
 		n += 64
 	}

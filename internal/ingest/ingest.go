@@ -50,7 +50,8 @@ const startupTimeout = 30 * time.Second
 // Metrics observe the service; nil fields are ignored. They must not block.
 type Metrics struct {
 	// Submission counts intake messages by route, kind and outcome
-	// (submitted, tracked, canceled, duplicate, rejected, retry, lost, failed).
+	// (submitted, tracked, canceled, duplicate, rejected, retry, lost,
+	// failed, held: waiting for its paused route).
 	Submission func(route, kind, outcome string)
 	// ProviderCall observes a submit, find or cancel call by route,
 	// operation and result class ("ok" or a provider error class).
@@ -180,8 +181,10 @@ func (s *Service) Run(ctx context.Context) error {
 	for _, r := range s.cfg.Routes {
 		g.Go(func() error {
 			return consume.Recreate(ctx, consumers[r.Name], s.ensure(r.Name), consume.Options{
+				// No hold while the route is paused: its submissions are
+				// stored and wait as held jobs (hold.go), its cancels of
+				// them end them at once.
 				Workers: r.SubmitWorkers,
-				Hold:    func() time.Duration { return s.pauses.Hold(r) },
 				Stream:  s.res.Intake,
 				Sweep:   s.cfg.Sweep,
 				Swept:   s.cfg.Metrics.Orphans,
@@ -399,11 +402,17 @@ func (s *Service) submitJob(ctx context.Context, in intake, m *events.Submit, id
 		Routing:          routing,
 		SubmittedBy:      m.By, SubmitReason: m.Reason, ResubmitOf: m.ResubmitOf,
 	}
+	if _, why := s.paused(r); why != "" {
+		// Stored to wait (seen, and cancelable, meanwhile): submitAgain
+		// holds it until the pause ends.
+		j.WaitingFor = why
+		return s.store(ctx, in, j, log)
+	}
 	if in.attempt > 1 || !now.Before(dl) {
 		// A redelivery: the job is most likely stored already (waiting for
-		// a slot, in doubt, created); its record says what is next. One
-		// whose deadline passed while it waited expires without a create
-		// (submitAgain).
+		// a slot or a pause's end, in doubt, created); its record says
+		// what is next. One whose deadline passed while it waited expires
+		// without a create (submitAgain).
 		return s.store(ctx, in, j, log)
 	}
 	// The record is created with its first attempt marked and its running
@@ -564,11 +573,17 @@ func (s *Service) submitAgain(ctx context.Context, in intake, rec jobs.Record, l
 		log.Info().Str("waited_for", rec.WaitingFor).Msg("expired before it was submitted")
 		return events.Done(), "expired"
 	}
+	if d, why := s.paused(in.route); why != "" && !rec.SubmitInDoubt {
+		return s.hold(ctx, in, rec, d, why, log)
+	}
 	slots, full, err := s.budgets[in.routeName].running.Take(ctx, rec.ID, rec.Slots)
 	if err != nil {
 		return s.retry(log, err, "taking a running slot")
 	}
 	if full != nil {
+		if rec, err = s.jobs.Hold(ctx, rec, full.Level().String()); err != nil {
+			return s.retry(log, err, "recording the job waiting for a running slot")
+		}
 		return s.enqueue(ctx, in, rec.Job, true, log)
 	}
 	lease, out, ok := s.lease(ctx, in.route)

@@ -28,6 +28,10 @@ func (o *Owner) Accept(ctx context.Context, j *state.Job) (Record, bool, error) 
 	if o.tracer != nil {
 		o.traceJob(ctx, j)
 	}
+	waiting := j.RemoteID == "" && j.WaitingFor != "" && j.EventSeq == 0
+	if waiting {
+		j.Record(events.EventWaiting, o.now().UTC()) // stored to wait: seen, and cancelable, meanwhile
+	}
 	var r Record
 	created := false
 	err := o.keepRetrying(ctx, log, "creating the job", func(ctx context.Context) error {
@@ -54,6 +58,12 @@ func (o *Owner) Accept(ctx context.Context, j *state.Job) (Record, bool, error) 
 		return r, false, err
 	}
 	if r.RemoteID == "" {
+		if waiting {
+			if _, err := o.publish(ctx, r.Job); err != nil {
+				// In the record: the job's next write publishes it.
+				log.Warn().Err(err).Msg("publishing the waiting job's event failed; its next write publishes it")
+			}
+		}
 		return r, true, nil
 	}
 	// Just created: nobody published its events yet.
@@ -85,7 +95,9 @@ func (o *Owner) Resume(ctx context.Context, r Record) error {
 // writes nothing for a job that is submitted or terminal — nor, when
 // exclusive, for one whose submission is in doubt (another process's
 // attempt under way: the caller finds it is not its own) — and returns the
-// record either way. The mark is retried until it lands or ctx ends; a try
+// record either way. Nor does it for a job with a cancel request: a
+// cancel recorded before the attempt wins, and the job is never created.
+// The mark is retried until it lands or ctx ends; a try
 // whose answer was lost is known by the attempt id.
 func (o *Owner) Attempt(ctx context.Context, r Record, attempt string, slots []state.Slot, exclusive bool) (Record, error) {
 	now := o.now().UTC()
@@ -93,7 +105,8 @@ func (o *Owner) Attempt(ctx context.Context, r Record, attempt string, slots []s
 	id, from := r.ID, r
 	err := o.keepRetrying(ctx, log, "recording the submit attempt", func(ctx context.Context) error {
 		next, err := o.store.mutate(ctx, id, from, func(cur *state.Job) error {
-			if cur.RemoteID != "" || cur.State.Terminal() || cur.AttemptID == attempt || exclusive && cur.SubmitInDoubt {
+			if cur.RemoteID != "" || cur.State.Terminal() || cur.AttemptID == attempt || exclusive && cur.SubmitInDoubt ||
+				!cur.CancelRequestedAt.IsZero() {
 				return errNoWrite
 			}
 			cur.SubmitAttempts++
@@ -241,14 +254,15 @@ func (o *Owner) Refused(ctx context.Context, r Record, lastError string, final *
 // Requeue records a create the provider refused for its cap on jobs
 // running at once: the attempt is no longer in doubt, and the job gives
 // its running slots back (freed once the write lands, see records.update)
-// to wait for one again, as waitingFor says.
+// to wait for one again, as waitingFor says (its waiting event is
+// published).
 func (o *Owner) Requeue(ctx context.Context, r Record, lastError, waitingFor string) (Record, error) {
-	return o.store.mutate(ctx, r.ID, r, func(cur *state.Job) error {
+	return o.wait(ctx, r, func(cur *state.Job) bool {
 		if cur.RemoteID != "" || cur.State.Terminal() {
-			return errNoWrite // created or ended meanwhile (a retry of this write)
+			return false // created or ended meanwhile (a retry of this write)
 		}
 		cur.SubmitInDoubt, cur.LastError, cur.WaitingFor, cur.Slots = false, lastError, waitingFor, nil
-		return nil
+		return true
 	})
 }
 

@@ -38,8 +38,9 @@ type Report struct {
 	Levels []census.Level `json:"levels,omitempty"`
 	// Rates are the learned call rates in force.
 	Rates []census.Rate `json:"learned_rates,omitempty"`
-	// Waiting counts the jobs waiting for a running slot, by the level
-	// they last found full.
+	// Waiting counts the pending jobs waiting to start, by what they wait
+	// for (state.Job.WaitingFor): a level whose running slots they last
+	// found full, a queue, their route's pause.
 	Waiting map[string]int `json:"waiting,omitempty"`
 }
 
@@ -278,7 +279,7 @@ func (r *Report) Print(w io.Writer) {
 		fmt.Fprintf(w, "%-24s %s rate learned %.3g/s (%s; lowered %d times)\n", lr.Level, lr.Kind, lr.Rate, configured, lr.Lowered)
 	}
 	for _, level := range slices.Sorted(maps.Keys(r.Waiting)) {
-		fmt.Fprintf(w, "%-24s %d jobs waiting for a running slot\n", level, r.Waiting[level])
+		fmt.Fprintf(w, "%-24s %d jobs waiting to start\n", level, r.Waiting[level])
 	}
 	fmt.Fprintf(w, "\nwebhook deliveries waiting %d · events stored %d\n", r.WebhooksBacklog, r.EventsStored)
 	if r.Unreadable > 0 {

@@ -27,6 +27,6 @@ func TestPrintShowsLevels(t *testing.T) {
 	r.Print(&b)
 	require.Contains(t, b.String(), "account main             submit leases 2/4 · running 5/5")
 	require.Contains(t, b.String(), "global                   running 7/100")
-	require.Contains(t, b.String(), "account main             12 jobs waiting for a running slot")
+	require.Contains(t, b.String(), "account main             12 jobs waiting to start")
 	require.Contains(t, b.String(), "account main             status rate learned 3.5/s (configured 10/s; lowered 2 times)")
 }

@@ -43,6 +43,11 @@ func (p *Pauses) Operator(route string) (Pause, bool) {
 	return ps, true
 }
 
+// SetRecheck sets how long a call waits on an operator's pause before it
+// looks again (default OperatorRecheck): tests that resume a route do not
+// wait half a minute for what it held back.
+func (p *Pauses) SetRecheck(d time.Duration) { p.recheck.Store(int64(d)) }
+
 // operatorHold is how long a call on route waits on an operator's pause:
 // until its end, at most OperatorRecheck, spread.
 func (p *Pauses) operatorHold(route string) time.Duration {
@@ -51,6 +56,9 @@ func (p *Pauses) operatorHold(route string) time.Duration {
 		return 0
 	}
 	d := OperatorRecheck
+	if r := time.Duration(p.recheck.Load()); r > 0 {
+		d = r
+	}
 	if !ps.Until.IsZero() {
 		d = min(d, ps.Until.Sub(p.now()))
 	}
@@ -159,4 +167,28 @@ func Announce(ctx context.Context, js jetstream.JetStream, ns events.Namespace, 
 		return fmt.Errorf("record the %s event of route %s: %w", ev.Type, ev.Route, err)
 	}
 	return nil
+}
+
+// Why says why calls on route r wait while Hold is positive, as a waiting
+// job's record names it (state.Job.WaitingFor): "route paused by <who>:
+// <reason>" for an operator's pause, "route paused: <kind>" for the
+// provider's (rate_limit, auth), "account <name> paused: rate_limit" for
+// its account's; "" when nothing holds it.
+func (p *Pauses) Why(r *Route) string {
+	if ps, ok := p.Operator(r.Name); ok {
+		why := "route paused by " + ps.By
+		if ps.Reason != "" {
+			why += ": " + ps.Reason
+		}
+		return why
+	}
+	if ps, ok := p.Active(r.Name); ok {
+		return "route paused: " + ps.Kind
+	}
+	if k := r.PauseKey(); k != r.Name {
+		if ps, ok := p.Active(k); ok {
+			return "account " + r.Account + " paused: " + ps.Kind
+		}
+	}
+	return ""
 }

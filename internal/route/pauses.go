@@ -70,6 +70,8 @@ type Pauses struct {
 	// writers (serialised by mu) replace it with a changed copy.
 	mu sync.Mutex
 	m  atomic.Pointer[map[string]Pause]
+	// recheck replaces OperatorRecheck when positive (SetRecheck).
+	recheck atomic.Int64
 }
 
 // pause returns the route's pause as last seen.

@@ -15,8 +15,15 @@ const (
 	// EventSubmitted: the job has a remote id and Pollux tracks it (after a
 	// submit, or when a track request is accepted).
 	EventSubmitted = "submitted"
-	EventQueued    = string(state.Queued)
-	EventRunning   = string(state.Running)
+	// EventWaiting: the job is stored but waits before its submission —
+	// its route is paused, its running slots are all taken, others queue
+	// before it — and job.waiting_for says for what. It comes before
+	// submitted (again when what it waits for changes); a cancel ends
+	// such a job at once, without a create. Its state is pending.
+	EventWaiting = "waiting"
+
+	EventQueued  = string(state.Queued)
+	EventRunning = string(state.Running)
 	// EventProgress: new progress or queue position while queued or running.
 	EventProgress  = state.EventProgress
 	EventSucceeded = string(state.Succeeded)
@@ -38,7 +45,7 @@ const (
 
 // EventTypes lists every event type.
 var EventTypes = []string{
-	EventSubmitted, EventQueued, EventRunning, EventProgress, EventSucceeded,
+	EventWaiting, EventSubmitted, EventQueued, EventRunning, EventProgress, EventSucceeded,
 	EventFailed, EventCanceled, EventExpired, EventLost, EventRejected,
 	EventOutputsSaved, EventOutputsExpiring,
 }

@@ -147,9 +147,13 @@ type Job struct {
 	// call. The write that ends the job clears them, and its writer frees
 	// the slots.
 	Slots []Slot `json:"slots,omitempty"`
-	// WaitingFor names the budget level ("account x") whose running slots
-	// were all taken when the job last tried to start; it waits in
-	// JetStream for one to come free. Cleared when its create call starts.
+	// WaitingFor says why a job not yet submitted waits: its route is
+	// paused ("route paused by <who>: <reason>", "route paused:
+	// rate_limit", "account <name> paused: rate_limit"), a budget level
+	// ("account x") whose running slots were all taken when it last tried
+	// to start, "queue <name>" (others wait for slots before it), "the
+	// provider's running cap". It waits in JetStream meanwhile. Cleared
+	// when its create call starts.
 	WaitingFor string `json:"waiting_for,omitempty"`
 
 	// CreatedAt is when Pollux accepted the job.

@@ -28,7 +28,7 @@ function snake(k) {
 }
 
 // Keys under these hold the caller's own names, kept as they are.
-const verbatim = new Set(['metadata', 'counts', 'leases']);
+const verbatim = new Set(['metadata', 'counts', 'leases', 'waiting']);
 
 /** Returns v with every object key in snake_case (recursively). */
 export function norm(v, keep = false) {

@@ -63,6 +63,7 @@ export async function job(ctx, el, id) {
         j.idempotency_key ? ['Idempotency key', mono(j.idempotency_key)] : null,
         ['Provider status', j.provider_status || '—'],
         j.reason ? ['Reason', h('span.reason', j.reason)] : null,
+        j.waiting_for && j.state === 'pending' ? ['Waiting for', h('span.reason', j.waiting_for)] : null,
         j.last_error ? ['Last error', h('span.reason.err', j.last_error)] : null,
         progress ? ['Progress', progress] : null,
         typeof j.queue_position === 'number' ? ['Queue position', fmtNum(j.queue_position)] : null,
@@ -106,6 +107,7 @@ export async function job(ctx, el, id) {
         if (typeof snap.queue_position === 'number') detail.push(`queue #${snap.queue_position}`);
       }
       if (ev.type === 'submitted' && snap.remote_id) detail.push(`remote id ${snap.remote_id}`);
+      if (ev.type === 'waiting' && snap.waiting_for) detail.push(snap.waiting_for);
       if (TERMINAL.has(ev.type)) {
         if (snap.reason) detail.push(snap.reason);
         if (snap.detected_by) detail.push(`detected by ${snap.detected_by}`);

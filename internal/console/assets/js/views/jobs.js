@@ -166,7 +166,7 @@ export async function jobs(ctx, el) {
       h('td', when(e.created_at)),
       h('td', when(e.updated_at)),
       h('td', mono(e.remote_id, 'dim')),
-      h('td.note', { title: e.rejection_error || e.reason || '' }, e.rejection_error || e.reason || ''));
+      h('td.note', { title: e.rejection_error || e.reason || e.waiting_for || '' }, e.rejection_error || e.reason || e.waiting_for || ''));
   }
 
   // Live updates: a job in the table changes in place; a new one that

@@ -161,6 +161,8 @@ function card(ctx, r, reload) {
   const isPaused = paused(r);
   const op = operatorPause(r);
   const counts = r.counts || {};
+  // Pending jobs held while the route is paused, or waiting for slots.
+  const waiting = Object.entries(r.waiting || {}).sort((a, b) => b[1] - a[1]);
   const jobsHref = (st) => `#/jobs?route=${encodeURIComponent(r.name)}${st ? `&state=${st}` : ''}`;
   const times = minutes.map((m) => fmtClock(m.start).slice(0, 5));
 
@@ -191,6 +193,7 @@ function card(ctx, r, reload) {
         metric('Tracked', fmtNum(r.tracked), r.parked ? `jobs with a check, ${fmtNum(r.parked)} parked` : 'jobs with a check'),
         metric('Backlog', fmtNum(r.backlog), 'checks not yet taken'),
         metric('Intake', fmtNum(r.intake), 'messages waiting'),
+        waiting.length ? metric('Waiting to start', h('span', waiting.map(([why, n]) => h('div', `${fmtNum(n)} ${why}`))), 'pending jobs, and why', 'lines') : null,
         metric('Oldest unresolved', r.oldest_s ? fmtDur(r.oldest_s) : '—', 'at the provider'),
         metric('Polls / completion', a.ended ? fmtNum(a.polls_per_completion, 2) : '—', 'last hour'),
         metric('Detection p50 / p95', a.completions ? `${fmtDur(a.detect_p50)} / ${fmtDur(a.detect_p95)}` : '—', 'last hour'),
