@@ -209,6 +209,8 @@ func TestOperatorConsole(t *testing.T) {
 		b.shot("overview-parked")
 	})
 
+	actionSubtests(t, f, b)
+
 	// Last: once resumed, held-back work returns within
 	// route.OperatorRecheck, which later steps would wait for.
 	t.Run("PauseAndResumeShowAsEvents", func(t *testing.T) {
