@@ -56,9 +56,12 @@ func actionSubtests(t *testing.T, f *fleet, b0 *tab) {
 		b.do("open the form", chromedp.Click(chromedp.CSS("#submit-job")))
 		b.waitJS("the routes to submit to", `document.querySelector('#s-route option')`, live)
 		// The input must be a JSON object before anything is sent.
-		b.do("fill", chromedp.SetValue(chromedp.CSS("#s-model"), quickModel), chromedp.SetValue(chromedp.CSS("#s-input"), `["not", "an object"]`),
+		b.do("fill", chromedp.SetValue(chromedp.CSS("#s-model"), quickModel), chromedp.SetValue(chromedp.CSS("#s-input"), `{"prompt": "unterminated`),
 			chromedp.Click(chromedp.CSS("#s-submit")))
 		b.waitJS("the input refused", `document.querySelector('#submit-error[data-field=input]:not([hidden])') && document.querySelector('#s-input[aria-invalid=true]')`, live)
+		require.Contains(t, b.text("#submit-error"), "not JSON")
+		b.do("fill", chromedp.SetValue(chromedp.CSS("#s-input"), `["not", "an object"]`), chromedp.Click(chromedp.CSS("#s-submit")))
+		b.waitJS("the input refused", `document.querySelector('#submit-error').textContent.includes('must be a JSON object')`, live)
 		// The front door's refusal names its field, which the form marks.
 		b.do("fill", chromedp.SetValue(chromedp.CSS("#s-id"), "not an id!"), chromedp.SetValue(chromedp.CSS("#s-input"), `{"prompt": "from the form"}`),
 			chromedp.Click(chromedp.CSS("#s-submit")))

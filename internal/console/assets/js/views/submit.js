@@ -30,7 +30,8 @@ export async function submitView(ctx, el) {
     if (c) { c.setAttribute('aria-invalid', 'true'); c.focus(); }
     error.hidden = !message;
     error.dataset.field = field || '';
-    error.textContent = message ? (field ? `${field}: ${message}` : message) : '';
+    // The front door's messages often name their field already.
+    error.textContent = !field || (message || '').startsWith(`${field}:`) ? message || '' : `${field}: ${message}`;
   }
 
   const form = h('form.card.form-card#submit-form', {
