@@ -219,6 +219,8 @@ func TestOperatorConsole(t *testing.T) {
 		b.shot("overview-parked")
 	})
 
+	actionSubtests(t, f, b)
+
 	// Last: once resumed, held-back work returns within
 	// route.OperatorRecheck, which later steps would wait for.
 	t.Run("PauseAndResumeShowAsEvents", func(t *testing.T) {
@@ -264,6 +266,14 @@ func TestReadOnlyConsole(t *testing.T) {
 	b.shot("overview-readonly")
 	b.open("#/jobs", "#live.on")
 	b.shot("jobs-readonly")
+	require.Zero(t, eval[int](b, `document.querySelectorAll('#submit-job, #bulk-bar, input.sel, #sel-all').length`), "no submit, selection or bulk action")
+
+	// A job that could be resubmitted: the reader is not offered it.
+	expired := f.submitExpiring(t, "console-readonly-expired")
+	b.open("#/jobs/"+expired+"?route="+dev.RouteName, "#record dl")
+	require.Zero(t, eval[int](b, `document.querySelectorAll('#resubmit').length`), "no resubmit")
+	b.open("#/submit", ".notice.warn")
+	require.Zero(t, eval[int](b, `document.querySelectorAll('#s-submit, #submit-form').length`), "no submit form")
 
 	b.open("#/jobs/"+id+"?route="+dev.RouteName, "#timeline")
 	b.waitJS("the job's record", `document.querySelector('li.ev[data-type=submitted]')`, live)

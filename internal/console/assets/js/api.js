@@ -131,3 +131,27 @@ export function stream(url, types, onEvent, onState) {
   }
   return es;
 }
+
+/** Submits a job (POST /v1/jobs): body is a submission with its route. */
+export const submit = (body) => post('/v1/jobs', body);
+
+/**
+ * A bulk action, "cancel" or "resubmit", on target ({ids} or {filter}):
+ * without confirm a dry run ({matched, sample}), with it the outcome of
+ * each job ({accepted, skipped, results}); a count that changed meanwhile
+ * is an APIError with status 409.
+ */
+export function bulk(action, target, reason, confirm) {
+  const body = { ...target };
+  if (reason) body.reason = reason;
+  if (confirm !== undefined) body.confirm = confirm;
+  return post(`/v1/jobs/${action}`, body);
+}
+
+/** Resubmits a failed, lost or expired job as a new one; input is optional. */
+export function resubmit(id, reason, input) {
+  const body = {};
+  if (reason) body.reason = reason;
+  if (input !== undefined) body.input = input;
+  return post(`/v1/jobs/${encodeURIComponent(id)}/resubmit`, body);
+}

@@ -6,6 +6,7 @@ import { jobs } from './views/jobs.js';
 import { job } from './views/job.js';
 import { model } from './views/model.js';
 import { track } from './views/track.js';
+import { submitView } from './views/submit.js';
 import { loginView } from './views/login.js';
 
 const view = document.getElementById('view');
@@ -30,6 +31,7 @@ let cleanup = null;
 const routes = [
   [/^\/?$/, 'overview', () => overview],
   [/^\/jobs\/?$/, 'jobs', () => jobs],
+  [/^\/submit\/?$/, 'jobs', () => submitView],
   [/^\/jobs\/([^/]+)$/, 'jobs', (m) => (c, el) => job(c, el, decodeURIComponent(m[1]))],
   [/^\/models\/([^/]+)\/(.+)$/, 'overview', (m) => (c, el) => model(c, el, decodeURIComponent(m[1]), decodeURIComponent(m[2]))],
   [/^\/track\/?$/, 'track', () => track],

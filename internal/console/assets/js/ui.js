@@ -138,12 +138,15 @@ export function toast(message, kind = 'info') {
 /**
  * Asks for confirmation in a modal dialog with a reason field; resolves to
  * {reason, ...extra field values} or null when dismissed.
- * opts: {title, body, confirm, danger, reasonRequired, fields: [{name, label, el}]}
+ * opts: {title, body, confirm, danger, reasonRequired, fields: [{name, label, el}],
+ * reason (its initial value), error (a message shown at once), validate(out)
+ * (an error message keeps the dialog open)}
  */
 export function confirmDialog(opts) {
   return new Promise((resolve) => {
     const reason = h('textarea', { name: 'reason', rows: 2, maxlength: 512, placeholder: opts.reasonPlaceholder || 'Why? (kept with the event)', required: !!opts.reasonRequired });
-    const error = h('p.form-error', { hidden: true });
+    reason.value = opts.reason || '';
+    const error = h('p.form-error', { hidden: !opts.error, role: 'alert' }, opts.error || '');
     const extra = (opts.fields || []).map((f) => h('label.field', h('span', f.label), f.el));
     const ok = h(`button.btn${opts.danger ? '.danger' : '.primary'}`, { type: 'submit', value: 'ok', 'data-confirm': '' }, opts.confirm || 'Confirm');
     const cancel = h('button.btn', { type: 'button', on: { click: () => dlg.close('') } }, 'Back');
@@ -155,6 +158,11 @@ export function confirmDialog(opts) {
       error,
       h('div.dialog-actions', cancel, ok));
     const dlg = h('dialog.dialog', form);
+    function values() {
+      const out = { reason: reason.value.trim() };
+      for (const f of opts.fields || []) out[f.name] = f.el.value;
+      return out;
+    }
     form.addEventListener('submit', (ev) => {
       if (opts.reasonRequired && !reason.value.trim()) {
         ev.preventDefault();
@@ -163,14 +171,19 @@ export function confirmDialog(opts) {
         reason.focus();
         return;
       }
+      const why = opts.validate && opts.validate(values());
+      if (why) {
+        ev.preventDefault();
+        error.hidden = false;
+        error.textContent = why;
+        return;
+      }
       dlg.returnValue = 'ok';
     });
     dlg.addEventListener('close', () => {
       const done = dlg.returnValue === 'ok';
-      const out = { reason: reason.value.trim() };
-      for (const f of opts.fields || []) out[f.name] = f.el.value;
       dlg.remove();
-      resolve(done ? out : null);
+      resolve(done ? values() : null);
     });
     document.body.append(dlg);
     dlg.showModal();
@@ -186,4 +199,15 @@ export function kv(rows) {
 /** An empty-state or error panel. */
 export function notice(text, kind = 'muted') {
   return h(`div.notice.${kind}`, text);
+}
+
+/**
+ * Parses text as a JSON object (a provider input): {value} or {error},
+ * the error naming what is wrong.
+ */
+export function parseObject(text) {
+  let v;
+  try { v = JSON.parse(text); } catch (err) { return { error: `not JSON: ${err.message}` }; }
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) return { error: 'must be a JSON object, {…}' };
+  return { value: v };
 }

@@ -1,7 +1,10 @@
 // One job: its record and its event timeline, followed live until the
 // job ends.
 import * as api from '../api.js';
-import { h, mount, chip, mono, when, fmtTime, fmtClock, fmtDur, fmtNum, toast, confirmDialog, kv, notice, TERMINAL, time } from '../ui.js';
+import { h, mount, chip, mono, when, fmtTime, fmtClock, fmtDur, fmtNum, toast, confirmDialog, kv, notice, parseObject, TERMINAL, time } from '../ui.js';
+
+// The states a job may be resubmitted from (jobs.Resubmittable).
+const RESUBMITTABLE = new Set(['failed', 'lost', 'expired']);
 
 const TYPES = ['submitted', 'queued', 'running', 'progress', 'succeeded', 'failed', 'canceled', 'expired', 'lost', 'rejected'];
 
@@ -38,12 +41,17 @@ export async function job(ctx, el, id) {
       title: !can ? ctx.readOnlyWhy : terminal ? `The job has finished (${j.state})` : 'Ask the provider to cancel this job',
       on: { click: cancel },
     }, 'Cancel job');
+    // Read-only sessions are not offered a resubmission at all.
+    const resubmitBtn = can && rec && RESUBMITTABLE.has(j.state) ? h('button.btn#resubmit', {
+      type: 'button', title: 'Submit this job again as a new job, linked to this one', on: { click: resubmit },
+    }, 'Resubmit') : null;
     mount(head,
       h('h1', h('span.mono.id-title', { title: id }, id)),
       chip(j.state),
       j.tracked ? h('span.tag', 'tracked') : null,
       h('div.spacer'),
       h('span.muted', j.model ? h('a', { href: `#/models/${encodeURIComponent(j.route || route)}/${encodeURIComponent(j.model)}` }, j.model) : null),
+      resubmitBtn,
       cancelBtn);
     if (!rec) {
       mount(record, h('div.card-head', h('h2', 'Record')), notice('No record yet: ingest has not taken this job, or it was rejected. Its events appear on the right as they happen.'));
@@ -61,6 +69,9 @@ export async function job(ctx, el, id) {
         ['Model', j.model ? [j.model, j.config_key ? h('span.muted', ` (${j.config_key})`) : null] : '—'],
         ['Remote id', mono(j.remote_id)],
         j.idempotency_key ? ['Idempotency key', mono(j.idempotency_key)] : null,
+        j.submitted_by || j.submit_reason ? ['Submitted by', h('span#submitted-by', j.submitted_by || '—', j.submit_reason ? [' — ', h('q', j.submit_reason)] : null)] : null,
+        j.resubmit_of ? ['Resubmit of', h('span#resubmit-of', jobLink(j.resubmit_of, j.route))] : null,
+        (j.resubmitted_as || []).length ? ['Resubmitted as', h('span#resubmitted-as', j.resubmitted_as.map((x, i) => [i ? ', ' : '', jobLink(x, j.route)]))] : null,
         ['Provider status', j.provider_status || '—'],
         j.reason ? ['Reason', h('span.reason', j.reason)] : null,
         j.waiting_for && j.state === 'pending' ? ['Waiting for', h('span.reason', j.waiting_for)] : null,
@@ -76,7 +87,8 @@ export async function job(ctx, el, id) {
         time(j.completed_at) ? ['Completed', [fmtTime(j.completed_at), h('span.muted', ` +${dur(j.created_at, j.completed_at)}`)]] : null,
         time(j.detected_at) ? ['Detected', [fmtTime(j.detected_at), h('span.muted', ` ${dur(j.completed_at, j.detected_at) || ''} after completion`), j.detected_by ? [' by ', chip(j.detected_by)] : null]] : null,
         time(j.deadline) ? ['Deadline', [fmtTime(j.deadline), ' ', h('span.muted', '(', when(j.deadline), ')')]] : null,
-        time(j.cancel_requested_at) ? ['Cancel requested', [fmtTime(j.cancel_requested_at), j.cancel_reason ? [' — ', h('q', j.cancel_reason)] : null]] : null,
+        time(j.cancel_requested_at) ? ['Cancel requested', h('span#cancel-requested', fmtTime(j.cancel_requested_at),
+          j.cancel_requested_by ? [' by ', h('b', j.cancel_requested_by)] : null, j.cancel_reason ? [' — ', h('q', j.cancel_reason)] : null)] : null,
         outputs ? ['Outputs', outputs] : null,
         deliveries.length ? ['Outbound webhooks', h('ul.deliveries#deliveries', deliveries.map((d) => h('li', { 'data-endpoint': d.endpoint, 'data-state': d.state },
           h('span.mono', d.endpoint), ' ', chip(d.state), ` event #${d.seq}, ${fmtNum(d.attempts)} attempt${d.attempts === 1 ? '' : 's'}`,
@@ -174,12 +186,53 @@ export async function job(ctx, el, id) {
     }
   }
 
+  // Resubmits the job as a new one and opens it. A job that reached its
+  // provider has no kept input: the front door says so (409
+  // input_not_kept) and the dialog asks for the input to send.
+  async function resubmit() {
+    let reason = '';
+    let error = '';
+    let input = null; // the input field, once the front door asked for it
+    for (;;) {
+      const res = await confirmDialog({
+        title: 'Resubmit this job?',
+        body: [h('p', 'Pollux submits ', h('span.mono', id), ' again as a new job: the same route, model, metadata and deadline window. Both records link to each other.')],
+        confirm: 'Resubmit',
+        reason,
+        error,
+        fields: input ? [{ name: 'input', label: 'Input (a JSON object)', el: input }] : [],
+        validate: input ? (v) => { const p = parseObject(v.input); return p.error ? `input: ${p.error}` : ''; } : undefined,
+      });
+      if (!res) return;
+      reason = res.reason;
+      try {
+        const a = await api.resubmit(id, reason, input ? parseObject(res.input).value : undefined);
+        toast(`Resubmitted as ${a.id}`, 'ok');
+        ctx.go(`#/jobs/${encodeURIComponent(a.id)}?route=${encodeURIComponent(a.route || route)}`);
+        return;
+      } catch (err) {
+        if (err.code === 'input_not_kept' || (input && err.field === 'input')) {
+          if (!input) {
+            input = h('textarea.json#resubmit-input', { name: 'input', rows: 6, spellcheck: false });
+            input.value = '{\n  "prompt": ""\n}';
+          }
+          error = err.message;
+          continue;
+        }
+        toast(`Resubmit failed: ${err.message}`, 'error');
+        return;
+      }
+    }
+  }
+
   function follow() {
     if (es) es.close();
     es = api.stream(`/v1/jobs/${encodeURIComponent(id)}/events${api.query({ route })}`, TYPES, (type, ev) => {
       if (ev.seq && events.some((x) => x.seq === ev.seq && x.type === ev.type)) return;
       events.push(ev);
-      if (ev.job && (!rec || (ev.job.event_seq || 0) >= (rec.event_seq || 0))) {
+      // A snapshot as old as the record read is not newer: the record may
+      // have changed since without an event (a resubmission's link).
+      if (ev.job && (!rec || (ev.job.event_seq || 0) > (rec.event_seq || 0))) {
         rec = ev.job;
         render();
       }
@@ -214,6 +267,11 @@ export async function job(ctx, el, id) {
   renderTimeline();
   follow();
   return () => { if (es) es.close(); };
+}
+
+// A link to another job's page.
+function jobLink(id, route) {
+  return h('a.mono', { href: `#/jobs/${encodeURIComponent(id)}${route ? `?route=${encodeURIComponent(route)}` : ''}` }, id);
 }
 
 // Outputs are the provider's URLs: linked only when http(s).

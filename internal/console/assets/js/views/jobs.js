@@ -3,6 +3,7 @@
 import * as api from '../api.js';
 import { h, mount, chip, mono, when, fmtNum, notice, STATES, TERMINAL, time } from '../ui.js';
 import { loadRoutes } from './overview.js';
+import { bulkAction, showResult } from './bulk.js';
 
 const LIMIT = 50;
 const AGES = [['', 'any time'], ['15m', 'last 15 min'], ['1h', 'last hour'], ['6h', 'last 6 hours'], ['24h', 'last 24 hours'], ['168h', 'last 7 days']];
@@ -44,6 +45,8 @@ export async function jobs(ctx, el) {
   let page = null;
   let es = null;
   const rows = new Map(); // id → {e, tr}
+  const can = ctx.canAct();
+  const selected = new Set(); // the ids ticked, of jobs on this page
 
   // Filter bar.
   const routeSel = h('select#f-route', { name: 'route', 'aria-label': 'Route' }, h('option', { value: '' }, 'all routes'));
@@ -72,8 +75,10 @@ export async function jobs(ctx, el) {
   const liveDot = h('span.live#live', { title: 'Live updates from /v1/stream' }, 'connecting');
   const total = h('span.total#total');
   const tbody = h('tbody#job-rows');
+  const selAll = can ? h('input#sel-all', { type: 'checkbox', 'aria-label': 'Select every job on this page', on: { change: () => selectAll(selAll.checked) } }) : null;
   const table = h('table.grid.jobs',
     h('thead', h('tr',
+      can ? h('th.sel', selAll) : null,
       h('th', 'Job'), h('th', 'State'), h('th', 'Route'), h('th', 'Model'), h('th.num', 'Progress'),
       h('th.num', 'Polls'), h('th', 'Created'), h('th', 'Updated'), h('th', 'Remote id'), h('th', 'Note'))),
     tbody);
@@ -82,10 +87,26 @@ export async function jobs(ctx, el) {
   const pageInfo = h('span.muted#page-info');
   const status = h('div#jobs-status');
 
+  // Acting on jobs: on the ones ticked, or on every one the filters match.
+  const result = h('div#bulk-slot');
+  const selInfo = h('span.sel-info#sel-info');
+  const bulkBtn = (id, action, cls) => h(`button.btn.small${cls}#${id}`, { type: 'button', on: { click: () => act(action, id.endsWith('matching')) } });
+  const cancelSel = bulkBtn('bulk-cancel', 'cancel', '.danger');
+  const resubmitSel = bulkBtn('bulk-resubmit', 'resubmit', '');
+  const clearSel = h('button.btn.link.small#sel-clear', { type: 'button', on: { click: () => selectAll(false) } }, 'clear selection');
+  const cancelAll = bulkBtn('bulk-cancel-matching', 'cancel', '.danger');
+  const resubmitAll = bulkBtn('bulk-resubmit-matching', 'resubmit', '');
+  cancelAll.textContent = 'Cancel all matching';
+  resubmitAll.textContent = 'Resubmit all matching';
+  const bar = can ? h('div.bulk-bar#bulk-bar', selInfo, cancelSel, resubmitSel, clearSel, h('div.spacer'), cancelAll, resubmitAll) : null;
+
   mount(el,
-    h('div.page-head', h('h1', 'Jobs'), total, h('div.spacer'), liveDot),
+    h('div.page-head', h('h1', 'Jobs'), total, h('div.spacer'), liveDot,
+      can ? h('a.btn.primary#submit-job', { href: '#/submit' }, 'Submit a job') : null),
     form,
     status,
+    bar,
+    result,
     h('div.table-wrap', table),
     h('div.pager', prev, pageInfo, next));
 
@@ -121,8 +142,10 @@ export async function jobs(ctx, el) {
     table.classList.remove('loading');
     rows.clear();
     mount(tbody, page.jobs.map((e) => row(e)));
+    for (const id of [...selected]) if (!rows.has(id)) selected.delete(id);
+    renderSelection();
     if (!page.jobs.length && !status.childElementCount) {
-      mount(tbody, h('tr.empty', h('td', { colSpan: 10 }, filtered() ? 'No job matches these filters.' : 'No jobs yet. Submit one, or track one from the Track page.')));
+      mount(tbody, h('tr.empty', h('td', { colSpan: can ? 11 : 10 }, filtered() ? 'No job matches these filters.' : 'No jobs yet. Submit one, or track one from the Track page.')));
     }
     renderTotals();
     renderCounts(page.counts, page.counts_capped);
@@ -156,7 +179,12 @@ export async function jobs(ctx, el) {
     } else if (typeof e.queue_position === 'number' && e.state === 'queued') {
       prog = h('span.muted', `#${e.queue_position} in queue`);
     }
+    const tick = can ? h('td.sel', h('input.sel', {
+      type: 'checkbox', checked: selected.has(e.id), 'aria-label': `Select ${e.id}`,
+      on: { change: (ev) => { if (ev.target.checked) selected.add(e.id); else selected.delete(e.id); renderSelection(); } },
+    })) : null;
     mount(tr,
+      tick,
       h('td', h('a.mono.id', { href, title: e.id }, e.id), e.tracked ? h('span.tag', { title: 'submitted elsewhere, tracked by Pollux' }, 'tracked') : null),
       h('td', chip(st)),
       h('td', e.route),
@@ -202,8 +230,10 @@ export async function jobs(ctx, el) {
       while (rows.size > LIMIT) {
         const last = tbody.lastElementChild;
         rows.delete(last.dataset.id);
+        selected.delete(last.dataset.id);
         last.remove();
       }
+      renderSelection();
       page.total = (page.total || 0) + 1;
       renderTotals();
     }, (state) => {
@@ -215,6 +245,51 @@ export async function jobs(ctx, el) {
       liveDot.textContent = state === 'open' ? 'live' : 'reconnecting';
       liveDot.className = `live ${state === 'open' ? 'on' : 'off'}`;
     });
+  }
+
+  function selectAll(on) {
+    selected.clear();
+    if (on) for (const id of rows.keys()) selected.add(id);
+    for (const box of tbody.querySelectorAll('input.sel')) box.checked = on;
+    renderSelection();
+  }
+
+  function renderSelection() {
+    if (!can) return;
+    const n = selected.size;
+    bar.classList.toggle('has-selection', n > 0);
+    selInfo.textContent = n ? `${fmtNum(n)} selected` : 'Tick jobs to act on them, or act on every job the filters match:';
+    cancelSel.textContent = `Cancel ${fmtNum(n)} selected`;
+    resubmitSel.textContent = `Resubmit ${fmtNum(n)} selected`;
+    for (const b of [cancelSel, resubmitSel, clearSel]) b.hidden = !n;
+    selAll.checked = n > 0 && n === rows.size;
+    selAll.indeterminate = n > 0 && n < rows.size;
+    const why = filtered() ? '' : 'Filter the list first: acting on every job is not offered';
+    for (const b of [cancelAll, resubmitAll]) { b.disabled = !filtered(); b.title = why || `Act on every job the filters match (${total.textContent})`; }
+  }
+
+  // The filters as a bulk action's filter: GET /v1/jobs's parameters,
+  // with the age fixed as a time now, so the dry run and the action count
+  // the same jobs.
+  function apiFilter() {
+    const after = createdAfter();
+    const out = {};
+    if (f.route) out.route = f.route;
+    if (f.states.length) out.state = f.states.join(',');
+    if (f.model) out.model = f.model;
+    if (f.q) out.q = f.q;
+    if (after) out.created_after = after.toISOString();
+    return out;
+  }
+
+  async function act(action, matching) {
+    const target = matching ? { filter: apiFilter() } : { ids: [...selected] };
+    const what = matching ? 'match the filters' : 'selected';
+    const res = await bulkAction(action, target, what);
+    if (!res) return;
+    showResult(result, res);
+    selectAll(false);
+    load();
   }
 
   function flash(tr) {
