@@ -140,8 +140,14 @@ export async function jobs(ctx, el) {
       mount(status, notice(err.status === 503 ? `The jobs index is not available: ${err.message}` : `The jobs did not load: ${err.message}`, 'error'));
     }
     table.classList.remove('loading');
+    // The stream may have brought a newer version of a job while the page
+    // loaded (an action's own events race its reload): keep the newer.
+    const seen = new Map([...rows].map(([id, r]) => [id, r.e]));
     rows.clear();
-    mount(tbody, page.jobs.map((e) => row(e)));
+    mount(tbody, page.jobs.map((e) => {
+      const had = seen.get(e.id);
+      return row(had && (had.seq || 0) > (e.seq || 0) ? had : e);
+    }));
     for (const id of [...selected]) if (!rows.has(id)) selected.delete(id);
     renderSelection();
     if (!page.jobs.length && !status.childElementCount) {
