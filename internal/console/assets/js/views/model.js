@@ -76,8 +76,12 @@ export async function model(ctx, el, route, name) {
     h('tbody', rowsOf.map(([label, r, note]) => {
       const polls = r.polls_per_job ?? r.polls;
       const delay = r.mean_delay_s ?? r.mean_detection_delay_s ?? r.delay_s;
-      const saves = label !== 'Pollux' && base && polls ? `${fmtNum(polls / base, 1)}× fewer polls` : '';
-      return h(`tr${label === 'Pollux' ? '.ours' : ''}`, h('th', label), h('td.num', fmtNum(polls, 1)), h('td.num', fmtDur(delay)), h('td.num.saving', saves), h('td.muted', note));
+      // Where the plan in force polls more than the other poller (the
+      // cold-start table can), say so plainly rather than "0.2× fewer".
+      const ratio = label !== 'Pollux' && base && polls ? polls / base : 0;
+      const saves = !ratio ? '' : ratio >= 1 ? `${fmtNum(ratio, 1)}× fewer polls` : `${fmtNum(1 / ratio, 1)}× more polls`;
+      return h(`tr${label === 'Pollux' ? '.ours' : ''}`, h('th', label), h('td.num', fmtNum(polls, 1)), h('td.num', fmtDur(delay)),
+        h(ratio && ratio < 1 ? 'td.num.costlier' : 'td.num.saving', saves), h('td.muted', note));
     }))) : notice('No comparison yet: it needs a learned distribution.');
 
   const samples = m.samples;
