@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pollux-dev/pollux/internal/e2e/e2etest"
+	"github.com/pollux-dev/pollux/internal/natstest"
 	"github.com/pollux-dev/pollux/pkg/events"
 )
 
@@ -119,26 +119,14 @@ routes:
 
 	// The burst: 10,000 submissions published at once.
 	const burst = 10_000
-	var acks []jetstream.PubAckFuture
 	burstIDs := map[string]bool{}
-	for i := range burst {
+	natstest.PublishMany(t, js, burst, func(i int) (string, []byte) {
 		key := fmt.Sprintf("burst-%05d", i)
 		burstIDs[events.KeyID("busy", key)] = true
 		msg, err := json.Marshal(events.Submit{V: 1, IdempotencyKey: key, Model: "burst/model", Input: json.RawMessage(`{}`)})
 		require.NoError(t, err)
-		f, err := js.PublishAsync(events.Default.Submit("busy"), msg)
-		require.NoError(t, err)
-		acks = append(acks, f)
-	}
-	for _, f := range acks {
-		select {
-		case <-f.Ok():
-		case err := <-f.Err():
-			require.NoError(t, err)
-		case <-time.After(30 * time.Second):
-			t.Fatal("burst publish not acknowledged")
-		}
-	}
+		return events.Default.Submit("busy"), msg
+	})
 
 	// The running jobs are polled to their ends while the burst waits, and
 	// burst jobs keep moving while the other two routes are stuck.
