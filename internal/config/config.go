@@ -48,8 +48,8 @@ type Config struct {
 	ModelRoutes map[string]ModelRoute `yaml:"model_routes"`
 	// Notify configures outbound webhooks to applications.
 	Notify Notify `yaml:"notify"`
-	// Custody configures the outputs_expiring warning (see Custody);
-	// nil: the defaults, where a route keeps its outputs.
+	// Custody configures the outputs_expiring warning (see Custody;
+	// default none: the defaults, where a route keeps its outputs).
 	Custody *Custody `yaml:"custody"`
 }
 
@@ -77,9 +77,9 @@ type ModelRoute struct {
 
 // ModelRouteMember is one provider route of a model route.
 type ModelRouteMember struct {
-	// Route names a configured route.
+	// Route names a configured route (required).
 	Route string `yaml:"route"`
-	// Model is the model's id on that route's provider.
+	// Model is the model's id on that route's provider (required).
 	Model string `yaml:"model"`
 }
 
@@ -141,18 +141,26 @@ type Account struct {
 type NATS struct {
 	// URL of the server(s), comma-separated (default nats://127.0.0.1:4222).
 	URL string `yaml:"url"`
-	// CredsFile is a NATS credentials file (JWT and NKey seed).
+	// CredsFile is a NATS credentials file (JWT and NKey seed; default
+	// none).
 	CredsFile string `yaml:"creds_file"`
-	// NKeyFile is an NKey seed file.
+	// NKeyFile is an NKey seed file (default none).
 	NKeyFile string `yaml:"nkey_file"`
-	// User, with its password from PasswordEnv or PasswordFile.
-	User         string `yaml:"user"`
-	PasswordEnv  string `yaml:"password_env"`
+	// User is the NATS user, with its password from PasswordEnv or
+	// PasswordFile (default none).
+	User string `yaml:"user"`
+	// PasswordEnv names the environment variable holding User's password
+	// (default none).
+	PasswordEnv string `yaml:"password_env"`
+	// PasswordFile names the file holding User's password (default none).
 	PasswordFile string `yaml:"password_file"`
-	// TokenEnv / TokenFile name where the server's auth token is.
-	TokenEnv  string `yaml:"token_env"`
+	// TokenEnv names the environment variable holding the server's auth
+	// token (default none).
+	TokenEnv string `yaml:"token_env"`
+	// TokenFile names the file holding the server's auth token (default
+	// none).
 	TokenFile string `yaml:"token_file"`
-	// TLS secures the connection.
+	// TLS secures the connection (default none: plain TCP).
 	TLS TLS `yaml:"tls"`
 }
 
@@ -160,9 +168,11 @@ type NATS struct {
 type TLS struct {
 	// CAFile verifies the server (default: the system's roots).
 	CAFile string `yaml:"ca_file"`
-	// CertFile and KeyFile authenticate the client (mutual TLS).
+	// CertFile is the client's certificate, given with KeyFile for mutual
+	// TLS (default none).
 	CertFile string `yaml:"cert_file"`
-	KeyFile  string `yaml:"key_file"`
+	// KeyFile is the client certificate's private key (default none).
+	KeyFile string `yaml:"key_file"`
 }
 
 // Enabled reports whether any TLS setting is given.
@@ -200,15 +210,35 @@ func (n NATS) validate() error {
 
 // Streams sizes the JetStream resources (see events.Options for defaults).
 type Streams struct {
-	Replicas          int           `yaml:"replicas"`
-	MemoryStorage     bool          `yaml:"memory_storage"`
-	IntakeMaxBytes    int64         `yaml:"intake_max_bytes"`
-	EventsMaxAge      time.Duration `yaml:"events_max_age"`
-	EventsMaxBytes    int64         `yaml:"events_max_bytes"`
+	// Replicas of every stream, bucket and consumer, 1 to 5 (default 1;
+	// 3 in a cluster).
+	Replicas int `yaml:"replicas"`
+	// MemoryStorage keeps everything in memory, for tests (default false:
+	// file storage).
+	MemoryStorage bool `yaml:"memory_storage"`
+	// IntakeMaxBytes caps unprocessed intake; when full, publishing fails
+	// (back-pressure) rather than dropping accepted work (default 1 GiB).
+	IntakeMaxBytes int64 `yaml:"intake_max_bytes"`
+	// EventsMaxAge is how long events are kept for replay (default 7
+	// days).
+	EventsMaxAge time.Duration `yaml:"events_max_age"`
+	// EventsMaxBytes caps the events stream; the oldest events go first
+	// (default 10 GiB).
+	EventsMaxBytes int64 `yaml:"events_max_bytes"`
+	// WebhookDuplicates is the webhook stream's duplicate window: a
+	// delivery id seen within it is dropped (default 72h, the longest
+	// provider retry horizon).
 	WebhookDuplicates time.Duration `yaml:"webhook_duplicates"`
-	JobsTTL           time.Duration `yaml:"jobs_ttl"`
-	IntakeAckWait     time.Duration `yaml:"intake_ack_wait"`
-	CheckAckWait      time.Duration `yaml:"check_ack_wait"`
+	// JobsTTL is how long a job record outlives its last write; it is
+	// also how long an idempotency key deduplicates after the job ends
+	// (default 7 days).
+	JobsTTL time.Duration `yaml:"jobs_ttl"`
+	// IntakeAckWait is how long an intake message taken by a process that
+	// died waits before another process takes it (default 60s); a live
+	// process keeps the messages it works on.
+	IntakeAckWait time.Duration `yaml:"intake_ack_wait"`
+	// CheckAckWait is the same for check messages (default 30s).
+	CheckAckWait time.Duration `yaml:"check_ack_wait"`
 	// ParkAfter is the shortest wait before a job's next poll that parks
 	// its check (events.Options.ParkAfter; default 1m, at least 15s; a
 	// negative value never parks).
@@ -232,43 +262,57 @@ func (s Streams) Options() events.Options {
 // Route is one way to a provider: an adapter, its token and settings, and
 // the account it spends.
 type Route struct {
-	// Kind selects the adapter (replicate, ...).
+	// Kind selects the adapter (required: replicate, fal, runway, veo,
+	// atlas, generic, sim, ...; see docs/providers.md).
 	Kind string `yaml:"kind"`
 	// Account names the provider account the route spends (one of
-	// Config.Accounts); "" for a route whose only limits are its own.
+	// Config.Accounts; default none: the route's only limits are its
+	// own).
 	Account string `yaml:"account"`
 	// TenantKey names the submission metadata key that carries its tenant:
 	// submissions waiting for running slots are admitted by weighted fair
-	// queueing across tenants, each tenant's in order ("": one tenant).
+	// queueing across tenants, each tenant's in order (default none: one
+	// tenant).
 	TenantKey string `yaml:"tenant_key"`
 	// TenantWeights are the tenants' shares when the route names no
-	// account (an account's routes share the account's weights).
+	// account (default 1 each; an account's routes share the account's
+	// weights).
 	TenantWeights map[string]float64 `yaml:"tenant_weights"`
-	// BaseURL overrides the provider's API URL.
+	// BaseURL overrides the provider's API URL (default: the adapter's).
 	BaseURL string `yaml:"base_url"`
-	// TokenEnv / TokenFile name where the API token is.
-	TokenEnv  string `yaml:"token_env"`
+	// TokenEnv names the environment variable holding the API token
+	// (default none; give it or TokenFile where the provider needs one).
+	TokenEnv string `yaml:"token_env"`
+	// TokenFile names the file holding the API token (default none).
 	TokenFile string `yaml:"token_file"`
-	// WebhookSecretEnv / WebhookSecretFile name where the webhook signing
-	// secret is (optional: some adapters fetch it).
-	WebhookSecretEnv  string `yaml:"webhook_secret_env"`
+	// WebhookSecretEnv names the environment variable holding the webhook
+	// signing secret (default none; optional: some adapters fetch it).
+	WebhookSecretEnv string `yaml:"webhook_secret_env"`
+	// WebhookSecretFile names the file holding the webhook signing secret
+	// (default none).
 	WebhookSecretFile string `yaml:"webhook_secret_file"`
-	// CallbackSecretEnv / CallbackSecretFile name a secret (any string of
-	// 16 bytes or more) that signs the per-job token Pollux puts in the
-	// callback URLs of providers whose callbacks are unsigned; without it
-	// their callbacks are accepted without a token.
-	CallbackSecretEnv  string `yaml:"callback_secret_env"`
+	// CallbackSecretEnv names the environment variable holding a secret
+	// (any string of 16 bytes or more) that signs the per-job token Pollux
+	// puts in the callback URLs of providers whose callbacks are unsigned
+	// (default none: their callbacks are accepted without a token).
+	CallbackSecretEnv string `yaml:"callback_secret_env"`
+	// CallbackSecretFile names the file holding that callback secret
+	// (default none).
 	CallbackSecretFile string `yaml:"callback_secret_file"`
 	// WebhookURL is the public URL of this route's webhook endpoint
-	// (cmd/webhook's /webhooks/<route>); without it no webhook is asked for.
+	// (cmd/webhook's /webhooks/<route>; default none: no webhook is asked
+	// for).
 	WebhookURL string `yaml:"webhook_url"`
 	// Deadline is a job's deadline when the submission gives none (default
-	// 1h); MaxDeadline the furthest a submission may ask for (default 24h).
-	Deadline    time.Duration `yaml:"deadline"`
+	// 1h).
+	Deadline time.Duration `yaml:"deadline"`
+	// MaxDeadline is the furthest deadline a submission may ask for
+	// (default 24h).
 	MaxDeadline time.Duration `yaml:"max_deadline"`
 	// Workers is the per-process concurrency.
 	Workers Workers `yaml:"workers"`
-	// Budgets are the fleet-wide limits on calls to the provider.
+	// Budgets are the fleet-wide limits on calls to the provider (default
+	// none: unlimited).
 	Budgets Budgets `yaml:"budgets"`
 	// Poll tunes the schedule.
 	Poll Poll `yaml:"poll"`
@@ -286,7 +330,7 @@ type Route struct {
 	// apart per setting (default none: one distribution per model).
 	SettingsFrom []string `yaml:"settings_from"`
 	// Notify names the endpoints (Config.Notify.Endpoints) that receive
-	// the events of the route's jobs.
+	// the events of the route's jobs (default none).
 	Notify []string `yaml:"notify"`
 	// KeepOutputs, when set, copies the route's succeeded jobs' outputs
 	// into Pollux's outputs bucket (default nil: outputs are left at the
@@ -316,7 +360,8 @@ type Route struct {
 	CallTimeout time.Duration `yaml:"call_timeout"`
 	// WebhookMaxBody caps a webhook delivery (default 1 MiB).
 	WebhookMaxBody int64 `yaml:"webhook_max_body"`
-	// Options are the adapter's own settings.
+	// Options are the adapter's own settings (default none; see
+	// docs/providers.md).
 	Options map[string]any `yaml:"options"`
 }
 
@@ -333,23 +378,27 @@ type Workers struct {
 // calls), and jobs running at the provider. Unset means unlimited, and
 // costs nothing.
 type Budgets struct {
+	// Submit limits submit calls (default none: unlimited).
 	Submit Budget `yaml:"submit"`
+	// Status limits status calls, cancels and lookups (default none:
+	// unlimited).
 	Status Budget `yaml:"status"`
-	// Running caps the jobs created at the provider and not yet ended.
-	// A submission past it waits in JetStream for a job to end.
+	// Running caps the jobs created at the provider and not yet ended,
+	// up to 100000 (default none: unlimited). A submission past it waits
+	// in JetStream for a job to end.
 	Running int `yaml:"running"`
 	// LearnRunning learns the level's running cap from the provider: a
 	// create refused with a rate limit that names no Retry-After lowers it
 	// to one below the jobs running then, and it rises by one after
 	// budget.ProbeEvery creates accepted in a row at the cap, never above
-	// Running (unset: no cap to start from).
+	// Running (default false; Running unset: no cap to start from).
 	LearnRunning bool `yaml:"learn_running"`
 	// LearnRate learns the level's call rates (submit and status apart)
 	// from the provider: a call refused with a rate limit that names no
-	// Retry-After lowers the rate to budget.Decrease of what it was, fleet-
-	// wide; it rises by budget.Increase every budget.IncreaseEvery while
+	// Retry-After lowers the rate to budget.Decrease of what it was,
+	// fleet-wide; it rises by budget.Increase every budget.IncreaseEvery while
 	// calls wait for it and none is refused, never above a configured
-	// rate (unset: no rate to start from).
+	// rate (default false; no rate set: no rate to start from).
 	LearnRate bool `yaml:"learn_rate"`
 }
 
@@ -374,10 +423,12 @@ func (b Budgets) validate() error {
 
 // Budget is one fleet-wide limit.
 type Budget struct {
-	// Concurrency caps the calls in flight across all processes.
+	// Concurrency caps the calls in flight across all processes, up to
+	// 10000 (default none: unlimited).
 	Concurrency int `yaml:"concurrency"`
 	// Rate caps the calls per time unit across all processes: "10/s",
-	// "600/min", "3000/min", "20/s", or a number of calls per second.
+	// "600/min", "3000/min", "20/s", or a number of calls per second
+	// (default none: unlimited).
 	Rate Rate `yaml:"rate"`
 	// LeaseWait is how long a call slot held by a process that died stays
 	// taken before it returns on its own (default 60s); longer calls
@@ -419,12 +470,28 @@ func ParseRate(s string) (Rate, error) {
 
 // Poll tunes a route's schedule (see schedule.Policy for defaults).
 type Poll struct {
-	MaxDelay     time.Duration `yaml:"max_delay"`
-	MinDelay     time.Duration `yaml:"min_delay"`
-	Jitter       float64       `yaml:"jitter"`
+	// MaxDelay is the longest interval between polls: the notification
+	// delay the route tolerates (default 60s). It caps every gap, the
+	// cold start's first poll and a provider's poll-after hint included;
+	// only a job expecting a webhook waits longer, as the provider will
+	// call.
+	MaxDelay time.Duration `yaml:"max_delay"`
+	// MinDelay is the shortest interval between polls (default 1s).
+	MinDelay time.Duration `yaml:"min_delay"`
+	// Jitter spreads each delay uniformly by ±jitter, in [0, 1) (default
+	// 0.2).
+	Jitter float64 `yaml:"jitter"`
+	// WebhookGrace is how long past the expected completion a job
+	// expecting a webhook waits before its first reconciliation poll
+	// (default 30s); with a learned miss chance, the longest it waits.
 	WebhookGrace time.Duration `yaml:"webhook_grace"`
-	Reconcile    time.Duration `yaml:"reconcile"`
-	ErrorBase    time.Duration `yaml:"error_base"`
+	// Reconcile is the interval of reconciliation polls for a job
+	// expecting a webhook (default max_delay); with a learned miss
+	// chance, the longest interval.
+	Reconcile time.Duration `yaml:"reconcile"`
+	// ErrorBase is the first delay after a failed call, doubling with
+	// each further failure up to max_delay (default 2s).
+	ErrorBase time.Duration `yaml:"error_base"`
 	// PollCost is what one poll is worth in detection delay: the learned
 	// schedule minimises polls + delay/poll_cost (default 2s).
 	PollCost time.Duration `yaml:"poll_cost"`

@@ -14,11 +14,13 @@ import (
 // Notify configures outbound webhooks: Pollux calling applications when
 // their jobs change (package notify).
 type Notify struct {
-	// Endpoints are the applications' endpoints by name; a route names
-	// those that receive its jobs' events (Route.Notify).
+	// Endpoints are the applications' endpoints by name, at most 64; a
+	// route names those that receive its jobs' events (Route.Notify;
+	// default none).
 	Endpoints map[string]Endpoint `yaml:"endpoints"`
 	// Submissions, when set, lets a submission name an endpoint of its own
-	// (notify_url), delivered with these settings (its URL aside).
+	// (notify_url), delivered with these settings (its URL aside; default
+	// none: a submission cannot).
 	Submissions *Endpoint `yaml:"submissions"`
 }
 
@@ -26,22 +28,24 @@ type Notify struct {
 // own.
 type Endpoint struct {
 	// URL is where events are POSTed (http or https); empty for
-	// Notify.Submissions, whose URL each submission gives.
+	// Notify.Submissions, whose URL each submission gives (required
+	// otherwise).
 	URL string `yaml:"url"`
 	// SecretsEnv name the environment variables holding the whsec_
 	// secrets deliveries are signed with (Standard Webhooks): one, or two
-	// while rotating (each delivery is signed with every one).
+	// while rotating (each delivery is signed with every one; required,
+	// at most 4).
 	SecretsEnv []string `yaml:"secrets_env"`
-	// Events is "all" (every event of a job, in order; the default) or
-	// "terminal" (its end only).
+	// Events is "all" (every event of a job, in order) or "terminal" (its
+	// end only; default "all").
 	Events string `yaml:"events"`
-	// Timeout bounds one call (default 10s).
+	// Timeout bounds one call, at most 5m (default 10s).
 	Timeout time.Duration `yaml:"timeout"`
 	// Workers is how many calls a process makes to the endpoint at once
-	// (default 8).
+	// (default 8, at most 256).
 	Workers int `yaml:"workers"`
-	// Horizon is how long a delivery is retried before it is given up
-	// (default 24h).
+	// Horizon is how long a delivery is retried before it is given up, at
+	// most 720h (default 24h).
 	Horizon time.Duration `yaml:"horizon"`
 	// AllowPrivate lets deliveries reach loopback, link-local and private
 	// addresses (default false: refused, so a submitted URL cannot make
