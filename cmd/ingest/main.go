@@ -51,7 +51,7 @@ func run(args []string, stderr io.Writer) int {
 		return 2
 	}
 	if c.HTTPAddr != "" {
-		if err := c.CheckExposure(c.HTTPAddr); err != nil {
+		if err := c.Check(c.HTTPAddr); err != nil {
 			fmt.Fprintln(stderr, "ingest:", err)
 			return 2
 		}

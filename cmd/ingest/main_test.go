@@ -46,4 +46,8 @@ func TestFrontDoorBeyondLoopbackNeedsTokens(t *testing.T) {
 	var stderr bytes.Buffer
 	require.Equal(t, 1, run([]string{"--http-addr", "127.0.0.1:0", "--config", missing}, &stderr), "loopback needs no tokens")
 	require.NotContains(t, stderr.String(), "beyond loopback")
+
+	stderr.Reset()
+	require.Equal(t, 2, run([]string{"--http-addr", "127.0.0.1:0", "--http-allowed-hosts", "gw.example:80", "--config", missing}, &stderr))
+	require.Contains(t, stderr.String(), `AllowedHosts: "gw.example:80"`, "the allow list is checked at start")
 }

@@ -60,9 +60,13 @@ type FrontDoorFlags struct {
 	AllowedHosts []string `name:"http-allowed-hosts" env:"POLLUX_HTTP_ALLOWED_HOSTS" sep:"," placeholder:"NAME,..." help:"Host names (or addresses, without a port) the front door answers besides localhost and the loopback addresses, comma-separated: the names a gateway or your clients reach it by. Without tokens any other Host is refused (421), which stops DNS rebinding; with tokens, when given, it is enforced too."`
 }
 
-// CheckExposure checks an address the front door is to listen on against
-// the listen rule (frontdoor.CheckExposure), before anything starts.
-func (f FrontDoorFlags) CheckExposure(addr string) error {
+// Check checks the flags and the address the front door is to listen on
+// against the listen rule (frontdoor.CheckExposure), before anything
+// starts.
+func (f FrontDoorFlags) Check(addr string) error {
+	if err := frontdoor.CheckAllowedHosts(f.AllowedHosts); err != nil {
+		return err
+	}
 	return frontdoor.CheckExposure(addr, f.TokensFile != "", f.Insecure)
 }
 

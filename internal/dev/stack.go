@@ -241,7 +241,8 @@ func Serve(ctx context.Context, cfg ServeConfig, started func(Endpoints, *Stack)
 	}
 	cfg.NATSAddr = cmp.Or(cfg.NATSAddr, DefaultNATSAddr)
 	cfg.HTTPAddr = cmp.Or(cfg.HTTPAddr, DefaultHTTPAddr)
-	if err := frontdoor.CheckExposure(cfg.HTTPAddr, cfg.HTTPTokens != nil, cfg.HTTPInsecure); err != nil {
+	if err := errors.Join(frontdoor.CheckAllowedHosts(cfg.HTTPAllowedHosts),
+		frontdoor.CheckExposure(cfg.HTTPAddr, cfg.HTTPTokens != nil, cfg.HTTPInsecure)); err != nil {
 		return err
 	}
 	metricsAddr := cmp.Or(cfg.MetricsAddr, DefaultMetricsAddr)

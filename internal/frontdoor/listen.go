@@ -133,6 +133,13 @@ func hostname(host string) string {
 	return strings.ToLower(strings.Trim(host, "[]"))
 }
 
+// CheckAllowedHosts checks hosts as New checks Config.AllowedHosts, for a
+// command to refuse them before anything starts.
+func CheckAllowedHosts(hosts []string) error {
+	_, err := allowedHosts(hosts)
+	return err
+}
+
 // allowedHosts validates and normalises Config.AllowedHosts: host names or
 // addresses, without a port or a scheme.
 func allowedHosts(hosts []string) (map[string]bool, error) {
