@@ -4,17 +4,16 @@
 // --http-addr it also serves the HTTP front door (internal/frontdoor) with
 // its jobs index and the console at /console/; --http-tokens-file gives it
 // tokens. Without tokens it listens on loopback only, unless
-// --http-insecure says otherwise.
+// --http-insecure says otherwise, and answers only requests for localhost,
+// a loopback address or --http-allowed-hosts (frontdoor.CheckExposure,
+// the rule pollux serve follows too).
 package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
-	"time"
 
 	"github.com/alecthomas/kong"
 	"golang.org/x/sync/errgroup"
@@ -31,10 +30,9 @@ type cli struct {
 	app.Flags `embed:""`
 	// The one flag without an environment twin: a variable left set in a
 	// deployment would make every start print the version and exit.
-	Version  kong.VersionFlag `name:"version" help:"Print the version and exit."`
-	HTTPAddr string           `name:"http-addr" env:"POLLUX_HTTP_ADDR" help:"Serve the HTTP front door (the API and the console at /console/) on this address; empty (the default) to disable."`
-	Tokens   string           `name:"http-tokens-file" env:"POLLUX_HTTP_TOKENS_FILE" type:"path" help:"File of the front door's tokens, one a line: TOKEN [act|read] [name=WHO] (# comments); reread when it changes. Without it anyone who reaches the front door may act."`
-	Insecure bool             `name:"http-insecure" env:"POLLUX_HTTP_INSECURE" help:"Serve the front door without tokens beyond loopback (behind a gateway that authenticates); refused otherwise."`
+	Version            kong.VersionFlag `name:"version" help:"Print the version and exit."`
+	HTTPAddr           string           `name:"http-addr" env:"POLLUX_HTTP_ADDR" help:"Serve the HTTP front door (the API and the console at /console/) on this address; empty (the default) to disable."`
+	app.FrontDoorFlags `embed:""`
 }
 
 func main() { os.Exit(run(os.Args[1:], os.Stderr)) }
@@ -53,7 +51,7 @@ func run(args []string, stderr io.Writer) int {
 		return 2
 	}
 	if c.HTTPAddr != "" {
-		if err := exposure(c.HTTPAddr, c.Tokens != "", c.Insecure); err != nil {
+		if err := c.Check(c.HTTPAddr); err != nil {
 			fmt.Fprintln(stderr, "ingest:", err)
 			return 2
 		}
@@ -69,78 +67,21 @@ func run(args []string, stderr io.Writer) int {
 		}
 		g, ctx := errgroup.WithContext(ctx)
 		if c.HTTPAddr != "" {
-			cfg := frontdoor.Config{Console: console.Handler(), Logger: env.Log.With().Str("component", "frontdoor").Logger()}
-			if c.Tokens != "" {
-				if cfg.Tokens, err = frontdoor.LoadTokens(c.Tokens); err != nil {
-					return err
-				}
+			cfg := frontdoor.Config{Console: console.Handler(), AllowedHosts: c.AllowedHosts, Logger: env.Log.With().Str("component", "frontdoor").Logger()}
+			if cfg.Tokens, err = c.Tokens(); err != nil {
+				return err
 			}
 			fd, err := env.FrontDoor(ctx, g, cfg)
 			if err != nil {
 				return err
 			}
-			ln, err := net.Listen("tcp", c.HTTPAddr)
+			ln, err := frontdoor.Listen(c.HTTPAddr, cfg.Tokens != nil, c.Insecure)
 			if err != nil {
-				return fmt.Errorf("front door listener: %w", err)
-			}
-			if cfg.Tokens == nil && !loopback(ln.Addr()) {
-				env.Log.Warn().Str("addr", ln.Addr().String()).
-					Msg("the front door has no tokens and listens beyond loopback (--http-insecure): anyone who reaches it may act")
+				return err
 			}
 			g.Go(func() error { return fd.Run(ctx, ln) })
 		}
 		g.Go(func() error { return svc.Run(ctx) })
 		return g.Wait()
 	})
-}
-
-// exposure refuses a front door without tokens on an address beyond
-// loopback, unless insecure: anyone reaching it could submit, cancel and
-// pause. A host name counts as loopback when every address it resolves to
-// is one.
-func exposure(addr string, tokens, insecure bool) error {
-	if tokens || insecure {
-		return nil
-	}
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("--http-addr %q: %w", addr, err)
-	}
-	if loopbackHost(host) {
-		return nil
-	}
-	return errors.New("--http-addr " + addr + " listens beyond loopback and the front door has no tokens: " +
-		"give it --http-tokens-file (POLLUX_HTTP_TOKENS_FILE), listen on 127.0.0.1, " +
-		"or set --http-insecure (POLLUX_HTTP_INSECURE) if a gateway in front authenticates")
-}
-
-// loopbackHost reports whether host names this machine only.
-func loopbackHost(host string) bool {
-	if host == "" {
-		return false // every interface
-	}
-	if frontdoor.Loopback(host) {
-		return true
-	}
-	if net.ParseIP(host) != nil {
-		return false
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	ips, err := net.DefaultResolver.LookupIPAddr(ctx, host)
-	if err != nil || len(ips) == 0 {
-		return false
-	}
-	for _, ip := range ips {
-		if !ip.IP.IsLoopback() {
-			return false
-		}
-	}
-	return true
-}
-
-// loopback reports whether addr accepts connections from this host only.
-func loopback(addr net.Addr) bool {
-	tcp, ok := addr.(*net.TCPAddr)
-	return ok && tcp.IP.IsLoopback()
 }

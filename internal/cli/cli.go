@@ -25,6 +25,7 @@ import (
 
 	"github.com/pollux-dev/pollux/internal/app"
 	"github.com/pollux-dev/pollux/internal/dev"
+	"github.com/pollux-dev/pollux/internal/frontdoor"
 	"github.com/pollux-dev/pollux/pkg/provider/sim"
 )
 
@@ -113,10 +114,12 @@ type ServeCmd struct {
 	NATSURL   string  `name:"nats-url" env:"POLLUX_NATS_URL" help:"Use this NATS server instead of the embedded one."`
 	DataDir   string  `name:"data-dir" env:"POLLUX_DATA_DIR" help:"Keep the embedded server's JetStream files here (default: a temporary directory, removed at exit)."`
 	NATSAddr  string  `name:"nats-addr" env:"POLLUX_NATS_ADDR" default:"127.0.0.1:4222" help:"Address of the embedded NATS server (port 0: a free one)."`
-	HTTPAddr  string  `name:"http-addr" env:"POLLUX_HTTP_ADDR" default:"127.0.0.1:8081" help:"Address of the HTTP front door."`
+	HTTPAddr  string  `name:"http-addr" env:"POLLUX_HTTP_ADDR" default:"127.0.0.1:8081" help:"Address of the HTTP front door; beyond loopback it needs --http-tokens-file or --http-insecure."`
 	Metrics   string  `name:"metrics-addr" env:"POLLUX_METRICS_ADDR" default:"127.0.0.1:9101" help:"Address of /metrics, /healthz and /readyz (port 0: a free one)."`
 	TimeScale float64 `name:"time-scale" env:"POLLUX_DEV_TIME_SCALE" default:"20" help:"Time compression: 20 makes a 60 s generation take 3 s."`
 	NoWebhook bool    `name:"no-webhooks" env:"POLLUX_DEV_NO_WEBHOOKS" help:"Run poll-only."`
+	// The front door's access flags, as cmd/ingest has them.
+	app.FrontDoorFlags `embed:""`
 }
 
 // Run serves until SIGINT or SIGTERM. It prints the variables the clients
@@ -126,10 +129,15 @@ func (c *ServeCmd) Run(g *Globals) error {
 	if err := positive("time-scale", c.TimeScale); err != nil {
 		return err
 	}
+	tokens, err := c.Tokens()
+	if err != nil {
+		return err
+	}
 	ctx, stop := signalContext()
 	defer stop()
 	return dev.Serve(ctx, dev.ServeConfig{
 		NATSURL: c.NATSURL, NATSAddr: c.NATSAddr, DataDir: c.DataDir, TimeScale: c.TimeScale, HTTPAddr: c.HTTPAddr,
+		HTTPTokens: tokens, HTTPInsecure: c.Insecure, HTTPAllowedHosts: c.AllowedHosts,
 		MetricsAddr: c.Metrics, NoWebhooks: c.NoWebhook, Logger: g.Log,
 	}, func(e dev.Endpoints, _ *dev.Stack) {
 		fmt.Fprint(g.Stdout, e.Env())
@@ -139,6 +147,12 @@ func (c *ServeCmd) Run(g *Globals) error {
 			"Try the examples (docs/contract.md): NATS_URL=%s POLLUX_HTTP_URL=%s examples/cli/run.sh\n",
 			dev.RouteName, strings.Join(slices.Sorted(maps.Keys(dev.DefaultModels())), ", "), c.TimeScale,
 			e.NATSURL, e.HTTPURL, dev.ConsoleURL(e.HTTPURL), e.MetricsURL, e.NATSURL, dev.RouteName, e.NATSURL, e.HTTPURL)
+		switch {
+		case tokens != nil:
+			fmt.Fprintf(g.Stderr, "The front door takes the %d tokens of %s (Authorization: Bearer, or the console's login).\n", tokens.Len(), c.TokensFile)
+		case frontdoor.CheckExposure(c.HTTPAddr, false, false) != nil:
+			fmt.Fprintf(g.Stderr, "WARNING: the front door on %s has no tokens and listens beyond loopback (--http-insecure): anyone who reaches it may act.\n", c.HTTPAddr)
+		}
 	})
 }
 

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/fetch"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 )
@@ -65,9 +66,9 @@ func (b *browser) listen(t *testing.T, ev any) {
 }
 
 // newTab starts a headless chromium with a fresh profile and a 1366×768
-// window, stopped when t ends. A missing chromium fails the test: run
-// scripts/system-packages.
-func newTab(t *testing.T, base string) *tab {
+// window (and the extra options), stopped when t ends. A missing chromium
+// fails the test: run scripts/system-packages.
+func newTab(t *testing.T, base string, extra ...chromedp.ExecAllocatorOption) *tab {
 	t.Helper()
 	if _, err := os.Stat(chromiumPath); err != nil {
 		t.Fatalf("the console's browser tests need %s: run scripts/system-packages (Debian: apt-get install chromium): %v", chromiumPath, err)
@@ -86,6 +87,7 @@ func newTab(t *testing.T, base string) *tab {
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.WindowSize(1366, 768),
 	}
+	opts = append(opts, extra...)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	tb := &tab{browser: &browser{base: base, shots: t.TempDir()}, t: t}
 	ctx, cancelTab := chromedp.NewContext(actx, chromedp.WithListener(func(ev any) { tb.listen(t, ev) }))
@@ -188,4 +190,35 @@ func (b *tab) shot(name string) {
 		}
 		b.t.Logf("screenshot: %s", p)
 	}
+}
+
+// serve answers the tab's requests for URLs matching pattern (Chrome's
+// Fetch patterns: * and ?) with the HTML page, as that page's own server
+// would, until the test ends; nothing else is touched, so the page's own
+// requests reach the network.
+func (b *tab) serve(pattern, page string) {
+	b.t.Helper()
+	ctx, cancel := context.WithCancel(b.ctx)
+	paused := chromedp.Events(ctx, fetch.RequestPaused)
+	if _, err := chromedp.Call(ctx, fetch.Enable, fetch.EnableParams{Patterns: []*fetch.RequestPattern{{URLPattern: pattern}}}); err != nil {
+		cancel()
+		b.t.Fatalf("intercepting %s: %v", pattern, err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev, err := range paused {
+			if err != nil {
+				return
+			}
+			_, _ = chromedp.Call(ctx, fetch.FulfillRequest, fetch.FulfillRequestParams{
+				RequestID: ev.RequestID, ResponseCode: 200, Body: []byte(page),
+				ResponseHeaders: []*fetch.HeaderEntry{{Name: "Content-Type", Value: "text/html; charset=utf-8"}},
+			})
+		}
+	}()
+	b.t.Cleanup(func() {
+		cancel()
+		<-done
+	})
 }

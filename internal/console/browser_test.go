@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -323,4 +324,69 @@ func TestOpenFrontDoorConsole(t *testing.T) {
 	b.do("cancel", chromedp.Click(chromedp.CSS("#cancel")))
 	b.confirm("cancel-open", "")
 	b.waitJS("the canceled event", `document.querySelector('li.ev[data-type=canceled]')`, live)
+
+	t.Run("DNSRebindingIsRefused", func(t *testing.T) {
+		// A page on a foreign name that resolves to 127.0.0.1 is, to the
+		// browser, the same origin as the front door it reaches. The
+		// attacker's server serves the page (served here by the browser's
+		// request interception); its requests then reach the front door.
+		port := f.HTTPURL[strings.LastIndex(f.HTTPURL, ":")+1:]
+		foreign := "http://rebind.example:" + port
+		// Chromium's Local Network Access checks would refuse the page's
+		// requests on their own (it counts the served page as public and
+		// 127.0.0.1 as local); other browsers have none, so they are off:
+		// what refuses the attack here is the front door.
+		r := newTab(t, foreign, chromedp.Flag("host-resolver-rules", "MAP rebind.example 127.0.0.1"),
+			chromedp.Flag("disable-features", "LocalNetworkAccessChecks"))
+		r.serve("*/attack.html", rebindPage)
+		r.do("load the attacker's page", chromedp.Navigate(foreign+"/attack.html"))
+		got := eval[rebindAttack](r, `window.attack`)
+		r.waitJS("the attack's outcome shown", `document.querySelector('#out').dataset.done`, live)
+		r.shot("rebind-refused")
+		require.Equal(t, rebindAttack{Session: http.StatusMisdirectedRequest, Code: "host_not_allowed", Pause: http.StatusMisdirectedRequest, Jobs: http.StatusMisdirectedRequest}, got)
+		require.Nil(t, f.routeEvent(t), "the route was not paused")
+
+		// The same script on the front door's own name does what it says:
+		// what refused it above is the name, nothing in the browser.
+		self := "http://localhost:" + port
+		r.do("load the page on a loopback name", chromedp.Navigate(self+"/attack.html"))
+		got = eval[rebindAttack](r, `window.attack`)
+		require.Equal(t, rebindAttack{Session: http.StatusOK, CSRF: true, Pause: http.StatusOK, Jobs: http.StatusOK}, got)
+		ev := f.routeEvent(t)
+		require.NotNil(t, ev)
+		require.Equal(t, "console", ev.By)
+		require.Equal(t, http.StatusOK, f.call(t, http.MethodPost, "/v1/routes/"+dev.RouteName+"/resume", map[string]any{"reason": "test over"}, nil))
+	})
+}
+
+// rebindPage is a DNS-rebinding attacker's page: it reads the CSRF token
+// of the front door it now reaches, pauses the route with it and reads
+// the jobs, and shows what it got.
+const rebindPage = `<!doctype html><title>rebind.example</title><h1>rebind.example</h1><pre id="out">attacking…</pre>
+<script>
+window.attack = (async () => {
+  const got = {};
+  const s = await fetch('/console/session');
+  got.session = s.status;
+  const body = await s.json().catch(() => ({}));
+  got.csrf = !!body.csrf;
+  got.code = (body.error || {}).code || '';
+  const p = await fetch('/v1/routes/` + dev.RouteName + `/pause', {method: 'POST',
+    headers: {'Content-Type': 'application/json', 'X-CSRF-Token': body.csrf || ''}, body: JSON.stringify({reason: 'rebound', for: '30m'})});
+  got.pause = p.status;
+  got.jobs = (await fetch('/v1/jobs')).status;
+  const out = document.querySelector('#out');
+  out.textContent = location.origin + ' got ' + JSON.stringify(got, null, 2) + (body.error ? '\n\n' + body.error.message : '');
+  out.dataset.done = 'yes';
+  return got;
+})();
+</script>`
+
+// rebindAttack is what the attacker's page got.
+type rebindAttack struct {
+	Session int    `json:"session"`
+	CSRF    bool   `json:"csrf"`
+	Code    string `json:"code"`
+	Pause   int    `json:"pause"`
+	Jobs    int    `json:"jobs"`
 }

@@ -42,10 +42,18 @@ type StackConfig struct {
 	// Streams sizes the streams and buckets (replicas on a cluster).
 	Streams config.Streams
 	// HTTPAddr is where the HTTP front door listens (default
-	// 127.0.0.1:0, a free loopback port).
+	// 127.0.0.1:0, a free loopback port). Without HTTPTokens an address
+	// beyond loopback is refused unless HTTPInsecure
+	// (frontdoor.CheckExposure).
 	HTTPAddr string
 	// HTTPTokens are the front door's tokens (nil: none, as on loopback).
 	HTTPTokens *frontdoor.Tokens
+	// HTTPInsecure lets a front door without tokens listen beyond
+	// loopback (behind a gateway that authenticates).
+	HTTPInsecure bool
+	// HTTPAllowedHosts are the Host names the front door answers besides
+	// localhost and the loopback addresses (frontdoor.Config.AllowedHosts).
+	HTTPAllowedHosts []string
 	// Logger receives every component's logs (default: none).
 	Logger zerolog.Logger
 	// Tracer traces the jobs' lives (nil, the default: tracing off; see
@@ -64,7 +72,8 @@ type Stack struct {
 	Metrics *metrics.Metrics
 	// SimToken is the simulated account's API token.
 	SimToken string
-	// HTTPURL is the front door's base URL.
+	// HTTPURL is the front door's base URL (frontdoor.BaseURL: a
+	// loopback one when it listens on every interface).
 	HTTPURL string
 }
 
@@ -142,22 +151,22 @@ func Start(ctx context.Context, g *errgroup.Group, nc *nats.Conn, sc StackConfig
 		return nil, err
 	}
 	fd, err := env.FrontDoor(ctx, g, frontdoor.Config{
-		Tokens: sc.HTTPTokens, Console: console.Handler(), Logger: log.With().Str("component", "frontdoor").Logger(),
+		Tokens: sc.HTTPTokens, AllowedHosts: sc.HTTPAllowedHosts, Console: console.Handler(), Logger: log.With().Str("component", "frontdoor").Logger(),
 	})
 	if err != nil {
 		_ = hookLn.Close()
 		return nil, err
 	}
-	httpLn, err := net.Listen("tcp", cmp.Or(sc.HTTPAddr, "127.0.0.1:0"))
+	httpLn, err := frontdoor.Listen(cmp.Or(sc.HTTPAddr, "127.0.0.1:0"), sc.HTTPTokens != nil, sc.HTTPInsecure)
 	if err != nil {
 		_ = hookLn.Close()
-		return nil, fmt.Errorf("front door listener: %w", err)
+		return nil, err
 	}
 	g.Go(func() error { return in.Run(ctx) })
 	g.Go(func() error { return po.Run(ctx) })
 	g.Go(func() error { return wh.Run(ctx, hookLn) })
 	g.Go(func() error { return fd.Run(ctx, httpLn) })
-	return &Stack{Env: env, Sim: simSrv, SimURL: simURL, Metrics: m, SimToken: token, HTTPURL: "http://" + httpLn.Addr().String()}, nil
+	return &Stack{Env: env, Sim: simSrv, SimURL: simURL, Metrics: m, SimToken: token, HTTPURL: frontdoor.BaseURL(httpLn.Addr())}, nil
 }
 
 // ServeConfig configures Serve. Zero values mean the defaults on each field.
@@ -175,7 +184,17 @@ type ServeConfig struct {
 	// TimeScale compresses the simulated provider's time (default 20).
 	TimeScale float64
 	// HTTPAddr is where the front door listens (default 127.0.0.1:8081).
+	// Without HTTPTokens an address beyond loopback is refused unless
+	// HTTPInsecure (frontdoor.CheckExposure), before anything starts.
 	HTTPAddr string
+	// HTTPTokens are the front door's tokens (nil: none).
+	HTTPTokens *frontdoor.Tokens
+	// HTTPInsecure lets a front door without tokens listen beyond
+	// loopback.
+	HTTPInsecure bool
+	// HTTPAllowedHosts are the Host names the front door answers besides
+	// localhost and the loopback addresses.
+	HTTPAllowedHosts []string
 	// MetricsAddr is where the services' Prometheus metrics are served
 	// (/metrics, with /healthz and /readyz, as every binary serves them;
 	// default 127.0.0.1:9101).
@@ -221,6 +240,11 @@ func Serve(ctx context.Context, cfg ServeConfig, started func(Endpoints, *Stack)
 		return fmt.Errorf("time scale: %v is not between 1 and 10000", cfg.TimeScale)
 	}
 	cfg.NATSAddr = cmp.Or(cfg.NATSAddr, DefaultNATSAddr)
+	cfg.HTTPAddr = cmp.Or(cfg.HTTPAddr, DefaultHTTPAddr)
+	if err := errors.Join(frontdoor.CheckAllowedHosts(cfg.HTTPAllowedHosts),
+		frontdoor.CheckExposure(cfg.HTTPAddr, cfg.HTTPTokens != nil, cfg.HTTPInsecure)); err != nil {
+		return err
+	}
 	metricsAddr := cmp.Or(cfg.MetricsAddr, DefaultMetricsAddr)
 	metricsLn, err := net.Listen("tcp", metricsAddr)
 	switch {
@@ -249,8 +273,8 @@ func Serve(ctx context.Context, cfg ServeConfig, started func(Endpoints, *Stack)
 		Sim:        sim.Config{Models: models, Default: models["pollux-demo/standard"], TimeScale: cfg.TimeScale, Faults: faults},
 		Route:      config.Route{Workers: config.Workers{Submit: 8, Status: 32}, KeepInputs: true},
 		NoWebhooks: cfg.NoWebhooks,
-		HTTPAddr:   cmp.Or(cfg.HTTPAddr, DefaultHTTPAddr),
-		Logger:     cfg.Logger,
+		HTTPAddr:   cfg.HTTPAddr, HTTPTokens: cfg.HTTPTokens, HTTPInsecure: cfg.HTTPInsecure, HTTPAllowedHosts: cfg.HTTPAllowedHosts,
+		Logger: cfg.Logger,
 	})
 	if err != nil {
 		cancel()

@@ -16,6 +16,11 @@ import (
 	"time"
 )
 
+// Which name it answers to comes first: without tokens (or with
+// Config.AllowedHosts) a request whose Host is not localhost, a loopback
+// address or an allowed name is answered 421 host_not_allowed, whatever
+// its path — the console's pages and session included (see listen.go).
+//
 // Who may do what: every request but the console's own pages and its
 // login is made by a principal — the bearer token it carries, the browser
 // session its cookie holds, or, without a tokens file, anyone.
@@ -98,6 +103,11 @@ func public(path string) bool {
 // access wraps the front door's handler with the checks above.
 func (s *Server) access(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if e := s.checkHost(r); e != nil {
+			s.log.Info().Str("host", r.Host).Str("remote", r.RemoteAddr).Str("method", r.Method).Str("path", r.URL.Path).Msg("request for a host this front door does not answer")
+			e.write(w)
+			return
+		}
 		if changes(r.Method) {
 			if e := sameOrigin(r); e != nil {
 				e.write(w)
@@ -122,6 +132,30 @@ func (s *Server) access(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
 	})
+}
+
+// checkHost refuses a request whose Host this front door does not answer:
+// without tokens (or with an allow list), one that is neither localhost,
+// a loopback address nor an allowed name.
+func (s *Server) checkHost(r *http.Request) *apiError {
+	if s.cfg.Tokens != nil && len(s.allowed) == 0 {
+		return nil
+	}
+	if loopback(r.Host) || s.allowed[strings.TrimSuffix(hostname(r.Host), ".")] {
+		return nil
+	}
+	at := "http://127.0.0.1"
+	if _, port, err := net.SplitHostPort(r.Host); err == nil {
+		at += ":" + port
+	}
+	how := "allow the name with " + flagAllowedHosts
+	if s.cfg.Tokens == nil {
+		how += ", or give the front door tokens with " + flagTokens
+	}
+	return fail(http.StatusMisdirectedRequest, CodeHostNotAllowed, "Host", fmt.Sprintf(
+		"this front door answers only requests for localhost, a loopback address or an allowed name, not Host %q "+
+			"(so that a page on a foreign name that resolves here cannot use it): open it at %s, or %s",
+		r.Host, at, how))
 }
 
 // sameOrigin refuses a request whose Origin is present and not the
@@ -367,19 +401,5 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request) *apiError {
 // always, but for plain http to a loopback host, where a browser would
 // not send it back otherwise (and nothing travels beyond the machine).
 func secure(r *http.Request) bool {
-	return r.TLS != nil || !Loopback(r.Host)
-}
-
-// Loopback reports whether a host (or host:port) names this machine only:
-// localhost or a loopback address.
-func Loopback(host string) bool {
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	host = strings.Trim(host, "[]")
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return r.TLS != nil || !loopback(r.Host)
 }

@@ -57,6 +57,12 @@
 // or with an Origin to a front door without tokens) must carry the CSRF
 // token of GET /console/session in X-CSRF-Token: a page on another site
 // cannot make a browser act on Pollux, not even on a loopback one.
-// Without a tokens file anyone who reaches the front door may act:
-// cmd/ingest serves it beyond loopback only with --http-insecure.
+// Without a tokens file anyone who reaches the front door may act, so
+// every binary that serves it follows one rule (listen.go): it listens
+// beyond loopback only when told a gateway in front authenticates
+// (CheckExposure, Listen: --http-insecure), and it answers only requests
+// whose Host is localhost, a loopback address or one of
+// Config.AllowedHosts; any other gets 421 host_not_allowed on every path,
+// which stops DNS rebinding. With tokens any Host is answered unless
+// AllowedHosts is set.
 package frontdoor

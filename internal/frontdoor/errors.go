@@ -46,6 +46,11 @@ const (
 	// acting, a browser's request without its CSRF token, or a request
 	// from another site (its Origin is not this host).
 	CodeForbidden Code = "forbidden"
+	// CodeHostNotAllowed (421): the request's Host is not one this front
+	// door answers: without tokens (or with Config.AllowedHosts) only
+	// localhost, a loopback address or an allowed name is; field is
+	// "Host".
+	CodeHostNotAllowed Code = "host_not_allowed"
 	// CodeNotFound (404): no such endpoint.
 	CodeNotFound = problem.CodeNotFound
 	// CodeMethodNotAllowed (405): the endpoint does not take that method;
@@ -86,7 +91,7 @@ const (
 var Codes = []Code{
 	CodeInvalidBody, CodeInvalidField, CodeInvalidParameter, CodeIdempotencyKeyMismatch,
 	CodeUnauthorized, CodeForbidden, CodeUnknownRoute, CodeJobNotFound, CodeOutputNotKept, CodeModelNotFound, CodeNotFound, CodeMethodNotAllowed,
-	CodeJobTerminal, CodeNotPaused, CodeNotResubmittable, CodeInputNotKept, CodeConfirmMismatch, CodeTooManyJobs,
+	CodeHostNotAllowed, CodeJobTerminal, CodeNotPaused, CodeNotResubmittable, CodeInputNotKept, CodeConfirmMismatch, CodeTooManyJobs,
 	CodeBodyTooLarge, CodeUnsupportedMediaType, CodeTooManyStreams, CodeUnavailable,
 }
 

@@ -57,9 +57,16 @@ type Config struct {
 	// Tokens, when set, are the bearer tokens a request must carry
 	// (Authorization: Bearer <token>, or the console's session cookie);
 	// without one it is answered 401, and a read-only one may not change
-	// anything (403). Nil: no authentication (serve on loopback or a
-	// private network only).
+	// anything (403). Nil: no authentication — Listen refuses an address
+	// beyond loopback unless told otherwise, and only requests for
+	// localhost, a loopback address or AllowedHosts are answered.
 	Tokens *Tokens
+	// AllowedHosts are the host names (or addresses, without a port) a
+	// request's Host may name besides localhost and the loopback
+	// addresses. Without Tokens any other Host is answered 421, which
+	// stops DNS rebinding; with Tokens any Host is answered unless this is
+	// set (default: none).
+	AllowedHosts []string
 	// Index lists jobs (GET /v1/jobs, /v1/stream, the counts and activity
 	// of /v1/routes, the models of /v1/models); nil: those answer 503.
 	Index *index.Index
@@ -100,6 +107,8 @@ type Server struct {
 	log    zerolog.Logger
 	// openCSRF is the CSRF token of browsers without tokens.
 	openCSRF string
+	// allowed are Config.AllowedHosts, lower-cased.
+	allowed map[string]bool
 	// census is the latest census of the routes.
 	census censusCache
 }
@@ -133,6 +142,10 @@ func New(cfg Config, js jetstream.JetStream, ns events.Namespace, res *events.Re
 	if cfg.MaxStreams < 0 || cfg.RequestTimeout < 0 || cfg.MaxStreamDuration < 0 || cfg.KeepAlive < 0 || cfg.MaxResume < 0 {
 		return nil, errors.New("frontdoor: MaxStreams, RequestTimeout, MaxStreamDuration, KeepAlive and MaxResume must not be negative")
 	}
+	allowed, err := allowedHosts(cfg.AllowedHosts)
+	if err != nil {
+		return nil, err
+	}
 	if cfg.Tokens != nil {
 		cfg.Tokens.mu.Lock()
 		cfg.Tokens.log = cfg.Logger
@@ -140,7 +153,7 @@ func New(cfg Config, js jetstream.JetStream, ns events.Namespace, res *events.Re
 	}
 	return &Server{
 		cfg: cfg, js: js, ns: ns, jobs: owner, stream: res.Events,
-		slots: make(chan struct{}, cfg.MaxStreams), log: cfg.Logger, openCSRF: openCSRF(),
+		slots: make(chan struct{}, cfg.MaxStreams), log: cfg.Logger, openCSRF: openCSRF(), allowed: allowed,
 	}, nil
 }
 
@@ -230,7 +243,11 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		IdleTimeout:       s.cfg.IdleTimeout,
 		MaxHeaderBytes:    s.cfg.MaxHeaderBytes,
 	}
-	s.log.Info().Str("addr", ln.Addr().String()).Strs("routes", s.cfg.Routes).Int("tokens", s.cfg.Tokens.Len()).Msg("front door running")
+	s.log.Info().Str("addr", ln.Addr().String()).Strs("routes", s.cfg.Routes).Int("tokens", s.cfg.Tokens.Len()).Strs("allowed_hosts", s.cfg.AllowedHosts).Msg("front door running")
+	if s.cfg.Tokens == nil && !listensOnLoopback(ln.Addr()) {
+		s.log.Warn().Str("addr", ln.Addr().String()).
+			Msg("the front door has no tokens and listens beyond loopback (--http-insecure): anyone who reaches it may act")
+	}
 	if err := httpserve.Run(ctx, ln, srv, 10*time.Second, endStreams); err != nil {
 		return fmt.Errorf("front door: %w", err)
 	}

@@ -140,6 +140,9 @@ func (d *door) do(t *testing.T, method, path, body string, header map[string]str
 	for k, v := range header {
 		req.Header.Set(k, v)
 	}
+	if h := header["Host"]; h != "" {
+		req.Host = h // the header a client sends is req.Host's
+	}
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	defer func() { _ = resp.Body.Close() }()

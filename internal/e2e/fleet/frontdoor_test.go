@@ -43,13 +43,14 @@ routes:
 	require.NoError(t, os.WriteFile(tokens, []byte("# clients\n"+token+"\n"), 0o600))
 	addr := fmt.Sprintf("127.0.0.1:%d", e2etest.FreePort(t))
 	env := []string{"SIM_TOKEN=x", "POLLUX_NATS_URL=" + natsURL, "POLLUX_CONFIG=" + cfg, "POLLUX_METRICS_ADDR=",
-		"POLLUX_HTTP_ADDR=" + addr, "POLLUX_HTTP_TOKENS_FILE=" + tokens}
+		"POLLUX_HTTP_ADDR=" + addr, "POLLUX_HTTP_TOKENS_FILE=" + tokens, "POLLUX_HTTP_ALLOWED_HOSTS=pollux.internal"}
 	p := e2etest.Launch(t, "ingest", env, filepath.Join(bin, "ingest"))
 
-	post := func(auth string) int {
+	postAs := func(host, auth string) int {
 		req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/jobs",
 			strings.NewReader(`{"route":"sim","id":"fd-1","v":1,"model":"o/m","input":{}}`))
 		require.NoError(t, err)
+		req.Host = host
 		req.Header.Set("Content-Type", "application/json")
 		if auth != "" {
 			req.Header.Set("Authorization", auth)
@@ -62,10 +63,14 @@ routes:
 		_ = resp.Body.Close()
 		return resp.StatusCode
 	}
+	post := func(auth string) int { return postAs("", auth) }
 	e2etest.WaitFor(t, "the front door answering", 30*time.Second, func() bool { return post("") != 0 })
 	require.Equal(t, http.StatusUnauthorized, post(""))
 	require.Equal(t, http.StatusUnauthorized, post("Bearer not-the-token-at-all-0000"))
 	require.Equal(t, http.StatusAccepted, post("Bearer "+token))
+	// The allow list, given, is enforced along with the tokens.
+	require.Equal(t, http.StatusAccepted, postAs("pollux.internal:8081", "Bearer "+token))
+	require.Equal(t, http.StatusMisdirectedRequest, postAs("rebind.example:8081", "Bearer "+token))
 	b, err := os.ReadFile(p.LogFile)
 	require.NoError(t, err)
 	require.NotContains(t, string(b), token, "the token never reaches a log line")
