@@ -116,27 +116,56 @@ type Polled struct {
 // one counting it); any other writes the record, publishes its events and
 // replaces the check, or ends it when the job is terminal. An error is a
 // failure to write the record, worth a retry after a while.
+//
+// Each of its four ways out is one step below: polledQuiet (no write),
+// then, after writePoll, polledAfterEnd (someone else ended the job),
+// polledEnd (this poll ended it) or polledNext (the job goes on).
 func (o *Owner) Polled(ctx context.Context, d *Delivery, f Fold, dec Decision) (Polled, error) {
-	now := o.now()
 	if f.Quiet && dec.End == nil && dec.HedgeBy == "" && d.rec.Job == nil {
-		if !f.After.Webhook && !o.parks(dec.Due) {
-			return Polled{Outcome: events.Later(dec.Due.Sub(now))}, nil
-		}
-		// Every poll of a job expecting a webhook is in its check, so an
-		// outsider ending the job knows the count (seenCheck.counts); a
-		// check parked until a later poll carries its count too.
-		c := events.Check{V: events.Version, JobID: d.JobID, Due: dec.Due.UTC(), Poll: &f.After}
-		switch err := o.put(ctx, d.Route, c, d.seq); {
-		case err == nil:
-			return Polled{Outcome: events.Stop()}, nil
-		case errors.Is(err, ErrCheckMoved):
-			return o.polledMoved(ctx, d, f)
-		default:
-			return Polled{Outcome: events.Later(dec.Due.Sub(now))}, nil
-		}
+		return o.polledQuiet(ctx, d, f, dec)
 	}
+	was, r, err := o.writePoll(ctx, d, f, dec)
+	switch {
+	case errors.Is(err, state.ErrNotFound):
+		o.log.Warn().Str("job_id", d.JobID).Str("route", d.Route).Msg("the job's record is gone; its check is dropped")
+		return Polled{Outcome: events.Stop()}, nil
+	case err != nil:
+		return Polled{}, err
+	case was != nil && was.State.Terminal():
+		return o.polledAfterEnd(was, r), nil
+	case r.State.Terminal():
+		return o.polledEnd(ctx, d, was, r)
+	}
+	return o.polledNext(ctx, d, was, r, dec), nil
+}
 
-	var was *state.Job
+// polledQuiet records a poll that learned nothing without a write: the
+// check goes back nak-delayed, its deliveries counting the poll, unless
+// it must carry its count (a job expecting a webhook: every poll is in
+// its check, so an outsider ending the job knows the count,
+// seenCheck.counts) or is parked until a later poll; then it is replaced
+// by one counting this poll.
+func (o *Owner) polledQuiet(ctx context.Context, d *Delivery, f Fold, dec Decision) (Polled, error) {
+	back := Polled{Outcome: events.Later(dec.Due.Sub(o.now()))}
+	if !f.After.Webhook && !o.parks(dec.Due) {
+		return back, nil
+	}
+	c := events.Check{V: events.Version, JobID: d.JobID, Due: dec.Due.UTC(), Poll: &f.After}
+	err := o.put(ctx, d.Route, c, d.seq)
+	switch {
+	case err == nil:
+		back = Polled{Outcome: events.Stop()}
+	case errors.Is(err, ErrCheckMoved):
+		return o.polledMoved(ctx, d, f)
+	}
+	return back, nil // a failed put: the check goes back as if quiet
+}
+
+// writePoll writes a poll that learned something (or ended a run of
+// failures, or comes with a decision) into the record, after settling
+// what earlier writers left in its outbox. was is the record before the
+// write (nil when there was nothing to write).
+func (o *Owner) writePoll(ctx context.Context, d *Delivery, f Fold, dec Decision) (was *state.Job, _ Record, _ error) {
 	known := d.Live.Published
 	r, err := o.store.mutate(ctx, d.JobID, d.rec, func(cur *state.Job) error {
 		was = cloneJob(cur)
@@ -151,70 +180,81 @@ func (o *Owner) Polled(ctx context.Context, d *Delivery, f Fold, dec Decision) (
 			// was out: its polls go in, and it ends.
 			return settlePolls(cur, f.After.Polls)
 		}
-		cur.Polls = max(cur.Polls, f.After.Polls)
-		cur.Unchanged, cur.Errors, cur.NotFound, cur.Refused = f.After.Unchanged, f.After.Errors, f.After.NotFound, f.After.Refused
-		cur.LastPolledAt = f.After.LastPolledAt
-		if f.Obs != nil {
-			cur.LastError = ""
-			cur.Apply(*f.Obs)
-		} else {
-			cur.LastError = provider.MessageOf(f.Err)
-		}
-		if dec.End != nil && !cur.State.Terminal() {
-			cur.Apply(*dec.End)
-		}
-		if dec.HedgeBy != "" && cur.Routing != nil && cur.Routing.HedgedBy == "" && !cur.State.Terminal() {
-			rt := *cur.Routing
-			rt.HedgedBy, rt.HedgeTo = dec.HedgeBy, dec.HedgeTo
-			cur.Routing = &rt
-		}
-		if !cur.State.Terminal() {
-			cur.NextCheckAt = dec.Due.UTC()
-		}
+		applyPoll(cur, f, dec)
 		return nil
 	})
-	switch {
-	case errors.Is(err, state.ErrNotFound):
-		o.log.Warn().Str("job_id", d.JobID).Str("route", d.Route).Msg("the job's record is gone; its check is dropped")
-		return Polled{Outcome: events.Stop()}, nil
-	case err != nil:
+	return was, r, err
+}
+
+// applyPoll applies a poll and the poller's decision to an unfinished
+// job's record: the counters, the observation (or the failure), the end
+// decided, a hedge, the next check time.
+func applyPoll(cur *state.Job, f Fold, dec Decision) {
+	cur.Polls = max(cur.Polls, f.After.Polls)
+	cur.Unchanged, cur.Errors, cur.NotFound, cur.Refused = f.After.Unchanged, f.After.Errors, f.After.NotFound, f.After.Refused
+	cur.LastPolledAt = f.After.LastPolledAt
+	if f.Obs != nil {
+		cur.LastError = ""
+		cur.Apply(*f.Obs)
+	} else {
+		cur.LastError = provider.MessageOf(f.Err)
+	}
+	if dec.End != nil && !cur.State.Terminal() {
+		cur.Apply(*dec.End)
+	}
+	if dec.HedgeBy != "" && cur.Routing != nil && cur.Routing.HedgedBy == "" && !cur.State.Terminal() {
+		rt := *cur.Routing
+		rt.HedgedBy, rt.HedgeTo = dec.HedgeBy, dec.HedgeTo
+		cur.Routing = &rt
+	}
+	if !cur.State.Terminal() {
+		cur.NextCheckAt = dec.Due.UTC()
+	}
+}
+
+// polledAfterEnd ends the check of a job someone else ended while the
+// poll ran; writePoll put its polls in the record.
+func (o *Owner) polledAfterEnd(was *state.Job, r Record) Polled {
+	o.finished(was, r.Job)
+	return Polled{Outcome: events.Stop(), Job: r.Job}
+}
+
+// polledEnd publishes the end this poll wrote and ends the check. The
+// end is a result in hand: no later write would publish it, and the check
+// ends, so it goes out however long NATS is away; only a stop (ctx) keeps
+// the check, for its next poll to publish the end.
+func (o *Owner) polledEnd(ctx context.Context, d *Delivery, was *state.Job, r Record) (Polled, error) {
+	log := o.log.With().Str("job_id", d.JobID).Str("route", d.Route).Logger()
+	err := o.keepRetrying(ctx, log, "publishing the job's end", func(ctx context.Context) error {
+		_, err := o.publish(ctx, r.Job)
+		return err
+	})
+	if err != nil {
 		return Polled{}, err
 	}
-	if was != nil && was.State.Terminal() {
-		o.finished(was, r.Job)
-		return Polled{Outcome: events.Stop(), Job: r.Job}, nil
-	}
-	published := known
-	if r.State.Terminal() {
-		// The end is a result in hand: no later write would publish it,
-		// and the check ends, so it goes out however long NATS is away.
-		log := o.log.With().Str("job_id", d.JobID).Str("route", d.Route).Logger()
-		if err := o.keepRetrying(ctx, log, "publishing the job's end", func(ctx context.Context) error {
-			_, err := o.publish(ctx, r.Job)
-			return err
-		}); err != nil {
-			return Polled{}, err // stopping: the check comes back, and its next poll publishes the end
-		}
-		o.finished(was, r.Job)
-		return Polled{Outcome: events.Stop(), Job: r.Job, Finished: was != nil && !was.State.Terminal()}, nil
-	}
+	o.finished(was, r.Job)
+	return Polled{Outcome: events.Stop(), Job: r.Job, Finished: was != nil && !was.State.Terminal()}, nil
+}
+
+// polledNext publishes the events this poll wrote and replaces the check
+// by one due at the next poll. A failed publish leaves the events in the
+// record, for the next write; a failed replace keeps the old check, whose
+// next delivery finds its state stale and writes again; a check replaced
+// meanwhile is someone else's (the record has this poll).
+func (o *Owner) polledNext(ctx context.Context, d *Delivery, was *state.Job, r Record, dec Decision) Polled {
+	published := d.Live.Published
 	if last, err := o.publish(ctx, r.Job); err != nil {
 		o.log.Warn().Err(err).Str("job_id", d.JobID).Msg("publishing events failed; the next write publishes them")
 	} else if last > 0 {
 		published = last
 	}
 	o.finished(was, r.Job)
-	switch err := o.put(ctx, d.Route, newCheck(r.Job, dec.Due, published), d.seq); {
-	case err == nil:
-		return Polled{Outcome: events.Stop(), Job: r.Job}, nil
-	case errors.Is(err, ErrCheckMoved):
-		return Polled{Outcome: events.Stop(), Job: r.Job}, nil // the record has this poll; the new check is someone else's
-	default:
-		// The old check stays; its next delivery finds its state stale
-		// and writes again.
+	out := events.Stop()
+	if err := o.put(ctx, d.Route, newCheck(r.Job, dec.Due, published), d.seq); err != nil && !errors.Is(err, ErrCheckMoved) {
 		o.log.Warn().Err(err).Str("job_id", d.JobID).Msg("replacing the check failed; keeping the old one")
-		return Polled{Outcome: events.Later(dec.Due.Sub(now)), Job: r.Job}, nil
+		out = events.Later(dec.Due.Sub(o.now()))
 	}
+	return Polled{Outcome: out, Job: r.Job}
 }
 
 // polledMoved records a quiet poll whose check another process replaced
