@@ -181,7 +181,7 @@ func TestHintBringsThePollForward(t *testing.T) {
 // a hint brings a counted check forward goes uncounted, one at most. The
 // hint's check carries every poll counted before it, so the job's count
 // misses the one poll the hint overtook, and no other.
-func TestAPollOvertakenByAHintGoesUncountedOnce(t *testing.T) {
+func TestAHintLeavesOnePollUncounted(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	r.submit("h8", true, time.Now())
