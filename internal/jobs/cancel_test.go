@@ -16,7 +16,7 @@ func TestACancelsReasonIsTheJobsReason(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	rec := r.submit("c1", false, time.Now().Add(time.Hour))
-	_, err := r.o.RequestCancel(r.ctx, "r", "c1", "the user closed the tab")
+	_, err := r.o.RequestCancelBy(r.ctx, "r", "c1", "the user closed the tab", "")
 	require.NoError(t, err)
 	_, err = r.o.Canceled(r.ctx, rec, state.Observation{State: state.Canceled, Raw: "canceled", Reason: "canceled at Replicate", Source: state.FromCancel, At: time.Now()})
 	require.NoError(t, err)
@@ -38,7 +38,7 @@ func TestAWithdrawnJobCarriesTheCancelsReason(t *testing.T) {
 	for id, reason := range map[string]string{"w1": "changed my mind", "w2": ""} {
 		rec, _, err := r.o.Accept(r.ctx, submission(id, false))
 		require.NoError(t, err)
-		_, err = r.o.RequestCancel(r.ctx, "r", id, reason)
+		_, err = r.o.RequestCancelBy(r.ctx, "r", id, reason, "")
 		require.NoError(t, err)
 		_, err = r.o.End(r.ctx, rec, state.Observation{State: state.Canceled, Reason: "canceled before it was submitted", Source: state.FromCancel, At: time.Now()})
 		require.NoError(t, err)

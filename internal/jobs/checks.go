@@ -170,23 +170,6 @@ func (o *Owner) put(ctx context.Context, route string, c events.Check, last uint
 	return err
 }
 
-// Wait is the outcome of a delivery that must wait before it polls (a
-// check's first delivery), due at due, wait from now: its check is parked
-// when the wait is ParkAfter or more, else it goes back nak-delayed.
-func (o *Owner) Wait(ctx context.Context, d *Delivery, due time.Time, wait time.Duration) events.Outcome {
-	if d.Check.Poll == nil || !o.parksFor(wait) {
-		return events.Later(wait)
-	}
-	c := events.Check{V: events.Version, JobID: d.JobID, Due: due.UTC(), Poll: d.Live}
-	switch err := o.park(ctx, d.Route, c, d.seq); {
-	case err == nil, errors.Is(err, ErrCheckMoved):
-		return events.Stop()
-	default:
-		o.log.Warn().Err(err).Str("job_id", d.JobID).Msg("parking the check failed; it waits in the consumer")
-		return events.Later(wait)
-	}
-}
-
 // arm publishes job j's first check, due at due; a job that has one keeps
 // it.
 func (o *Owner) arm(ctx context.Context, j *state.Job, due time.Time, published uint64) error {

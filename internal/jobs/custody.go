@@ -9,6 +9,9 @@ import (
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
+// The output custody service's verbs: SaveOutputs and OutputsExpiring,
+// each a write to a succeeded job with its event.
+
 // ErrNotSucceeded is the error of a custody change to a job that has not
 // succeeded: custody is recorded only for a succeeded job.
 var ErrNotSucceeded = errors.New("the job has not succeeded")

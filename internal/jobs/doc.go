@@ -7,31 +7,62 @@
 // values (Created, Fold and Decision, Notice, an Observation); the owner
 // writes, publishes and settles.
 //
+// # One job's life
+//
+// Ingest's writes, then the poller's, as Example runs them. Every write is
+// compare-and-set on the revision read (Create first, then Update), and
+// first settles what earlier writers left in the outbox; a write appends
+// its events to the outbox and its writer publishes them after it.
+//
+//	verb               record (jobs bucket)    check (checks stream)      outbox -> events stream
+//	Accept             Create  rev 1 pending   -                          (waiting, when held)
+//	Attempt            Update  rev 2 attempt   -
+//	Submitted          Update  rev 3 queued    arm #1, due at the 1st     submitted, published;
+//	                                           poll                       #1 says up to which seq
+//	Open, Wait         -                       #1 delivery 1 waits:       -
+//	                                           nak-delayed, or parked by
+//	                                           its holder when far
+//	Polled, quiet      -  no write             #1 delivery n: nak-delayed -
+//	                                           (its deliveries count it)
+//	Polled, changed    Update  rev 4 running   replace #1 by #2 (names    settle, then running,
+//	                                           the seq it replaces)       published
+//	Polled, ended      Update  rev 5 succeeded end #2 (Term)              succeeded, published
+//	                   polls final                                        however long NATS is away
+//
+// The owner's verbs, by caller (each group is one file, with a header):
+//
+//	ingest     Accept Hold Attempt Submitted IndexRemote Refused     intake.go
+//	           Requeue End Withdraw GiveUp RequestCancelBy Canceled
+//	           Resume Reject
+//	poller     Open Wait Postpone Polled Settle; Delivery.Fold        poll.go
+//	webhook    ByRemote Webhook Hint                                 webhook.go
+//	custody    SaveOutputs OutputsExpiring                           custody.go
+//	readers    Get Read Each Check Namespace                         read.go
+//	everyone   Tracer                                                owner.go
+//
 // # A job's record
 //
-// The record is a JSON state.Job under the job's id, written with
-// compare-and-set only (Create first, Update on the revision read). A
-// Record is a record with the revision the owner read it at: services hold
-// it between two decisions on the same job and hand it back, so the next
-// write needs no read when nobody wrote the job meanwhile. NATS errors end
-// here, translated into state.ErrNotFound, ErrExists and ErrConflict; a
-// replica's "not found" is confirmed by the bucket's leader first.
+// A JSON state.Job under the job's id. A Record is a record with the
+// revision the owner read it at: services hold it between two decisions on
+// the same job and hand it back, so the next write needs no read when
+// nobody wrote the job meanwhile. NATS errors end here, translated into
+// state.ErrNotFound, ErrExists and ErrConflict; a replica's "not found" is
+// confirmed by the bucket's leader first.
 //
 // # Its events
 //
-// A write appends the events it causes to the record's outbox, in the
-// same write, and the writer publishes them after it (each with
-// Nats-Msg-Id job:seq). Nothing writes again just to empty the outbox: the
-// next write empties it, after making sure its events are out (the check
-// says up to which seq they were published; else the job's latest event in
-// the stream says). One write per change. Every writer settles what earlier
-// writers left before it makes its own change, even when it then writes
-// nothing: a job's end may be in its record only (its writer died before
-// publishing it), and whoever ends the job's check is the last to look.
-// An end is a result in hand: the poller that ends a job publishes the end
-// however long NATS is away (a stop leaves the check out, for its next
-// poll to publish it), and an outsider whose end cannot be published fails,
-// keeping the check, for its retry to publish it.
+// Events go out with Nats-Msg-Id job:seq. Nothing writes again just to
+// empty the outbox: the next write empties it, after making sure its
+// events are out (the check says up to which seq they were published;
+// else the job's latest event in the stream says). One write per change.
+// Every writer settles what earlier writers left before it makes its own
+// change, even when it then writes nothing: a job's end may be in its
+// record only (its writer died before publishing it), and whoever ends
+// the job's check is the last to look. An end is a result in hand: the
+// poller that ends a job publishes the end however long NATS is away (a
+// stop leaves the check out, for its next poll to publish it), and an
+// outsider whose end cannot be published fails, keeping the check, for
+// its retry to publish it.
 //
 // # Its check
 //
@@ -39,27 +70,23 @@
 // keeps one message per job subject, and every publish names the message
 // it replaces, so a replacement is atomic and nothing leaves a job without
 // a check in between. The check carries the job's poll state
-// (events.PollState). Its first delivery waits until its due time; each
-// later one is a status call (see Delivery, Fold, Polled). A poll that
-// learns nothing writes nothing: the check goes back with NakWithDelay,
-// and the polls it made since it was published are its deliveries. A poll
-// that learns something writes the record and replaces the check; a job
-// that ends has its check ended.
+// (events.PollState). A poll that learns nothing writes nothing: the check
+// goes back with NakWithDelay, and the polls it made since it was
+// published are its deliveries. Every verifyEvery (32) quiet polls, Open
+// reads the record all the same: a safety net for a job that ended while
+// its check stayed.
 //
-// A check whose next poll is far away (ParkAfter) is parked instead of
-// going back nak-delayed: its holder publishes it, with every poll so far
-// counted, as a message schedule on the job's parked subject — expecting
-// the check it holds to be the job's latest, so a check replaced meanwhile
-// is not parked — and ends its delivery. The schedule fires shortly before
-// the poll is due onto the check subject, where its first delivery waits
-// out the rest. Only a holder parks; an outsider replacing a parked check
-// publishes on the check subject and deletes the parked one (when it fired
-// meanwhile, the check it fired replaced the outsider's, which replaces
-// that in turn), and one removing it deletes the parked check and what its
-// parker left on the check subject. A parked check counts every poll, so
-// an outsider ends its job at once. A fire already under way when an
-// outsider removes the parked check (microseconds on one server, a
-// proposal on a cluster) still lands on the check subject: its first poll
+// Only a holder parks. A check whose next poll is ParkAfter or more away
+// is published by its holder, with every poll so far counted, as a
+// message schedule on the job's parked subject — expecting the check it
+// holds to be the job's latest, so a check replaced meanwhile is not
+// parked — and its delivery ends. The schedule fires shortly before the
+// poll is due onto the check subject. An outsider replacing a parked
+// check publishes on the check subject and deletes the parked one (when it
+// fired meanwhile, the check it fired replaced the outsider's, which
+// replaces that in turn); one removing it deletes the parked check and
+// what its parker left on the check subject. A fire already under way
+// when an outsider removes the parked check still lands: its first poll
 // ends it when the provider says the job ended (one status call more),
 // else the record's read at the job's 32nd quiet poll does.
 //
@@ -67,24 +94,50 @@
 //
 // A job's polls are counted in one place: its check (its content and its
 // deliveries), copied into the record at every write; a terminal job's
-// record has them all. Only the process holding a delivery sees the polls
-// a check made since it was published, so a writer that ends or moves a
+// record has them all. Only the holder of a delivery sees the polls a
+// check made since it was published, so a writer that ends or moves a
 // job's check from outside (a webhook, a cancel, a callback) needs a check
 // whose content counts every poll: a check of a job that expects a
-// webhook — polled rarely, each of its polls publishes a new check — or a
+// webhook (each of its polls publishes a new check), a parked check, or a
 // check whose first poll is not due yet. Any other it leaves for the
 // poller: the job ends at once (its events are out), the record says
 // PollsOpen, and the check's next delivery makes one status call,
 // confirming the end, adds its polls and ends. The Terminal hook sees each
 // job once, with its final count.
 //
-// The count is exact but for three cases, each bounded: a delivery lost in
-// transit (the server restarted or its stream leader failed over while the
-// delivery was on its way, or the process holding it died) counts as a
-// poll although no status call may have been made, one per lost delivery;
-// a route repartitioned while a check waits is handed over as a new check,
-// forgetting the quiet polls the old one made; and a poll under way when a
-// hint brings a counted check forward may go uncounted (one at most).
+// The count is exact (e2etest.RequireExactPolls checks it in every
+// end-to-end scenario) but for three cases, each bounded:
+//
+//	exception                                     bound                guarded by
+//	a delivery lost in transit (a restart, a      one poll per lost    TestALostDeliveryCountsOnePoll;
+//	failover, its holder died) counts as a poll   delivery             TestChaosClusterFailover (e2e)
+//	a route repartitioned while a check waits     the quiet polls of   TestRepartitionLosesNothing (e2e);
+//	hands it over as a new check                  the check handed     TestAParkedCheckFollowsARepartition
+//	                                              over                 (a parked check keeps its count)
+//	a poll under way when a hint brings a         one poll             TestAHintLeavesOnePollUncounted
+//	counted check forward goes uncounted
+//
+// # Invariants and the tests that guard them
+//
+//	every write is compare-and-set                    TestStoreMutateConcurrent, TestStoreMutateFromARecord
+//	one write per change                              TestSubmissionWritesTwice
+//	every writer settles the outbox first             TestAPollPublishesAnEndADeadWriterLeft,
+//	                                                  TestADuplicateDeliveryPublishesAnEndADeadWriterLeft
+//	each event is published once                      TestUnpublishedEventsArePublishedOnce,
+//	                                                  TestAnEventInTheStreamIsNotRepeated
+//	an end is a result in hand                        TestAnEndThatCannotBePublishedKeepsItsCheck,
+//	                                                  TestAWebhookEndThatCannotBePublishedIsRetried
+//	one check per job                                 TestTrackedJobIsArmedOnce, TestParkingLeavesOneCheck
+//	a quiet poll writes nothing, its check counts it  TestQuietPollsAreCountedByTheCheck
+//	a webhook job's polls are in its check            TestPollsOfAWebhookJobAreInItsCheck
+//	a postponed delivery is no poll                   TestPostponeDoesNotCount
+//	only a holder parks; an outsider un-parks         TestAFarPollParksItsCheck,
+//	                                                  TestABroughtForwardParkedCheckDoesNotFire
+//	an outsider leaves an uncounted check to the      TestAnEndByAnOutsiderIsSettledByThePoller
+//	poller (PollsOpen)
+//	the record is read every 32 quiet polls           TestQuietPollsReadTheRecordEvery32,
+//	                                                  TestAParkedChecksQuietPollsReadTheRecord
+//	an acceptance is never thrown away                TestSubmittedOutlastsANATSRestart
 //
 // # Results in hand
 //

@@ -58,7 +58,7 @@ func TestAnAttemptAfterACancelRequestIsNotMade(t *testing.T) {
 	r := newRig(t)
 	rec, _, err := r.o.Accept(r.ctx, held("h2", "route paused by alice"))
 	require.NoError(t, err)
-	_, err = r.o.RequestCancel(r.ctx, "r", "h2", "not now")
+	_, err = r.o.RequestCancelBy(r.ctx, "r", "h2", "not now", "")
 	require.NoError(t, err)
 	after, err := r.o.Attempt(r.ctx, rec, "a1", nil, true)
 	require.NoError(t, err)

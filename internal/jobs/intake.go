@@ -8,11 +8,21 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
+
+// The intake verbs: what ingest hands the owner while it takes a job from
+// a submission to the provider's answer. Accept stores the job; Hold
+// parks an unsubmitted one; Attempt marks a submit call, Submitted records
+// the provider's acceptance (and arms the check), IndexRemote files the
+// remote id for webhooks; Refused, Requeue, End, Withdraw and GiveUp
+// record the other answers; RequestCancelBy and Canceled carry a cancel;
+// Resume re-follows a redelivered submission; Reject answers an intake
+// message that is no job.
 
 // Accept stores a new job and reports whether it created it. When the id
 // is taken it returns the existing record instead, for the caller to
@@ -310,14 +320,10 @@ func (o *Owner) GiveUp(ctx context.Context, r Record, obs state.Observation) (Re
 // ErrOtherRoute is returned for a request about a job on another route.
 var ErrOtherRoute = errors.New("the job is on another route")
 
-// RequestCancel records a cancel request for job id on route and returns
+// RequestCancelBy records a cancel request for job id on route, with its
+// reason and who asked (events.Cancel.By; "" when not known), and returns
 // the record; a terminal job, or one with a request already, is returned
 // unchanged. state.ErrNotFound and ErrOtherRoute say it is not route's.
-func (o *Owner) RequestCancel(ctx context.Context, route, id, reason string) (Record, error) {
-	return o.RequestCancelBy(ctx, route, id, reason, "")
-}
-
-// RequestCancelBy is RequestCancel recording who asked (events.Cancel.By).
 func (o *Owner) RequestCancelBy(ctx context.Context, route, id, reason, by string) (Record, error) {
 	now := o.now().UTC()
 	r, err := o.store.mutate(ctx, id, Record{}, func(cur *state.Job) error {
@@ -343,4 +349,86 @@ func (o *Owner) Canceled(ctx context.Context, r Record, obs state.Observation) (
 		apply:  func(cur *state.Job) bool { return cur.Apply(obs) != "" },
 		sooner: o.now().Add(time.Second),
 	})
+}
+
+// Reject publishes a rejected event for an intake message on the job's
+// event subject (the route and id are replaced by "_" placeholders when
+// they are not valid tokens). A redelivered message is rejected once.
+func (o *Owner) Reject(ctx context.Context, route, id string, r events.Rejection) error {
+	if !events.ValidToken(route) {
+		route = "_"
+	}
+	if !events.ValidToken(id) {
+		id = "_"
+	}
+	ev := &events.Event{V: events.Version, Type: events.EventRejected, Time: o.now().UTC(), Route: route, JobID: id, Rejection: &r}
+	b, err := ev.Encode()
+	if err != nil {
+		return err
+	}
+	var opts []jetstream.PublishOpt
+	if r.IntakeSeq > 0 {
+		opts = append(opts, jetstream.WithMsgID(fmt.Sprintf("rejected:%d", r.IntakeSeq)))
+	}
+	if _, err := o.js.Publish(ctx, o.ns.Event(route, id), b, opts...); err != nil {
+		return fmt.Errorf("publish rejection: %w", err)
+	}
+	if o.hooks.Published != nil {
+		o.hooks.Published(route, events.EventRejected)
+	}
+	return nil
+}
+
+// Hold records that a job not yet submitted waits before its create, for
+// what waitingFor says (state.Job.WaitingFor: its route is paused, a
+// level's running slots are taken, others queue before it), and publishes
+// its waiting event, so that lists show it and why. It writes nothing when
+// the job waits for that already, or when it moved on — submitted, ended,
+// a create under way or in doubt, a cancel requested (that submission ends
+// it) — and returns the record either way.
+func (o *Owner) Hold(ctx context.Context, r Record, waitingFor string) (Record, error) {
+	return o.wait(ctx, r, func(cur *state.Job) bool {
+		if cur.RemoteID != "" || cur.State.Terminal() || cur.SubmitInDoubt || !cur.CancelRequestedAt.IsZero() ||
+			cur.WaitingFor == waitingFor {
+			return false
+		}
+		cur.WaitingFor = waitingFor
+		return true
+	})
+}
+
+// wait writes apply's change to a job that has no check (it is not
+// submitted), with a waiting event when what it waits for changed to
+// something, and publishes the events. A publish that fails leaves them
+// in the record, for the job's next write to publish.
+func (o *Owner) wait(ctx context.Context, r Record, apply func(cur *state.Job) bool) (Record, error) {
+	wrote := false
+	r, err := o.store.mutate(ctx, r.ID, r, func(cur *state.Job) error {
+		was := cur.WaitingFor
+		if wrote = apply(cur); !wrote {
+			return errNoWrite
+		}
+		// What earlier writers left goes out first (the waiting event of
+		// a create whose publish failed).
+		if err := o.settleOutbox(ctx, cur, 0); err != nil {
+			return err
+		}
+		if cur.WaitingFor != "" && cur.WaitingFor != was {
+			cur.Record(events.EventWaiting, o.now().UTC())
+		}
+		return nil
+	})
+	if err != nil || !wrote || len(r.Outbox) == 0 {
+		return r, err
+	}
+	if _, err := o.publish(ctx, r.Job); err != nil {
+		o.log.Warn().Err(err).Str("job_id", r.ID).Msg("publishing the waiting job's event failed; its next write publishes it")
+	}
+	return r, nil
+}
+
+// IndexRemote records that the route's remote job remoteID is job id.
+func (o *Owner) IndexRemote(ctx context.Context, route, remoteID, id string) error {
+	_, err := o.res.Deliveries.Put(ctx, remoteKey(route, remoteID), []byte(id))
+	return err
 }

@@ -109,9 +109,6 @@ func New(ns events.Namespace, js jetstream.JetStream, res *events.Resources, cfg
 	return o
 }
 
-// Namespace returns the namespace the owner works in.
-func (o *Owner) Namespace() events.Namespace { return o.ns }
-
 // Tracer returns the tracer of the jobs' spans (nil: tracing off). A job's
 // trace context is in its record, which the owner keeps, so the services
 // that touch a job start their spans in its trace with the owner's
@@ -121,72 +118,6 @@ func (o *Owner) Tracer() *tracing.Tracer {
 		return nil
 	}
 	return o.tracer
-}
-
-// Get returns job id's record, or state.ErrNotFound.
-func (o *Owner) Get(ctx context.Context, id string) (*state.Job, error) {
-	r, err := o.store.get(ctx, id)
-	return r.Job, err
-}
-
-// Read returns job id's record as it stands, to decide on and hand back
-// with the write that follows (state.ErrNotFound when there is none).
-func (o *Owner) Read(ctx context.Context, id string) (Record, error) {
-	return o.store.get(ctx, id)
-}
-
-// Each calls fn for every job record, in no particular order, until fn
-// returns an error; a record that does not decode is passed as fn's error.
-func (o *Owner) Each(ctx context.Context, fn func(*state.Job, error) error) error {
-	return o.store.each(ctx, fn)
-}
-
-// CheckView is a job's check message as it stands, for operators and
-// tests.
-type CheckView struct {
-	// Check is the message (nil when it does not decode); Seq its stream
-	// sequence, 0 when the job has no check; Published when it was
-	// published.
-	Check     *events.Check
-	Seq       uint64
-	Published time.Time
-	// Parked: the check waits parked until shortly before its due time
-	// (events.Namespace.Parked).
-	Parked bool
-}
-
-// Check returns job id's check message on route.
-func (o *Owner) Check(ctx context.Context, route, id string) (CheckView, error) {
-	s, err := o.currentCheck(ctx, route, id)
-	return CheckView{Check: s.check, Seq: s.seq, Published: s.published, Parked: s.parked}, err
-}
-
-// Reject publishes a rejected event for an intake message on the job's
-// event subject (the route and id are replaced by "_" placeholders when
-// they are not valid tokens). A redelivered message is rejected once.
-func (o *Owner) Reject(ctx context.Context, route, id string, r events.Rejection) error {
-	if !events.ValidToken(route) {
-		route = "_"
-	}
-	if !events.ValidToken(id) {
-		id = "_"
-	}
-	ev := &events.Event{V: events.Version, Type: events.EventRejected, Time: o.now().UTC(), Route: route, JobID: id, Rejection: &r}
-	b, err := ev.Encode()
-	if err != nil {
-		return err
-	}
-	var opts []jetstream.PublishOpt
-	if r.IntakeSeq > 0 {
-		opts = append(opts, jetstream.WithMsgID(fmt.Sprintf("rejected:%d", r.IntakeSeq)))
-	}
-	if _, err := o.js.Publish(ctx, o.ns.Event(route, id), b, opts...); err != nil {
-		return fmt.Errorf("publish rejection: %w", err)
-	}
-	if o.hooks.Published != nil {
-		o.hooks.Published(route, events.EventRejected)
-	}
-	return nil
 }
 
 // finished calls the Terminal hook when a write took the job from

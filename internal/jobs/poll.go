@@ -13,32 +13,11 @@ import (
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
-// Delivery is one delivery of a job's check message, as the poller sees
-// it: whether a poll is due, and the job's poll state as of now.
-type Delivery struct {
-	// Route and JobID name the job.
-	Route, JobID string
-	// N is the delivery's number, 1 for the check's first.
-	N uint64
-	// Check is the check message.
-	Check *events.Check
-	// Live is the job's poll state at this delivery: the check's, with
-	// the polls the check made before this delivery. For a check without
-	// poll state it comes from the record.
-	Live *events.PollState
-
-	seq uint64
-	rec Record // the record, when this delivery read it
-	// ended: the record is terminal (or gone); the check ends once its
-	// polls are settled.
-	ended, gone bool
-}
-
-// verifyEvery is how many quiet polls a job makes between two reads of
-// its record: a safety net in case the job ended while its check
-// stayed (every such write removes or settles the check; otherwise the
-// provider's next answer would stop it).
-const verifyEvery = 32
+// The poller's verbs, one per step of a check delivery: Open reads it
+// (and the record every verifyEvery quiet polls), Wait holds a first
+// delivery until its poll is due (parking a far one), Postpone sends it
+// back unpolled, Polled records a status call (Delivery.Fold made of it,
+// with the poller's Decision), Settle ends the check of a finished job.
 
 // ErrBadCheck marks a check message that cannot be used (an unexpected
 // subject, an unreadable body): it is dropped.
@@ -91,17 +70,6 @@ func (o *Owner) Open(ctx context.Context, msg jetstream.Msg) (*Delivery, error) 
 	return d, nil
 }
 
-// quiet is how many polls the check made before this delivery that its
-// content does not count: its deliveries after the first (which only
-// waited), each one poll that learned nothing (a poll that learns
-// something replaces the check).
-func (d *Delivery) quiet() int {
-	if d.N < 2 {
-		return 0
-	}
-	return int(d.N - 2)
-}
-
 // load reads the record for d: a check without poll state takes its
 // state from it.
 func (o *Owner) load(ctx context.Context, d *Delivery) error {
@@ -119,132 +87,6 @@ func (o *Owner) load(ctx context.Context, d *Delivery) error {
 		d.Live = events.PollStateOf(r.Job)
 	}
 	return nil
-}
-
-// Seq is the check message's stream sequence: which check this is.
-func (d *Delivery) Seq() uint64 { return d.seq }
-
-// Ended reports whether the job is terminal (or gone) and its check must
-// end (see Settle).
-func (d *Delivery) Ended() bool { return d.ended }
-
-// Unsubmitted reports a check of a job the provider has not accepted yet
-// (only a hand-made check can be): nothing to poll.
-func (d *Delivery) Unsubmitted() bool { return d.Live != nil && d.Live.RemoteID == "" }
-
-// Wait returns how long this delivery must wait before its poll; 0 when
-// the poll is due. A check's first delivery waits until its due time; a
-// check without poll state waits until the record's next check time.
-func (d *Delivery) Wait(now time.Time) time.Duration {
-	switch {
-	case d.rec.Job != nil && d.Check.Poll == nil:
-		due := d.Check.Due
-		if d.rec.NextCheckAt.After(due) {
-			due = d.rec.NextCheckAt
-		}
-		if w := due.Sub(now); w > 10*time.Millisecond {
-			return w
-		}
-		return 0
-	case d.N <= 1:
-		return max(d.Check.Due.Sub(now), 0)
-	}
-	return 0
-}
-
-// Due is when this delivery's poll was due, as the check says: known for
-// its first poll only (later ones were set by the nak of whoever held the
-// check before).
-func (d *Delivery) Due() (time.Time, bool) {
-	if d.N == 2 || (d.Check.Poll == nil && d.rec.Job != nil) {
-		due := d.Check.Due
-		if d.rec.Job != nil && d.rec.NextCheckAt.After(due) {
-			due = d.rec.NextCheckAt
-		}
-		return due, !due.IsZero()
-	}
-	return time.Time{}, false
-}
-
-// CreatedAt is when the job was accepted.
-func (d *Delivery) CreatedAt() time.Time { return d.Live.CreatedAt }
-
-// Call is what one status call returned.
-type Call struct {
-	// At is when the call was made.
-	At time.Time
-	// Status is the provider's answer; Err its failure.
-	Status provider.Status
-	Err    error
-	// Prev is when the job was polled last, as well as the caller knows
-	// (zero: not known beyond the poll state's).
-	Prev time.Time
-}
-
-// Fold is what one status call made of a job's poll state.
-type Fold struct {
-	// After is the poll state after the call.
-	After events.PollState
-	// Obs is what a successful call observed (nil after a failure).
-	Obs *state.Observation
-	// Err is the call's failure.
-	Err error
-	// Changed reports that the job changed (state, progress, ...).
-	Changed bool
-	// Quiet reports a poll that needs no write: it succeeded, learned
-	// nothing, and ended no run of failures.
-	Quiet bool
-}
-
-// Fold applies a status call to the delivery's poll state: the counters,
-// and the observation through the job's state machine. It is pure; the
-// poller decides what follows from it (the next poll, or the job's end)
-// and hands both to Polled.
-func (d *Delivery) Fold(c Call) Fold {
-	ps := *d.Live
-	failing := ps.Errors > 0 || ps.NotFound > 0 || ps.Refused > 0
-	prev := latest(c.Prev, ps.LastPolledAt)
-	ps.Polls++
-	ps.LastPolledAt = c.At
-	f := Fold{Err: c.Err}
-	if c.Err == nil {
-		ps.Errors, ps.NotFound, ps.Refused = 0, 0, 0
-		obs := c.Status.Observation
-		obs.Source, obs.At = state.FromPoll, c.At
-		if obs.State.Terminal() && obs.CompletedAt.IsZero() {
-			// The provider gives no completion time: it ended between the
-			// last poll that saw it unfinished and this one.
-			since := latest(prev, ps.SubmittedAt, ps.CreatedAt)
-			obs.CompletedAt = since.Add(c.At.Sub(since) / 2)
-		}
-		j := ps.Job(d.JobID, d.Route)
-		raw, started, submitted := j.ProviderStatus, j.StartedAt, j.SubmittedAt
-		f.Changed = j.Apply(obs) != ""
-		ps.Learned(j)
-		f.Obs = &obs
-		f.Quiet = !f.Changed && !failing && j.ProviderStatus == raw && j.StartedAt.Equal(started) && j.SubmittedAt.Equal(submitted)
-	} else {
-		switch provider.ClassOf(c.Err) {
-		case provider.NotFound:
-			ps.NotFound++
-			ps.Errors++
-		case provider.Invalid:
-			ps.Refused++
-			ps.Errors++
-		case provider.RateLimited, provider.Auth:
-			// The route's pause paces these; they say nothing of the job.
-		default:
-			ps.Errors++
-		}
-	}
-	switch {
-	case f.Changed:
-		ps.Unchanged = 0
-	case c.Err == nil:
-		ps.Unchanged++
-	}
-	f.After = ps
-	return f
 }
 
 // Decision is what the poller makes of a fold.
@@ -274,27 +116,56 @@ type Polled struct {
 // one counting it); any other writes the record, publishes its events and
 // replaces the check, or ends it when the job is terminal. An error is a
 // failure to write the record, worth a retry after a while.
+//
+// Each of its four ways out is one step below: polledQuiet (no write),
+// then, after writePoll, polledAfterEnd (someone else ended the job),
+// polledEnd (this poll ended it) or polledNext (the job goes on).
 func (o *Owner) Polled(ctx context.Context, d *Delivery, f Fold, dec Decision) (Polled, error) {
-	now := o.now()
 	if f.Quiet && dec.End == nil && dec.HedgeBy == "" && d.rec.Job == nil {
-		if !f.After.Webhook && !o.parks(dec.Due) {
-			return Polled{Outcome: events.Later(dec.Due.Sub(now))}, nil
-		}
-		// Every poll of a job expecting a webhook is in its check, so an
-		// outsider ending the job knows the count (seenCheck.counts); a
-		// check parked until a later poll carries its count too.
-		c := events.Check{V: events.Version, JobID: d.JobID, Due: dec.Due.UTC(), Poll: &f.After}
-		switch err := o.put(ctx, d.Route, c, d.seq); {
-		case err == nil:
-			return Polled{Outcome: events.Stop()}, nil
-		case errors.Is(err, ErrCheckMoved):
-			return o.polledMoved(ctx, d, f)
-		default:
-			return Polled{Outcome: events.Later(dec.Due.Sub(now))}, nil
-		}
+		return o.polledQuiet(ctx, d, f, dec)
 	}
+	was, r, err := o.writePoll(ctx, d, f, dec)
+	switch {
+	case errors.Is(err, state.ErrNotFound):
+		o.log.Warn().Str("job_id", d.JobID).Str("route", d.Route).Msg("the job's record is gone; its check is dropped")
+		return Polled{Outcome: events.Stop()}, nil
+	case err != nil:
+		return Polled{}, err
+	case was != nil && was.State.Terminal():
+		return o.polledAfterEnd(was, r), nil
+	case r.State.Terminal():
+		return o.polledEnd(ctx, d, was, r)
+	}
+	return o.polledNext(ctx, d, was, r, dec), nil
+}
 
-	var was *state.Job
+// polledQuiet records a poll that learned nothing without a write: the
+// check goes back nak-delayed, its deliveries counting the poll, unless
+// it must carry its count (a job expecting a webhook: every poll is in
+// its check, so an outsider ending the job knows the count,
+// seenCheck.counts) or is parked until a later poll; then it is replaced
+// by one counting this poll.
+func (o *Owner) polledQuiet(ctx context.Context, d *Delivery, f Fold, dec Decision) (Polled, error) {
+	back := Polled{Outcome: events.Later(dec.Due.Sub(o.now()))}
+	if !f.After.Webhook && !o.parks(dec.Due) {
+		return back, nil
+	}
+	c := events.Check{V: events.Version, JobID: d.JobID, Due: dec.Due.UTC(), Poll: &f.After}
+	err := o.put(ctx, d.Route, c, d.seq)
+	switch {
+	case err == nil:
+		back = Polled{Outcome: events.Stop()}
+	case errors.Is(err, ErrCheckMoved):
+		return o.polledMoved(ctx, d, f)
+	}
+	return back, nil // a failed put: the check goes back as if quiet
+}
+
+// writePoll writes a poll that learned something (or ended a run of
+// failures, or comes with a decision) into the record, after settling
+// what earlier writers left in its outbox. was is the record before the
+// write (nil when there was nothing to write).
+func (o *Owner) writePoll(ctx context.Context, d *Delivery, f Fold, dec Decision) (was *state.Job, _ Record, _ error) {
 	known := d.Live.Published
 	r, err := o.store.mutate(ctx, d.JobID, d.rec, func(cur *state.Job) error {
 		was = cloneJob(cur)
@@ -309,70 +180,81 @@ func (o *Owner) Polled(ctx context.Context, d *Delivery, f Fold, dec Decision) (
 			// was out: its polls go in, and it ends.
 			return settlePolls(cur, f.After.Polls)
 		}
-		cur.Polls = max(cur.Polls, f.After.Polls)
-		cur.Unchanged, cur.Errors, cur.NotFound, cur.Refused = f.After.Unchanged, f.After.Errors, f.After.NotFound, f.After.Refused
-		cur.LastPolledAt = f.After.LastPolledAt
-		if f.Obs != nil {
-			cur.LastError = ""
-			cur.Apply(*f.Obs)
-		} else {
-			cur.LastError = provider.MessageOf(f.Err)
-		}
-		if dec.End != nil && !cur.State.Terminal() {
-			cur.Apply(*dec.End)
-		}
-		if dec.HedgeBy != "" && cur.Routing != nil && cur.Routing.HedgedBy == "" && !cur.State.Terminal() {
-			rt := *cur.Routing
-			rt.HedgedBy, rt.HedgeTo = dec.HedgeBy, dec.HedgeTo
-			cur.Routing = &rt
-		}
-		if !cur.State.Terminal() {
-			cur.NextCheckAt = dec.Due.UTC()
-		}
+		applyPoll(cur, f, dec)
 		return nil
 	})
-	switch {
-	case errors.Is(err, state.ErrNotFound):
-		o.log.Warn().Str("job_id", d.JobID).Str("route", d.Route).Msg("the job's record is gone; its check is dropped")
-		return Polled{Outcome: events.Stop()}, nil
-	case err != nil:
+	return was, r, err
+}
+
+// applyPoll applies a poll and the poller's decision to an unfinished
+// job's record: the counters, the observation (or the failure), the end
+// decided, a hedge, the next check time.
+func applyPoll(cur *state.Job, f Fold, dec Decision) {
+	cur.Polls = max(cur.Polls, f.After.Polls)
+	cur.Unchanged, cur.Errors, cur.NotFound, cur.Refused = f.After.Unchanged, f.After.Errors, f.After.NotFound, f.After.Refused
+	cur.LastPolledAt = f.After.LastPolledAt
+	if f.Obs != nil {
+		cur.LastError = ""
+		cur.Apply(*f.Obs)
+	} else {
+		cur.LastError = provider.MessageOf(f.Err)
+	}
+	if dec.End != nil && !cur.State.Terminal() {
+		cur.Apply(*dec.End)
+	}
+	if dec.HedgeBy != "" && cur.Routing != nil && cur.Routing.HedgedBy == "" && !cur.State.Terminal() {
+		rt := *cur.Routing
+		rt.HedgedBy, rt.HedgeTo = dec.HedgeBy, dec.HedgeTo
+		cur.Routing = &rt
+	}
+	if !cur.State.Terminal() {
+		cur.NextCheckAt = dec.Due.UTC()
+	}
+}
+
+// polledAfterEnd ends the check of a job someone else ended while the
+// poll ran; writePoll put its polls in the record.
+func (o *Owner) polledAfterEnd(was *state.Job, r Record) Polled {
+	o.finished(was, r.Job)
+	return Polled{Outcome: events.Stop(), Job: r.Job}
+}
+
+// polledEnd publishes the end this poll wrote and ends the check. The
+// end is a result in hand: no later write would publish it, and the check
+// ends, so it goes out however long NATS is away; only a stop (ctx) keeps
+// the check, for its next poll to publish the end.
+func (o *Owner) polledEnd(ctx context.Context, d *Delivery, was *state.Job, r Record) (Polled, error) {
+	log := o.log.With().Str("job_id", d.JobID).Str("route", d.Route).Logger()
+	err := o.keepRetrying(ctx, log, "publishing the job's end", func(ctx context.Context) error {
+		_, err := o.publish(ctx, r.Job)
+		return err
+	})
+	if err != nil {
 		return Polled{}, err
 	}
-	if was != nil && was.State.Terminal() {
-		o.finished(was, r.Job)
-		return Polled{Outcome: events.Stop(), Job: r.Job}, nil
-	}
-	published := known
-	if r.State.Terminal() {
-		// The end is a result in hand: no later write would publish it,
-		// and the check ends, so it goes out however long NATS is away.
-		log := o.log.With().Str("job_id", d.JobID).Str("route", d.Route).Logger()
-		if err := o.keepRetrying(ctx, log, "publishing the job's end", func(ctx context.Context) error {
-			_, err := o.publish(ctx, r.Job)
-			return err
-		}); err != nil {
-			return Polled{}, err // stopping: the check comes back, and its next poll publishes the end
-		}
-		o.finished(was, r.Job)
-		return Polled{Outcome: events.Stop(), Job: r.Job, Finished: was != nil && !was.State.Terminal()}, nil
-	}
+	o.finished(was, r.Job)
+	return Polled{Outcome: events.Stop(), Job: r.Job, Finished: was != nil && !was.State.Terminal()}, nil
+}
+
+// polledNext publishes the events this poll wrote and replaces the check
+// by one due at the next poll. A failed publish leaves the events in the
+// record, for the next write; a failed replace keeps the old check, whose
+// next delivery finds its state stale and writes again; a check replaced
+// meanwhile is someone else's (the record has this poll).
+func (o *Owner) polledNext(ctx context.Context, d *Delivery, was *state.Job, r Record, dec Decision) Polled {
+	published := d.Live.Published
 	if last, err := o.publish(ctx, r.Job); err != nil {
 		o.log.Warn().Err(err).Str("job_id", d.JobID).Msg("publishing events failed; the next write publishes them")
 	} else if last > 0 {
 		published = last
 	}
 	o.finished(was, r.Job)
-	switch err := o.put(ctx, d.Route, newCheck(r.Job, dec.Due, published), d.seq); {
-	case err == nil:
-		return Polled{Outcome: events.Stop(), Job: r.Job}, nil
-	case errors.Is(err, ErrCheckMoved):
-		return Polled{Outcome: events.Stop(), Job: r.Job}, nil // the record has this poll; the new check is someone else's
-	default:
-		// The old check stays; its next delivery finds its state stale
-		// and writes again.
+	out := events.Stop()
+	if err := o.put(ctx, d.Route, newCheck(r.Job, dec.Due, published), d.seq); err != nil && !errors.Is(err, ErrCheckMoved) {
 		o.log.Warn().Err(err).Str("job_id", d.JobID).Msg("replacing the check failed; keeping the old one")
-		return Polled{Outcome: events.Later(dec.Due.Sub(now)), Job: r.Job}, nil
+		out = events.Later(dec.Due.Sub(o.now()))
 	}
+	return Polled{Outcome: out, Job: r.Job}
 }
 
 // polledMoved records a quiet poll whose check another process replaced
@@ -460,12 +342,19 @@ func (o *Owner) Postpone(ctx context.Context, d *Delivery, until time.Time) even
 	}
 }
 
-func latest(ts ...time.Time) time.Time {
-	var l time.Time
-	for _, t := range ts {
-		if t.After(l) {
-			l = t
-		}
+// Wait is the outcome of a delivery that must wait before it polls (a
+// check's first delivery), due at due, wait from now: its check is parked
+// when the wait is ParkAfter or more, else it goes back nak-delayed.
+func (o *Owner) Wait(ctx context.Context, d *Delivery, due time.Time, wait time.Duration) events.Outcome {
+	if d.Check.Poll == nil || !o.parksFor(wait) {
+		return events.Later(wait)
 	}
-	return l
+	c := events.Check{V: events.Version, JobID: d.JobID, Due: due.UTC(), Poll: d.Live}
+	switch err := o.park(ctx, d.Route, c, d.seq); {
+	case err == nil, errors.Is(err, ErrCheckMoved):
+		return events.Stop()
+	default:
+		o.log.Warn().Err(err).Str("job_id", d.JobID).Msg("parking the check failed; it waits in the consumer")
+		return events.Later(wait)
+	}
 }

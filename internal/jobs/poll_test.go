@@ -296,3 +296,29 @@ func TestAnEndRecordsWhenTheOutputsExpire(t *testing.T) {
 	require.Equal(t, events.EventSucceeded, end.Type)
 	require.True(t, expire.Equal(end.Job.OutputsExpireAt), "so does the event that ends the job: %v", end.Job.OutputsExpireAt)
 }
+
+// The first bounded exception to exact poll counts: a delivery lost in
+// transit (here: its holder died before settling it) counts as a poll
+// although no status call may have been made, one per lost delivery. Its
+// redelivery's count says one delivery more; nothing else is added.
+func TestALostDeliveryCountsOnePoll(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	require.NoError(t, r.res.Checks.DeleteConsumer(r.ctx, events.Default.PartitionConsumer("r", 0, 1)))
+	cons, err := events.EnsureConsumer(r.ctx, r.res.Checks,
+		events.Default.PollerConsumerConfig("r", 0, 1, events.Options{CheckAckWait: time.Second}))
+	require.NoError(t, err)
+	r.cons = cons
+	r.submit("l1", false, time.Now())
+
+	lost, _ := r.poll() // its holder dies: no call, no settle
+	require.Equal(t, 0, lost.Live.Polls)
+	d, msg := r.poll() // redelivered once the ack wait ran out
+	require.Equal(t, lost.N+1, d.N)
+	require.Equal(t, 1, d.Live.Polls, "the lost delivery counts as a poll")
+	p, err := r.o.Polled(r.ctx, d, d.Fold(jobs.Call{At: time.Now(), Status: done()}), jobs.Decision{Due: time.Now()})
+	require.NoError(t, err)
+	r.settle(msg, p.Outcome)
+	require.True(t, p.Finished)
+	require.Equal(t, 1+1, r.get("l1").Polls, "one status call, one lost delivery")
+}

@@ -4,8 +4,15 @@ import (
 	"context"
 	"errors"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/pollux-dev/pollux/pkg/state"
 )
+
+// The webhook receiver's verbs: ByRemote finds the job a delivery names
+// by its remote id only, Webhook applies a verified delivery, Hint brings
+// a poll forward for an unsigned callback. Both write from outside the
+// job's check (outside.go).
 
 // Why a webhook delivery or a callback is not applied.
 var (
@@ -106,4 +113,18 @@ func (o *Owner) ready(ctx context.Context, route, id, remoteID string, armed boo
 		return Record{}, nil, ErrNotReady
 	}
 	return r, &seen, nil
+}
+
+// ByRemote returns the id of the route's job whose remote id is remoteID;
+// state.ErrNotFound when the index has none (not yet: the create's answer
+// is being recorded; or no longer).
+func (o *Owner) ByRemote(ctx context.Context, route, remoteID string) (string, error) {
+	e, err := o.res.Deliveries.Get(ctx, remoteKey(route, remoteID))
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):
+		return "", state.ErrNotFound
+	case err != nil:
+		return "", err
+	}
+	return string(e.Value()), nil
 }
