@@ -111,13 +111,14 @@ func (c *DevCmd) Run(g *Globals) error {
 
 // ServeCmd is `pollux serve`.
 type ServeCmd struct {
-	NATSURL   string  `name:"nats-url" env:"POLLUX_NATS_URL" help:"Use this NATS server instead of the embedded one."`
-	DataDir   string  `name:"data-dir" env:"POLLUX_DATA_DIR" help:"Keep the embedded server's JetStream files here (default: a temporary directory, removed at exit)."`
-	NATSAddr  string  `name:"nats-addr" env:"POLLUX_NATS_ADDR" default:"127.0.0.1:4222" help:"Address of the embedded NATS server (port 0: a free one)."`
-	HTTPAddr  string  `name:"http-addr" env:"POLLUX_HTTP_ADDR" default:"127.0.0.1:8081" help:"Address of the HTTP front door; beyond loopback it needs --http-tokens-file or --http-insecure."`
-	Metrics   string  `name:"metrics-addr" env:"POLLUX_METRICS_ADDR" default:"127.0.0.1:9101" help:"Address of /metrics, /healthz and /readyz (port 0: a free one)."`
-	TimeScale float64 `name:"time-scale" env:"POLLUX_DEV_TIME_SCALE" default:"20" help:"Time compression: 20 makes a 60 s generation take 3 s."`
-	NoWebhook bool    `name:"no-webhooks" env:"POLLUX_DEV_NO_WEBHOOKS" help:"Run poll-only."`
+	NATSURL      string  `name:"nats-url" env:"POLLUX_NATS_URL" help:"Use this NATS server instead of the embedded one."`
+	DataDir      string  `name:"data-dir" env:"POLLUX_DATA_DIR" help:"Keep the embedded server's JetStream files here (default: a temporary directory, removed at exit)."`
+	NATSAddr     string  `name:"nats-addr" env:"POLLUX_NATS_ADDR" default:"127.0.0.1:4222" help:"Address of the embedded NATS server (port 0: a free one); it has no authentication, so beyond loopback it needs --nats-insecure."`
+	NATSInsecure bool    `name:"nats-insecure" env:"POLLUX_NATS_INSECURE" help:"Let the embedded NATS server, which has no authentication, listen beyond loopback; refused otherwise."`
+	HTTPAddr     string  `name:"http-addr" env:"POLLUX_HTTP_ADDR" default:"127.0.0.1:8081" help:"Address of the HTTP front door; beyond loopback it needs --http-tokens-file or --http-insecure."`
+	Metrics      string  `name:"metrics-addr" env:"POLLUX_METRICS_ADDR" default:"127.0.0.1:9101" help:"Address of /metrics, /healthz and /readyz (port 0: a free one)."`
+	TimeScale    float64 `name:"time-scale" env:"POLLUX_DEV_TIME_SCALE" default:"20" help:"Time compression: 20 makes a 60 s generation take 3 s."`
+	NoWebhook    bool    `name:"no-webhooks" env:"POLLUX_DEV_NO_WEBHOOKS" help:"Run poll-only."`
 	// The front door's access flags, as cmd/ingest has them.
 	app.FrontDoorFlags `embed:""`
 }
@@ -136,7 +137,7 @@ func (c *ServeCmd) Run(g *Globals) error {
 	ctx, stop := signalContext()
 	defer stop()
 	return dev.Serve(ctx, dev.ServeConfig{
-		NATSURL: c.NATSURL, NATSAddr: c.NATSAddr, DataDir: c.DataDir, TimeScale: c.TimeScale, HTTPAddr: c.HTTPAddr,
+		NATSURL: c.NATSURL, NATSAddr: c.NATSAddr, NATSInsecure: c.NATSInsecure, DataDir: c.DataDir, TimeScale: c.TimeScale, HTTPAddr: c.HTTPAddr,
 		HTTPTokens: tokens, HTTPInsecure: c.Insecure, HTTPAllowedHosts: c.AllowedHosts,
 		MetricsAddr: c.Metrics, NoWebhooks: c.NoWebhook, Logger: g.Log,
 	}, func(e dev.Endpoints, _ *dev.Stack) {

@@ -77,6 +77,17 @@ func TestServeBeyondLoopbackNeedsTokens(t *testing.T) {
 	require.ErrorContains(t, err, "AllowedHosts", "the allow list is checked at start")
 }
 
+// The embedded NATS server has no authentication: `serve` refuses it an
+// address beyond loopback before anything starts, unless --nats-insecure.
+func TestServeNATSBeyondLoopbackIsRefused(t *testing.T) {
+	t.Parallel()
+	for _, addr := range []string{"0.0.0.0:0", ":0", "[::]:0"} {
+		_, err := run(t, "serve", "--nats-addr", addr, "--http-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0", "--data-dir", t.TempDir())
+		require.ErrorContains(t, err, "the embedded NATS server has no authentication", addr)
+		require.ErrorContains(t, err, "--nats-insecure", addr)
+	}
+}
+
 // With tokens `serve` listens on every interface, prints a URL a client
 // can use (not [::]), and takes the tokens as ingest does: any Host, a
 // token needed, the allow list enforced when given.

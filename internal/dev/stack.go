@@ -178,6 +178,10 @@ type ServeConfig struct {
 	// without being told; a port of 0 picks a free one). An address
 	// already taken is an error that says so.
 	NATSAddr string
+	// NATSInsecure lets the embedded NATS server, which has no
+	// authentication, listen beyond loopback; refused otherwise (anyone
+	// reaching it could submit, cancel and read every job).
+	NATSInsecure bool
 	// DataDir holds the embedded server's JetStream files; "" uses a
 	// temporary directory removed at the end.
 	DataDir string
@@ -242,7 +246,8 @@ func Serve(ctx context.Context, cfg ServeConfig, started func(Endpoints, *Stack)
 	cfg.NATSAddr = cmp.Or(cfg.NATSAddr, DefaultNATSAddr)
 	cfg.HTTPAddr = cmp.Or(cfg.HTTPAddr, DefaultHTTPAddr)
 	if err := errors.Join(frontdoor.CheckAllowedHosts(cfg.HTTPAllowedHosts),
-		frontdoor.CheckExposure(cfg.HTTPAddr, cfg.HTTPTokens != nil, cfg.HTTPInsecure)); err != nil {
+		frontdoor.CheckExposure(cfg.HTTPAddr, cfg.HTTPTokens != nil, cfg.HTTPInsecure),
+		checkNATSExposure(cfg)); err != nil {
 		return err
 	}
 	metricsAddr := cmp.Or(cfg.MetricsAddr, DefaultMetricsAddr)
@@ -285,6 +290,26 @@ func Serve(ctx context.Context, cfg ServeConfig, started func(Endpoints, *Stack)
 	started(Endpoints{NATSURL: url, HTTPURL: stack.HTTPURL, MetricsURL: "http://" + metricsLn.Addr().String() + "/metrics"}, stack)
 	if err := g.Wait(); err != nil && ctx.Err() == nil {
 		return err
+	}
+	return nil
+}
+
+// checkNATSExposure refuses an embedded NATS server, which has no
+// authentication, on an address beyond loopback unless NATSInsecure says
+// so: anyone reaching it could publish submissions and cancels and read
+// every job's record.
+func checkNATSExposure(cfg ServeConfig) error {
+	if cfg.NATSURL != "" || cfg.NATSInsecure {
+		return nil
+	}
+	local, err := frontdoor.OnLoopback(cfg.NATSAddr)
+	switch {
+	case err != nil:
+		return fmt.Errorf("--nats-addr %w", err)
+	case !local:
+		return errors.New("--nats-addr " + cfg.NATSAddr + " listens beyond loopback and the embedded NATS server has no authentication: " +
+			"listen on 127.0.0.1, run your own NATS server with users (--nats-url, deploy/nats), " +
+			"or set --nats-insecure (POLLUX_NATS_INSECURE) on a network only you reach")
 	}
 	return nil
 }

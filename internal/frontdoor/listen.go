@@ -52,6 +52,18 @@ func CheckExposure(addr string, tokens, insecure bool) error {
 		"or set " + flagInsecure + " if a gateway in front authenticates")
 }
 
+// OnLoopback reports whether a listen address accepts connections from
+// this machine only (the rule CheckExposure applies): for listeners other
+// than the front door that have no authentication of their own, such as
+// pollux serve's embedded NATS server.
+func OnLoopback(addr string) (bool, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false, fmt.Errorf("%q: %w", addr, err)
+	}
+	return loopbackHost(host), nil
+}
+
 // Listen checks addr with CheckExposure and listens on it.
 func Listen(addr string, tokens, insecure bool) (net.Listener, error) {
 	if err := CheckExposure(addr, tokens, insecure); err != nil {
