@@ -185,7 +185,6 @@ func FuzzParseTask(f *testing.F) {
 	})
 }
 
-
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	created := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
