@@ -213,7 +213,8 @@ func statusStates(t *testing.T, h Harness) {
 		}
 		seen[c.State] = true
 	}
-	for _, s := range []state.State{state.Queued, state.Running, state.Succeeded, state.Failed} {
+	require.True(t, seen[state.Queued] || seen[state.Running], "no status answer maps to an unfinished state")
+	for _, s := range []state.State{state.Succeeded, state.Failed} {
 		require.True(t, seen[s], "no status answer maps to %s", s)
 	}
 }
