@@ -74,6 +74,9 @@ type StateCase struct {
 	State state.State
 	// Check, when set, checks the rest of the status.
 	Check func(*testing.T, provider.Status)
+	// Calls, when set, are the calls ("METHOD /path") Status must make,
+	// in order, and no others.
+	Calls []string
 }
 
 // ErrorCase is one failed answer and how it must be classified.
@@ -208,6 +211,9 @@ func statusStates(t *testing.T, h Harness) {
 		for _, r := range srv.Requests() {
 			carriesToken(t, h.Token, r)
 		}
+		if c.Calls != nil {
+			require.Equal(t, c.Calls, keys(srv), c.Name)
+		}
 		if c.Check != nil {
 			c.Check(t, st)
 		}
@@ -287,11 +293,7 @@ func cancel(t *testing.T, h Harness) {
 		require.Equal(t, c.State, st.State, c.Name)
 		require.Equal(t, h.Ref.ID, st.RemoteID, c.Name)
 		if c.Calls != nil {
-			var keys []string
-			for _, r := range srv.Requests() {
-				keys = append(keys, r.Key())
-			}
-			require.Equal(t, c.Calls, keys, c.Name)
+			require.Equal(t, c.Calls, keys(srv), c.Name)
 		}
 	}
 }
@@ -313,4 +315,13 @@ func pollAfter(t *testing.T, h Harness) {
 		return
 	}
 	t.Fatal("no unfinished state among Harness.States")
+}
+
+// keys lists the "METHOD /path" of the requests srv saw, in order.
+func keys(srv *Server) []string {
+	var k []string
+	for _, r := range srv.Requests() {
+		k = append(k, r.Key())
+	}
+	return k
 }
