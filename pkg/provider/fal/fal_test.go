@@ -270,8 +270,6 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	require.Equal(t, fal.Kind, a.Info().Kind)
 }
 
-func ptr[T any](v T) *T { return &v }
-
 func FuzzParseStatus(f *testing.F) {
 	for _, name := range []string{"status_in_queue.json", "status_in_progress.json", "status_completed.json",
 		"status_completed_error.json", "status_completed_timeout.json", "submit.json"} {

@@ -174,11 +174,11 @@ func carriesToken(t *testing.T, token string, r Request) {
 // it is, and how each must be classified.
 func failures() []ErrorCase {
 	return []ErrorCase{
-		{Name: "429 with Retry-After", Reply: Reply{429, http.Header{"Retry-After": {"7"}}, []byte(`{}`)}, Class: provider.RateLimited, RetryAfter: 7 * time.Second},
+		{Name: "429 with Retry-After", Reply: Reply{Status: 429, Header: http.Header{"Retry-After": {"7"}}, Body: []byte(`{}`)}, Class: provider.RateLimited, RetryAfter: 7 * time.Second},
 		{Name: "401", Reply: Reply{Status: 401}, Class: provider.Auth},
 		{Name: "403", Reply: Reply{Status: 403}, Class: provider.Auth},
-		{Name: "500", Reply: Reply{500, nil, []byte("oops")}, Class: provider.Transient},
-		{Name: "502 HTML", Reply: Reply{502, nil, []byte("<html>bad gateway</html>")}, Class: provider.Transient},
+		{Name: "500", Reply: Reply{Status: 500, Body: []byte("oops")}, Class: provider.Transient},
+		{Name: "502 HTML", Reply: Reply{Status: 502, Body: []byte("<html>bad gateway</html>")}, Class: provider.Transient},
 		{Name: "503", Reply: Reply{Status: 503}, Class: provider.Transient},
 		{Name: "truncated JSON", Reply: OK([]byte(`{"id":`)), Class: provider.Transient},
 		{Name: "HTML with 200", Reply: OK([]byte(`<html>maintenance</html>`)), Class: provider.Transient},
