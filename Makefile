@@ -26,7 +26,7 @@ IMAGE    ?= ghcr.io/pollux-dev/pollux
 
 .PHONY: help
 help: ## List the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: run
 run: ## Run all of Pollux on an embedded NATS server with a simulated provider and a demo workload
@@ -39,6 +39,10 @@ serve: ## Run Pollux on an embedded NATS server for your own clients, until Ctrl
 .PHONY: test
 test: tools ## Run every test with the race detector, the client examples included
 	$(GO) test $(TESTFLAGS) ./...
+
+.PHONY: test-short
+test-short: tools ## Run every test but the end-to-end suites (internal/e2e: real processes and clusters), with the race detector
+	$(GO) test $(TESTFLAGS) $$($(GO) list ./... | grep -v '/internal/e2e')
 
 .PHONY: tools
 tools: ## Install what the tests run: Debian packages as root (scripts/system-packages), the nats CLI and helm into bin/, npm packages into examples/node and api

@@ -4,9 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
@@ -18,6 +15,7 @@ import (
 
 	"github.com/pollux-dev/pollux/pkg/provider"
 	"github.com/pollux-dev/pollux/pkg/provider/atlas"
+	"github.com/pollux-dev/pollux/pkg/provider/providertest"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
@@ -28,80 +26,6 @@ const (
 	predPath  = "/api/v1/model/prediction/" + predID
 )
 
-// reply is one canned answer.
-type reply struct {
-	status int
-	header http.Header
-	body   []byte
-}
-
-type recorded struct {
-	Method, Path string
-	Header       http.Header
-	Body         []byte
-}
-
-// fake is a TLS httptest server speaking Atlas Cloud's API under
-// /api/v1 and serving its JWKS: it answers by "METHOD /path" from a table
-// that tests change between calls, and records what it saw. An unlisted
-// request gets a 500.
-type fake struct {
-	*httptest.Server
-	mu       sync.Mutex
-	table    map[string]reply
-	requests []*recorded
-}
-
-func newFake(t *testing.T, table map[string]reply) *fake {
-	t.Helper()
-	f := &fake{table: table}
-	f.Server = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		f.mu.Lock()
-		f.requests = append(f.requests, &recorded{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body})
-		rep, ok := f.table[r.Method+" "+r.URL.Path]
-		f.mu.Unlock()
-		if !ok {
-			rep = reply{status: 500, body: []byte(`{"code":500,"msg":"unexpected request","data":null}`)}
-		}
-		for k, v := range rep.header {
-			w.Header()[k] = v
-		}
-		w.WriteHeader(rep.status)
-		_, _ = w.Write(rep.body)
-	}))
-	t.Cleanup(f.Close)
-	return f
-}
-
-func (f *fake) set(key string, r reply) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.table[key] = r
-}
-
-func (f *fake) all() []*recorded {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]*recorded(nil), f.requests...)
-}
-
-func (f *fake) last() *recorded {
-	all := f.all()
-	return all[len(all)-1]
-}
-
-// count is how many requests had this method and path.
-func (f *fake) count(key string) int {
-	n := 0
-	for _, r := range f.all() {
-		if r.Method+" "+r.Path == key {
-			n++
-		}
-	}
-	return n
-}
-
 func fixture(t testing.TB, name string) []byte {
 	t.Helper()
 	b, err := os.ReadFile("testdata/" + name)
@@ -109,7 +33,9 @@ func fixture(t testing.TB, name string) []byte {
 	return b
 }
 
-func ok(t testing.TB, name string) reply { return reply{status: 200, body: fixture(t, name)} }
+func ok(t testing.TB, name string) providertest.Reply {
+	return providertest.Reply{Status: 200, Body: fixture(t, name)}
+}
 
 // clock is a settable test clock.
 type clock struct {
@@ -149,7 +75,7 @@ func (s *syncBuffer) String() string {
 
 // newAdapter builds an adapter pointed at the fake, with its clock at
 // start and its log lines in the returned buffer.
-func newAdapter(t *testing.T, f *fake, options string, start time.Time) (*atlas.Adapter, *clock, *syncBuffer) {
+func newAdapter(t *testing.T, f *providertest.Server, options string, start time.Time) (*atlas.Adapter, *clock, *syncBuffer) {
 	t.Helper()
 	logs := &syncBuffer{}
 	cfg := provider.Config{Route: "atlas", Kind: atlas.Kind, BaseURL: f.URL + "/api/v1", Token: testToken,
@@ -173,7 +99,7 @@ var (
 
 func TestSubmit(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, map[string]reply{"POST /api/v1/model/generateVideo": ok(t, "submit.json")})
+	f := providertest.NewTLSServer(t, map[string]providertest.Reply{"POST /api/v1/model/generateVideo": ok(t, "submit.json")})
 	a, _, _ := newAdapter(t, f, `{"object_expiration_hours":48,"request_retention_hours":72}`, created)
 
 	st, err := a.Submit(context.Background(), provider.SubmitRequest{JobID: "j1", Model: model,
@@ -183,7 +109,7 @@ func TestSubmit(t *testing.T) {
 	require.Equal(t, state.Queued, st.State)
 	require.Equal(t, created, st.CreatedAt)
 	require.JSONEq(t, `{"at":1795946400,"oh":48,"rh":72}`, string(st.RefData))
-	req := f.last()
+	req := f.Last()
 	require.Equal(t, "Bearer "+testToken, req.Header.Get("Authorization"))
 	require.Equal(t, "48", req.Header.Get("X-AtlasCloud-Object-Expiration-Hours"))
 	require.Equal(t, "72", req.Header.Get("X-AtlasCloud-Request-Retention-Hours"))
@@ -191,7 +117,7 @@ func TestSubmit(t *testing.T) {
 
 	// The shapes of older doc pages: data.predictionId, a top-level id.
 	for _, file := range []string{"submit_prediction_id.json", "submit_top_level.json"} {
-		f.set("POST /api/v1/model/generateVideo", ok(t, file))
+		f.Set("POST /api/v1/model/generateVideo", ok(t, file))
 		st, err := a.Submit(context.Background(), provider.SubmitRequest{Model: model})
 		require.NoError(t, err, file)
 		require.Equal(t, predID, st.RemoteID, file)
@@ -201,13 +127,13 @@ func TestSubmit(t *testing.T) {
 	b, _, _ := newAdapter(t, f, "", created)
 	_, err = b.Submit(context.Background(), provider.SubmitRequest{Model: model})
 	require.NoError(t, err)
-	require.Empty(t, f.last().Header.Values("X-AtlasCloud-Object-Expiration-Hours"))
-	require.Empty(t, f.last().Header.Values("X-AtlasCloud-Request-Retention-Hours"))
-	require.JSONEq(t, `{"model":"`+model+`"}`, string(f.last().Body), "no webhook asked, none sent")
+	require.Empty(t, f.Last().Header.Values("X-AtlasCloud-Object-Expiration-Hours"))
+	require.Empty(t, f.Last().Header.Values("X-AtlasCloud-Request-Retention-Hours"))
+	require.JSONEq(t, `{"model":"`+model+`"}`, string(f.Last().Body), "no webhook asked, none sent")
 
 	// Refused before any call: another model in the input, a non-object
 	// input, a malformed model.
-	n := len(f.all())
+	n := len(f.Requests())
 	for _, req := range []provider.SubmitRequest{
 		{Model: model, Input: json.RawMessage(`{"model":"other/model"}`)},
 		{Model: model, Input: json.RawMessage(`[1]`)},
@@ -217,86 +143,38 @@ func TestSubmit(t *testing.T) {
 		_, err := a.Submit(context.Background(), req)
 		require.Equal(t, provider.Invalid, provider.ClassOf(err), "%+v", req)
 	}
-	require.Len(t, f.all(), n)
+	require.Len(t, f.Requests(), n)
 }
 
 func TestSubmitImageAndAudio(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, map[string]reply{
+	f := providertest.NewTLSServer(t, map[string]providertest.Reply{
 		"POST /api/v1/model/generateImage": ok(t, "submit.json"),
 		"POST /api/v1/model/generateAudio": ok(t, "submit.json"),
 	})
 	a, _, _ := newAdapter(t, f, "", created)
 	_, err := a.Submit(context.Background(), provider.SubmitRequest{Model: "image:black-forest-labs/flux-dev"})
 	require.NoError(t, err)
-	require.Equal(t, "/api/v1/model/generateImage", f.last().Path)
-	require.JSONEq(t, `{"model":"black-forest-labs/flux-dev"}`, string(f.last().Body), "the prefix is Pollux's, not Atlas Cloud's")
+	require.Equal(t, "/api/v1/model/generateImage", f.Last().Path)
+	require.JSONEq(t, `{"model":"black-forest-labs/flux-dev"}`, string(f.Last().Body), "the prefix is Pollux's, not Atlas Cloud's")
 
 	b, _, _ := newAdapter(t, f, `{"media":"audio"}`, created)
 	_, err = b.Submit(context.Background(), provider.SubmitRequest{Model: "minimax/speech-02-hd"})
 	require.NoError(t, err)
-	require.Equal(t, "/api/v1/model/generateAudio", f.last().Path)
+	require.Equal(t, "/api/v1/model/generateAudio", f.Last().Path)
 }
 
-// statusCase is one documented status answer and what it must map to.
-type statusCase struct {
-	file  string
-	state state.State
-	raw   string
-	check func(*testing.T, provider.Status)
-}
-
-func TestStatuses(t *testing.T) {
+// An unknown status is logged, for the operator to map.
+func TestUnknownStatusIsLogged(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, map[string]reply{})
+	f := providertest.NewTLSServer(t, map[string]providertest.Reply{"GET " + predPath: ok(t, "status_unknown.json")})
 	a, _, logs := newAdapter(t, f, "", soon)
-	ref := provider.Ref{ID: predID, Model: model}
-	for _, c := range []statusCase{
-		{"status_starting.json", state.Queued, "starting", func(t *testing.T, st provider.Status) {
-			require.Equal(t, created, st.CreatedAt)
-		}},
-		{"status_processing.json", state.Running, "processing", nil},
-		{"status_completed.json", state.Succeeded, "completed", func(t *testing.T, st provider.Status) {
-			require.Equal(t, []string{outputURL}, st.Outputs)
-			require.Equal(t, completed, st.CompletedAt)
-			require.Equal(t, completed.Add(14*24*time.Hour), st.OutputsExpireAt, "kept 14 days by default")
-		}},
-		{"status_succeeded_output.json", state.Succeeded, "succeeded", func(t *testing.T, st provider.Status) {
-			require.Equal(t, []string{outputURL}, st.Outputs, "output as one string")
-			require.Equal(t, time.Unix(1796032800, 0).UTC(), st.CreatedAt, "Unix seconds")
-			require.Equal(t, time.UnixMilli(1796032900000).UTC(), st.CompletedAt, "Unix milliseconds")
-		}},
-		{"status_top_level.json", state.Succeeded, "completed", func(t *testing.T, st provider.Status) {
-			require.Equal(t, []string{outputURL}, st.Outputs, "the older shape without the envelope")
-		}},
-		{"status_failed.json", state.Failed, "failed", func(t *testing.T, st provider.Status) {
-			require.Equal(t, "input rejected by content moderation (code 1039)", st.Reason)
-			require.Empty(t, st.Outputs)
-		}},
-		{"status_error_code_only.json", state.Failed, "", func(t *testing.T, st provider.Status) {
-			require.Equal(t, "input rejected by content moderation (code 1039)", st.Reason, "HTTP 200, an error code and no status")
-		}},
-		{"status_timeout.json", state.Failed, "timeout", func(t *testing.T, st provider.Status) {
-			require.Equal(t, "the prediction timed out at Atlas Cloud", st.Reason)
-		}},
-		{"status_cancelled.json", state.Canceled, "cancelled", nil},
-		{"status_unknown.json", state.Unknown, "warming_up", func(t *testing.T, st provider.Status) {
-			require.Contains(t, logs.String(), `"provider_status":"warming_up"`, "an unknown status is logged")
-			require.Contains(t, logs.String(), `"level":"warn"`)
-		}},
-	} {
-		f.set("GET "+predPath, ok(t, c.file))
-		st, err := a.Status(context.Background(), ref)
-		require.NoError(t, err, c.file)
-		require.Equal(t, c.state, st.State, c.file)
-		require.Equal(t, c.raw, st.Raw, c.file)
-		require.Equal(t, predID, st.RemoteID, c.file)
-		if c.check != nil {
-			c.check(t, st)
-		}
-	}
-	require.Equal(t, http.MethodGet, f.last().Method)
-	require.Equal(t, "Bearer "+testToken, f.last().Header.Get("Authorization"))
+	st, err := a.Status(context.Background(), provider.Ref{ID: predID, Model: model})
+	require.NoError(t, err)
+	require.Equal(t, state.Unknown, st.State)
+	require.Equal(t, "warming_up", st.Raw)
+	require.Contains(t, logs.String(), `"provider_status":"warming_up"`)
+	require.Contains(t, logs.String(), `"level":"warn"`)
 }
 
 // Outputs are kept as long as the job's submit asked: the retention in its
@@ -305,7 +183,7 @@ func TestStatuses(t *testing.T) {
 // record past its retention is expired too, not lost.
 func TestExpiredOutputsAndRecords(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, map[string]reply{"GET " + predPath: ok(t, "status_completed.json")})
+	f := providertest.NewTLSServer(t, map[string]providertest.Reply{"GET " + predPath: ok(t, "status_completed.json")})
 	a, clk, _ := newAdapter(t, f, `{"object_expiration_hours":24}`, soon)
 	submitted := json.RawMessage(`{"at":1795946400,"oh":48,"rh":72}`)
 
@@ -326,7 +204,7 @@ func TestExpiredOutputsAndRecords(t *testing.T) {
 
 	// The record itself: 404 within its retention reconciles; after it,
 	// the job is expired.
-	f.set("GET "+predPath, reply{status: 404, body: fixture(t, "error_not_found.json")})
+	f.Set("GET "+predPath, providertest.Reply{Status: 404, Body: fixture(t, "error_not_found.json")})
 	clk.Set(created.Add(71 * time.Hour))
 	_, err = a.Status(context.Background(), provider.Ref{ID: predID, Model: model, Data: submitted})
 	require.Equal(t, provider.NotFound, provider.ClassOf(err))
@@ -340,55 +218,18 @@ func TestExpiredOutputsAndRecords(t *testing.T) {
 	require.Equal(t, provider.NotFound, provider.ClassOf(err), "without a known retention, 404 reconciles")
 }
 
-func TestErrorClasses(t *testing.T) {
+func TestSubmitErrors(t *testing.T) {
 	t.Parallel()
-	big := make([]byte, 9<<20)
-	for _, tt := range []struct {
-		name   string
-		status int
-		file   string
-		body   []byte
-		class  provider.Class
-		msg    string
-	}{
-		{"401", 401, "error_unauthorized.json", nil, provider.Auth, "invalid api key"},
-		{"402 pauses like auth", 402, "error_insufficient_balance.json", nil, provider.Auth, "insufficient balance"},
-		{"429", 429, "error_rate_limited.json", nil, provider.RateLimited, "rate limit exceeded"},
-		{"404", 404, "error_not_found.json", nil, provider.NotFound, "prediction not found"},
-		{"500", 500, "", []byte("<html>oops</html>"), provider.Transient, ""},
-		{"503", 503, "", nil, provider.Transient, ""},
-		{"200 with an error envelope", 200, "error_not_found.json", nil, provider.NotFound, "prediction not found"},
-		{"200 with a 429 envelope", 200, "error_rate_limited.json", nil, provider.RateLimited, "rate limit exceeded"},
-		{"200 without a prediction", 200, "", []byte(`{"code":200,"data":null}`), provider.Transient, "no prediction"},
-		{"malformed", 200, "", []byte(`{"data":`), provider.Transient, "malformed"},
-		{"oversized", 200, "", big, provider.Transient, "larger than"},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			body := tt.body
-			if tt.file != "" {
-				body = fixture(t, tt.file)
-			}
-			f := newFake(t, map[string]reply{"GET " + predPath: {status: tt.status, body: body}})
-			a, _, _ := newAdapter(t, f, "", soon)
-			_, err := a.Status(context.Background(), provider.Ref{ID: predID, Model: model})
-			require.Error(t, err)
-			require.Equal(t, tt.class, provider.ClassOf(err), "%v", err)
-			require.Contains(t, err.Error(), tt.msg)
-			require.NotContains(t, err.Error(), testToken)
-		})
-	}
-
 	// At submit, a 404 is an unknown model: the input's fault.
-	f := newFake(t, map[string]reply{"POST /api/v1/model/generateVideo": {status: 404, body: fixture(t, "error_unknown_model.json")}})
+	f := providertest.NewTLSServer(t, map[string]providertest.Reply{"POST /api/v1/model/generateVideo": {Status: 404, Body: fixture(t, "error_unknown_model.json")}})
 	a, _, _ := newAdapter(t, f, "", soon)
 	_, err := a.Submit(context.Background(), provider.SubmitRequest{Model: model})
 	require.Equal(t, provider.Invalid, provider.ClassOf(err))
 	require.Contains(t, err.Error(), "model not found")
-	f.set("POST /api/v1/model/generateVideo", reply{status: 200, body: fixture(t, "error_unknown_model.json")})
+	f.Set("POST /api/v1/model/generateVideo", providertest.Reply{Status: 200, Body: fixture(t, "error_unknown_model.json")})
 	_, err = a.Submit(context.Background(), provider.SubmitRequest{Model: model})
 	require.Equal(t, provider.Invalid, provider.ClassOf(err), "the same inside a 200")
-	f.set("POST /api/v1/model/generateVideo", reply{status: 400, body: []byte(`{"code":400,"msg":"invalid webhook_url","data":null}`)})
+	f.Set("POST /api/v1/model/generateVideo", providertest.Reply{Status: 400, Body: []byte(`{"code":400,"msg":"invalid webhook_url","data":null}`)})
 	_, err = a.Submit(context.Background(), provider.SubmitRequest{Model: model})
 	require.Equal(t, provider.Invalid, provider.ClassOf(err))
 	require.Contains(t, err.Error(), "invalid webhook_url")
@@ -401,7 +242,7 @@ func TestErrorClasses(t *testing.T) {
 func TestModelValidation(t *testing.T) {
 	t.Parallel()
 	const models, create = "GET /api/v1/models", "POST /api/v1/model/generateVideo"
-	f := newFake(t, map[string]reply{models: ok(t, "models.json"), create: ok(t, "submit.json")})
+	f := providertest.NewTLSServer(t, map[string]providertest.Reply{models: ok(t, "models.json"), create: ok(t, "submit.json")})
 	a, clk, logs := newAdapter(t, f, `{"validate_models":true}`, created)
 
 	_, err := a.Submit(context.Background(), provider.SubmitRequest{Model: model})
@@ -410,7 +251,7 @@ func TestModelValidation(t *testing.T) {
 	require.NoError(t, err, "a model hidden from the console is still a model")
 	_, err = a.Submit(context.Background(), provider.SubmitRequest{Model: "KwaiVGI/Kling-v3.0-std/text-to-video"})
 	require.NoError(t, err, "ids compare without case")
-	require.Equal(t, 1, f.count(models), "the list is cached")
+	require.Equal(t, 1, f.Count(models), "the list is cached")
 
 	_, err = a.Submit(context.Background(), provider.SubmitRequest{Model: "kwaivgi/kling-v9/text-to-video"})
 	require.Equal(t, provider.Invalid, provider.ClassOf(err))
@@ -419,47 +260,47 @@ func TestModelValidation(t *testing.T) {
 		_, err = a.Submit(context.Background(), provider.SubmitRequest{Model: "kwaivgi/kling-v9/text-to-video"})
 		require.Equal(t, provider.Invalid, provider.ClassOf(err))
 	}
-	require.Equal(t, 3, f.count(create), "no billable call for an unknown model")
-	require.Equal(t, 1, f.count(models), "misses refresh at most once a minute")
+	require.Equal(t, 3, f.Count(create), "no billable call for an unknown model")
+	require.Equal(t, 1, f.Count(models), "misses refresh at most once a minute")
 
 	// A model published since: after a minute, a miss refreshes the list.
-	f.set(models, reply{status: 200, body: []byte(`{"data":[{"model":"kwaivgi/kling-v9/text-to-video"}]}`)})
+	f.Set(models, providertest.Reply{Status: 200, Body: []byte(`{"data":[{"model":"kwaivgi/kling-v9/text-to-video"}]}`)})
 	clk.Set(created.Add(time.Minute))
 	_, err = a.Submit(context.Background(), provider.SubmitRequest{Model: "kwaivgi/kling-v9/text-to-video"})
 	require.NoError(t, err)
-	require.Equal(t, 2, f.count(models))
+	require.Equal(t, 2, f.Count(models))
 
 	// The list expires after models_ttl; when it cannot be fetched the last
 	// one stands, and with none at all the submit goes through.
-	f.set(models, reply{status: 503})
+	f.Set(models, providertest.Reply{Status: 503})
 	clk.Set(created.Add(20 * time.Minute))
 	_, err = a.Submit(context.Background(), provider.SubmitRequest{Model: model})
 	require.Equal(t, provider.Invalid, provider.ClassOf(err), "the last good list stands")
-	require.Equal(t, 3, f.count(models))
+	require.Equal(t, 3, f.Count(models))
 	require.Contains(t, logs.String(), "model list could not be fetched")
 
-	g := newFake(t, map[string]reply{models: {status: 500}, create: ok(t, "submit.json")})
+	g := providertest.NewTLSServer(t, map[string]providertest.Reply{models: {Status: 500}, create: ok(t, "submit.json")})
 	b, _, _ := newAdapter(t, g, `{"validate_models":true}`, created)
 	_, err = b.Submit(context.Background(), provider.SubmitRequest{Model: model})
 	require.NoError(t, err, "no list at all: Atlas Cloud's own 404 decides")
-	require.Equal(t, 1, g.count(create))
+	require.Equal(t, 1, g.Count(create))
 
 	// Off by default: no list is fetched.
-	h := newFake(t, map[string]reply{create: ok(t, "submit.json")})
+	h := providertest.NewTLSServer(t, map[string]providertest.Reply{create: ok(t, "submit.json")})
 	c, _, _ := newAdapter(t, h, "", created)
 	_, err = c.Submit(context.Background(), provider.SubmitRequest{Model: "whatever/model"})
 	require.NoError(t, err)
-	require.Equal(t, 0, h.count(models))
+	require.Equal(t, 0, h.Count(models))
 }
 
 func TestInfoCancelAndConfig(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, map[string]reply{})
+	f := providertest.NewTLSServer(t, map[string]providertest.Reply{})
 	a, _, _ := newAdapter(t, f, "", created)
 	require.Equal(t, provider.Info{Kind: atlas.Kind, Webhooks: true}, a.Info(), "no cancel, no idempotency key")
 	_, err := a.Cancel(context.Background(), provider.Ref{ID: predID})
 	require.ErrorIs(t, err, provider.ErrUnsupported)
-	require.Empty(t, f.all())
+	require.Empty(t, f.Requests())
 
 	for name, cfg := range map[string]provider.Config{
 		"token":                   {Route: "a"},
@@ -521,5 +362,70 @@ func FuzzParseSubmit(f *testing.F) {
 		require.NotEmpty(t, st.RemoteID)
 		require.NotContains(t, st.RemoteID, "/")
 		require.Equal(t, state.Queued, st.State)
+	})
+}
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	sample := func(code int, name string) providertest.Reply {
+		return providertest.Reply{Status: code, Body: fixture(t, name)}
+	}
+	providertest.Run(t, providertest.Harness{
+		New: func(t *testing.T, srv *providertest.Server) provider.Adapter {
+			a, _, _ := newAdapter(t, srv, "", soon)
+			return a
+		},
+		TLS:         true,
+		Token:       testToken,
+		Submit:      provider.SubmitRequest{JobID: "j1", Model: model, Input: json.RawMessage(`{"prompt":"a kite"}`)},
+		SubmitKey:   "POST /api/v1/model/generateVideo",
+		SubmitReply: ok(t, "submit.json"),
+		SubmittedID: predID,
+		Ref:         provider.Ref{ID: predID, Model: model},
+		StatusKey:   "GET " + predPath,
+		States: []providertest.StateCase{
+			{Name: "status_starting.json", Reply: ok(t, "status_starting.json"), State: state.Queued, Check: func(t *testing.T, st provider.Status) {
+				require.Equal(t, "starting", st.Raw)
+				require.Equal(t, created, st.CreatedAt)
+			}},
+			{Name: "status_processing.json", Reply: ok(t, "status_processing.json"), State: state.Running},
+			{Name: "status_completed.json", Reply: ok(t, "status_completed.json"), State: state.Succeeded, Check: func(t *testing.T, st provider.Status) {
+				require.Equal(t, []string{outputURL}, st.Outputs)
+				require.Equal(t, completed, st.CompletedAt)
+				require.Equal(t, completed.Add(14*24*time.Hour), st.OutputsExpireAt, "kept 14 days by default")
+			}},
+			{Name: "status_succeeded_output.json", Reply: ok(t, "status_succeeded_output.json"), State: state.Succeeded, Check: func(t *testing.T, st provider.Status) {
+				require.Equal(t, "succeeded", st.Raw)
+				require.Equal(t, []string{outputURL}, st.Outputs, "output as one string")
+				require.Equal(t, time.Unix(1796032800, 0).UTC(), st.CreatedAt, "Unix seconds")
+				require.Equal(t, time.UnixMilli(1796032900000).UTC(), st.CompletedAt, "Unix milliseconds")
+			}},
+			{Name: "status_top_level.json", Reply: ok(t, "status_top_level.json"), State: state.Succeeded, Check: func(t *testing.T, st provider.Status) {
+				require.Equal(t, []string{outputURL}, st.Outputs, "the older shape without the envelope")
+			}},
+			{Name: "status_failed.json", Reply: ok(t, "status_failed.json"), State: state.Failed, Check: func(t *testing.T, st provider.Status) {
+				require.Equal(t, "input rejected by content moderation (code 1039)", st.Reason)
+				require.Empty(t, st.Outputs)
+			}},
+			{Name: "status_error_code_only.json", Reply: ok(t, "status_error_code_only.json"), State: state.Failed, Check: func(t *testing.T, st provider.Status) {
+				require.Equal(t, "input rejected by content moderation (code 1039)", st.Reason, "HTTP 200, an error code and no status")
+			}},
+			{Name: "status_timeout.json", Reply: ok(t, "status_timeout.json"), State: state.Failed, Check: func(t *testing.T, st provider.Status) {
+				require.Equal(t, "the prediction timed out at Atlas Cloud", st.Reason)
+			}},
+			{Name: "status_cancelled.json", Reply: ok(t, "status_cancelled.json"), State: state.Canceled},
+			{Name: "status_unknown.json", Reply: ok(t, "status_unknown.json"), State: state.Unknown},
+		},
+		NotFound: sample(404, "error_not_found.json"),
+		Errors: []providertest.ErrorCase{
+			{Name: "401 sample", Reply: sample(401, "error_unauthorized.json"), Class: provider.Auth, Message: "invalid api key"},
+			{Name: "402 pauses like auth", Reply: sample(402, "error_insufficient_balance.json"), Class: provider.Auth, Message: "insufficient balance"},
+			{Name: "429 sample", Reply: sample(429, "error_rate_limited.json"), Class: provider.RateLimited, Message: "rate limit exceeded"},
+			{Name: "404 sample", Reply: sample(404, "error_not_found.json"), Class: provider.NotFound, Message: "prediction not found"},
+			{Name: "200 with an error envelope", Reply: sample(200, "error_not_found.json"), Class: provider.NotFound, Message: "prediction not found"},
+			{Name: "200 with a 429 envelope", Reply: sample(200, "error_rate_limited.json"), Class: provider.RateLimited, Message: "rate limit exceeded"},
+			{Name: "200 without a prediction", Reply: providertest.OK([]byte(`{"code":200,"data":null}`)), Class: provider.Transient, Message: "no prediction"},
+		},
+		PollAfter: true,
 	})
 }

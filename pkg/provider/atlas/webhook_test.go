@@ -15,6 +15,7 @@ import (
 
 	"github.com/pollux-dev/pollux/pkg/provider"
 	"github.com/pollux-dev/pollux/pkg/provider/atlas"
+	"github.com/pollux-dev/pollux/pkg/provider/providertest"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
@@ -30,14 +31,14 @@ func key(start byte) ed25519.PrivateKey {
 }
 
 // jwks is a JWKS document of the keys, by kid.
-func jwks(keys map[string]ed25519.PrivateKey) reply {
+func jwks(keys map[string]ed25519.PrivateKey) providertest.Reply {
 	var list []map[string]string
 	for kid, k := range keys {
 		list = append(list, map[string]string{"kty": "OKP", "crv": "Ed25519", "kid": kid,
 			"x": base64.RawURLEncoding.EncodeToString(k.Public().(ed25519.PublicKey))})
 	}
 	b, _ := json.Marshal(map[string]any{"keys": list})
-	return reply{status: 200, body: b}
+	return providertest.Reply{Status: 200, Body: b}
 }
 
 // sign signs a delivery as Atlas Cloud does: Ed25519 over timestamp.body,
@@ -53,9 +54,9 @@ func sign(k ed25519.PrivateKey, kid string, at time.Time, body []byte) http.Head
 	return h
 }
 
-func webhookAdapter(t *testing.T) (*atlas.Adapter, *fake, *clock) {
+func webhookAdapter(t *testing.T) (*atlas.Adapter, *providertest.Server, *clock) {
 	t.Helper()
-	f := newFake(t, map[string]reply{"GET " + jwksPath: jwks(map[string]ed25519.PrivateKey{"k1": key(0)})})
+	f := providertest.NewTLSServer(t, map[string]providertest.Reply{"GET " + jwksPath: jwks(map[string]ed25519.PrivateKey{"k1": key(0)})})
 	a, clk, _ := newAdapter(t, f, `{"jwks_url":"`+f.URL+jwksPath+`"}`, soon)
 	return a, f, clk
 }
@@ -90,7 +91,7 @@ func TestWebhookVerifiedIsApplied(t *testing.T) {
 		require.Equal(t, tc.state, st.State, tc.file)
 		tc.check(t, st)
 	}
-	require.Equal(t, 1, f.count("GET "+jwksPath), "keys are cached")
+	require.Equal(t, 1, f.Count("GET "+jwksPath), "keys are cached")
 
 	// Read again later (the applier's retry), past the replay window: a
 	// delivery accepted once is still applied.
@@ -111,7 +112,7 @@ func TestWebhookRotatedKey(t *testing.T) {
 
 	// Atlas Cloud rotates to k2. Past MinRefresh, the unknown key id
 	// refreshes the keys once, and the delivery verifies and applies.
-	f.set("GET "+jwksPath, jwks(map[string]ed25519.PrivateKey{"k1": key(0), "k2": key(50)}))
+	f.Set("GET "+jwksPath, jwks(map[string]ed25519.PrivateKey{"k1": key(0), "k2": key(50)}))
 	clk.Set(clk.Now().Add(2 * time.Minute))
 	h := sign(key(50), "k2", clk.Now(), body)
 	id, err := a.VerifyWebhook(context.Background(), h, body)
@@ -120,7 +121,7 @@ func TestWebhookRotatedKey(t *testing.T) {
 	st, err := a.ParseWebhook(h, body)
 	require.NoError(t, err)
 	require.Equal(t, state.Succeeded, st.State)
-	require.Equal(t, 2, f.count("GET "+jwksPath))
+	require.Equal(t, 2, f.Count("GET "+jwksPath))
 }
 
 func TestWebhookForgedOrUnsignedIsAHint(t *testing.T) {
@@ -149,10 +150,10 @@ func TestWebhookForgedOrUnsignedIsAHint(t *testing.T) {
 		require.Equal(t, provider.Status{RemoteID: predID, Observation: state.Observation{State: state.Unknown}}, st,
 			"%s: nothing but the job's id: Pollux checks the job now", name)
 	}
-	require.Equal(t, 1, f.count("GET "+jwksPath), "forged key ids fetch nothing again within MinRefresh")
+	require.Equal(t, 1, f.Count("GET "+jwksPath), "forged key ids fetch nothing again within MinRefresh")
 
 	// The JWKS unreachable: a hint too, not a refusal.
-	g := newFake(t, map[string]reply{"GET " + jwksPath: {status: 503}})
+	g := providertest.NewTLSServer(t, map[string]providertest.Reply{"GET " + jwksPath: {Status: 503}})
 	b, _, _ := newAdapter(t, g, `{"jwks_url":"`+g.URL+jwksPath+`"}`, soon)
 	h := sign(key(0), "k1", soon, body)
 	id, err := b.VerifyWebhook(context.Background(), h, body)

@@ -3,13 +3,10 @@ package fal_test
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +14,7 @@ import (
 
 	"github.com/pollux-dev/pollux/pkg/provider"
 	"github.com/pollux-dev/pollux/pkg/provider/fal"
+	"github.com/pollux-dev/pollux/pkg/provider/providertest"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
@@ -27,50 +25,16 @@ const (
 	reqPath   = "/fal-ai/kling-video/requests/" + requestID
 )
 
-// fake is a TLS httptest server standing in for queue.fal.run: it answers
-// with canned responses, with the documented host replaced by its own, and
-// records what it saw.
-type fake struct {
-	*httptest.Server
-	mu       sync.Mutex
-	requests []*recorded
-	reply    func(r *http.Request) (status int, header http.Header, body []byte)
-}
-
-type recorded struct {
-	Method, Path, RawQuery string
-	Header                 http.Header
-	Body                   []byte
-}
-
-func newFake(t *testing.T, reply func(r *http.Request) (int, http.Header, []byte)) *fake {
+// newFake is a TLS fake standing in for queue.fal.run, answering every
+// request with what reply returns.
+func newFake(t *testing.T, reply func(r *http.Request) (int, http.Header, []byte)) *providertest.Server {
 	t.Helper()
-	f := &fake{reply: reply}
-	f.Server = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		f.mu.Lock()
-		f.requests = append(f.requests, &recorded{Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery, Header: r.Header.Clone(), Body: body})
-		f.mu.Unlock()
-		status, h, b := f.reply(r)
-		for k, v := range h {
-			w.Header()[k] = v
-		}
-		w.WriteHeader(status)
-		_, _ = w.Write(b)
-	}))
-	t.Cleanup(f.Close)
+	f := providertest.NewTLSServer(t, nil)
+	f.HandleFunc("*", func(r *http.Request) providertest.Reply {
+		status, h, b := reply(r)
+		return providertest.Reply{Status: status, Header: h, Body: b}
+	})
 	return f
-}
-
-func (f *fake) all() []*recorded {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]*recorded(nil), f.requests...)
-}
-
-func (f *fake) last() *recorded {
-	all := f.all()
-	return all[len(all)-1]
 }
 
 // fixture reads a sample with queue.fal.run pointed at base.
@@ -81,7 +45,7 @@ func fixture(t testing.TB, base, name string) []byte {
 	return []byte(strings.ReplaceAll(string(b), "https://queue.fal.run", base))
 }
 
-func newAdapter(t *testing.T, f *fake, opts string) *fal.Adapter {
+func newAdapter(t *testing.T, f *providertest.Server, opts string) *fal.Adapter {
 	t.Helper()
 	cfg := provider.Config{Route: "f", Kind: fal.Kind, BaseURL: f.URL, Token: testToken, HTTPClient: f.Client()}
 	if opts != "" {
@@ -92,17 +56,17 @@ func newAdapter(t *testing.T, f *fake, opts string) *fal.Adapter {
 	return a
 }
 
-// route answers by method and path from a table; anything else is a 500.
-func route(t *testing.T, table map[string]func(base string) (int, http.Header, []byte)) (*fake, func(*http.Request) (int, http.Header, []byte)) {
-	var f *fake
-	reply := func(r *http.Request) (int, http.Header, []byte) {
-		if h, ok := table[r.Method+" "+r.URL.Path]; ok {
-			return h(f.URL)
-		}
-		return 500, nil, []byte(`{"detail":"unexpected ` + r.Method + " " + r.URL.Path + `"}`)
+// route answers by method and path from a table, each answer made with
+// the fake's own URL as queue.fal.run's; anything else is a 500.
+func route(t *testing.T, table map[string]func(base string) (int, http.Header, []byte)) *providertest.Server {
+	f := providertest.NewTLSServer(t, nil)
+	for key, h := range table {
+		f.HandleFunc(key, func(*http.Request) providertest.Reply {
+			status, hdr, b := h(f.URL)
+			return providertest.Reply{Status: status, Header: hdr, Body: b}
+		})
 	}
-	f = newFake(t, reply)
-	return f, reply
+	return f
 }
 
 func serve(t *testing.T, status int, name string) func(string) (int, http.Header, []byte) {
@@ -111,7 +75,7 @@ func serve(t *testing.T, status int, name string) func(string) (int, http.Header
 
 func TestSubmit(t *testing.T) {
 	t.Parallel()
-	f, _ := route(t, map[string]func(string) (int, http.Header, []byte){
+	f := route(t, map[string]func(string) (int, http.Header, []byte){
 		"POST /" + model: serve(t, 200, "submit.json"),
 	})
 	a := newAdapter(t, f, "")
@@ -136,7 +100,7 @@ func TestSubmit(t *testing.T) {
 	}, urls)
 	require.LessOrEqual(t, len(st.RefData), provider.MaxRefData)
 
-	req := f.last()
+	req := f.Last()
 	require.Equal(t, http.MethodPost, req.Method)
 	require.Equal(t, "/"+model, req.Path, "submit keeps the subpath")
 	require.Equal(t, "fal_webhook=https%3A%2F%2Fhooks.example%2Fwebhooks%2Ff%3Fjob%3Djob-1", req.RawQuery)
@@ -147,13 +111,13 @@ func TestSubmit(t *testing.T) {
 
 func TestSubmitWithoutDeadlineOrWebhook(t *testing.T) {
 	t.Parallel()
-	f, _ := route(t, map[string]func(string) (int, http.Header, []byte){
+	f := route(t, map[string]func(string) (int, http.Header, []byte){
 		"POST /fal-ai/veo3": serve(t, 200, "submit.json"),
 	})
 	a := newAdapter(t, f, "")
 	_, err := a.Submit(context.Background(), provider.SubmitRequest{Model: "fal-ai/veo3"})
 	require.NoError(t, err)
-	req := f.last()
+	req := f.Last()
 	require.Empty(t, req.RawQuery)
 	require.Empty(t, req.Header.Get("X-Fal-Request-Timeout"))
 	require.JSONEq(t, `{}`, string(req.Body), "no input is an empty object")
@@ -161,7 +125,7 @@ func TestSubmitWithoutDeadlineOrWebhook(t *testing.T) {
 
 func TestSubmitDeadlineFloor(t *testing.T) {
 	t.Parallel()
-	f, _ := route(t, map[string]func(string) (int, http.Header, []byte){
+	f := route(t, map[string]func(string) (int, http.Header, []byte){
 		"POST /fal-ai/veo3": serve(t, 200, "submit.json"),
 	})
 	a := newAdapter(t, f, "")
@@ -169,7 +133,7 @@ func TestSubmitDeadlineFloor(t *testing.T) {
 	a.SetNow(func() time.Time { return now })
 	_, err := a.Submit(context.Background(), provider.SubmitRequest{Model: "fal-ai/veo3", Deadline: now.Add(200 * time.Millisecond)})
 	require.NoError(t, err)
-	require.Equal(t, "2", f.last().Header.Get("X-Fal-Request-Timeout"), "fal refuses 1 s or less")
+	require.Equal(t, "2", f.Last().Header.Get("X-Fal-Request-Timeout"), "fal refuses 1 s or less")
 }
 
 func TestSubmitRefusesBadModelOrInputWithoutACall(t *testing.T) {
@@ -184,12 +148,12 @@ func TestSubmitRefusesBadModelOrInputWithoutACall(t *testing.T) {
 		_, err := a.Submit(context.Background(), provider.SubmitRequest{Model: "fal-ai/veo3", Input: json.RawMessage(in)})
 		require.Equal(t, provider.Invalid, provider.ClassOf(err), in)
 	}
-	require.Empty(t, f.all())
+	require.Empty(t, f.Requests())
 }
 
 func TestSubmitKeepsNoURLsOffTheQueueHost(t *testing.T) {
 	t.Parallel()
-	f, _ := route(t, map[string]func(string) (int, http.Header, []byte){
+	f := route(t, map[string]func(string) (int, http.Header, []byte){
 		"POST /fal-ai/veo3": func(string) (int, http.Header, []byte) {
 			// The documented host, not the configured (fake) one.
 			b, err := os.ReadFile("testdata/submit.json")
@@ -203,96 +167,9 @@ func TestSubmitKeepsNoURLsOffTheQueueHost(t *testing.T) {
 	require.Nil(t, st.RefData, "URLs on another host are never kept")
 }
 
-func TestStatusMapsEveryState(t *testing.T) {
-	t.Parallel()
-	videoURL := "https://v3.fal.media/files/kangaroo/9Y2n4tYh2yLm1K0eSMQpA_output.mp4"
-	userTimeout := func(string) (int, http.Header, []byte) {
-		b, err := os.ReadFile("testdata/request_timeout.json")
-		require.NoError(t, err)
-		return 504, http.Header{"X-Fal-Request-Timeout-Type": {"user"}}, b
-	}
-	otherTimeout := func(string) (int, http.Header, []byte) {
-		b, err := os.ReadFile("testdata/request_timeout.json")
-		require.NoError(t, err)
-		return 504, nil, b
-	}
-	tests := []struct {
-		name       string
-		status     func(string) (int, http.Header, []byte)
-		result     func(string) (int, http.Header, []byte) // nil: must not be fetched
-		state      state.State
-		raw        string
-		check      func(*testing.T, provider.Status)
-		wantResult bool
-	}{
-		{name: "IN_QUEUE (202)", status: serve(t, 202, "status_in_queue.json"), state: state.Queued, raw: "IN_QUEUE",
-			check: func(t *testing.T, st provider.Status) {
-				require.NotNil(t, st.QueuePosition)
-				require.Equal(t, 4, *st.QueuePosition, "three ahead: fourth in line")
-			}},
-		{name: "IN_PROGRESS (202)", status: serve(t, 202, "status_in_progress.json"), state: state.Running, raw: "IN_PROGRESS",
-			check: func(t *testing.T, st provider.Status) { require.Nil(t, st.QueuePosition) }},
-		{name: "COMPLETED (200) is confirmed by the result", status: serve(t, 200, "status_completed.json"),
-			result: serve(t, 200, "result.json"), state: state.Succeeded, raw: "COMPLETED", wantResult: true,
-			check: func(t *testing.T, st provider.Status) {
-				require.Equal(t, []string{videoURL}, st.Outputs)
-				require.True(t, st.OutputsExpireAt.IsZero(), "fal documents no retention")
-			}},
-		{name: "COMPLETED with error is failed", status: serve(t, 200, "status_completed_error.json"),
-			state: state.Failed, raw: "COMPLETED",
-			check: func(t *testing.T, st provider.Status) {
-				require.Equal(t, "Runner disconnected (runner_disconnected)", st.Reason)
-			}},
-		{name: "COMPLETED whose result is a validation error is failed", status: serve(t, 200, "status_completed.json"),
-			result: serve(t, 422, "result_validation_error.json"), state: state.Failed, raw: "COMPLETED", wantResult: true,
-			check: func(t *testing.T, st provider.Status) { require.Equal(t, "body.prompt: field required", st.Reason) }},
-		{name: "start deadline passed is expired", status: serve(t, 200, "status_completed_timeout.json"),
-			result: userTimeout, state: state.Expired, raw: "COMPLETED", wantResult: true,
-			check: func(t *testing.T, st provider.Status) { require.Contains(t, st.Reason, "X-Fal-Request-Timeout") }},
-		{name: "another timeout is failed", status: serve(t, 200, "status_completed_timeout.json"),
-			result: otherTimeout, state: state.Failed, raw: "COMPLETED", wantResult: true,
-			check: func(t *testing.T, st provider.Status) {
-				require.Equal(t, "Request timed out (request_timeout)", st.Reason)
-			}},
-		{name: "FAILED [unconfirmed]", status: func(string) (int, http.Header, []byte) {
-			return 200, nil, []byte(`{"status":"FAILED","error":"boom"}`)
-		}, state: state.Failed, raw: "FAILED"},
-		{name: "CANCELED [unconfirmed]", status: func(string) (int, http.Header, []byte) {
-			return 200, nil, []byte(`{"status":"CANCELED"}`)
-		}, state: state.Canceled, raw: "CANCELED"},
-		{name: "unmapped is unknown", status: func(string) (int, http.Header, []byte) {
-			return 200, nil, []byte(`{"status":"PONDERING"}`)
-		}, state: state.Unknown, raw: "PONDERING"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			table := map[string]func(string) (int, http.Header, []byte){"GET " + reqPath + "/status": tt.status}
-			if tt.result != nil {
-				table["GET "+reqPath] = tt.result
-			}
-			f, _ := route(t, table)
-			st, err := newAdapter(t, f, "").Status(context.Background(), provider.Ref{ID: requestID, Model: model})
-			require.NoError(t, err)
-			require.Equal(t, tt.state, st.State)
-			require.Equal(t, tt.raw, st.Raw)
-			require.Equal(t, requestID, st.RemoteID)
-			if tt.check != nil {
-				tt.check(t, st)
-			}
-			fetched := false
-			for _, r := range f.all() {
-				fetched = fetched || r.Path == reqPath
-				require.Equal(t, "Key "+testToken, r.Header.Get("Authorization"))
-			}
-			require.Equal(t, tt.wantResult, fetched, "result fetched")
-		})
-	}
-}
-
 func TestStatusUsesStoredURLsElseThePattern(t *testing.T) {
 	t.Parallel()
-	f, _ := route(t, map[string]func(string) (int, http.Header, []byte){
+	f := route(t, map[string]func(string) (int, http.Header, []byte){
 		"GET /stored/requests/" + requestID + "/status": serve(t, 202, "status_in_progress.json"),
 		"GET " + reqPath + "/status":                    serve(t, 202, "status_in_queue.json"),
 	})
@@ -314,7 +191,7 @@ func TestStatusUsesStoredURLsElseThePattern(t *testing.T) {
 
 func TestStoredURLsOffTheQueueHostAreNeverCalled(t *testing.T) {
 	t.Parallel()
-	f, _ := route(t, map[string]func(string) (int, http.Header, []byte){
+	f := route(t, map[string]func(string) (int, http.Header, []byte){
 		"GET " + reqPath + "/status": serve(t, 202, "status_in_queue.json"),
 	})
 	a := newAdapter(t, f, "")
@@ -341,128 +218,28 @@ func TestStoredURLsOffTheQueueHostAreNeverCalled(t *testing.T) {
 		require.NoError(t, err)
 		_, err = a.Status(context.Background(), provider.Ref{ID: requestID, Model: model, Data: data})
 		require.NoError(t, err, u)
-		require.Equal(t, reqPath+"/status", f.last().Path, "fell back to the pattern for %s", u)
+		require.Equal(t, reqPath+"/status", f.Last().Path, "fell back to the pattern for %s", u)
 	}
 }
 
-func TestStatusRefusesABadIDOrModelWithoutACall(t *testing.T) {
+func TestStatusRefusesABadModelWithoutACall(t *testing.T) {
 	t.Parallel()
 	f := newFake(t, func(*http.Request) (int, http.Header, []byte) { return 200, nil, []byte(`{}`) })
-	a := newAdapter(t, f, "")
-	for _, ref := range []provider.Ref{
-		{ID: "../x", Model: model}, {ID: "", Model: model}, {ID: "a/b", Model: model}, {ID: "a?b", Model: model},
-		{ID: requestID, Model: "nope"},
-	} {
-		_, err := a.Status(context.Background(), ref)
-		require.Equal(t, provider.Invalid, provider.ClassOf(err), "%+v", ref)
-	}
-	require.Empty(t, f.all())
-}
-
-func TestErrorClasses(t *testing.T) {
-	t.Parallel()
-	big := make([]byte, 9<<20)
-	tests := []struct {
-		name       string
-		status     int
-		header     http.Header
-		body       []byte
-		class      provider.Class
-		retryAfter time.Duration
-		message    string
-	}{
-		{"429", 429, http.Header{"Retry-After": {"7"}}, []byte(`{"detail":"Too many requests"}`), provider.RateLimited, 7 * time.Second, "Too many requests"},
-		{"401", 401, nil, fixture(t, "", "unauthorized.json"), provider.Auth, 0, "Unauthorized"},
-		{"403", 403, nil, nil, provider.Auth, 0, ""},
-		{"404", 404, nil, []byte(`{"detail":"Request not found"}`), provider.NotFound, 0, "Request not found"},
-		{"422 on status", 422, nil, fixture(t, "", "result_validation_error.json"), provider.Invalid, 0, "body.prompt: field required"},
-		{"500", 500, nil, []byte("<html>oops</html>"), provider.Transient, 0, ""},
-		{"503 with Retry-After", 503, http.Header{"Retry-After": {"3"}}, nil, provider.RateLimited, 3 * time.Second, ""},
-		{"redirect is not followed", 302, http.Header{"Location": {"https://evil.example/x"}}, nil, provider.Transient, 0, ""},
-		{"malformed JSON", 200, nil, []byte(`{"status":`), provider.Transient, 0, "malformed"},
-		{"oversized", 200, nil, big, provider.Transient, 0, "larger than"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			f := newFake(t, func(*http.Request) (int, http.Header, []byte) { return tt.status, tt.header, tt.body })
-			_, err := newAdapter(t, f, "").Status(context.Background(), provider.Ref{ID: requestID, Model: model})
-			require.Error(t, err)
-			require.Equal(t, tt.class, provider.ClassOf(err), "%v", err)
-			require.Equal(t, tt.retryAfter, provider.RetryAfterOf(err))
-			require.Contains(t, err.Error(), tt.message)
-			require.NotContains(t, err.Error(), testToken, "the key never reaches an error")
-			require.Len(t, f.all(), 1)
-		})
-	}
+	_, err := newAdapter(t, f, "").Status(context.Background(), provider.Ref{ID: requestID, Model: "nope"})
+	require.Equal(t, provider.Invalid, provider.ClassOf(err))
+	require.Empty(t, f.Requests())
 }
 
 func TestResultErrorsAreNotFinal(t *testing.T) {
 	t.Parallel()
 	for status, class := range map[int]provider.Class{500: provider.Transient, 404: provider.NotFound, 429: provider.RateLimited, 401: provider.Auth} {
-		f, _ := route(t, map[string]func(string) (int, http.Header, []byte){
+		f := route(t, map[string]func(string) (int, http.Header, []byte){
 			"GET " + reqPath + "/status": serve(t, 200, "status_completed.json"),
 			"GET " + reqPath:             func(string) (int, http.Header, []byte) { return status, nil, nil },
 		})
 		_, err := newAdapter(t, f, "").Status(context.Background(), provider.Ref{ID: requestID, Model: model})
 		require.Equal(t, class, provider.ClassOf(err), "HTTP %d on the result", status)
 	}
-}
-
-func TestTimeoutIsTransient(t *testing.T) {
-	t.Parallel()
-	release := make(chan struct{})
-	f := newFake(t, func(r *http.Request) (int, http.Header, []byte) {
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
-		return 200, nil, nil
-	})
-	defer close(release)
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	_, err := newAdapter(t, f, "").Status(ctx, provider.Ref{ID: requestID, Model: model})
-	require.Equal(t, provider.Transient, provider.ClassOf(err))
-	require.True(t, provider.IsTimeout(err))
-}
-
-func TestCancel(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name   string
-		status int
-		file   string
-		state  state.State
-		class  *provider.Class
-	}{
-		{"OK: removed from the queue", 200, "cancel_ok.json", state.Canceled, nil},
-		{"CANCELLATION_REQUESTED is not final", 202, "cancel_requested.json", state.Unknown, nil},
-		{"ALREADY_COMPLETED answers the status", 400, "cancel_already_completed.json", state.Succeeded, nil},
-		{"NOT_FOUND reconciles", 404, "cancel_not_found.json", "", ptr(provider.NotFound)},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			f, _ := route(t, map[string]func(string) (int, http.Header, []byte){
-				"PUT " + reqPath + "/cancel": serve(t, tt.status, tt.file),
-				"GET " + reqPath + "/status": serve(t, 200, "status_completed.json"),
-				"GET " + reqPath:             serve(t, 200, "result.json"),
-			})
-			st, err := newAdapter(t, f, "").Cancel(context.Background(), provider.Ref{ID: requestID, Model: model})
-			if tt.class != nil {
-				require.Equal(t, *tt.class, provider.ClassOf(err))
-				return
-			}
-			require.NoError(t, err)
-			require.Equal(t, tt.state, st.State)
-			require.Equal(t, requestID, st.RemoteID)
-			require.Equal(t, http.MethodPut, f.all()[0].Method)
-		})
-	}
-	f := newFake(t, func(*http.Request) (int, http.Header, []byte) { return 500, nil, nil })
-	_, err := newAdapter(t, f, "").Cancel(context.Background(), provider.Ref{ID: requestID, Model: model})
-	require.Equal(t, provider.Transient, provider.ClassOf(err))
 }
 
 func TestInfo(t *testing.T) {
@@ -492,8 +269,6 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, fal.Kind, a.Info().Kind)
 }
-
-func ptr[T any](v T) *T { return &v }
 
 func FuzzParseStatus(f *testing.F) {
 	for _, name := range []string{"status_in_queue.json", "status_in_progress.json", "status_completed.json",
@@ -542,16 +317,92 @@ func FuzzOnQueue(f *testing.F) {
 	})
 }
 
-// A Retry-After on a 202 status answer is a hint for the next poll.
-func TestStatusPollAfterHint(t *testing.T) {
+func TestCancelErrors(t *testing.T) {
 	t.Parallel()
-	f, _ := route(t, map[string]func(string) (int, http.Header, []byte){
-		"GET " + reqPath + "/status": func(base string) (int, http.Header, []byte) {
-			return 202, http.Header{"Retry-After": {"3"}}, fixture(t, base, "status_in_queue.json")
-		},
+	f := route(t, map[string]func(string) (int, http.Header, []byte){
+		"PUT " + reqPath + "/cancel": serve(t, 404, "cancel_not_found.json"),
 	})
-	st, err := newAdapter(t, f, "").Status(context.Background(), provider.Ref{ID: requestID, Model: model})
-	require.NoError(t, err)
-	require.Equal(t, state.Queued, st.State)
-	require.Equal(t, 3*time.Second, st.PollAfter)
+	_, err := newAdapter(t, f, "").Cancel(context.Background(), provider.Ref{ID: requestID, Model: model})
+	require.Equal(t, provider.NotFound, provider.ClassOf(err), "NOT_FOUND reconciles")
+	f = newFake(t, func(*http.Request) (int, http.Header, []byte) { return 500, nil, nil })
+	_, err = newAdapter(t, f, "").Cancel(context.Background(), provider.Ref{ID: requestID, Model: model})
+	require.Equal(t, provider.Transient, provider.ClassOf(err))
+}
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	videoURL := "https://v3.fal.media/files/kangaroo/9Y2n4tYh2yLm1K0eSMQpA_output.mp4"
+	status, result, cancel := "GET "+reqPath+"/status", "GET "+reqPath, "PUT "+reqPath+"/cancel"
+	// The samples as documented: their URLs on queue.fal.run, never
+	// called, so the adapter goes by the pattern.
+	sample := func(code int, name string) providertest.Reply {
+		return providertest.Reply{Status: code, Body: fixture(t, "https://queue.fal.run", name)}
+	}
+	timedOut := sample(504, "request_timeout.json")
+	userTimeout := timedOut
+	userTimeout.Header = http.Header{"X-Fal-Request-Timeout-Type": {"user"}}
+	providertest.Run(t, providertest.Harness{
+		New:         func(t *testing.T, srv *providertest.Server) provider.Adapter { return newAdapter(t, srv, "") },
+		TLS:         true,
+		Token:       testToken,
+		Submit:      provider.SubmitRequest{JobID: "job-1", Model: model, Input: json.RawMessage(`{"prompt":"a kite"}`)},
+		SubmitKey:   "POST /" + model,
+		SubmitReply: sample(200, "submit.json"),
+		SubmittedID: requestID,
+		Ref:         provider.Ref{ID: requestID, Model: model},
+		StatusKey:   status,
+		States: []providertest.StateCase{
+			{Name: "IN_QUEUE (202)", Reply: sample(202, "status_in_queue.json"), State: state.Queued, Calls: []string{status},
+				Check: func(t *testing.T, st provider.Status) {
+					require.Equal(t, "IN_QUEUE", st.Raw)
+					require.NotNil(t, st.QueuePosition)
+					require.Equal(t, 4, *st.QueuePosition, "three ahead: fourth in line")
+				}},
+			{Name: "IN_PROGRESS (202)", Reply: sample(202, "status_in_progress.json"), State: state.Running, Calls: []string{status},
+				Check: func(t *testing.T, st provider.Status) { require.Nil(t, st.QueuePosition) }},
+			{Name: "COMPLETED (200) is confirmed by the result", Reply: sample(200, "status_completed.json"),
+				More: map[string]providertest.Reply{result: sample(200, "result.json")}, State: state.Succeeded, Calls: []string{status, result},
+				Check: func(t *testing.T, st provider.Status) {
+					require.Equal(t, "COMPLETED", st.Raw)
+					require.Equal(t, []string{videoURL}, st.Outputs)
+					require.True(t, st.OutputsExpireAt.IsZero(), "fal documents no retention")
+				}},
+			{Name: "COMPLETED with error is failed", Reply: sample(200, "status_completed_error.json"), State: state.Failed, Calls: []string{status},
+				Check: func(t *testing.T, st provider.Status) {
+					require.Equal(t, "Runner disconnected (runner_disconnected)", st.Reason)
+				}},
+			{Name: "COMPLETED whose result is a validation error is failed", Reply: sample(200, "status_completed.json"),
+				More: map[string]providertest.Reply{result: sample(422, "result_validation_error.json")}, State: state.Failed, Calls: []string{status, result},
+				Check: func(t *testing.T, st provider.Status) { require.Equal(t, "body.prompt: field required", st.Reason) }},
+			{Name: "start deadline passed is expired", Reply: sample(200, "status_completed_timeout.json"),
+				More: map[string]providertest.Reply{result: userTimeout}, State: state.Expired, Calls: []string{status, result},
+				Check: func(t *testing.T, st provider.Status) { require.Contains(t, st.Reason, "X-Fal-Request-Timeout") }},
+			{Name: "another timeout is failed", Reply: sample(200, "status_completed_timeout.json"),
+				More: map[string]providertest.Reply{result: timedOut}, State: state.Failed, Calls: []string{status, result},
+				Check: func(t *testing.T, st provider.Status) {
+					require.Equal(t, "Request timed out (request_timeout)", st.Reason)
+				}},
+			{Name: "FAILED [unconfirmed]", Reply: providertest.OK([]byte(`{"status":"FAILED","error":"boom"}`)), State: state.Failed},
+			{Name: "CANCELED [unconfirmed]", Reply: providertest.OK([]byte(`{"status":"CANCELED"}`)), State: state.Canceled},
+			{Name: "unmapped is unknown", Reply: providertest.OK([]byte(`{"status":"PONDERING"}`)), State: state.Unknown,
+				Check: func(t *testing.T, st provider.Status) { require.Equal(t, "PONDERING", st.Raw) }},
+		},
+		NotFound: providertest.Reply{Status: 404, Body: []byte(`{"detail":"Request not found"}`)},
+		Errors: []providertest.ErrorCase{
+			{Name: "429 sample", Reply: providertest.Reply{Status: 429, Header: http.Header{"Retry-After": {"7"}}, Body: []byte(`{"detail":"Too many requests"}`)}, Class: provider.RateLimited, RetryAfter: 7 * time.Second, Message: "Too many requests"},
+			{Name: "401 sample", Reply: sample(401, "unauthorized.json"), Class: provider.Auth, Message: "Unauthorized"},
+			{Name: "422 on status", Reply: sample(422, "result_validation_error.json"), Class: provider.Invalid, Message: "body.prompt: field required"},
+			{Name: "503 with Retry-After", Reply: providertest.Reply{Status: 503, Header: http.Header{"Retry-After": {"3"}}}, Class: provider.RateLimited, RetryAfter: 3 * time.Second},
+			{Name: "redirect is not followed", Reply: providertest.Reply{Status: 302, Header: http.Header{"Location": {"https://evil.example/x"}}}, Class: provider.Transient},
+		},
+		BadIDs: []string{"a/b"},
+		Cancels: []providertest.CancelCase{
+			{Name: "OK: removed from the queue", Replies: map[string]providertest.Reply{cancel: sample(200, "cancel_ok.json")}, State: state.Canceled, Calls: []string{cancel}},
+			{Name: "CANCELLATION_REQUESTED is not final", Replies: map[string]providertest.Reply{cancel: sample(202, "cancel_requested.json")}, State: state.Unknown, Calls: []string{cancel}},
+			{Name: "ALREADY_COMPLETED answers the status", Replies: map[string]providertest.Reply{
+				cancel: sample(400, "cancel_already_completed.json"), status: sample(200, "status_completed.json"), result: sample(200, "result.json"),
+			}, State: state.Succeeded, Calls: []string{cancel, status, result}},
+		},
+		PollAfter: true,
+	})
 }

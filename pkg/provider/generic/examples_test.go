@@ -15,6 +15,7 @@ import (
 
 	"github.com/pollux-dev/pollux/pkg/provider"
 	"github.com/pollux-dev/pollux/pkg/provider/generic"
+	"github.com/pollux-dev/pollux/pkg/provider/providertest"
 	"github.com/pollux-dev/pollux/pkg/signature"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
@@ -30,7 +31,7 @@ type stateCase struct {
 func TestLumaExample(t *testing.T) {
 	t.Parallel()
 	const id = "d1968551-6113-4b46-b567-09210c2e79b0"
-	f := newFake(t, map[string]reply{"POST /dream-machine/v1/generations/video": {status: 201, body: fixture(t, "luma/queued.json")}})
+	f := providertest.NewServer(t, map[string]providertest.Reply{"POST /dream-machine/v1/generations/video": {Status: 201, Body: fixture(t, "luma/queued.json")}})
 	a := exampleAdapter(t, "luma", f, "luma-test-key")
 	require.Equal(t, provider.Info{Kind: "generic", Callbacks: true}, a.Info(), "no cancel, unsigned callbacks, no floor")
 	id2, err := a.CallbackRemoteID(fixture(t, "luma/completed.json"))
@@ -41,7 +42,7 @@ func TestLumaExample(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, id, st.RemoteID)
 	require.Equal(t, state.Queued, st.State)
-	req := f.last()
+	req := f.Last()
 	require.Equal(t, "Bearer luma-test-key", req.Header.Get("Authorization"))
 	require.JSONEq(t, `{"model":"ray-2","prompt":"a red kite over the sea","aspect_ratio":"16:9"}`, string(req.Body))
 
@@ -58,7 +59,7 @@ func TestLumaExample(t *testing.T) {
 		}},
 	})
 
-	f.set("GET /dream-machine/v1/generations/"+id, reply{status: 404, body: fixture(t, "luma/not_found.json")})
+	f.Set("GET /dream-machine/v1/generations/"+id, providertest.Reply{Status: 404, Body: fixture(t, "luma/not_found.json")})
 	_, err = a.Status(context.Background(), provider.Ref{ID: id})
 	require.Equal(t, provider.NotFound, provider.ClassOf(err), "a deleted generation reconciles")
 	_, err = a.Cancel(context.Background(), provider.Ref{ID: id})
@@ -68,7 +69,7 @@ func TestLumaExample(t *testing.T) {
 func TestKlingExample(t *testing.T) {
 	t.Parallel()
 	const id = "CjhMkGdnKsgAAAAAAMs0Xw"
-	f := newFake(t, map[string]reply{"POST /v1/videos/image2video": ok(t, "kling/submitted.json")})
+	f := providertest.NewServer(t, map[string]providertest.Reply{"POST /v1/videos/image2video": ok(t, "kling/submitted.json")})
 	a := exampleAdapter(t, "kling", f, "ak-test:sk-test")
 	now := time.Now()
 	a.SetNow(func() time.Time { return now })
@@ -76,7 +77,7 @@ func TestKlingExample(t *testing.T) {
 	st, err := a.Submit(context.Background(), provider.SubmitRequest{Model: "image2video:kling-v2-1-master", Input: json.RawMessage(`{"prompt":"a kite","image":"https://example.com/k.png"}`)})
 	require.NoError(t, err)
 	require.Equal(t, id, st.RemoteID)
-	req := f.last()
+	req := f.Last()
 	require.JSONEq(t, `{"model_name":"kling-v2-1-master","prompt":"a kite","image":"https://example.com/k.png"}`, string(req.Body))
 	checkKlingJWT(t, req.Header.Get("Authorization"), now)
 
@@ -95,16 +96,16 @@ func TestKlingExample(t *testing.T) {
 			require.Equal(t, "Failure to pass the risk control system", st.Reason)
 		}},
 	})
-	require.Equal(t, "/v1/videos/text2video/"+id, f.last().Path, "a bare model uses the default endpoint")
+	require.Equal(t, "/v1/videos/text2video/"+id, f.Last().Path, "a bare model uses the default endpoint")
 
-	f.set("GET /v1/videos/text2video/"+id, reply{status: 429, body: fixture(t, "kling/throttled.json")})
+	f.Set("GET /v1/videos/text2video/"+id, providertest.Reply{Status: 429, Body: fixture(t, "kling/throttled.json")})
 	_, err = a.Status(context.Background(), provider.Ref{ID: id, Model: "kling-v2-1-master"})
 	require.Equal(t, provider.RateLimited, provider.ClassOf(err))
 	require.Contains(t, err.Error(), "Parallel task over resource pack limit")
-	f.set("GET /v1/videos/text2video/"+id, reply{status: 401, body: fixture(t, "kling/unauthorized.json")})
+	f.Set("GET /v1/videos/text2video/"+id, providertest.Reply{Status: 401, Body: fixture(t, "kling/unauthorized.json")})
 	_, err = a.Status(context.Background(), provider.Ref{ID: id, Model: "kling-v2-1-master"})
 	require.Equal(t, provider.Auth, provider.ClassOf(err))
-	f.set("GET /v1/videos/text2video/"+id, reply{status: 200, body: fixture(t, "kling/unauthorized.json")})
+	f.Set("GET /v1/videos/text2video/"+id, providertest.Reply{Status: 200, Body: fixture(t, "kling/unauthorized.json")})
 	_, err = a.Status(context.Background(), provider.Ref{ID: id, Model: "kling-v2-1-master"})
 	require.Error(t, err, "a 200 whose code is not 0 is an error, not a status")
 	require.NotContains(t, err.Error(), "sk-test")
@@ -138,7 +139,7 @@ func checkKlingJWT(t *testing.T, auth string, now time.Time) {
 func TestMiniMaxExample(t *testing.T) {
 	t.Parallel()
 	const id, fileID = "106916112212032", "205258526306433"
-	f := newFake(t, map[string]reply{
+	f := providertest.NewServer(t, map[string]providertest.Reply{
 		"POST /v1/video_generation": ok(t, "minimax/submit.json"),
 		"GET /v1/files/retrieve":    ok(t, "minimax/retrieve.json"),
 	})
@@ -148,7 +149,7 @@ func TestMiniMaxExample(t *testing.T) {
 	st, err := a.Submit(context.Background(), provider.SubmitRequest{Model: "MiniMax-Hailuo-02", Input: json.RawMessage(`{"prompt":"a kite","duration":6}`)})
 	require.NoError(t, err)
 	require.Equal(t, id, st.RemoteID)
-	require.JSONEq(t, `{"model":"MiniMax-Hailuo-02","prompt":"a kite","duration":6}`, string(f.last().Body))
+	require.JSONEq(t, `{"model":"MiniMax-Hailuo-02","prompt":"a kite","duration":6}`, string(f.Last().Body))
 
 	ref := provider.Ref{ID: id, Model: "MiniMax-Hailuo-02"}
 	runStates(t, f, a, "GET /v1/query/video_generation", ref, []stateCase{
@@ -161,12 +162,12 @@ func TestMiniMaxExample(t *testing.T) {
 		{"minimax/success.json", state.Succeeded, "Success", func(t *testing.T, st provider.Status) {
 			require.Equal(t, []string{"https://public-cdn-video-data-algeng.oss-cn-wulanchabu.aliyuncs.com/inference_output/video/2026-11-29/kite.mp4"}, st.Outputs)
 			require.True(t, st.OutputsExpireAt.IsZero(), "the download URL's lifetime is not documented")
-			retrieve := f.last()
+			retrieve := f.Last()
 			require.Equal(t, "/v1/files/retrieve", retrieve.Path)
 			require.Equal(t, "file_id="+fileID, retrieve.RawQuery, "the follow-up takes the file_id of the status answer")
 		}},
 	})
-	for _, r := range f.all() {
+	for _, r := range f.Requests() {
 		if r.Path == "/v1/query/video_generation" {
 			require.Equal(t, "task_id="+id, r.RawQuery)
 		}
@@ -184,23 +185,23 @@ func TestMiniMaxExample(t *testing.T) {
 		{"minimax/sensitive_input.json", provider.Invalid, "input new_sensitive (code 1026)"},
 	}
 	for _, tt := range tests {
-		f.set("POST /v1/video_generation", ok(t, tt.file))
+		f.Set("POST /v1/video_generation", ok(t, tt.file))
 		_, err := a.Submit(context.Background(), provider.SubmitRequest{Model: "MiniMax-Hailuo-02"})
 		require.Equal(t, tt.class, provider.ClassOf(err), tt.file)
 		require.Equal(t, tt.msg, provider.MessageOf(err))
 	}
-	f.set("GET /v1/query/video_generation", ok(t, "minimax/sensitive_output.json"))
+	f.Set("GET /v1/query/video_generation", ok(t, "minimax/sensitive_output.json"))
 	st, err = a.Status(context.Background(), ref)
 	require.NoError(t, err)
 	require.Equal(t, state.Failed, st.State, "1027 at status is a failed job")
 	require.Equal(t, "output new_sensitive (code 1027)", st.Reason)
 
 	// A follow-up failure is not a success without outputs.
-	f.set("GET /v1/query/video_generation", ok(t, "minimax/success.json"))
-	f.set("GET /v1/files/retrieve", reply{status: 502})
+	f.Set("GET /v1/query/video_generation", ok(t, "minimax/success.json"))
+	f.Set("GET /v1/files/retrieve", providertest.Reply{Status: 502})
 	_, err = a.Status(context.Background(), ref)
 	require.Equal(t, provider.Transient, provider.ClassOf(err))
-	f.set("GET /v1/query/video_generation", reply{status: 200, body: []byte(`{"task_id":"1","status":"Success","base_resp":{"status_code":0}}`)})
+	f.Set("GET /v1/query/video_generation", providertest.Reply{Status: 200, Body: []byte(`{"task_id":"1","status":"Success","base_resp":{"status_code":0}}`)})
 	_, err = a.Status(context.Background(), ref)
 	require.ErrorContains(t, err, "no file_id")
 }
@@ -209,7 +210,7 @@ func TestSeedanceExample(t *testing.T) {
 	t.Parallel()
 	const id = "cgt-20261129100000-68d9t"
 	taskPath := "/api/v3/contents/generations/tasks/" + id
-	f := newFake(t, map[string]reply{"POST /api/v3/contents/generations/tasks": ok(t, "seedance/create.json")})
+	f := providertest.NewServer(t, map[string]providertest.Reply{"POST /api/v3/contents/generations/tasks": ok(t, "seedance/create.json")})
 	a := exampleAdapter(t, "seedance", f, "ark-test-key")
 	require.True(t, a.Info().Cancel)
 
@@ -217,7 +218,7 @@ func TestSeedanceExample(t *testing.T) {
 		Input: json.RawMessage(`{"content":[{"type":"text","text":"a kite --duration 5"}]}`)})
 	require.NoError(t, err)
 	require.Equal(t, id, st.RemoteID)
-	require.JSONEq(t, `{"model":"seedance-1-0-pro-250528","content":[{"type":"text","text":"a kite --duration 5"}]}`, string(f.last().Body))
+	require.JSONEq(t, `{"model":"seedance-1-0-pro-250528","content":[{"type":"text","text":"a kite --duration 5"}]}`, string(f.Last().Body))
 
 	ref := provider.Ref{ID: id, Model: "seedance-1-0-pro-250528"}
 	runStates(t, f, a, "GET "+taskPath, ref, []stateCase{
@@ -237,19 +238,19 @@ func TestSeedanceExample(t *testing.T) {
 	})
 
 	// Cancel deletes a queued task, and never a finished one.
-	f.set("GET "+taskPath, ok(t, "seedance/queued.json"))
-	f.set("DELETE "+taskPath, reply{status: 200, body: []byte(`{}`)})
+	f.Set("GET "+taskPath, ok(t, "seedance/queued.json"))
+	f.Set("DELETE "+taskPath, providertest.Reply{Status: 200, Body: []byte(`{}`)})
 	st, err = a.Cancel(context.Background(), ref)
 	require.NoError(t, err)
 	require.Equal(t, state.Canceled, st.State)
-	require.Equal(t, http.MethodDelete, f.last().Method)
-	f.set("GET "+taskPath, ok(t, "seedance/succeeded.json"))
+	require.Equal(t, http.MethodDelete, f.Last().Method)
+	f.Set("GET "+taskPath, ok(t, "seedance/succeeded.json"))
 	st, err = a.Cancel(context.Background(), ref)
 	require.NoError(t, err)
 	require.Equal(t, state.Succeeded, st.State)
-	require.Equal(t, http.MethodGet, f.last().Method, "no DELETE of a finished task")
+	require.Equal(t, http.MethodGet, f.Last().Method, "no DELETE of a finished task")
 
-	f.set("POST /api/v3/contents/generations/tasks", reply{status: 400, body: fixture(t, "seedance/invalid.json")})
+	f.Set("POST /api/v3/contents/generations/tasks", providertest.Reply{Status: 400, Body: fixture(t, "seedance/invalid.json")})
 	_, err = a.Submit(context.Background(), provider.SubmitRequest{Model: "seedance-1-0-pro-250528"})
 	require.Equal(t, provider.Invalid, provider.ClassOf(err))
 	require.Contains(t, err.Error(), "`content` specified in the request is not valid")
@@ -258,7 +259,7 @@ func TestSeedanceExample(t *testing.T) {
 func TestWanExample(t *testing.T) {
 	t.Parallel()
 	const id = "0385dc79-5ff8-4d82-bcb6-2f8c4b1a9e07"
-	f := newFake(t, map[string]reply{"POST /api/v1/services/aigc/video-generation/video-synthesis": ok(t, "wan/create.json")})
+	f := providertest.NewServer(t, map[string]providertest.Reply{"POST /api/v1/services/aigc/video-generation/video-synthesis": ok(t, "wan/create.json")})
 	a := exampleAdapter(t, "wan", f, "sk-dashscope-test")
 	now := time.Date(2026, 11, 29, 10, 5, 0, 0, time.UTC)
 	a.SetNow(func() time.Time { return now })
@@ -268,7 +269,7 @@ func TestWanExample(t *testing.T) {
 		Input: json.RawMessage(`{"input":{"prompt":"a kite"},"parameters":{"size":"1280*720"}}`)})
 	require.NoError(t, err)
 	require.Equal(t, id, st.RemoteID)
-	req := f.last()
+	req := f.Last()
 	require.Equal(t, "enable", req.Header.Get("X-DashScope-Async"))
 	require.Equal(t, "Bearer sk-dashscope-test", req.Header.Get("Authorization"))
 	require.JSONEq(t, `{"model":"wan2.2-t2v-plus","input":{"prompt":"a kite"},"parameters":{"size":"1280*720"}}`, string(req.Body))
@@ -286,9 +287,9 @@ func TestWanExample(t *testing.T) {
 		}},
 		{"wan/canceled.json", state.Canceled, "CANCELED", nil},
 	})
-	require.Empty(t, f.last().Header.Get("X-DashScope-Async"), "the async header is for submit only")
+	require.Empty(t, f.Last().Header.Get("X-DashScope-Async"), "the async header is for submit only")
 
-	f.set("GET /api/v1/tasks/"+id, ok(t, "wan/unknown.json"))
+	f.Set("GET /api/v1/tasks/"+id, ok(t, "wan/unknown.json"))
 	_, err = a.Status(context.Background(), ref)
 	require.Equal(t, provider.NotFound, provider.ClassOf(err), "UNKNOWN: no such task, or expired: reconcile")
 
@@ -300,7 +301,7 @@ func TestWanExample(t *testing.T) {
 		401: {"wan/invalid_api_key.json", provider.Auth},
 		400: {"wan/invalid_parameter.json", provider.Invalid},
 	} {
-		f.set("POST /api/v1/services/aigc/video-generation/video-synthesis", reply{status: status, body: fixture(t, tt.file)})
+		f.Set("POST /api/v1/services/aigc/video-generation/video-synthesis", providertest.Reply{Status: status, Body: fixture(t, tt.file)})
 		_, err := a.Submit(context.Background(), provider.SubmitRequest{Model: "wan2.2-t2v-plus"})
 		require.Equal(t, tt.class, provider.ClassOf(err), tt.file)
 		require.NotEmpty(t, provider.MessageOf(err))
@@ -312,7 +313,7 @@ func TestOpenAIVideoExample(t *testing.T) {
 	const id = "video_68d7512d07848190b3e45da0ecbebcde0b7a9a7e4d2a35f6"
 	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw" // Standard Webhooks vector A's
 	videoPath := "/v1/videos/" + id
-	f := newFake(t, map[string]reply{"POST /v1/videos": ok(t, "openai/queued.json")})
+	f := providertest.NewServer(t, map[string]providertest.Reply{"POST /v1/videos": ok(t, "openai/queued.json")})
 	a, err := generic.NewAdapter(provider.Config{Route: "openai", Kind: generic.Kind, BaseURL: f.URL + "/v1",
 		Token: "sk-test", WebhookSecret: secret, Options: loadExample(t, "openai")})
 	require.NoError(t, err)
@@ -328,9 +329,9 @@ func TestOpenAIVideoExample(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, id, st.RemoteID)
 	require.Equal(t, state.Queued, st.State)
-	require.Equal(t, "Bearer sk-test", f.last().Header.Get("Authorization"))
-	require.Empty(t, f.last().Header.Get("Idempotency-Key"))
-	require.JSONEq(t, `{"model":"sora-2","prompt":"a red kite over the sea","seconds":"8"}`, string(f.last().Body))
+	require.Equal(t, "Bearer sk-test", f.Last().Header.Get("Authorization"))
+	require.Empty(t, f.Last().Header.Get("Idempotency-Key"))
+	require.JSONEq(t, `{"model":"sora-2","prompt":"a red kite over the sea","seconds":"8"}`, string(f.Last().Body))
 
 	ref := provider.Ref{ID: id, Model: "sora-2"}
 	runStates(t, f, a, "GET "+videoPath, ref, []stateCase{
@@ -350,23 +351,23 @@ func TestOpenAIVideoExample(t *testing.T) {
 	})
 
 	// openai-poll-after-ms on a status answer is the next poll's floor.
-	f.set("GET "+videoPath, reply{status: 200, header: http.Header{"Openai-Poll-After-Ms": {"2500"}}, body: fixture(t, "openai/in_progress.json")})
+	f.Set("GET "+videoPath, providertest.Reply{Status: 200, Header: http.Header{"Openai-Poll-After-Ms": {"2500"}}, Body: fixture(t, "openai/in_progress.json")})
 	st, err = a.Status(context.Background(), ref)
 	require.NoError(t, err)
 	require.Equal(t, 2500*time.Millisecond, st.PollAfter)
 
 	// Read after expires_at, a completed video's assets are gone.
-	f.set("GET "+videoPath, ok(t, "openai/completed.json"))
+	f.Set("GET "+videoPath, ok(t, "openai/completed.json"))
 	now = expires
 	st, err = a.Status(context.Background(), ref)
 	require.NoError(t, err)
 	require.Equal(t, state.Expired, st.State)
 	require.Empty(t, st.Outputs)
 
-	f.set("GET "+videoPath, reply{status: 404, body: fixture(t, "openai/not_found.json")})
+	f.Set("GET "+videoPath, providertest.Reply{Status: 404, Body: fixture(t, "openai/not_found.json")})
 	_, err = a.Status(context.Background(), ref)
 	require.Equal(t, provider.NotFound, provider.ClassOf(err))
-	f.set("GET "+videoPath, reply{status: 429, header: http.Header{"Retry-After-Ms": {"1500"}}, body: fixture(t, "openai/rate_limited.json")})
+	f.Set("GET "+videoPath, providertest.Reply{Status: 429, Header: http.Header{"Retry-After-Ms": {"1500"}}, Body: fixture(t, "openai/rate_limited.json")})
 	_, err = a.Status(context.Background(), ref)
 	require.Equal(t, provider.RateLimited, provider.ClassOf(err))
 	require.Equal(t, 1500*time.Millisecond, provider.RetryAfterOf(err))
@@ -408,12 +409,12 @@ func TestOpenAIVideoExample(t *testing.T) {
 }
 
 // runStates serves each case's sample at key and checks the status read.
-func runStates(t *testing.T, f *fake, a interface {
+func runStates(t *testing.T, f *providertest.Server, a interface {
 	Status(context.Context, provider.Ref) (provider.Status, error)
 }, key string, ref provider.Ref, cases []stateCase) {
 	t.Helper()
 	for _, c := range cases {
-		f.set(key, ok(t, c.file))
+		f.Set(key, ok(t, c.file))
 		st, err := a.Status(context.Background(), ref)
 		require.NoError(t, err, c.file)
 		require.Equal(t, c.state, st.State, c.file)

@@ -2,12 +2,8 @@ package generic_test
 
 import (
 	"encoding/json"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -15,72 +11,8 @@ import (
 
 	"github.com/pollux-dev/pollux/pkg/provider"
 	"github.com/pollux-dev/pollux/pkg/provider/generic"
+	"github.com/pollux-dev/pollux/pkg/provider/providertest"
 )
-
-// reply is one canned answer.
-type reply struct {
-	status int
-	header http.Header
-	body   []byte
-}
-
-type recorded struct {
-	Method, Path, RawQuery string
-	Header                 http.Header
-	Body                   []byte
-}
-
-// fake is an httptest server answering by "METHOD /path" from a table
-// ("*" for anything else) and recording what it saw; an unlisted request
-// gets a 500. The table may be changed between calls with set.
-type fake struct {
-	*httptest.Server
-	mu       sync.Mutex
-	table    map[string]reply
-	requests []*recorded
-}
-
-func newFake(t *testing.T, table map[string]reply) *fake {
-	t.Helper()
-	f := &fake{table: table}
-	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		f.mu.Lock()
-		f.requests = append(f.requests, &recorded{Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery, Header: r.Header.Clone(), Body: body})
-		rep, ok := f.table[r.Method+" "+r.URL.Path]
-		if !ok {
-			rep, ok = f.table["*"]
-		}
-		f.mu.Unlock()
-		if !ok {
-			rep = reply{status: 500, body: []byte(`{"error":"unexpected request"}`)}
-		}
-		for k, v := range rep.header {
-			w.Header()[k] = v
-		}
-		w.WriteHeader(rep.status)
-		_, _ = w.Write(rep.body)
-	}))
-	t.Cleanup(f.Close)
-	return f
-}
-
-func (f *fake) set(key string, r reply) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.table[key] = r
-}
-
-func (f *fake) all() []*recorded {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]*recorded(nil), f.requests...)
-}
-
-func (f *fake) last() *recorded {
-	all := f.all()
-	return all[len(all)-1]
-}
 
 func fixture(t testing.TB, name string) []byte {
 	t.Helper()
@@ -89,7 +21,9 @@ func fixture(t testing.TB, name string) []byte {
 	return b
 }
 
-func ok(t testing.TB, name string) reply { return reply{status: 200, body: fixture(t, name)} }
+func ok(t testing.TB, name string) providertest.Reply {
+	return providertest.Reply{Status: 200, Body: fixture(t, name)}
+}
 
 // example is an example route fragment: the part of a Pollux route the
 // adapter reads.
@@ -120,7 +54,7 @@ func loadExample(t testing.TB, name string) json.RawMessage {
 
 // exampleAdapter builds the example's adapter pointed at the fake: the
 // example's base_url with the fake's scheme and host, its path kept.
-func exampleAdapter(t *testing.T, name string, f *fake, token string) *generic.Adapter {
+func exampleAdapter(t *testing.T, name string, f *providertest.Server, token string) *generic.Adapter {
 	t.Helper()
 	opts := loadExample(t, name)
 	var o struct {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/pollux-dev/pollux/pkg/provider"
 	"github.com/pollux-dev/pollux/pkg/provider/generic"
+	"github.com/pollux-dev/pollux/pkg/provider/providertest"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
@@ -34,7 +34,7 @@ func baseOptions() map[string]any {
 	}
 }
 
-func newGeneric(t *testing.T, f *fake, opts map[string]any, token string) *generic.Adapter {
+func newGeneric(t *testing.T, f *providertest.Server, opts map[string]any, token string) *generic.Adapter {
 	t.Helper()
 	raw, err := json.Marshal(opts)
 	require.NoError(t, err)
@@ -43,7 +43,7 @@ func newGeneric(t *testing.T, f *fake, opts map[string]any, token string) *gener
 	return a
 }
 
-func body(s string) reply { return reply{status: 200, body: []byte(s)} }
+func body(s string) providertest.Reply { return providertest.Reply{Status: 200, Body: []byte(s)} }
 
 func TestStatusMapsEveryConfiguredState(t *testing.T) {
 	t.Parallel()
@@ -81,7 +81,7 @@ func TestStatusMapsEveryConfiguredState(t *testing.T) {
 		{`{"state":"lost"}`, "", ptr(provider.NotFound), nil},
 	}
 	for _, tt := range tests {
-		f := newFake(t, map[string]reply{"GET /jobs/j-1": body(tt.answer)})
+		f := providertest.NewServer(t, map[string]providertest.Reply{"GET /jobs/j-1": body(tt.answer)})
 		st, err := newGeneric(t, f, baseOptions(), "tok").Status(context.Background(), provider.Ref{ID: "j-1"})
 		if tt.class != nil {
 			require.Equal(t, *tt.class, provider.ClassOf(err), tt.answer)
@@ -98,15 +98,15 @@ func TestStatusMapsEveryConfiguredState(t *testing.T) {
 
 func TestSubmitBody(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, map[string]reply{"*": body(`{"job":{"id":"j-1"}}`)})
+	f := providertest.NewServer(t, map[string]providertest.Reply{"*": body(`{"job":{"id":"j-1"}}`)})
 	opts := baseOptions()
 	a := newGeneric(t, f, opts, "tok")
 	st, err := a.Submit(context.Background(), provider.SubmitRequest{Model: "m-1", Input: json.RawMessage(`{"prompt":"p"}`)})
 	require.NoError(t, err)
 	require.Equal(t, "j-1", st.RemoteID)
 	require.Equal(t, state.Queued, st.State)
-	require.JSONEq(t, `{"model":"m-1","prompt":"p"}`, string(f.last().Body))
-	require.Equal(t, "Bearer tok", f.last().Header.Get("Authorization"))
+	require.JSONEq(t, `{"model":"m-1","prompt":"p"}`, string(f.Last().Body))
+	require.Equal(t, "Bearer tok", f.Last().Header.Get("Authorization"))
 
 	_, err = a.Submit(context.Background(), provider.SubmitRequest{Model: "m-1", Input: json.RawMessage(`{"model":"m-2"}`)})
 	require.Equal(t, provider.Invalid, provider.ClassOf(err), "the input may not name another model")
@@ -118,18 +118,18 @@ func TestSubmitBody(t *testing.T) {
 	a = newGeneric(t, f, opts, "tok")
 	_, err = a.Submit(context.Background(), provider.SubmitRequest{Model: "m-1", Input: json.RawMessage(`{"prompt":"p","version":"x"}`)})
 	require.NoError(t, err)
-	require.Equal(t, "/v2/predict/m-1", f.last().Path)
-	require.JSONEq(t, `{"input":{"prompt":"p","version":"x"},"version":"m-1"}`, string(f.last().Body), "the model sits beside the input")
+	require.Equal(t, "/v2/predict/m-1", f.Last().Path)
+	require.JSONEq(t, `{"input":{"prompt":"p","version":"x"},"version":"m-1"}`, string(f.Last().Body), "the model sits beside the input")
 	_, err = a.Submit(context.Background(), provider.SubmitRequest{Model: "other:m-1"})
 	require.NoError(t, err)
-	require.Equal(t, "/v2/other/m-1", f.last().Path)
+	require.Equal(t, "/v2/other/m-1", f.Last().Path)
 }
 
 // A signed callback with a URL field gets the job's webhook URL in the
 // submit body, as an unsigned one does.
 func TestSignedCallbackURLField(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, map[string]reply{"*": body(`{"job":{"id":"j-1"}}`)})
+	f := providertest.NewServer(t, map[string]providertest.Reply{"*": body(`{"job":{"id":"j-1"}}`)})
 	opts := baseOptions()
 	opts["callback"] = map[string]any{"signature": "standard_webhooks", "id_path": "data.id", "url_field": "webhook_url"}
 	raw, err := json.Marshal(opts)
@@ -139,7 +139,7 @@ func TestSignedCallbackURLField(t *testing.T) {
 	require.NoError(t, err)
 	_, err = a.Submit(context.Background(), provider.SubmitRequest{Model: "m-1", WebhookURL: "https://hooks.example/w?job=j"})
 	require.NoError(t, err)
-	require.JSONEq(t, `{"model":"m-1","webhook_url":"https://hooks.example/w?job=j"}`, string(f.last().Body))
+	require.JSONEq(t, `{"model":"m-1","webhook_url":"https://hooks.example/w?job=j"}`, string(f.Last().Body))
 	_, err = generic.NewAdapter(provider.Config{Route: "g", Kind: generic.Kind, BaseURL: f.URL, Token: "tok",
 		WebhookSecret: "whsec_short", Options: raw})
 	require.ErrorContains(t, err, "webhook secret")
@@ -147,7 +147,7 @@ func TestSignedCallbackURLField(t *testing.T) {
 
 func TestSubmitRefusesWithoutACall(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, nil)
+	f := providertest.NewServer(t, nil)
 	a := newGeneric(t, f, baseOptions(), "tok")
 	for _, tt := range []struct{ model, input string }{
 		{"", `{}`}, {"../etc", `{}`}, {"a/b", `{}`}, {"m?x=1", `{}`}, {"m-1", `[]`}, {"m-1", `"s"`}, {"m-1", `{`},
@@ -155,17 +155,17 @@ func TestSubmitRefusesWithoutACall(t *testing.T) {
 		_, err := a.Submit(context.Background(), provider.SubmitRequest{Model: tt.model, Input: json.RawMessage(tt.input)})
 		require.Equal(t, provider.Invalid, provider.ClassOf(err), "%+v", tt)
 	}
-	require.Empty(t, f.all())
+	require.Empty(t, f.Requests())
 }
 
 func TestSubmitWithoutAnIDIsNotASuccess(t *testing.T) {
 	t.Parallel()
 	for _, answer := range []string{`{}`, `{"job":{"id":""}}`, `{"job":{"id":"../x"}}`, `{"job":{"id":{"x":1}}}`, `not json`} {
-		f := newFake(t, map[string]reply{"*": body(answer)})
+		f := providertest.NewServer(t, map[string]providertest.Reply{"*": body(answer)})
 		_, err := newGeneric(t, f, baseOptions(), "tok").Submit(context.Background(), provider.SubmitRequest{Model: "m-1"})
 		require.Equal(t, provider.Transient, provider.ClassOf(err), answer)
 	}
-	f := newFake(t, map[string]reply{"*": body(`{"job":{"id":12345}}`)})
+	f := providertest.NewServer(t, map[string]providertest.Reply{"*": body(`{"job":{"id":12345}}`)})
 	st, err := newGeneric(t, f, baseOptions(), "tok").Submit(context.Background(), provider.SubmitRequest{Model: "m-1"})
 	require.NoError(t, err)
 	require.Equal(t, "12345", st.RemoteID, "a numeric id is kept as written")
@@ -173,25 +173,25 @@ func TestSubmitWithoutAnIDIsNotASuccess(t *testing.T) {
 
 func TestPlaceholdersAreEscapedAndChecked(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, map[string]reply{"*": body(`{"state":"busy"}`)})
+	f := providertest.NewServer(t, map[string]providertest.Reply{"*": body(`{"state":"busy"}`)})
 	opts := baseOptions()
 	opts["status"].(map[string]any)["path"] = "/q/{model}?task_id={id}"
 	a := newGeneric(t, f, opts, "tok")
 	_, err := a.Status(context.Background(), provider.Ref{ID: "a:b.c-1", Model: "m.1"})
 	require.NoError(t, err)
-	require.Equal(t, "/q/m.1", f.last().Path)
-	require.Equal(t, "task_id=a%3Ab.c-1", f.last().RawQuery)
-	n := len(f.all())
+	require.Equal(t, "/q/m.1", f.Last().Path)
+	require.Equal(t, "task_id=a%3Ab.c-1", f.Last().RawQuery)
+	n := len(f.Requests())
 	for _, id := range []string{"", "../x", "a/b", "a?b=1", "a&b=1", "a#b", "a b", ".hidden"} {
 		_, err := a.Status(context.Background(), provider.Ref{ID: id, Model: "m.1"})
 		require.Equal(t, provider.Invalid, provider.ClassOf(err), id)
 	}
-	require.Len(t, f.all(), n, "no call for a bad id")
+	require.Len(t, f.Requests(), n, "no call for a bad id")
 }
 
 func TestHTTP404(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, map[string]reply{"*": {status: 404, body: []byte(`{"message":"no such job"}`)}})
+	f := providertest.NewServer(t, map[string]providertest.Reply{"*": {Status: 404, Body: []byte(`{"message":"no such job"}`)}})
 	_, err := newGeneric(t, f, baseOptions(), "tok").Status(context.Background(), provider.Ref{ID: "j-1"})
 	require.Equal(t, provider.NotFound, provider.ClassOf(err), "default: reconcile")
 
@@ -204,7 +204,7 @@ func TestHTTP404(t *testing.T) {
 
 func TestCacheBusterAndHeaders(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, map[string]reply{"*": body(`{"state":"busy"}`)})
+	f := providertest.NewServer(t, map[string]providertest.Reply{"*": body(`{"state":"busy"}`)})
 	opts := baseOptions()
 	opts["status"].(map[string]any)["cache_buster"] = "t"
 	opts["headers"] = map[string]string{"X-Client": "pollux"}
@@ -214,7 +214,7 @@ func TestCacheBusterAndHeaders(t *testing.T) {
 	a.SetNow(func() time.Time { return at })
 	_, err := a.Status(context.Background(), provider.Ref{ID: "j-1"})
 	require.NoError(t, err)
-	req := f.last()
+	req := f.Last()
 	require.Equal(t, "t=1796032800000000005", req.RawQuery)
 	require.Equal(t, "pollux", req.Header.Get("X-Client"))
 	require.Equal(t, "tok", req.Header.Get("X-API-Key"))
@@ -237,7 +237,7 @@ func TestTimeFormatsAndExpiry(t *testing.T) {
 		opts := baseOptions()
 		opts["status"].(map[string]any)["time_format"] = tt.format
 		opts["outputs_ttl"] = "24h"
-		f := newFake(t, map[string]reply{"*": body(`{"state":"ok","out":[{"url":"https://cdn.example/a.mp4"}],"times":{"created":` + tt.created + `,"done":` + tt.done + `}}`)})
+		f := providertest.NewServer(t, map[string]providertest.Reply{"*": body(`{"state":"ok","out":[{"url":"https://cdn.example/a.mp4"}],"times":{"created":` + tt.created + `,"done":` + tt.done + `}}`)})
 		st, err := newGeneric(t, f, opts, "tok").Status(context.Background(), provider.Ref{ID: "j-1"})
 		require.NoError(t, err, tt.format)
 		require.Equal(t, created, st.CreatedAt, tt.format)
@@ -248,12 +248,12 @@ func TestTimeFormatsAndExpiry(t *testing.T) {
 	// Without a completion time, from creation; without either, from now.
 	opts := baseOptions()
 	opts["outputs_ttl"] = "1h"
-	f := newFake(t, map[string]reply{"*": body(`{"state":"ok","out":[{"url":"https://cdn.example/a.mp4"}],"times":{"created":"2026-11-29T10:00:00Z","done":"yesterday"}}`)})
+	f := providertest.NewServer(t, map[string]providertest.Reply{"*": body(`{"state":"ok","out":[{"url":"https://cdn.example/a.mp4"}],"times":{"created":"2026-11-29T10:00:00Z","done":"yesterday"}}`)})
 	st, err := newGeneric(t, f, opts, "tok").Status(context.Background(), provider.Ref{ID: "j-1"})
 	require.NoError(t, err)
 	require.True(t, st.CompletedAt.IsZero(), "an unreadable time is left out")
 	require.Equal(t, created.Add(time.Hour), st.OutputsExpireAt)
-	f.set("*", body(`{"state":"ok","out":[{"url":"https://cdn.example/a.mp4"}],"times":{"created":0}}`))
+	f.Set("*", body(`{"state":"ok","out":[{"url":"https://cdn.example/a.mp4"}],"times":{"created":0}}`))
 	a := newGeneric(t, f, opts, "tok")
 	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	a.SetNow(func() time.Time { return now })
@@ -281,7 +281,7 @@ func TestBodyErrors(t *testing.T) {
 		{`{"status_code":"7","status_msg":"as text"}`, provider.Invalid, true},
 	}
 	for _, tt := range tests {
-		f := newFake(t, map[string]reply{"*": body(tt.answer)})
+		f := providertest.NewServer(t, map[string]providertest.Reply{"*": body(tt.answer)})
 		a := newGeneric(t, f, opts, "tok")
 		st, err := a.Status(context.Background(), provider.Ref{ID: "j-1"})
 		if tt.failed {
@@ -293,7 +293,7 @@ func TestBodyErrors(t *testing.T) {
 		_, err = a.Submit(context.Background(), provider.SubmitRequest{Model: "m-1"})
 		require.Equal(t, tt.class, provider.ClassOf(err), "at submit: %s", tt.answer)
 	}
-	f := newFake(t, map[string]reply{"*": body(`{"status_code":0,"state":"busy"}`)})
+	f := providertest.NewServer(t, map[string]providertest.Reply{"*": body(`{"status_code":0,"state":"busy"}`)})
 	st, err := newGeneric(t, f, opts, "tok").Status(context.Background(), provider.Ref{ID: "j-1"})
 	require.NoError(t, err)
 	require.Equal(t, state.Running, st.State, "0 is the default success code")
@@ -302,7 +302,7 @@ func TestBodyErrors(t *testing.T) {
 func TestCancel(t *testing.T) {
 	t.Parallel()
 	opts := baseOptions()
-	f := newFake(t, map[string]reply{"GET /jobs/j-1": body(`{"state":"busy"}`), "POST /jobs/j-1/cancel": {status: 202}})
+	f := providertest.NewServer(t, map[string]providertest.Reply{"GET /jobs/j-1": body(`{"state":"busy"}`), "POST /jobs/j-1/cancel": {Status: 202}})
 	_, err := newGeneric(t, f, opts, "tok").Cancel(context.Background(), provider.Ref{ID: "j-1"})
 	require.ErrorIs(t, err, provider.ErrUnsupported, "no cancel configured")
 
@@ -312,70 +312,18 @@ func TestCancel(t *testing.T) {
 	st, err := a.Cancel(context.Background(), provider.Ref{ID: "j-1"})
 	require.NoError(t, err)
 	require.Equal(t, state.Unknown, st.State, "an answer that says nothing final: polling tells")
-	require.Equal(t, "/jobs/j-1/cancel", f.last().Path)
+	require.Equal(t, "/jobs/j-1/cancel", f.Last().Path)
 
-	f.set("GET /jobs/j-1", body(`{"state":"ok"}`))
+	f.Set("GET /jobs/j-1", body(`{"state":"ok"}`))
 	st, err = a.Cancel(context.Background(), provider.Ref{ID: "j-1"})
 	require.NoError(t, err)
 	require.Equal(t, state.Succeeded, st.State)
-	require.Equal(t, http.MethodGet, f.last().Method, "a finished job is left alone")
+	require.Equal(t, http.MethodGet, f.Last().Method, "a finished job is left alone")
 
-	f.set("GET /jobs/j-1", body(`{"state":"busy"}`))
-	f.set("POST /jobs/j-1/cancel", reply{status: 409, body: []byte(`{"message":"already running"}`)})
+	f.Set("GET /jobs/j-1", body(`{"state":"busy"}`))
+	f.Set("POST /jobs/j-1/cancel", providertest.Reply{Status: 409, Body: []byte(`{"message":"already running"}`)})
 	_, err = a.Cancel(context.Background(), provider.Ref{ID: "j-1"})
 	require.Equal(t, provider.Transient, provider.ClassOf(err))
-}
-
-func TestErrorClasses(t *testing.T) {
-	t.Parallel()
-	big := make([]byte, 9<<20)
-	tests := []struct {
-		name       string
-		rep        reply
-		class      provider.Class
-		retryAfter time.Duration
-	}{
-		{"429", reply{429, http.Header{"Retry-After": {"9"}}, []byte(`{"message":"slow down"}`)}, provider.RateLimited, 9 * time.Second},
-		{"401", reply{401, nil, nil}, provider.Auth, 0},
-		{"403", reply{403, nil, nil}, provider.Auth, 0},
-		{"400", reply{400, nil, []byte(`{"message":"bad"}`)}, provider.Invalid, 0},
-		{"500", reply{500, nil, nil}, provider.Transient, 0},
-		{"503 + Retry-After", reply{503, http.Header{"Retry-After": {"2"}}, nil}, provider.RateLimited, 2 * time.Second},
-		{"malformed", body(`{"state":`), provider.Transient, 0},
-		{"oversized", reply{200, nil, big}, provider.Transient, 0},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			f := newFake(t, map[string]reply{"*": tt.rep})
-			_, err := newGeneric(t, f, baseOptions(), "secret-token").Status(context.Background(), provider.Ref{ID: "j-1"})
-			require.Equal(t, tt.class, provider.ClassOf(err), "%v", err)
-			require.Equal(t, tt.retryAfter, provider.RetryAfterOf(err))
-			require.NotContains(t, err.Error(), "secret-token")
-		})
-	}
-}
-
-func TestTimeoutIsTransient(t *testing.T) {
-	t.Parallel()
-	release := make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
-	}))
-	t.Cleanup(srv.Close)
-	defer close(release)
-	raw, err := json.Marshal(baseOptions())
-	require.NoError(t, err)
-	a, err := generic.NewAdapter(provider.Config{Route: "g", BaseURL: srv.URL, Token: "tok", Options: raw})
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	_, err = a.Status(ctx, provider.Ref{ID: "j-1"})
-	require.Equal(t, provider.Transient, provider.ClassOf(err))
-	require.True(t, provider.IsTimeout(err))
 }
 
 func TestNewRejectsBadOptions(t *testing.T) {
@@ -514,7 +462,7 @@ func TestStatusHints(t *testing.T) {
 	status := opts["status"].(map[string]any)
 	status["eta_path"], status["queue_position_path"] = "eta_s", "queue.pos"
 	for _, tt := range []struct {
-		answer    reply
+		answer    providertest.Reply
 		eta       time.Duration
 		pollAfter time.Duration
 		queue     *int
@@ -526,15 +474,55 @@ func TestStatusHints(t *testing.T) {
 		{answer: body(`{"state":"busy","eta_s":1e12}`)},
 		{answer: body(`{"state":"busy","eta_s":"soon"}`)},
 		{answer: body(`{"state":"ok","eta_s":30}`)}, // a finished job has no time left
-		{answer: reply{status: 200, header: http.Header{"Openai-Poll-After-Ms": {"2500"}}, body: []byte(`{"state":"busy"}`)}, pollAfter: 2500 * time.Millisecond},
-		{answer: reply{status: 202, header: http.Header{"Retry-After": {"7"}}, body: []byte(`{"state":"busy"}`)}, pollAfter: 7 * time.Second},
-		{answer: reply{status: 200, header: http.Header{"Retry-After": {"soon"}}, body: []byte(`{"state":"busy"}`)}},
+		{answer: providertest.Reply{Status: 200, Header: http.Header{"Openai-Poll-After-Ms": {"2500"}}, Body: []byte(`{"state":"busy"}`)}, pollAfter: 2500 * time.Millisecond},
+		{answer: providertest.Reply{Status: 202, Header: http.Header{"Retry-After": {"7"}}, Body: []byte(`{"state":"busy"}`)}, pollAfter: 7 * time.Second},
+		{answer: providertest.Reply{Status: 200, Header: http.Header{"Retry-After": {"soon"}}, Body: []byte(`{"state":"busy"}`)}},
 	} {
-		f := newFake(t, map[string]reply{"GET /jobs/j-1": tt.answer})
+		f := providertest.NewServer(t, map[string]providertest.Reply{"GET /jobs/j-1": tt.answer})
 		st, err := newGeneric(t, f, opts, "tok").Status(context.Background(), provider.Ref{ID: "j-1"})
-		require.NoError(t, err, string(tt.answer.body))
-		require.Equal(t, tt.eta, st.ETA, string(tt.answer.body))
-		require.Equal(t, tt.pollAfter, st.PollAfter, string(tt.answer.body))
-		require.Equal(t, tt.queue, st.QueuePosition, string(tt.answer.body))
+		require.NoError(t, err, string(tt.answer.Body))
+		require.Equal(t, tt.eta, st.ETA, string(tt.answer.Body))
+		require.Equal(t, tt.pollAfter, st.PollAfter, string(tt.answer.Body))
+		require.Equal(t, tt.queue, st.QueuePosition, string(tt.answer.Body))
 	}
+}
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	opts := baseOptions()
+	opts["cancel"] = map[string]any{"path": "/jobs/{id}/cancel"}
+	get, cancel := "GET /jobs/j-1", "POST /jobs/j-1/cancel"
+	providertest.Run(t, providertest.Harness{
+		New: func(t *testing.T, srv *providertest.Server) provider.Adapter {
+			return newGeneric(t, srv, opts, "secret-token")
+		},
+		Token:       "secret-token",
+		Submit:      provider.SubmitRequest{Model: "m-1", Input: json.RawMessage(`{"prompt":"p"}`)},
+		SubmitKey:   "POST /jobs",
+		SubmitReply: body(`{"job":{"id":"j-1"}}`),
+		SubmittedID: "j-1",
+		Ref:         provider.Ref{ID: "j-1"},
+		StatusKey:   get,
+		States: []providertest.StateCase{
+			{Name: "waiting", Reply: body(`{"state":"waiting"}`), State: state.Queued},
+			{Name: "busy", Reply: body(`{"state":"busy","pct":42}`), State: state.Running},
+			{Name: "ok", Reply: body(`{"state":"ok","out":[{"url":"https://cdn.example/a.mp4"}]}`), State: state.Succeeded},
+			{Name: "bad", Reply: body(`{"state":"bad","err":{"msg":"refused"}}`), State: state.Failed},
+			{Name: "stopped", Reply: body(`{"state":"stopped"}`), State: state.Canceled},
+			{Name: "gone", Reply: body(`{"state":"gone"}`), State: state.Expired},
+			{Name: "paused", Reply: body(`{"state":"paused"}`), State: state.Unknown},
+		},
+		NotFound: providertest.Reply{Status: 404, Body: []byte(`{"message":"no such job"}`)},
+		Errors: []providertest.ErrorCase{
+			{Name: "400", Reply: providertest.Reply{Status: 400, Body: []byte(`{"message":"bad"}`)}, Class: provider.Invalid, Message: "bad"},
+			{Name: "503 + Retry-After", Reply: providertest.Reply{Status: 503, Header: http.Header{"Retry-After": {"2"}}}, Class: provider.RateLimited, RetryAfter: 2 * time.Second},
+			{Name: "a state saying not found", Reply: body(`{"state":"lost"}`), Class: provider.NotFound},
+		},
+		BadIDs: []string{"a/b", "a&b=1", ".hidden"},
+		Cancels: []providertest.CancelCase{
+			{Name: "unfinished", Replies: map[string]providertest.Reply{get: body(`{"state":"busy"}`), cancel: {Status: 202}}, State: state.Unknown, Calls: []string{get, cancel}},
+			{Name: "finished is left alone", Replies: map[string]providertest.Reply{get: body(`{"state":"ok"}`)}, State: state.Succeeded, Calls: []string{get}},
+		},
+		PollAfter: true,
+	})
 }

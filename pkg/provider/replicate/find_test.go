@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pollux-dev/pollux/pkg/provider"
+	"github.com/pollux-dev/pollux/pkg/provider/providertest"
 	"github.com/pollux-dev/pollux/pkg/provider/replicate"
 	"github.com/pollux-dev/pollux/pkg/provider/sim"
 	"github.com/pollux-dev/pollux/pkg/state"
@@ -38,14 +39,14 @@ func listed(id, status, webhook string, created time.Time) map[string]any {
 // listFake serves pages of predictions, newest first, recording the
 // queries it was asked.
 type listFake struct {
-	*fake
+	*providertest.Server
 	mu      sync.Mutex
 	queries []url.Values
 }
 
 func newListFake(t *testing.T, pages func(f *listFake, q url.Values) (int, any)) *listFake {
 	lf := &listFake{}
-	lf.fake = newFake(t, func(r *http.Request) (int, http.Header, []byte) {
+	lf.Server = newFake(t, func(r *http.Request) (int, http.Header, []byte) {
 		lf.mu.Lock()
 		lf.queries = append(lf.queries, r.URL.Query())
 		lf.mu.Unlock()
@@ -112,7 +113,7 @@ func TestFindFoundOnALaterPage(t *testing.T) {
 	// The window is the attempt's, widened by the clocks' skew.
 	require.Equal(t, attempt.Add(-replicate.FindSkew).Format(time.RFC3339Nano), lf.queries[0].Get("created_after"))
 	require.Equal(t, attempt.Add(30*time.Second+replicate.FindSkew).Format(time.RFC3339Nano), lf.queries[0].Get("created_before"))
-	require.Equal(t, "Bearer r8_test", lf.last().Header.Get("Authorization"))
+	require.Equal(t, "Bearer r8_test", lf.Last().Header.Get("Authorization"))
 }
 
 func TestFindNotFound(t *testing.T) {
@@ -206,9 +207,7 @@ func TestFindErrorsAreClassified(t *testing.T) {
 	// The token goes with every call: a next page elsewhere is not asked.
 	elsewhere := newFake(t, func(*http.Request) (int, http.Header, []byte) { return 200, nil, []byte(`{"results":[]}`) })
 	t.Cleanup(func() {
-		elsewhere.mu.Lock()
-		defer elsewhere.mu.Unlock()
-		require.Empty(t, elsewhere.requests, "a next page on another origin was asked")
+		require.Empty(t, elsewhere.Requests(), "a next page on another origin was asked")
 	})
 	for name, c := range map[string]struct {
 		pages func(lf *listFake, q url.Values) (int, any)

@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"strconv"
 	"strings"
@@ -18,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pollux-dev/pollux/pkg/provider"
+	"github.com/pollux-dev/pollux/pkg/provider/providertest"
 	"github.com/pollux-dev/pollux/pkg/provider/replicate"
 	"github.com/pollux-dev/pollux/pkg/signature"
 	"github.com/pollux-dev/pollux/pkg/state"
@@ -32,43 +31,14 @@ func fixture(t *testing.T, name string) []byte {
 	return b
 }
 
-// fake is an httptest server answering with canned responses and recording
-// the requests it saw.
-type fake struct {
-	*httptest.Server
-	mu       sync.Mutex
-	requests []*recorded
-	reply    func(r *http.Request) (status int, header http.Header, body []byte)
-}
-
-type recorded struct {
-	Method, Path string
-	Header       http.Header
-	Body         []byte
-}
-
-func newFake(t *testing.T, reply func(r *http.Request) (int, http.Header, []byte)) *fake {
-	f := &fake{reply: reply}
-	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		f.mu.Lock()
-		f.requests = append(f.requests, &recorded{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body})
-		f.mu.Unlock()
-		status, h, b := f.reply(r)
-		for k, v := range h {
-			w.Header()[k] = v
-		}
-		w.WriteHeader(status)
-		_, _ = w.Write(b)
-	}))
-	t.Cleanup(f.Close)
+// newFake is a fake answering every request with what reply returns.
+func newFake(t *testing.T, reply func(r *http.Request) (int, http.Header, []byte)) *providertest.Server {
+	f := providertest.NewServer(t, nil)
+	f.HandleFunc("*", func(r *http.Request) providertest.Reply {
+		status, h, b := reply(r)
+		return providertest.Reply{Status: status, Header: h, Body: b}
+	})
 	return f
-}
-
-func (f *fake) last() *recorded {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.requests[len(f.requests)-1]
 }
 
 func newAdapter(t *testing.T, base, secret string) *replicate.Adapter {
@@ -92,7 +62,7 @@ func TestSubmitOnTheModelRoute(t *testing.T) {
 	require.Equal(t, state.Queued, st.State)
 	require.Equal(t, "starting", st.Raw)
 
-	req := f.last()
+	req := f.Last()
 	require.Equal(t, http.MethodPost, req.Method)
 	require.Equal(t, "/v1/models/minimax/video-01/predictions", req.Path)
 	require.Equal(t, "Bearer r8_test", req.Header.Get("Authorization"))
@@ -115,7 +85,7 @@ func TestSubmitWithAVersion(t *testing.T) {
 	for _, model := range []string{"owner/name:" + version, version} {
 		_, err := a.Submit(context.Background(), provider.SubmitRequest{Model: model, Input: json.RawMessage(`{}`)})
 		require.NoError(t, err)
-		req := f.last()
+		req := f.Last()
 		require.Equal(t, "/v1/predictions", req.Path)
 		var body map[string]any
 		require.NoError(t, json.Unmarshal(req.Body, &body))
@@ -133,52 +103,7 @@ func TestSubmitRefusesABadModelWithoutACall(t *testing.T) {
 		_, err := a.Submit(context.Background(), provider.SubmitRequest{Model: model, Input: json.RawMessage(`{}`)})
 		require.Equal(t, provider.Invalid, provider.ClassOf(err), model)
 	}
-	require.Empty(t, f.requests)
-}
-
-func TestStatusMapsEveryState(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		fixture string
-		state   state.State
-		check   func(*testing.T, provider.Status)
-	}{
-		{"starting.json", state.Queued, func(t *testing.T, st provider.Status) {
-			require.Equal(t, time.Date(2026, 11, 29, 10, 0, 0, 123456000, time.UTC), st.CreatedAt)
-			require.Nil(t, st.Progress)
-		}},
-		{"processing.json", state.Running, func(t *testing.T, st provider.Status) {
-			require.NotNil(t, st.Progress)
-			require.InDelta(t, 0.42, *st.Progress, 1e-9, "scraped from the last tqdm line")
-			require.Equal(t, time.Date(2026, 11, 29, 10, 0, 3, 500000000, time.UTC), st.StartedAt)
-		}},
-		{"succeeded.json", state.Succeeded, func(t *testing.T, st provider.Status) {
-			completed := time.Date(2026, 11, 29, 10, 1, 12, 250000000, time.UTC)
-			require.Equal(t, completed, st.CompletedAt)
-			require.Equal(t, []string{"https://replicate.delivery/xezq/abc123/output.mp4"}, st.Outputs)
-			require.Equal(t, completed.Add(time.Hour), st.OutputsExpireAt)
-		}},
-		{"failed.json", state.Failed, func(t *testing.T, st provider.Status) {
-			require.Contains(t, st.Reason, "flagged as sensitive")
-		}},
-		{"canceled.json", state.Canceled, nil},
-		{"aborted.json", state.Expired, func(t *testing.T, st provider.Status) {
-			require.Contains(t, st.Reason, "aborted")
-		}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.fixture, func(t *testing.T) {
-			t.Parallel()
-			f := newFake(t, func(*http.Request) (int, http.Header, []byte) { return 200, nil, fixture(t, tt.fixture) })
-			st, err := newAdapter(t, f.URL, "").Status(context.Background(), provider.Ref{ID: "ufawqhfynnddngldkgtslldrkq"})
-			require.NoError(t, err)
-			require.Equal(t, "/v1/predictions/ufawqhfynnddngldkgtslldrkq", f.last().Path)
-			require.Equal(t, tt.state, st.State)
-			if tt.check != nil {
-				tt.check(t, st)
-			}
-		})
-	}
+	require.Empty(t, f.Requests())
 }
 
 func TestUnknownStatusIsNeverTerminal(t *testing.T) {
@@ -190,81 +115,6 @@ func TestUnknownStatusIsNeverTerminal(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, state.Unknown, st.State)
 	require.Equal(t, "pondering", st.Raw)
-}
-
-func TestErrorClasses(t *testing.T) {
-	t.Parallel()
-	big := make([]byte, 9<<20)
-	tests := []struct {
-		name       string
-		status     int
-		header     http.Header
-		body       []byte
-		class      provider.Class
-		retryAfter time.Duration
-		message    string
-	}{
-		{"429 with the documented body only", 429, nil, fixture(t, "throttled.json"), provider.RateLimited, 30 * time.Second, "resets in ~30s"},
-		{"429 with Retry-After", 429, http.Header{"Retry-After": {"7"}}, fixture(t, "throttled.json"), provider.RateLimited, 7 * time.Second, ""},
-		{"401", 401, nil, fixture(t, "unauthenticated.json"), provider.Auth, 0, "valid authentication token"},
-		{"403", 403, nil, nil, provider.Auth, 0, ""},
-		{"422", 422, nil, fixture(t, "invalid_input.json"), provider.Invalid, 0, "input.prompt"},
-		{"404", 404, nil, fixture(t, "not_found.json"), provider.NotFound, 0, ""},
-		{"500", 500, nil, []byte("oops"), provider.Transient, 0, ""},
-		{"503 with Retry-After", 503, http.Header{"Retry-After": {"3"}}, nil, provider.RateLimited, 3 * time.Second, ""},
-		{"malformed JSON", 200, nil, []byte(`{"id":`), provider.Transient, 0, "malformed"},
-		{"no id", 200, nil, []byte(`{"status":"succeeded"}`), provider.Transient, 0, "without an id"},
-		{"oversized", 200, nil, big, provider.Transient, 0, "larger than"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			f := newFake(t, func(*http.Request) (int, http.Header, []byte) { return tt.status, tt.header, tt.body })
-			_, err := newAdapter(t, f.URL, "").Status(context.Background(), provider.Ref{ID: "x1"})
-			require.Error(t, err)
-			require.Equal(t, tt.class, provider.ClassOf(err), "%v", err)
-			require.Equal(t, tt.retryAfter, provider.RetryAfterOf(err))
-			require.Contains(t, err.Error(), tt.message)
-			require.NotContains(t, err.Error(), "r8_test", "the token never reaches an error")
-		})
-	}
-}
-
-func TestTimeoutIsTransient(t *testing.T) {
-	t.Parallel()
-	release := make(chan struct{})
-	f := newFake(t, func(r *http.Request) (int, http.Header, []byte) {
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
-		return 200, nil, nil
-	})
-	defer close(release)
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	_, err := newAdapter(t, f.URL, "").Status(ctx, provider.Ref{ID: "x1"})
-	require.Equal(t, provider.Transient, provider.ClassOf(err))
-	require.True(t, provider.IsTimeout(err))
-}
-
-func TestStatusRefusesAPathInTheRemoteID(t *testing.T) {
-	t.Parallel()
-	f := newFake(t, func(*http.Request) (int, http.Header, []byte) { return 200, nil, fixture(t, "starting.json") })
-	_, err := newAdapter(t, f.URL, "").Status(context.Background(), provider.Ref{ID: "../secret"})
-	require.Equal(t, provider.Invalid, provider.ClassOf(err))
-	require.Empty(t, f.requests)
-}
-
-func TestCancel(t *testing.T) {
-	t.Parallel()
-	f := newFake(t, func(*http.Request) (int, http.Header, []byte) { return 200, nil, fixture(t, "canceled.json") })
-	st, err := newAdapter(t, f.URL, "").Cancel(context.Background(), provider.Ref{ID: "ufawqhfynnddngldkgtslldrkq"})
-	require.NoError(t, err)
-	require.Equal(t, state.Canceled, st.State)
-	req := f.last()
-	require.Equal(t, http.MethodPost, req.Method)
-	require.Equal(t, "/v1/predictions/ufawqhfynnddngldkgtslldrkq/cancel", req.Path)
 }
 
 func signed(t *testing.T, secret, id string, ts time.Time, body []byte) http.Header {
@@ -437,13 +287,56 @@ func TestWebhookSecretNotFetchedWhileRateLimited(t *testing.T) {
 	require.Zero(t, fetches.Load(), "no call while the account is throttled")
 }
 
-// A Retry-After on a successful status answer is a hint for the next poll.
-func TestStatusPollAfterHint(t *testing.T) {
+func TestConformance(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, func(*http.Request) (int, http.Header, []byte) {
-		return 200, http.Header{"Retry-After": {"4"}}, fixture(t, "processing.json")
+	const id = "ufawqhfynnddngldkgtslldrkq"
+	ok := func(name string) providertest.Reply { return providertest.OK(fixture(t, name)) }
+	providertest.Run(t, providertest.Harness{
+		New:         func(t *testing.T, srv *providertest.Server) provider.Adapter { return newAdapter(t, srv.URL, "") },
+		Token:       "r8_test",
+		Submit:      provider.SubmitRequest{JobID: "job-1", Model: "minimax/video-01", Input: json.RawMessage(`{"prompt":"a kite"}`), IdempotencyKey: "key-1"},
+		SubmitKey:   "POST /v1/models/minimax/video-01/predictions",
+		SubmitReply: providertest.Reply{Status: 201, Body: fixture(t, "starting.json")},
+		SubmittedID: id,
+		Ref:         provider.Ref{ID: id},
+		StatusKey:   "GET /v1/predictions/" + id,
+		States: []providertest.StateCase{
+			{Name: "starting.json", Reply: ok("starting.json"), State: state.Queued, Check: func(t *testing.T, st provider.Status) {
+				require.Equal(t, time.Date(2026, 11, 29, 10, 0, 0, 123456000, time.UTC), st.CreatedAt)
+				require.Nil(t, st.Progress)
+			}},
+			{Name: "processing.json", Reply: ok("processing.json"), State: state.Running, Check: func(t *testing.T, st provider.Status) {
+				require.NotNil(t, st.Progress)
+				require.InDelta(t, 0.42, *st.Progress, 1e-9, "scraped from the last tqdm line")
+				require.Equal(t, time.Date(2026, 11, 29, 10, 0, 3, 500000000, time.UTC), st.StartedAt)
+			}},
+			{Name: "succeeded.json", Reply: ok("succeeded.json"), State: state.Succeeded, Check: func(t *testing.T, st provider.Status) {
+				completed := time.Date(2026, 11, 29, 10, 1, 12, 250000000, time.UTC)
+				require.Equal(t, completed, st.CompletedAt)
+				require.Equal(t, []string{"https://replicate.delivery/xezq/abc123/output.mp4"}, st.Outputs)
+				require.Equal(t, completed.Add(time.Hour), st.OutputsExpireAt)
+			}},
+			{Name: "failed.json", Reply: ok("failed.json"), State: state.Failed, Check: func(t *testing.T, st provider.Status) {
+				require.Contains(t, st.Reason, "flagged as sensitive")
+			}},
+			{Name: "canceled.json", Reply: ok("canceled.json"), State: state.Canceled},
+			{Name: "aborted.json", Reply: ok("aborted.json"), State: state.Expired, Check: func(t *testing.T, st provider.Status) {
+				require.Contains(t, st.Reason, "aborted")
+			}},
+		},
+		NotFound: providertest.Reply{Status: 404, Body: fixture(t, "not_found.json")},
+		Errors: []providertest.ErrorCase{
+			{Name: "429 with the documented body only", Reply: providertest.Reply{Status: 429, Body: fixture(t, "throttled.json")}, Class: provider.RateLimited, RetryAfter: 30 * time.Second, Message: "resets in ~30s"},
+			{Name: "429 Retry-After wins", Reply: providertest.Reply{Status: 429, Header: http.Header{"Retry-After": {"7"}}, Body: fixture(t, "throttled.json")}, Class: provider.RateLimited, RetryAfter: 7 * time.Second},
+			{Name: "401 sample", Reply: providertest.Reply{Status: 401, Body: fixture(t, "unauthenticated.json")}, Class: provider.Auth, Message: "valid authentication token"},
+			{Name: "422 sample", Reply: providertest.Reply{Status: 422, Body: fixture(t, "invalid_input.json")}, Class: provider.Invalid, Message: "input.prompt"},
+			{Name: "503 with Retry-After", Reply: providertest.Reply{Status: 503, Header: http.Header{"Retry-After": {"3"}}}, Class: provider.RateLimited, RetryAfter: 3 * time.Second},
+			{Name: "no id", Reply: providertest.OK([]byte(`{"status":"succeeded"}`)), Class: provider.Transient, Message: "without an id"},
+		},
+		Cancels: []providertest.CancelCase{
+			{Name: "canceled", Replies: map[string]providertest.Reply{"POST /v1/predictions/" + id + "/cancel": ok("canceled.json")},
+				State: state.Canceled, Calls: []string{"POST /v1/predictions/" + id + "/cancel"}},
+		},
+		PollAfter: true,
 	})
-	st, err := newAdapter(t, f.URL, "").Status(context.Background(), provider.Ref{ID: "ufawqhfynnddngldkgtslldrkq"})
-	require.NoError(t, err)
-	require.Equal(t, 4*time.Second, st.PollAfter)
 }

@@ -3,17 +3,15 @@ package runway_test
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/pollux-dev/pollux/pkg/provider"
+	"github.com/pollux-dev/pollux/pkg/provider/providertest"
 	"github.com/pollux-dev/pollux/pkg/provider/runway"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
@@ -31,58 +29,7 @@ func fixture(t testing.TB, name string) []byte {
 	return b
 }
 
-// fake is an httptest server answering by method and path from a table and
-// recording the requests it saw; anything else is a 500.
-type fake struct {
-	*httptest.Server
-	mu       sync.Mutex
-	requests []*recorded
-}
-
-type recorded struct {
-	Method, Path string
-	Header       http.Header
-	Body         []byte
-}
-
-type reply struct {
-	status int
-	header http.Header
-	body   []byte
-}
-
-func newFake(t *testing.T, table map[string]reply) *fake {
-	t.Helper()
-	f := &fake{}
-	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		f.mu.Lock()
-		f.requests = append(f.requests, &recorded{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body})
-		f.mu.Unlock()
-		rep, ok := table[r.Method+" "+r.URL.Path]
-		if !ok {
-			rep, ok = table["*"]
-		}
-		if !ok {
-			rep = reply{status: 500, body: []byte(`{"error":"unexpected"}`)}
-		}
-		for k, v := range rep.header {
-			w.Header()[k] = v
-		}
-		w.WriteHeader(rep.status)
-		_, _ = w.Write(rep.body)
-	}))
-	t.Cleanup(f.Close)
-	return f
-}
-
-func (f *fake) all() []*recorded {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]*recorded(nil), f.requests...)
-}
-
-func newAdapter(t *testing.T, f *fake, opts string) *runway.Adapter {
+func newAdapter(t *testing.T, f *providertest.Server, opts string) *runway.Adapter {
 	t.Helper()
 	cfg := provider.Config{Route: "rw", Kind: runway.Kind, BaseURL: f.URL, Token: testToken}
 	if opts != "" {
@@ -105,7 +52,7 @@ func TestSubmit(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.model, func(t *testing.T) {
 			t.Parallel()
-			f := newFake(t, map[string]reply{"POST " + tt.path: {status: 200, body: fixture(t, "create.json")}})
+			f := providertest.NewServer(t, map[string]providertest.Reply{"POST " + tt.path: {Status: 200, Body: fixture(t, "create.json")}})
 			st, err := newAdapter(t, f, tt.opts).Submit(context.Background(), provider.SubmitRequest{
 				JobID: "job-1", Model: tt.model,
 				Input: json.RawMessage(`{"promptText":"a red kite over the sea","promptImage":"https://example.com/kite.png","ratio":"1280:720"}`),
@@ -113,7 +60,7 @@ func TestSubmit(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, taskID, st.RemoteID)
 			require.Equal(t, state.Queued, st.State)
-			req := f.all()[0]
+			req := f.Requests()[0]
 			require.Equal(t, "Bearer "+testToken, req.Header.Get("Authorization"))
 			require.Equal(t, "2024-11-06", req.Header.Get("X-Runway-Version"))
 			var body map[string]any
@@ -126,15 +73,15 @@ func TestSubmit(t *testing.T) {
 
 func TestSubmitVersionOverride(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, map[string]reply{"POST /v1/image_to_video": {status: 200, body: fixture(t, "create.json")}})
+	f := providertest.NewServer(t, map[string]providertest.Reply{"POST /v1/image_to_video": {Status: 200, Body: fixture(t, "create.json")}})
 	_, err := newAdapter(t, f, `{"version":"2025-09-01"}`).Submit(context.Background(), provider.SubmitRequest{Model: "gen4_turbo"})
 	require.NoError(t, err)
-	require.Equal(t, "2025-09-01", f.all()[0].Header.Get("X-Runway-Version"))
+	require.Equal(t, "2025-09-01", f.Requests()[0].Header.Get("X-Runway-Version"))
 }
 
 func TestSubmitRefusesWithoutACall(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, nil)
+	f := providertest.NewServer(t, nil)
 	a := newAdapter(t, f, "")
 	for _, tt := range []struct{ model, input string }{
 		{"", `{}`}, {"../x", `{}`}, {"image_to_video:", `{}`}, {"Image_To_Video:gen4", `{}`}, {"a:b:c", `{}`},
@@ -143,50 +90,7 @@ func TestSubmitRefusesWithoutACall(t *testing.T) {
 		_, err := a.Submit(context.Background(), provider.SubmitRequest{Model: tt.model, Input: json.RawMessage(tt.input)})
 		require.Equal(t, provider.Invalid, provider.ClassOf(err), "%+v", tt)
 	}
-	require.Empty(t, f.all())
-}
-
-func TestStatusMapsEveryState(t *testing.T) {
-	t.Parallel()
-	created := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
-	tests := []struct {
-		fixture string
-		state   state.State
-		raw     string
-		check   func(*testing.T, provider.Status)
-	}{
-		{"task_pending.json", state.Queued, "PENDING", func(t *testing.T, st provider.Status) {
-			require.Equal(t, created, st.CreatedAt)
-		}},
-		{"task_throttled.json", state.Queued, "THROTTLED", nil},
-		{"task_running.json", state.Running, "RUNNING", func(t *testing.T, st provider.Status) {
-			require.NotNil(t, st.Progress)
-			require.InDelta(t, 0.42, *st.Progress, 1e-9)
-		}},
-		{"task_succeeded.json", state.Succeeded, "SUCCEEDED", func(t *testing.T, st provider.Status) {
-			require.Equal(t, []string{"https://dnznrvs05pmza.cloudfront.net/1b1e7a04/output.mp4?_jwt=eyJhbGciOiJIUzI1NiJ9.e30.sig"}, st.Outputs)
-			require.Equal(t, created.Add(24*time.Hour), st.OutputsExpireAt, "the earliest of \"24-48 hours\"")
-		}},
-		{"task_failed.json", state.Failed, "FAILED", func(t *testing.T, st provider.Status) {
-			require.Equal(t, "The prompt was flagged by content moderation. (SAFETY.INPUT.TEXT)", st.Reason)
-		}},
-		{"task_cancelled.json", state.Canceled, "CANCELLED", nil},
-	}
-	for _, tt := range tests {
-		t.Run(tt.fixture, func(t *testing.T) {
-			t.Parallel()
-			f := newFake(t, map[string]reply{"GET " + taskPath: {status: 200, body: fixture(t, tt.fixture)}})
-			st, err := newAdapter(t, f, "").Status(context.Background(), provider.Ref{ID: taskID})
-			require.NoError(t, err)
-			require.Equal(t, taskID, st.RemoteID)
-			require.Equal(t, tt.state, st.State)
-			require.Equal(t, tt.raw, st.Raw)
-			if tt.check != nil {
-				tt.check(t, st)
-			}
-			require.Equal(t, "2024-11-06", f.all()[0].Header.Get("X-Runway-Version"))
-		})
-	}
+	require.Empty(t, f.Requests())
 }
 
 func TestStatusEdgeValues(t *testing.T) {
@@ -213,7 +117,7 @@ func TestStatusEdgeValues(t *testing.T) {
 		}},
 	}
 	for _, tt := range tests {
-		f := newFake(t, map[string]reply{"*": {status: 200, body: []byte(tt.body)}})
+		f := providertest.NewServer(t, map[string]providertest.Reply{"*": {Status: 200, Body: []byte(tt.body)}})
 		st, err := newAdapter(t, f, "").Status(context.Background(), provider.Ref{ID: "t1"})
 		require.NoError(t, err, tt.body)
 		require.Equal(t, tt.state, st.State, tt.body)
@@ -223,120 +127,16 @@ func TestStatusEdgeValues(t *testing.T) {
 	}
 }
 
-func TestErrorClasses(t *testing.T) {
-	t.Parallel()
-	big := make([]byte, 9<<20)
-	tests := []struct {
-		name       string
-		rep        reply
-		class      provider.Class
-		retryAfter time.Duration
-		message    string
-	}{
-		{"429", reply{429, http.Header{"Retry-After": {"12"}}, fixture(t, "throttled.json")}, provider.RateLimited, 12 * time.Second, "rate limit"},
-		{"401", reply{401, nil, fixture(t, "unauthenticated.json")}, provider.Auth, 0, "Invalid API key"},
-		{"403", reply{403, nil, nil}, provider.Auth, 0, ""},
-		{"400", reply{400, nil, fixture(t, "invalid_input.json")}, provider.Invalid, 0, "promptImage is required"},
-		{"404 (deleted)", reply{404, nil, fixture(t, "not_found.json")}, provider.NotFound, 0, "not found"},
-		{"500", reply{500, nil, []byte("oops")}, provider.Transient, 0, ""},
-		{"502", reply{502, nil, []byte("<html>")}, provider.Transient, 0, ""},
-		{"malformed", reply{200, nil, []byte(`{"id":`)}, provider.Transient, 0, "malformed"},
-		{"no id", reply{200, nil, []byte(`{"status":"SUCCEEDED"}`)}, provider.Transient, 0, "without a valid id"},
-		{"oversized", reply{200, nil, big}, provider.Transient, 0, "larger than"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			f := newFake(t, map[string]reply{"*": tt.rep})
-			_, err := newAdapter(t, f, "").Status(context.Background(), provider.Ref{ID: taskID})
-			require.Error(t, err)
-			require.Equal(t, tt.class, provider.ClassOf(err), "%v", err)
-			require.Equal(t, tt.retryAfter, provider.RetryAfterOf(err))
-			require.Contains(t, err.Error(), tt.message)
-			require.NotContains(t, err.Error(), testToken)
-		})
-	}
-}
-
-func TestSubmit429IsARateLimitNotAFailure(t *testing.T) {
-	t.Parallel()
-	f := newFake(t, map[string]reply{"*": {429, nil, fixture(t, "throttled.json")}})
-	_, err := newAdapter(t, f, "").Submit(context.Background(), provider.SubmitRequest{Model: "gen4_turbo"})
-	require.Equal(t, provider.RateLimited, provider.ClassOf(err))
-}
-
-func TestTimeoutIsTransient(t *testing.T) {
-	t.Parallel()
-	release := make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
-	}))
-	t.Cleanup(srv.Close)
-	defer close(release)
-	a, err := runway.NewAdapter(provider.Config{Route: "rw", BaseURL: srv.URL, Token: testToken})
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	_, err = a.Status(ctx, provider.Ref{ID: taskID})
-	require.Equal(t, provider.Transient, provider.ClassOf(err))
-	require.True(t, provider.IsTimeout(err))
-}
-
-func TestStatusRefusesABadIDWithoutACall(t *testing.T) {
-	t.Parallel()
-	f := newFake(t, nil)
-	for _, id := range []string{"", "../x", "a/b", "a?b", "a b"} {
-		_, err := newAdapter(t, f, "").Status(context.Background(), provider.Ref{ID: id})
-		require.Equal(t, provider.Invalid, provider.ClassOf(err), id)
-	}
-	require.Empty(t, f.all())
-}
-
-func TestCancelDeletesAnUnfinishedTask(t *testing.T) {
-	t.Parallel()
-	for _, running := range []string{"task_pending.json", "task_throttled.json", "task_running.json"} {
-		f := newFake(t, map[string]reply{
-			"GET " + taskPath:    {status: 200, body: fixture(t, running)},
-			"DELETE " + taskPath: {status: 204},
-		})
-		st, err := newAdapter(t, f, "").Cancel(context.Background(), provider.Ref{ID: taskID})
-		require.NoError(t, err)
-		require.Equal(t, state.Canceled, st.State, running)
-		require.Equal(t, taskID, st.RemoteID)
-		reqs := f.all()
-		require.Len(t, reqs, 2)
-		require.Equal(t, http.MethodDelete, reqs[1].Method)
-	}
-}
-
-func TestCancelNeverDeletesAFinishedTask(t *testing.T) {
-	t.Parallel()
-	for file, want := range map[string]state.State{
-		"task_succeeded.json": state.Succeeded, "task_failed.json": state.Failed, "task_cancelled.json": state.Canceled,
-	} {
-		f := newFake(t, map[string]reply{"GET " + taskPath: {status: 200, body: fixture(t, file)}})
-		st, err := newAdapter(t, f, "").Cancel(context.Background(), provider.Ref{ID: taskID})
-		require.NoError(t, err)
-		require.Equal(t, want, st.State, file)
-		for _, r := range f.all() {
-			require.NotEqual(t, http.MethodDelete, r.Method, "DELETE would remove %s's outputs", file)
-		}
-	}
-}
-
 func TestCancelOfADeletedTaskReconciles(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, map[string]reply{"GET " + taskPath: {status: 404, body: fixture(t, "not_found.json")}})
+	f := providertest.NewServer(t, map[string]providertest.Reply{"GET " + taskPath: {Status: 404, Body: fixture(t, "not_found.json")}})
 	_, err := newAdapter(t, f, "").Cancel(context.Background(), provider.Ref{ID: taskID})
 	require.Equal(t, provider.NotFound, provider.ClassOf(err))
 }
 
 func TestInfo(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, nil)
+	f := providertest.NewServer(t, nil)
 	require.Equal(t, provider.Info{Kind: runway.Kind, Cancel: true, PollFloor: 5 * time.Second}, newAdapter(t, f, "").Info())
 }
 
@@ -385,11 +185,57 @@ func FuzzParseTask(f *testing.F) {
 	})
 }
 
-// A Retry-After on a successful status answer is a hint for the next poll.
-func TestStatusPollAfterHint(t *testing.T) {
+func TestConformance(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, map[string]reply{"GET " + taskPath: {status: 200, header: http.Header{"Retry-After": {"6"}}, body: fixture(t, "task_running.json")}})
-	st, err := newAdapter(t, f, "").Status(context.Background(), provider.Ref{ID: taskID})
-	require.NoError(t, err)
-	require.Equal(t, 6*time.Second, st.PollAfter)
+	created := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	get, del := "GET "+taskPath, "DELETE "+taskPath
+	ok := func(name string) providertest.Reply { return providertest.OK(fixture(t, name)) }
+	providertest.Run(t, providertest.Harness{
+		New:         func(t *testing.T, srv *providertest.Server) provider.Adapter { return newAdapter(t, srv, "") },
+		Token:       testToken,
+		Submit:      provider.SubmitRequest{JobID: "job-1", Model: "gen4_turbo", Input: json.RawMessage(`{"promptText":"a kite"}`)},
+		SubmitKey:   "POST /v1/image_to_video",
+		SubmitReply: ok("create.json"),
+		SubmittedID: taskID,
+		Ref:         provider.Ref{ID: taskID},
+		StatusKey:   get,
+		States: []providertest.StateCase{
+			{Name: "PENDING", Reply: ok("task_pending.json"), State: state.Queued, Check: func(t *testing.T, st provider.Status) {
+				require.Equal(t, "PENDING", st.Raw)
+				require.Equal(t, created, st.CreatedAt)
+			}},
+			{Name: "THROTTLED", Reply: ok("task_throttled.json"), State: state.Queued},
+			{Name: "RUNNING", Reply: ok("task_running.json"), State: state.Running, Check: func(t *testing.T, st provider.Status) {
+				require.NotNil(t, st.Progress)
+				require.InDelta(t, 0.42, *st.Progress, 1e-9)
+			}},
+			{Name: "SUCCEEDED", Reply: ok("task_succeeded.json"), State: state.Succeeded, Check: func(t *testing.T, st provider.Status) {
+				require.Equal(t, []string{"https://dnznrvs05pmza.cloudfront.net/1b1e7a04/output.mp4?_jwt=eyJhbGciOiJIUzI1NiJ9.e30.sig"}, st.Outputs)
+				require.Equal(t, created.Add(24*time.Hour), st.OutputsExpireAt, "the earliest of \"24-48 hours\"")
+			}},
+			{Name: "FAILED", Reply: ok("task_failed.json"), State: state.Failed, Check: func(t *testing.T, st provider.Status) {
+				require.Equal(t, "The prompt was flagged by content moderation. (SAFETY.INPUT.TEXT)", st.Reason)
+			}},
+			{Name: "CANCELLED", Reply: ok("task_cancelled.json"), State: state.Canceled},
+		},
+		NotFound: providertest.Reply{Status: 404, Body: fixture(t, "not_found.json")},
+		Errors: []providertest.ErrorCase{
+			{Name: "429 sample", Reply: providertest.Reply{Status: 429, Header: http.Header{"Retry-After": {"12"}}, Body: fixture(t, "throttled.json")}, Class: provider.RateLimited, RetryAfter: 12 * time.Second, Message: "rate limit"},
+			{Name: "401 sample", Reply: providertest.Reply{Status: 401, Body: fixture(t, "unauthenticated.json")}, Class: provider.Auth, Message: "Invalid API key"},
+			{Name: "400 sample", Reply: providertest.Reply{Status: 400, Body: fixture(t, "invalid_input.json")}, Class: provider.Invalid, Message: "promptImage is required"},
+			{Name: "no id", Reply: providertest.OK([]byte(`{"status":"SUCCEEDED"}`)), Class: provider.Transient, Message: "without a valid id"},
+		},
+		BadIDs: []string{"a/b"},
+		// An unfinished task is deleted; a finished one never is (DELETE
+		// would remove its outputs).
+		Cancels: []providertest.CancelCase{
+			{Name: "pending", Replies: map[string]providertest.Reply{get: ok("task_pending.json"), del: {Status: 204}}, State: state.Canceled, Calls: []string{get, del}},
+			{Name: "throttled", Replies: map[string]providertest.Reply{get: ok("task_throttled.json"), del: {Status: 204}}, State: state.Canceled, Calls: []string{get, del}},
+			{Name: "running", Replies: map[string]providertest.Reply{get: ok("task_running.json"), del: {Status: 204}}, State: state.Canceled, Calls: []string{get, del}},
+			{Name: "succeeded", Replies: map[string]providertest.Reply{get: ok("task_succeeded.json")}, State: state.Succeeded, Calls: []string{get}},
+			{Name: "failed", Replies: map[string]providertest.Reply{get: ok("task_failed.json")}, State: state.Failed, Calls: []string{get}},
+			{Name: "cancelled", Replies: map[string]providertest.Reply{get: ok("task_cancelled.json")}, State: state.Canceled, Calls: []string{get}},
+		},
+		PollAfter: true,
+	})
 }
