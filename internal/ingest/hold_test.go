@@ -63,14 +63,14 @@ func TestACancelOfAHeldJobWinsAgainstAResume(t *testing.T) {
 			continue
 		}
 		j := s.until(id(i), func(j *state.Job) bool { return j.State == state.Canceled })
-		switch creates := f.createsOf(id(i)); {
-		case j.RemoteID == "":
+		creates := f.createsOf(id(i))
+		if j.RemoteID == "" {
 			require.Zero(t, creates, "%s was canceled before it was submitted, yet created", id(i))
-		default:
-			require.Equal(t, 1, creates, id(i))
-			require.False(t, j.CancelRequestedAt.Before(j.AttemptedAt),
-				"%s was created although its cancel was recorded before its attempt", id(i))
+			continue
 		}
+		require.Equal(t, 1, creates, id(i))
+		require.False(t, j.CancelRequestedAt.Before(j.AttemptedAt),
+			"%s was created although its cancel was recorded before its attempt", id(i))
 	}
 	s.intakeDone()
 	for i := range n {

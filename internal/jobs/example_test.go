@@ -25,7 +25,7 @@ func Example() {
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "pollux-jobs-example")
 	must(err)
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	srv, err := embedded.Start(embedded.Config{StoreDir: dir})
 	must(err)
 	defer srv.WaitForShutdown()
