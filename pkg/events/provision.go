@@ -592,7 +592,7 @@ func EnsureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.Ke
 // updates an existing one: a different filter, ack or deliver policy is an
 // *IncompatibleError; ack wait, limits and replicas are updated.
 func EnsureConsumer(ctx context.Context, s jetstream.Stream, want jetstream.ConsumerConfig) (jetstream.Consumer, error) {
-	c, err := s.CreateConsumer(ctx, want)
+	c, err := createConsumer(ctx, s, want)
 	if err == nil {
 		return c, nil
 	}
@@ -631,4 +631,29 @@ func filters(c jetstream.ConsumerConfig) []string {
 	}
 	slices.Sort(f)
 	return f
+}
+
+// createRetries bounds the tries of a consumer create the server failed
+// with an error of its own (500: "error creating store for consumer",
+// seen from a busy server moments after it started); a refusal of the
+// request itself is final at once.
+const createRetries = 5
+
+// createConsumer creates a consumer, trying again after a server error
+// (createRetries times, 100 ms apart and doubling, while ctx lasts).
+func createConsumer(ctx context.Context, s jetstream.Stream, want jetstream.ConsumerConfig) (jetstream.Consumer, error) {
+	wait := 100 * time.Millisecond
+	for try := 1; ; try++ {
+		c, err := s.CreateConsumer(ctx, want)
+		var apiErr *jetstream.APIError
+		if err == nil || try == createRetries || !errors.As(err, &apiErr) || apiErr.Code < 500 {
+			return c, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(wait):
+		}
+		wait *= 2
+	}
 }

@@ -101,6 +101,45 @@ func TestEnsureConsumer(t *testing.T) {
 	require.ErrorContains(t, err, "filter subjects")
 }
 
+// failingCreates is a real stream whose first creates of a consumer the
+// server fails with an error of its own, as a busy server can moments
+// after it started.
+type failingCreates struct {
+	jetstream.Stream
+	fail  int
+	tries int
+}
+
+func (f *failingCreates) CreateConsumer(ctx context.Context, cfg jetstream.ConsumerConfig) (jetstream.Consumer, error) {
+	f.tries++
+	if f.tries <= f.fail {
+		return nil, &jetstream.APIError{Code: 500, ErrorCode: 10012, Description: "error creating store for consumer"}
+	}
+	return f.Stream.CreateConsumer(ctx, cfg)
+}
+
+// A consumer create the server failed is tried again, a few times; a
+// refusal of the request is not.
+func TestEnsureConsumerRetriesAServerError(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, _, js := natstest.JetStream(t)
+	n := events.Default
+	r, err := n.Setup(ctx, js, events.Options{})
+	require.NoError(t, err)
+
+	s := &failingCreates{Stream: r.Checks, fail: 2}
+	c, err := events.EnsureConsumer(ctx, s, n.PollerConsumerConfig("rep", 0, 1, events.Options{}))
+	require.NoError(t, err)
+	require.NotNil(t, c)
+	require.Equal(t, 3, s.tries)
+
+	s = &failingCreates{Stream: r.Checks, fail: 100}
+	_, err = events.EnsureConsumer(ctx, s, n.PollerConsumerConfig("rep2", 0, 1, events.Options{}))
+	require.ErrorContains(t, err, "error creating store for consumer")
+	require.Equal(t, 5, s.tries, "bounded")
+}
+
 func TestChecksStreamHoldsOneMessagePerJob(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
