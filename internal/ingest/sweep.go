@@ -8,7 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/pollux-dev/pollux/internal/budget"
+	"github.com/pollux-dev/pollux/internal/route/budget"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/schedule"
 )

@@ -37,9 +37,9 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/pollux-dev/pollux/internal/budget"
 	"github.com/pollux-dev/pollux/internal/jobs"
 	"github.com/pollux-dev/pollux/internal/route"
+	"github.com/pollux-dev/pollux/internal/route/budget"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/provider"
 	"github.com/pollux-dev/pollux/pkg/schedule"

@@ -20,8 +20,8 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/pollux-dev/pollux/internal/budget"
 	"github.com/pollux-dev/pollux/internal/config"
+	"github.com/pollux-dev/pollux/internal/route/budget"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/provider"
 	"github.com/pollux-dev/pollux/pkg/provider/atlas"
