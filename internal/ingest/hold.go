@@ -30,11 +30,7 @@ import (
 
 // paused returns how long calls on r wait and why ("" when they do not).
 func (s *Service) paused(r *route.Route) (time.Duration, string) {
-	d := s.pauses.Hold(r)
-	if d <= 0 {
-		return 0, ""
-	}
-	return d, s.pauses.Why(r)
+	return s.gate[r.Name].Hold()
 }
 
 // hold keeps a stored job that is not submitted waiting for its route's

@@ -63,8 +63,8 @@ func TestACancelOfAHeldJobWinsAgainstAResume(t *testing.T) {
 			continue
 		}
 		j := s.until(id(i), func(j *state.Job) bool { return j.State == state.Canceled })
-		switch creates := f.createsOf(id(i)); {
-		case j.RemoteID == "":
+		switch creates := f.createsOf(id(i)); j.RemoteID {
+		case "":
 			require.Zero(t, creates, "%s was canceled before it was submitted, yet created", id(i))
 		default:
 			require.Equal(t, 1, creates, id(i))

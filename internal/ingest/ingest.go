@@ -31,13 +31,13 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/pollux-dev/pollux/internal/consume"
 	"github.com/pollux-dev/pollux/internal/faultpoint"
 	"github.com/pollux-dev/pollux/internal/jobs"
 	"github.com/pollux-dev/pollux/internal/route"
-	"github.com/pollux-dev/pollux/internal/route/budget"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/provider"
 	"github.com/pollux-dev/pollux/pkg/schedule"
@@ -91,8 +91,8 @@ type Config struct {
 	// CallTimeout bounds one provider call (default 30s).
 	CallTimeout time.Duration
 	// RepairInterval is how often running slots no job holds are looked
-	// for (default budget.RepairInterval), and RepairGrace how old a slot
-	// no record names must be to be freed (default budget.RepairGrace).
+	// for (default route.RepairInterval), and RepairGrace how old a slot
+	// no record names must be to be freed (default route.RepairGrace).
 	RepairInterval, RepairGrace time.Duration
 	// Logger receives the service's log lines (default: none).
 	Logger zerolog.Logger
@@ -117,24 +117,16 @@ type Service struct {
 	log    zerolog.Logger
 	rnd    *rand.Rand
 
-	// pool holds the budgets of every level; budgets are each route's, set
-	// up by Run.
-	pool    *budget.Pool
-	budgets map[string]*routeBudgets
+	// gates are the routes' gates to their providers (budgets at every
+	// level, running slots), set up by Run; gate is each route's.
+	gates *route.Gates
+	gate  map[string]*route.Gate
 	// queues are the admission queues of the capped routes, by queue
 	// name (route.Route.Queue); waiting is their tickets' stream.
 	queues  map[string]*queue
 	waiting jetstream.Stream
 	// models are the model routes served (model.go).
 	models map[string]*route.ModelRoute
-}
-
-// routeBudgets are what a route's calls and jobs need a lease of: the
-// submit and status budgets of every level (cancels and finds use the
-// status budget), and the running slots.
-type routeBudgets struct {
-	submit, status budget.Chain
-	running        budget.Slots
 }
 
 // New validates the configuration and prepares the service.
@@ -144,7 +136,7 @@ func New(cfg Config, js jetstream.JetStream, ns events.Namespace, res *events.Re
 	}
 	cfg.SweepInterval = cmp.Or(cfg.SweepInterval, 5*time.Second)
 	cfg.CallTimeout = cmp.Or(cfg.CallTimeout, 30*time.Second)
-	cfg.RepairInterval = cmp.Or(cfg.RepairInterval, budget.RepairInterval)
+	cfg.RepairInterval = cmp.Or(cfg.RepairInterval, route.RepairInterval)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -158,10 +150,16 @@ func New(cfg Config, js jetstream.JetStream, ns events.Namespace, res *events.Re
 // before any route starts: a setup that fails returns with nothing left
 // running.
 func (s *Service) Run(ctx context.Context) error {
-	s.pool = budget.NewPool(s.js, s.ns, s.res.Slots, s.cfg.Options)
-	s.pool.Log = s.log
-	s.budgets, s.queues = map[string]*routeBudgets{}, map[string]*queue{}
-	defer s.pool.Close() // leases kept for reuse go back to the fleet now
+	s.gates = route.NewGates(s.js, s.ns, s.res.Slots, s.cfg.Options, s.pauses, route.GateConfig{
+		Submit: true, CallTimeout: s.cfg.CallTimeout, Logger: s.log, Rand: s.rnd,
+		Observe: func(routeName string, op route.Op, class string, d time.Duration) {
+			if s.cfg.Metrics.ProviderCall != nil {
+				s.cfg.Metrics.ProviderCall(routeName, string(op), class, d)
+			}
+		},
+	})
+	s.gate, s.queues = map[string]*route.Gate{}, map[string]*queue{}
+	defer s.gates.Close() // leases kept for reuse go back to the fleet now
 	consumers := map[string]jetstream.Consumer{}
 	for _, r := range s.cfg.Routes {
 		if err := s.setup(ctx, r, consumers); err != nil {
@@ -224,18 +222,11 @@ func (s *Service) Run(ctx context.Context) error {
 func (s *Service) setup(ctx context.Context, r *route.Route, consumers map[string]jetstream.Consumer) error {
 	sctx, cancel := context.WithTimeout(ctx, startupTimeout)
 	defer cancel()
-	var b routeBudgets
-	var err error
-	if b.submit, err = s.pool.Calls(sctx, r.Levels, events.SlotSubmit); err != nil {
-		return fmt.Errorf("route %s: %w", r.Name, err)
+	g, err := s.gates.Open(sctx, r)
+	if err != nil {
+		return err
 	}
-	if b.status, err = s.pool.Calls(sctx, r.Levels, events.SlotStatus); err != nil {
-		return fmt.Errorf("route %s: %w", r.Name, err)
-	}
-	if b.running, err = s.pool.Running(sctx, r.Levels); err != nil {
-		return fmt.Errorf("route %s: %w", r.Name, err)
-	}
-	s.budgets[r.Name] = &b
+	s.gate[r.Name] = g
 	if r.Capped() {
 		if s.waiting == nil {
 			if s.waiting, err = events.EnsureStream(sctx, s.js, s.ns.WaitingStreamConfig(s.cfg.Options)); err != nil {
@@ -359,7 +350,7 @@ func (s *Service) attemptID() string {
 
 // callTimeout is the route's provider call timeout.
 func (s *Service) callTimeout(r *route.Route) time.Duration {
-	return cmp.Or(r.CallTimeout, s.cfg.CallTimeout)
+	return s.gate[r.Name].Timeout()
 }
 
 // submit handles a submission: dedupe, submit once, arm the check.
@@ -423,33 +414,42 @@ func (s *Service) submitJob(ctx context.Context, in intake, m *events.Submit, id
 		j.WaitingFor = "queue " + q.name
 		return s.enqueue(ctx, in, j, false, log)
 	}
-	slots, full, err := s.budgets[r.Name].running.Take(ctx, id, nil)
+	g := s.gate[r.Name]
+	slots, full, err := g.Take(ctx, id, nil)
 	if err != nil {
 		return s.retry(log, err, "taking a running slot")
 	}
-	if full != nil {
-		j.WaitingFor = full.Level().String()
+	if full != "" {
+		j.WaitingFor = full
 		return s.enqueue(ctx, in, j, false, log)
 	}
-	lease, out, ok := s.lease(ctx, r)
-	if !ok {
-		return out, "retry" // a slot taken stays the job's: its next delivery finds it
-	}
 	j.Slots = slots
-	j.SubmitAttempts, j.SubmitInDoubt, j.AttemptedAt, j.AttemptID = 1, true, now, s.attemptID()
-	rec, created, err := s.jobs.Accept(ctx, j)
-	if err != nil {
-		lease.Unused()
+	var rec jobs.Record
+	var created bool
+	var span trace.Span
+	ans := g.Call(ctx, route.Call{Op: route.OpSubmit, Request: s.request(r, j), Log: &log,
+		Ready: func(ctx context.Context) (context.Context, bool) {
+			j.SubmitAttempts, j.SubmitInDoubt, j.AttemptedAt, j.AttemptID = 1, true, now, s.attemptID()
+			rec, created, err = s.jobs.Accept(ctx, j)
+			if err != nil || !created {
+				return ctx, false
+			}
+			ctx, span = s.callSpan(ctx, r, "submit", rec.Job)
+			return ctx, true
+		}})
+	switch {
+	case ans.Called:
+		endCall(span, ans.Status, ans.Err)
+		return s.answered(ctx, in, rec, ans, log)
+	case !ans.Skipped:
+		return events.Later(ans.Wait), "retry" // a slot taken stays the job's: its next delivery finds it
+	case err != nil:
 		return s.retry(log, err, "creating the job")
 	}
-	if created {
-		return s.call(ctx, in, rec, lease, log)
-	}
-	lease.Unused()
 	if st := nextStep(rec.Job, in.routeName, in.seq); st == stepFinished || st == stepResume {
 		// Created or ended already (a redelivery): the slots just taken
 		// that its record does not name are nobody's.
-		if err := s.budgets[r.Name].running.Free(ctx, id, rec.Slots); err != nil {
+		if err := g.Free(ctx, id, rec.Slots); err != nil {
 			log.Warn().Err(err).Msg("freeing running slots taken for a job created already failed; the repair frees them")
 		}
 	}
@@ -505,25 +505,6 @@ func (s *Service) enqueue(ctx context.Context, in intake, j *state.Job, stored b
 // found a level full, waits before it is tried again.
 const slotWait = time.Second
 
-// lease takes a submit lease for a call on r: false (with the outcome to
-// settle the message with) when the fleet's budget is in use or the route
-// is paused.
-func (s *Service) lease(ctx context.Context, r *route.Route) (budget.Leases, events.Outcome, bool) {
-	if d := s.pauses.Hold(r); d > 0 {
-		return nil, events.Later(d), false
-	}
-	lease, err := s.budgets[r.Name].submit.Acquire(ctx)
-	if err != nil {
-		// The fleet's submit budget is in use at some level.
-		return nil, events.Later(schedule.Jitter(500*time.Millisecond, schedule.RetryJitter, s.rnd)), false
-	}
-	if d := s.pauses.Hold(r); d > 0 {
-		lease.Unused()
-		return nil, events.Later(d), false
-	}
-	return lease, events.Outcome{}, true
-}
-
 // resume takes a submission whose job exists from wherever it stands.
 func (s *Service) resume(ctx context.Context, in intake, rec jobs.Record, log zerolog.Logger) (events.Outcome, string) {
 	switch nextStep(rec.Job, in.routeName, in.seq) {
@@ -576,36 +557,44 @@ func (s *Service) submitAgain(ctx context.Context, in intake, rec jobs.Record, l
 	if d, why := s.paused(in.route); why != "" && !rec.SubmitInDoubt {
 		return s.hold(ctx, in, rec, d, why, log)
 	}
-	slots, full, err := s.budgets[in.routeName].running.Take(ctx, rec.ID, rec.Slots)
+	g := s.gate[in.routeName]
+	slots, full, err := g.Take(ctx, rec.ID, rec.Slots)
 	if err != nil {
 		return s.retry(log, err, "taking a running slot")
 	}
-	if full != nil {
-		if rec, err = s.jobs.Hold(ctx, rec, full.Level().String()); err != nil {
+	if full != "" {
+		if rec, err = s.jobs.Hold(ctx, rec, full); err != nil {
 			return s.retry(log, err, "recording the job waiting for a running slot")
 		}
 		return s.enqueue(ctx, in, rec.Job, true, log)
 	}
-	lease, out, ok := s.lease(ctx, in.route)
-	if !ok {
-		return out, "retry"
-	}
 	// Exclusive unless resolving a doubt: a job the queue and a
 	// redelivery start at once is attempted once.
 	attempt := s.attemptID()
-	rec, err = s.jobs.Attempt(ctx, rec, attempt, slots, !rec.SubmitInDoubt)
-	if err != nil {
-		lease.Unused()
+	var span trace.Span
+	ans := g.Call(ctx, route.Call{Op: route.OpSubmit, Request: s.request(in.route, rec.Job), Log: &log,
+		Ready: func(ctx context.Context) (context.Context, bool) {
+			rec, err = s.jobs.Attempt(ctx, rec, attempt, slots, !rec.SubmitInDoubt)
+			if err != nil || rec.AttemptID != attempt {
+				return ctx, false
+			}
+			ctx, span = s.callSpan(ctx, in.route, "submit", rec.Job)
+			return ctx, true
+		}})
+	switch {
+	case ans.Called:
+		endCall(span, ans.Status, ans.Err)
+		return s.answered(ctx, in, rec, ans, log)
+	case !ans.Skipped:
+		return events.Later(ans.Wait), "retry"
+	case err != nil:
 		return s.retry(log, err, "recording the submit attempt")
 	}
-	if rec.AttemptID != attempt {
-		lease.Unused() // changed meanwhile: another process's attempt, or the job moved on
-		if rec.SubmitInDoubt && rec.RemoteID == "" && !rec.State.Terminal() {
-			return events.Later(s.callTimeout(in.route)), "retry"
-		}
-		return s.resume(ctx, in, rec, log)
+	// Changed meanwhile: another process's attempt, or the job moved on.
+	if rec.SubmitInDoubt && rec.RemoteID == "" && !rec.State.Terminal() {
+		return events.Later(s.callTimeout(in.route)), "retry"
 	}
-	return s.call(ctx, in, rec, lease, log)
+	return s.resume(ctx, in, rec, log)
 }
 
 // inDoubt resolves a submission whose last call's outcome is unknown.
@@ -614,8 +603,7 @@ func (s *Service) submitAgain(ctx context.Context, in intake, rec jobs.Record, l
 // calls do not follow each other in a loop.
 func (s *Service) inDoubt(ctx context.Context, in intake, rec jobs.Record, interrupted bool, log zerolog.Logger) (events.Outcome, string) {
 	r := in.route
-	finder, canFind := r.Adapter.(provider.Finder)
-	res, until := resolve(rec.Job, r.Adapter.Info(), canFind, s.callTimeout(r), s.cfg.Now())
+	res, until := resolve(rec.Job, r.Adapter.Info(), r.CanFind(), s.callTimeout(r), s.cfg.Now())
 	switch {
 	case res == resolveWait:
 		return events.Later(until.Sub(s.cfg.Now())), "retry"
@@ -626,19 +614,19 @@ func (s *Service) inDoubt(ctx context.Context, in intake, rec jobs.Record, inter
 	case resolveLost:
 		return s.giveUp(ctx, in, rec, lostReason(r, rec.Job), log)
 	case resolveFind:
-		st, found, err := s.find(ctx, r, finder, rec.Job)
-		switch {
+		ans := s.find(ctx, r, rec.Job)
+		switch err := ans.Err; {
 		case errors.Is(err, provider.ErrCannotTell) && r.Adapter.Info().Idempotent:
 			log.Info().Err(err).Msg("the provider cannot tell whether it has the submission in doubt; it deduplicates, so submitting it again")
 			return s.submitAgain(ctx, in, rec, log)
 		case errors.Is(err, provider.ErrCannotTell):
 			return s.giveUp(ctx, in, rec, cannotTellReason(r, rec.Job, err), log)
-		case err != nil:
-			log.Warn().Err(err).Msg("looking the submission in doubt up at the provider failed; retrying")
+		case err != nil || !ans.Called:
+			log.Warn().Err(err).Bool("paused", ans.Paused).Msg("looking the submission in doubt up at the provider failed; retrying")
 			return events.Later(s.backoff(in)), "retry"
-		case found:
-			log.Info().Str("remote_id", st.RemoteID).Msg("the submission in doubt was found at the provider")
-			return s.created(ctx, in, rec, st, log)
+		case ans.Found:
+			log.Info().Str("remote_id", ans.Status.RemoteID).Msg("the submission in doubt was found at the provider")
+			return s.created(ctx, in, rec, ans.Status, log)
 		}
 		log.Info().Msg("the provider does not have the submission in doubt; submitting it")
 	}
@@ -664,40 +652,19 @@ func (s *Service) giveUp(ctx context.Context, in intake, rec jobs.Record, reason
 
 // find asks the provider for the job a submission created, under the
 // status budget.
-func (s *Service) find(ctx context.Context, r *route.Route, f provider.Finder, j *state.Job) (st provider.Status, found bool, err error) {
-	_, err = s.statusCall(ctx, r, "find", func(ctx context.Context) error {
-		var err error
-		req := s.request(r, j)
-		req.AttemptedAt, req.AttemptEnded = j.AttemptedAt, j.AttemptedAt.Add(s.callTimeout(r))
-		st, found, err = f.Find(ctx, req)
-		return err
-	})
-	return st, found, err
-}
-
-// statusCall makes a provider call under the route's status budget (a
-// find, a cancel) and reports whether it was made: not without a lease,
-// nor while the route is paused (*paused), before or while the lease was
-// awaited. The answer's rate-limit and auth signals pause the route.
-func (s *Service) statusCall(ctx context.Context, r *route.Route, op string, call func(context.Context) error) (bool, error) {
-	lease, err := s.budgets[r.Name].status.Acquire(ctx)
-	if err != nil {
-		return false, err
+func (s *Service) find(ctx context.Context, r *route.Route, j *state.Job) route.Answer {
+	g := s.gate[r.Name]
+	req := s.request(r, j)
+	req.AttemptedAt, req.AttemptEnded = j.AttemptedAt, j.AttemptedAt.Add(g.Timeout())
+	var span trace.Span
+	ans := g.Call(ctx, route.Call{Op: route.OpFind, Request: req, Ready: func(ctx context.Context) (context.Context, bool) {
+		ctx, span = s.callSpan(ctx, r, "find", nil)
+		return ctx, true
+	}})
+	if ans.Called {
+		endCall(span, provider.Status{}, ans.Err)
 	}
-	if d := s.pauses.Hold(r); d > 0 {
-		lease.Unused() // paused while the lease was awaited
-		return false, &paused{wait: d}
-	}
-	cctx, cancel := context.WithTimeout(ctx, s.callTimeout(r))
-	cctx, span := s.callSpan(cctx, r, op, nil)
-	start := time.Now()
-	err = call(cctx)
-	endCall(span, provider.Status{}, err)
-	cancel()
-	lease.Answered(err)
-	s.observeCall(r.Name, op, err, time.Since(start))
-	s.pauses.After(ctx, r, op, err)
-	return true, err
+	return ans
 }
 
 func (s *Service) request(r *route.Route, j *state.Job) provider.SubmitRequest {
@@ -710,24 +677,14 @@ func (s *Service) request(r *route.Route, j *state.Job) provider.SubmitRequest {
 	return req
 }
 
-// call makes the submit call the record's attempt marked, holding lease.
-func (s *Service) call(ctx context.Context, in intake, rec jobs.Record, lease budget.Leases, log zerolog.Logger) (events.Outcome, string) {
-	r := in.route
-	before := s.budgets[r.Name].running.Before(ctx)
-	cctx, cancel := context.WithTimeout(ctx, s.callTimeout(r))
-	cctx, span := s.callSpan(cctx, r, "submit", rec.Job)
-	start := time.Now()
-	st, err := r.Adapter.Submit(cctx, s.request(r, rec.Job))
-	endCall(span, st, err)
-	cancel()
-	s.observeCall(r.Name, "submit", err, time.Since(start))
-	s.pauses.After(ctx, r, "submit", err)
-	s.learn(ctx, r, err, before, lease, log)
-	if err != nil {
-		return s.submitFailed(ctx, in, rec, err, log)
+// answered carries out the answer to the submit call the record's
+// attempt marked.
+func (s *Service) answered(ctx context.Context, in intake, rec jobs.Record, ans route.Answer, log zerolog.Logger) (events.Outcome, string) {
+	if ans.Err != nil {
+		return s.submitFailed(ctx, in, rec, ans.Err, log)
 	}
 	faultpoint.Hit("after-submit") // the provider has the job; the record does not know yet
-	return s.created(ctx, in, rec, st, log)
+	return s.created(ctx, in, rec, ans.Status, log)
 }
 
 // created records the provider's acceptance of the job (the owner keeps
@@ -771,44 +728,6 @@ func (s *Service) created(ctx context.Context, in intake, rec jobs.Record, st pr
 		}
 	}
 	return events.Done(), "submitted"
-}
-
-// learn hands a create's answer to the levels that learn, and returns
-// the call's leases. A refusal (budget.Refusal) the provider says is
-// about jobs running at once lowers the running caps that are learned
-// (budget.Running.Refused), any other lowers the call rates that are
-// (budget.Leases.Answered) — or, where none is, the running caps; creates
-// accepted in a row raise a learned running cap slowly (Accepted). before
-// is the slots each level had taken before the call (budget.Slots.Before).
-func (s *Service) learn(ctx context.Context, r *route.Route, callErr error, before []int, lease budget.Leases, log zerolog.Logger) {
-	lease.Answered(callErr)
-	refused, concurrency := budget.Refusal(callErr)
-	refused = refused && (concurrency || !lease.Learns())
-	if callErr != nil && !refused {
-		return
-	}
-	for i, lvl := range s.budgets[r.Name].running {
-		if !lvl.Level().Learn {
-			continue
-		}
-		var limit int
-		var changed bool
-		var err error
-		if refused {
-			limit, changed, err = lvl.Refused(ctx, before[i])
-		} else {
-			limit, changed, err = lvl.Accepted(ctx)
-		}
-		switch {
-		case err != nil:
-			log.Warn().Err(err).Str("level", lvl.Level().String()).Msg("learning the running cap failed")
-		case changed && refused:
-			log.Warn().Str("level", lvl.Level().String()).Int("running_cap", limit).
-				Msg("the provider refused a create at this many running: learned running cap lowered")
-		case changed:
-			log.Info().Str("level", lvl.Level().String()).Int("running_cap", limit).Msg("learned running cap raised after creates accepted at the cap")
-		}
-	}
 }
 
 // submitFailed carries out what a failed submit call means.
@@ -930,9 +849,6 @@ func (s *Service) cancel(ctx context.Context, in intake) (events.Outcome, string
 	case cancelUnsupported:
 		return s.reject(ctx, in, m.ID, fmt.Errorf("route %s's provider cannot cancel jobs; the job is still tracked", in.routeName))
 	}
-	if d := s.pauses.Hold(in.route); d > 0 {
-		return events.Later(d), "retry"
-	}
 	err = s.cancelRemote(ctx, in.route, rec, log)
 	var p *paused
 	switch {
@@ -973,16 +889,20 @@ func (p *paused) Error() string { return fmt.Sprintf("the route is paused for %s
 // cancelRemote asks the provider to cancel the job and hands its answer to
 // the owner.
 func (s *Service) cancelRemote(ctx context.Context, r *route.Route, rec jobs.Record, log zerolog.Logger) error {
-	var st provider.Status
-	called, err := s.statusCall(ctx, r, "cancel", func(ctx context.Context) error {
-		var err error
-		st, err = r.Adapter.Cancel(ctx, provider.JobRef(rec.Job))
-		return err
-	})
+	var span trace.Span
+	ans := s.gate[r.Name].Call(ctx, route.Call{Op: route.OpCancel, Ref: provider.JobRef(rec.Job), Log: &log,
+		Ready: func(ctx context.Context) (context.Context, bool) {
+			ctx, span = s.callSpan(ctx, r, "cancel", nil)
+			return ctx, true
+		}})
 	switch {
-	case !called:
-		return err
-	case err != nil:
+	case ans.Paused:
+		return &paused{wait: ans.Wait}
+	case !ans.Called:
+		return ans.Err
+	}
+	endCall(span, provider.Status{}, ans.Err)
+	if err := ans.Err; err != nil {
 		if provider.ClassOf(err) == provider.NotFound {
 			log.Warn().Msg("cancel: the provider does not know the job; polling will reconcile")
 			return nil
@@ -990,23 +910,12 @@ func (s *Service) cancelRemote(ctx context.Context, r *route.Route, rec jobs.Rec
 		log.Warn().Err(err).Msg("cancel call failed")
 		return err
 	}
-	obs := st.Observation
+	obs := ans.Status.Observation
 	obs.Source, obs.At = state.FromCancel, s.cfg.Now().UTC()
-	rec, err = s.jobs.Canceled(ctx, rec, obs)
+	rec, err := s.jobs.Canceled(ctx, rec, obs)
 	if err != nil {
 		return err
 	}
 	log.Info().Str("state", string(rec.State)).Msg("cancel requested at the provider")
 	return nil
-}
-
-func (s *Service) observeCall(route, op string, err error, d time.Duration) {
-	if s.cfg.Metrics.ProviderCall == nil {
-		return
-	}
-	class := "ok"
-	if err != nil {
-		class = provider.ClassOf(err).String()
-	}
-	s.cfg.Metrics.ProviderCall(route, op, class, d)
 }

@@ -286,11 +286,11 @@ func (s *Service) admitNext(ctx context.Context, q *queue, tenant string, cursor
 			continue
 		}
 		if nextStep(rec.Job, rec.Route, rec.IntakeSeq) == stepSubmit && !rec.State.Terminal() && rec.CancelRequestedAt.IsZero() {
-			held, lvl, err := s.budgets[r.Name].running.Take(ctx, rec.ID, rec.Slots)
+			held, full, err := s.gate[r.Name].Take(ctx, rec.ID, rec.Slots)
 			if err != nil {
 				return false, false, err
 			}
-			if lvl != nil {
+			if full != "" {
 				return false, true, nil
 			}
 			// Held now: the start records them with its attempt, and
