@@ -1,6 +1,3 @@
-// Package route turns configured provider routes into what the services
-// use: the adapter, its schedule policy and limits, and the fleet-wide
-// route pauses kept in the routes bucket.
 package route
 
 import (
