@@ -52,24 +52,12 @@ func (s *Service) submitAgain(ctx context.Context, in intake, rec jobs.Record, l
 	// Exclusive unless resolving a doubt: a job the queue and a
 	// redelivery start at once is attempted once.
 	attempt := s.attemptID()
-	var span trace.Span
-	ans := g.Call(ctx, route.Call{Op: route.OpSubmit, Request: s.request(in.route, rec.Job), Log: &log,
-		Ready: func(ctx context.Context) (context.Context, bool) {
-			rec, err = s.jobs.Attempt(ctx, rec, attempt, slots, !rec.SubmitInDoubt)
-			if err != nil || rec.AttemptID != attempt {
-				return ctx, false
-			}
-			ctx, span = s.callSpan(ctx, in.route, "submit", rec.Job)
-			return ctx, true
-		}})
-	switch {
-	case ans.Called:
-		endCall(span, ans.Status, ans.Err)
-		return answered(rec, ans)
-	case !ans.Skipped:
-		return end(events.Later(ans.Wait), "retry")
-	case err != nil:
-		return end(s.retry(log, err, "recording the submit attempt"))
+	ans, rec, err := s.create(ctx, in.route, rec.Job, log, func(ctx context.Context) (jobs.Record, bool, error) {
+		rec, err := s.jobs.Attempt(ctx, rec, attempt, slots, !rec.SubmitInDoubt)
+		return rec, err == nil && rec.AttemptID == attempt, err
+	})
+	if m, ok := s.createdOr(ans, rec, err, "recording the submit attempt", log); ok {
+		return m
 	}
 	// Changed meanwhile: another process's attempt, or the job moved on.
 	if rec.SubmitInDoubt && rec.RemoteID == "" && !rec.State.Terminal() {
@@ -89,14 +77,46 @@ func (s *Service) request(r *route.Route, j *state.Job) provider.SubmitRequest {
 	return req
 }
 
-// answered is where the answer to the create the record's attempt marked
-// leads.
-func answered(rec jobs.Record, ans route.Answer) move {
-	if ans.Err != nil {
-		return move{to: stepFailed, rec: rec, err: ans.Err}
+// create asks the route's gate for a create of job j. Once the call is
+// admitted, attempt records it (the record's attempt marked) and says
+// whether to make it; the record it returns is the one create returns,
+// with attempt's error.
+func (s *Service) create(ctx context.Context, r *route.Route, j *state.Job, log zerolog.Logger, attempt func(context.Context) (jobs.Record, bool, error)) (route.Answer, jobs.Record, error) {
+	var rec jobs.Record
+	var err error
+	var span trace.Span
+	ans := s.gate[r.Name].Call(ctx, route.Call{Op: route.OpSubmit, Request: s.request(r, j), Log: &log,
+		Ready: func(ctx context.Context) (context.Context, bool) {
+			var ok bool
+			if rec, ok, err = attempt(ctx); !ok {
+				return ctx, false
+			}
+			ctx, span = s.callSpan(ctx, r, "submit", rec.Job)
+			return ctx, true
+		}})
+	if ans.Called {
+		endCall(span, ans.Status, ans.Err)
 	}
-	faultpoint.Hit("after-submit") // the provider has the job; the record does not know yet
-	return move{to: stepCreated, rec: rec, status: ans.Status}
+	return ans, rec, err
+}
+
+// createdOr is where a create leads: its answer (created, or failed), a
+// wait when it was not admitted (the route paused, the budget busy), a
+// retry when its attempt could not be recorded (what); false when the
+// attempt found the record moved on, which the caller takes up.
+func (s *Service) createdOr(ans route.Answer, rec jobs.Record, err error, what string, log zerolog.Logger) (move, bool) {
+	switch {
+	case ans.Called && ans.Err != nil:
+		return move{to: stepFailed, rec: rec, err: ans.Err}, true
+	case ans.Called:
+		faultpoint.Hit("after-submit") // the provider has the job; the record does not know yet
+		return move{to: stepCreated, rec: rec, status: ans.Status}, true
+	case !ans.Skipped:
+		return end(events.Later(ans.Wait), "retry"), true
+	case err != nil:
+		return end(s.retry(log, err, what)), true
+	}
+	return move{}, false
 }
 
 // created records the provider's acceptance of the job (the owner keeps

@@ -8,10 +8,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pollux-dev/pollux/internal/jobs"
-	"github.com/pollux-dev/pollux/internal/route"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
@@ -95,27 +93,13 @@ func (s *Service) first(ctx context.Context, in intake, m *events.Submit, id str
 		return s.enqueue(ctx, in, j, false, log)
 	}
 	j.Slots = slots
-	var rec jobs.Record
-	var created bool
-	var span trace.Span
-	ans := g.Call(ctx, route.Call{Op: route.OpSubmit, Request: s.request(r, j), Log: &log,
-		Ready: func(ctx context.Context) (context.Context, bool) {
-			j.SubmitAttempts, j.SubmitInDoubt, j.AttemptedAt, j.AttemptID = 1, true, now, s.attemptID()
-			rec, created, err = s.jobs.Accept(ctx, j)
-			if err != nil || !created {
-				return ctx, false
-			}
-			ctx, span = s.callSpan(ctx, r, "submit", rec.Job)
-			return ctx, true
-		}})
-	switch {
-	case ans.Called:
-		endCall(span, ans.Status, ans.Err)
-		return answered(rec, ans)
-	case !ans.Skipped:
-		return end(events.Later(ans.Wait), "retry") // a slot taken stays the job's: its next delivery finds it
-	case err != nil:
-		return end(s.retry(log, err, "creating the job"))
+	ans, rec, err := s.create(ctx, r, j, log, func(ctx context.Context) (jobs.Record, bool, error) {
+		j.SubmitAttempts, j.SubmitInDoubt, j.AttemptedAt, j.AttemptID = 1, true, now, s.attemptID()
+		rec, created, err := s.jobs.Accept(ctx, j)
+		return rec, err == nil && created, err
+	})
+	if m, ok := s.createdOr(ans, rec, err, "creating the job", log); ok {
+		return m // a slot taken and not recorded stays the job's: its next delivery finds it
 	}
 	if st := nextStep(rec.Job, in.routeName, in.seq); st == stepFinished || st == stepResume {
 		// Created or ended already (a redelivery): the slots just taken
