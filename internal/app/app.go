@@ -24,7 +24,6 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/pollux-dev/pollux/internal/budget"
 	"github.com/pollux-dev/pollux/internal/census"
 	"github.com/pollux-dev/pollux/internal/config"
 	"github.com/pollux-dev/pollux/internal/httpserve"
@@ -32,6 +31,7 @@ import (
 	"github.com/pollux-dev/pollux/internal/learn"
 	"github.com/pollux-dev/pollux/internal/metrics"
 	"github.com/pollux-dev/pollux/internal/route"
+	"github.com/pollux-dev/pollux/internal/route/budget"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/state"
 )

@@ -21,9 +21,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/pollux-dev/pollux/internal/budget"
 	"github.com/pollux-dev/pollux/internal/jobs"
 	"github.com/pollux-dev/pollux/internal/route"
+	"github.com/pollux-dev/pollux/internal/route/budget"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/state"
 )

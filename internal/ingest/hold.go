@@ -30,25 +30,21 @@ import (
 
 // paused returns how long calls on r wait and why ("" when they do not).
 func (s *Service) paused(r *route.Route) (time.Duration, string) {
-	d := s.pauses.Hold(r)
-	if d <= 0 {
-		return 0, ""
-	}
-	return d, s.pauses.Why(r)
+	return s.gate[r.Name].Hold()
 }
 
 // hold keeps a stored job that is not submitted waiting for its route's
 // pause to end (d, why): its record says so, and its message comes back
 // then. A job that moved on meanwhile (a cancel ended it) is taken from
 // where it stands.
-func (s *Service) hold(ctx context.Context, in intake, rec jobs.Record, d time.Duration, why string, log zerolog.Logger) (events.Outcome, string) {
+func (s *Service) hold(ctx context.Context, in intake, rec jobs.Record, d time.Duration, why string, log zerolog.Logger) move {
 	after, err := s.jobs.Hold(ctx, rec, why)
 	if err != nil {
-		return s.retry(log, err, "recording the job held")
+		return end(s.retry(log, err, "recording the job held"))
 	}
 	if nextStep(after.Job, in.routeName, in.seq) != stepSubmit {
-		return s.resume(ctx, in, after, log)
+		return decided(after)
 	}
 	log.Debug().Str("waiting_for", why).Dur("retry_in", d).Msg("held: the route is paused")
-	return events.Later(d), "held"
+	return end(events.Later(d), "held")
 }

@@ -286,11 +286,11 @@ func (s *Service) admitNext(ctx context.Context, q *queue, tenant string, cursor
 			continue
 		}
 		if nextStep(rec.Job, rec.Route, rec.IntakeSeq) == stepSubmit && !rec.State.Terminal() && rec.CancelRequestedAt.IsZero() {
-			held, lvl, err := s.budgets[r.Name].running.Take(ctx, rec.ID, rec.Slots)
+			held, full, err := s.gate[r.Name].Take(ctx, rec.ID, rec.Slots)
 			if err != nil {
 				return false, false, err
 			}
-			if lvl != nil {
+			if full != "" {
 				return false, true, nil
 			}
 			// Held now: the start records them with its attempt, and
@@ -318,7 +318,7 @@ func (s *Service) admit(ctx context.Context, q *queue, r *route.Route, rec jobs.
 		q.poke()
 	}()
 	in := intake{kind: events.KindSubmit, routeName: r.Name, route: r, seq: rec.IntakeSeq, attempt: uint64(rec.SubmitAttempts) + 1, queued: true}
-	out, result := s.resume(ctx, in, rec, in.logger(s.log, rec.ID))
+	out, result := s.drive(ctx, in, decided(rec), in.logger(s.log, rec.ID))
 	if s.cfg.Metrics.Submission != nil && result != "waiting" {
 		s.cfg.Metrics.Submission(r.Name, events.KindSubmit, result)
 	}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/pollux-dev/pollux/internal/budget"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/schedule"
 )
@@ -99,24 +98,14 @@ func (s *Service) rejectUnserved(ctx context.Context, subject, kind, routeName s
 	return nil
 }
 
-// repair frees, every budget.RepairInterval (jittered), the running slots
+// repair frees, every route.RepairInterval (jittered), the running slots
 // of this process's routes that no job holds: the slots of jobs whose end
 // was written by a process that died before freeing them, and of takes
-// whose record never landed. It also sweeps the admission queues (jobs
-// whose deadline passed while they waited expire). Every process does it;
-// it is idempotent.
+// whose record never landed (route.Gates.Repair). It also sweeps the
+// admission queues (jobs whose deadline passed while they waited expire).
+// Every process does it; it is idempotent.
 func (s *Service) repair(ctx context.Context) error {
-	seen := map[string]bool{}
-	var levels []*budget.Running
-	for _, b := range s.budgets {
-		for _, r := range b.running {
-			if !seen[r.Level().Scope()] {
-				seen[r.Level().Scope()] = true
-				levels = append(levels, r)
-			}
-		}
-	}
-	if len(levels) == 0 {
+	if !s.gates.Caps() {
 		return nil
 	}
 	for {
@@ -128,17 +117,16 @@ func (s *Service) repair(ctx context.Context) error {
 				s.log.Warn().Err(err).Str("queue", q.name).Msg("sweeping the admission queue failed")
 			}
 		}
-		for _, r := range levels {
-			n, err := r.Repair(ctx, s.jobs.Get, s.cfg.Now(), s.cfg.RepairGrace)
-			if n > 0 {
-				s.log.Warn().Str("level", r.Level().String()).Int("freed", n).
+		for _, r := range s.gates.Repair(ctx, s.jobs.Get, s.cfg.Now(), s.cfg.RepairGrace) {
+			if r.Freed > 0 {
+				s.log.Warn().Str("level", r.Level).Int("freed", r.Freed).
 					Msg("freed running slots no job holds (a process died between a job's end and freeing its slot)")
 				if s.cfg.Metrics.Repaired != nil {
-					s.cfg.Metrics.Repaired(r.Level().String(), n)
+					s.cfg.Metrics.Repaired(r.Level, r.Freed)
 				}
 			}
-			if err != nil && ctx.Err() == nil {
-				s.log.Warn().Err(err).Str("level", r.Level().String()).Msg("repairing running slots failed")
+			if r.Err != nil && ctx.Err() == nil {
+				s.log.Warn().Err(r.Err).Str("level", r.Level).Msg("repairing running slots failed")
 			}
 		}
 	}

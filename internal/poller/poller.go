@@ -35,9 +35,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/pollux-dev/pollux/internal/budget"
 	"github.com/pollux-dev/pollux/internal/jobs"
 	"github.com/pollux-dev/pollux/internal/route"
 	"github.com/pollux-dev/pollux/pkg/events"
@@ -122,9 +122,9 @@ type Service struct {
 	// dues are the due times of the checks this process sent back.
 	dues dues
 
-	// budgets are the routes' status budgets at every level (nil:
-	// unlimited), set up by Run.
-	budgets map[string]budget.Chain
+	// gate is each route's gate to its provider (its status budgets at
+	// every level), set up by Run.
+	gate map[string]*route.Gate
 }
 
 // New validates the configuration and prepares the service.
@@ -145,16 +145,22 @@ func New(cfg Config, js jetstream.JetStream, ns events.Namespace, res *events.Re
 // Run polls every route until ctx ends. Everything is set up before any
 // route starts: a setup that fails returns with nothing left running.
 func (s *Service) Run(ctx context.Context) error {
-	pool := budget.NewPool(s.js, s.ns, s.res.Slots, s.cfg.Options)
-	pool.Log = s.log
-	s.budgets = map[string]budget.Chain{}
-	defer pool.Close() // leases kept for reuse go back to the fleet now
+	gates := route.NewGates(s.js, s.ns, s.res.Slots, s.cfg.Options, s.pauses, route.GateConfig{
+		CallTimeout: s.cfg.CallTimeout, BusyWait: budgetBusyWait, Logger: s.log, Rand: s.rnd,
+		Observe: func(routeName string, op route.Op, class string, d time.Duration) {
+			if op == route.OpStatus && s.cfg.Metrics.StatusCall != nil {
+				s.cfg.Metrics.StatusCall(routeName, class, d)
+			}
+		},
+	})
+	s.gate = map[string]*route.Gate{}
+	defer gates.Close() // leases kept for reuse go back to the fleet now
 	consumers := map[string][]jetstream.Consumer{}
 	for _, r := range s.cfg.Routes {
 		sctx, cancel := context.WithTimeout(ctx, startupTimeout)
-		b, err := pool.Calls(sctx, r.Levels, events.SlotStatus)
+		g, err := gates.Open(sctx, r)
 		if err == nil {
-			s.budgets[r.Name] = b
+			s.gate[r.Name] = g
 			consumers[r.Name], err = s.repartition(sctx, r)
 		}
 		cancel()
@@ -294,36 +300,32 @@ func (s *Service) observeDue(r *route.Route, d *jobs.Delivery, last due, known b
 // from it, to the jobs' owner.
 // prev is when the job was polled before, as well as this process knows.
 func (s *Service) poll(ctx context.Context, r *route.Route, d *jobs.Delivery, prev time.Time) events.Outcome {
-	lease, err := s.budgets[r.Name].Acquire(ctx)
-	if err != nil {
+	var hs hedgeSettle
+	var span trace.Span
+	pctx := ctx
+	ans := s.gate[r.Name].Call(ctx, route.Call{Op: route.OpStatus,
+		Ref: provider.Ref{ID: d.Live.RemoteID, Model: d.Live.Model, Data: d.Live.Ref},
+		Ready: func(ctx context.Context) (context.Context, bool) {
+			// Admitted: a hedge's other job is read first, then the poll's
+			// span starts (the call and what is recorded of it).
+			if d.Live.HedgedBy != "" || d.Live.HedgeOf != "" {
+				hs = s.settleHedges(ctx, r, &hedgeView{id: d.JobID, live: d.Live}, s.jobLog(r, d))
+			}
+			pctx, span = s.pollSpan(ctx, r, d)
+			return pctx, true
+		}})
+	switch {
+	case ans.Busy:
 		// The route's budget is in use across the fleet: come back soon.
 		if s.cfg.Metrics.StatusCall != nil {
 			s.cfg.Metrics.StatusCall(r.Name, "budget_busy", 0)
 		}
-		return s.jobs.Postpone(ctx, d, s.cfg.Now().Add(schedule.Jitter(budgetBusyWait, schedule.RetryJitter, s.rnd)))
+		return s.jobs.Postpone(ctx, d, s.cfg.Now().Add(ans.Wait))
+	case ans.Paused:
+		return s.jobs.Postpone(ctx, d, s.cfg.Now().Add(ans.Wait))
 	}
-	if wait := s.pauses.Hold(r); wait > 0 {
-		lease.Unused() // paused while we waited for the lease: no call made
-		return s.jobs.Postpone(ctx, d, s.cfg.Now().Add(wait))
-	}
-	var hs hedgeSettle
-	if d.Live.HedgedBy != "" || d.Live.HedgeOf != "" {
-		hs = s.settleHedges(ctx, r, &hedgeView{id: d.JobID, live: d.Live}, s.jobLog(r, d))
-	}
-	ctx, span := s.pollSpan(ctx, r, d)
-	cctx, cancel := context.WithTimeout(ctx, cmp.Or(r.CallTimeout, s.cfg.CallTimeout))
-	start := time.Now()
-	st, callErr := r.Adapter.Status(cctx, provider.Ref{ID: d.Live.RemoteID, Model: d.Live.Model, Data: d.Live.Ref})
-	cancel()
-	lease.Answered(callErr)
-	if s.cfg.Metrics.StatusCall != nil {
-		class := "ok"
-		if callErr != nil {
-			class = provider.ClassOf(callErr).String()
-		}
-		s.cfg.Metrics.StatusCall(r.Name, class, time.Since(start))
-	}
-	pause := s.pauses.After(ctx, r, "status", callErr)
+	ctx = pctx
+	st, callErr, pause := ans.Status, ans.Err, ans.Pause
 
 	now := s.cfg.Now().UTC()
 	if callErr == nil {
@@ -453,23 +455,16 @@ func (s *Service) cancelAtProvider(ctx context.Context, r *route.Route, j *state
 	if !r.Adapter.Info().Cancel {
 		return "unsupported"
 	}
-	lease, err := s.budgets[r.Name].Acquire(ctx)
-	if err != nil {
-		log.Warn().Err(err).Msg("no budget to cancel " + what + " at the provider")
+	ans := s.gate[r.Name].Call(ctx, route.Call{Op: route.OpCancel, Ref: provider.JobRef(j), Log: &log})
+	switch {
+	case ans.Busy:
+		log.Warn().Err(ans.Err).Msg("no budget to cancel " + what + " at the provider")
 		return "held"
-	}
-	if s.pauses.Hold(r) > 0 {
-		lease.Unused()
+	case ans.Paused:
 		log.Info().Msg("the route is paused: " + what + " is not canceled at the provider")
 		return "held"
-	}
-	cctx, cancel := context.WithTimeout(ctx, cmp.Or(r.CallTimeout, s.cfg.CallTimeout))
-	_, err = r.Adapter.Cancel(cctx, provider.JobRef(j))
-	cancel()
-	lease.Answered(err)
-	s.pauses.After(ctx, r, "cancel", err)
-	if err != nil {
-		log.Warn().Err(err).Msg("canceling " + what + " at the provider failed")
+	case ans.Err != nil:
+		log.Warn().Err(ans.Err).Msg("canceling " + what + " at the provider failed")
 		return "failed"
 	}
 	return "canceled"

@@ -1,6 +1,3 @@
-// Package route turns configured provider routes into what the services
-// use: the adapter, its schedule policy and limits, and the fleet-wide
-// route pauses kept in the routes bucket.
 package route
 
 import (
@@ -20,8 +17,8 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/pollux-dev/pollux/internal/budget"
 	"github.com/pollux-dev/pollux/internal/config"
+	"github.com/pollux-dev/pollux/internal/route/budget"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/provider"
 	"github.com/pollux-dev/pollux/pkg/provider/atlas"

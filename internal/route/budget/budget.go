@@ -28,6 +28,10 @@
 // restarts: it adds the missing leases, or deletes those past the new cap
 // (by sequence; a call holding one finishes, its lease is not returned), and
 // updates MaxAckPending. Leases below the cap are kept.
+//
+// The budgets are a route's (package route): services never take a lease
+// or a running slot themselves; the route's gate (route.Gate) does,
+// around the provider call it makes.
 package budget
 
 import (
