@@ -365,6 +365,9 @@ func (s *Stats) Observe(j *state.Job) {
 		return
 	}
 	s.observeWebhook(j)
+	if !succeeded(j) {
+		run = 0 // a failure's time is learned from acceptance, in Ends
+	}
 	s.pmu.Lock()
 	defer s.pmu.Unlock()
 	keys := levels(j.Route, j.Model, j.ConfigKey)
@@ -376,9 +379,6 @@ func (s *Stats) Observe(j *state.Job) {
 				b.configKey = ""
 			}
 			s.pending[k] = b
-		}
-		if !succeeded(j) {
-			run = 0 // a failure's time is learned from acceptance, in Ends
 		}
 		b.total = appendBounded(b.total, total)
 		if run > 0 {
