@@ -89,6 +89,10 @@ type Record struct {
 	// distributions (model level only; see Failures).
 	Ended  float64 `json:"ended,omitempty"`
 	Failed float64 `json:"failed,omitempty"`
+	// Ends is how the model's jobs end, succeeded or not and when (model
+	// level only; see ends.go); absent from records written before it.
+	// Run, alongside it, learns from the jobs that succeeded.
+	Ends *Ends `json:"ends,omitempty"`
 }
 
 // LengthFit is a model's durations regressed on its jobs' requested
@@ -168,7 +172,9 @@ type snapshot struct {
 	drift      float64
 	// failures is the model's failure rate, with the weight it rests on.
 	failures, ended float64
-	rev             uint64
+	// ends is how the model's jobs end; nil when not learned.
+	ends *Ends
+	rev  uint64
 }
 
 type batch struct {
@@ -179,13 +185,24 @@ type batch struct {
 	// outcomes are the jobs that ended, true for a failed or lost one
 	// (model level).
 	outcomes []bool
+	// ends are the jobs that ended on their own (model level).
+	ends []endObs
+}
+
+// endObs is one job that ended on its own: when, and whether it succeeded.
+type endObs struct {
+	total     time.Duration
+	succeeded bool
 }
 
 // snapshot is the record's snapshot at revision rev.
 func (r *Record) snapshot(rev uint64) snapshot {
-	sn := snapshot{total: &r.Total, run: &r.Run, length: r.Length, drift: r.Drift, ended: r.Ended, rev: rev}
+	sn := snapshot{total: &r.Total, run: &r.Run, length: r.Length, drift: r.Drift, ended: r.Ended, ends: r.Ends, rev: rev}
 	if r.Ended > 0 {
 		sn.failures = r.Failed / r.Ended
+	}
+	if t := r.Ends.Total(); t != nil {
+		sn.total = t // the stable mixture (see Ends.Total)
 	}
 	return sn
 }
@@ -348,6 +365,9 @@ func (s *Stats) Observe(j *state.Job) {
 		return
 	}
 	s.observeWebhook(j)
+	if !succeeded(j) {
+		run = 0 // a failure's time is learned from acceptance, in Ends
+	}
 	s.pmu.Lock()
 	defer s.pmu.Unlock()
 	keys := levels(j.Route, j.Model, j.ConfigKey)
@@ -364,8 +384,13 @@ func (s *Stats) Observe(j *state.Job) {
 		if run > 0 {
 			b.run = appendBounded(b.run, run)
 		}
-		if i == len(keys)-1 && j.Length > 0 && len(b.lengths) < maxPending {
-			b.lengths = append(b.lengths, lengthObs{length: j.Length, total: total, run: run})
+		if i == len(keys)-1 {
+			if j.Length > 0 && len(b.lengths) < maxPending {
+				b.lengths = append(b.lengths, lengthObs{length: j.Length, total: total, run: run})
+			}
+			if len(b.ends) < maxPending {
+				b.ends = append(b.ends, endObs{total: total, succeeded: succeeded(j)})
+			}
 		}
 	}
 }
@@ -495,6 +520,7 @@ func (s *Stats) requeue(k string, b *batch) {
 		}
 		b.lengths = append(b.lengths, cur.lengths[:min(len(cur.lengths), maxPending-len(b.lengths))]...)
 		b.outcomes = append(b.outcomes, cur.outcomes[:min(len(cur.outcomes), maxPending-len(b.outcomes))]...)
+		b.ends = append(b.ends, cur.ends[:min(len(cur.ends), maxPending-len(b.ends))]...)
 	}
 	s.pending[k] = b
 }
@@ -564,6 +590,12 @@ func (s *Stats) fold(ctx context.Context, k string, b *batch) error {
 			if failed {
 				r.Failed++
 			}
+		}
+		if len(b.ends) > 0 && r.Ends == nil {
+			r.Ends = &Ends{}
+		}
+		for _, e := range b.ends {
+			r.Ends.Observe(e.total, e.succeeded)
 		}
 		if len(b.lengths) > 0 {
 			if r.Length == nil {

@@ -433,6 +433,13 @@ type Learned interface {
 	Failures(route, model string) (rate, weight float64)
 }
 
+// endsLearned is what Learned may also say: how the model's jobs end,
+// the times of those that did not succeed and their share
+// (learn.Stats.Failed; schedule.Job.LearnedFailed).
+type endsLearned interface {
+	Failed(route, model string) (times *schedule.Dist, share float64)
+}
+
 // Hints are what one successful provider answer says of the next poll —
 // its poll-after hint and its estimate of the time left — and how fast the
 // route's queue moves, as the fleet learned it (places a second; it makes
@@ -476,6 +483,9 @@ func (r *Route) ScheduleJob(ps *events.PollState, now time.Time, h Hints, learne
 	}
 	if learned != nil {
 		sj.Learned, sj.LearnedRun = learned.Lookup(r.Name, ps.Model, ps.ConfigKey, ps.Length)
+		if e, ok := learned.(endsLearned); ok {
+			sj.LearnedFailed, sj.FailedShare = e.Failed(r.Name, ps.Model)
+		}
 		if sj.WebhookExpected {
 			sj.WebhookMiss, sj.WebhookLate = learned.Webhook(r.Name)
 		}

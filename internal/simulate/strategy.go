@@ -168,6 +168,13 @@ type learner struct {
 	webhook learn.WebhookRecord
 	miss    float64
 	late    time.Duration
+	// ends is how the model's jobs end, learned as the fleet learns it
+	// (internal/learn): run holds the succeeded jobs' run times, ends the
+	// others' times from acceptance. seenFailed and share are what the
+	// policy is given, refreshed with the Dists.
+	ends       learn.Ends
+	seenFailed schedule.Dist
+	share      float64
 }
 
 // webhookDecay is internal/learn's decay of a webhook record per job (a
@@ -190,6 +197,9 @@ func (pp *policyPoller) next(i int, st *jobState, now float64) float64 {
 	if pp.learn != nil {
 		l := &pp.learn[m]
 		sj.Learned, sj.LearnedRun = &l.seenTotal, &l.seenRun
+		if l.share > 0 {
+			sj.LearnedFailed, sj.FailedShare = &l.seenFailed, l.share
+		}
 		if j.Webhook && pp.webhooks {
 			sj.WebhookMiss, sj.WebhookLate = l.miss, l.late
 		}
@@ -211,15 +221,21 @@ func (pp *policyPoller) done(i int, now float64, byWebhook bool) {
 	}
 	j := &pp.r.jobs[i]
 	l := &pp.learn[pp.r.model[i]]
+	ok := j.Outcome == "succeeded"
 	l.total.Observe(dur(j.Duration))
-	if j.ran() {
+	if j.ran() && ok {
 		l.run.Observe(dur(j.Duration - j.Queue))
 	}
+	l.ends.Observe(dur(j.Duration), ok)
 	if j.Webhook && pp.webhooks {
 		l.observeWebhook(dur(now-j.end()), byWebhook)
 	}
 	if l.fresh++; l.fresh >= pp.r.cfg.Refresh {
 		l.seenTotal, l.seenRun, l.fresh = l.total, l.run, 0
+		l.seenFailed, l.share = l.ends.Times, l.ends.Share()
+		if t := l.ends.Total(); t != nil {
+			l.seenTotal = *t
+		}
 		l.miss, l.late = l.webhook.Miss(), l.webhook.Lateness()
 	}
 }

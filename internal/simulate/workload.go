@@ -35,7 +35,28 @@ type Workload struct {
 	// job expects one, which comes a lognormal lateness after its end
 	// otherwise. 0 is no webhooks.
 	webhook float64
+	// rejected is the share of jobs the provider rejects early (a
+	// validation or safety check), uniformly rejectFrom–rejectTo seconds
+	// after submission; 0 is none. A rejected job is reported running
+	// from its acceptance (the provider validates it as it runs it; a
+	// trace of a job whose start was never reported reads the same).
+	rejected float64
+	// perModel, for a mix, fixes how many jobs each part draws whatever
+	// Jobs is asked for (a fleet's first days with a model, not a
+	// benchmark); 0 is Jobs' n.
+	perModel int
+	// gap, for a mix, is each part's mean time between submissions in
+	// seconds; 0 is meanArrival times the number of parts.
+	gap float64
 }
+
+// Early rejections (Workload.rejected) come this long after submission,
+// uniformly.
+const rejectFrom, rejectTo = 1.5, 8.0
+
+// studioJobs is how many jobs each model of the studio mix draws: a few
+// hundred, as a fleet sees a model in its first days.
+const studioJobs = 600
 
 // Arrivals and queueing shared by the built-in workloads: jobs arrive as a
 // Poisson process, a few dozen in flight at once, and wait in the
@@ -104,10 +125,42 @@ func Workloads() []Workload {
 	// fast is an image model: seconds of run time after the shared queue
 	// wait. It runs only in the mix.
 	fast := Workload{Name: "fast", About: "run time lognormal, median 20 s, σ 0.3", run: ln(20, 0.3)}
-	ws = append(ws, Workload{
+	// The models of a studio's day, each with 5% of its jobs rejected
+	// early: the workloads an outside measurement of Pollux used (issue
+	// 33), on which it planned a long model's rejections badly.
+	expQueue := func(mean float64) func(*rand.Rand) float64 {
+		return func(rnd *rand.Rand) float64 { return rnd.ExpFloat64() * mean }
+	}
+	longRejected := Workload{Name: "long-queue-rejected", rejected: 0.05, run: ln(210, 0.5), queue: expQueue(60),
+		About: "a queue wait exponential with mean 60 s, then run time lognormal median 210 s, σ 0.5, the provider reporting queued, then running; 5% rejected 1.5–8 s after submission"}
+	studio := []Workload{
+		{Name: "preview", run: ln(32, 0.3), queue: expQueue(3), rejected: 0.05},
+		{Name: "long-queue", run: ln(210, 0.5), queue: expQueue(60), rejected: 0.05},
+		{Name: "standard", run: ln(100, 0.35), queue: expQueue(8), rejected: 0.05},
+		{Name: "bimodal", rejected: 0.05, run: func(rnd *rand.Rand, _, _ int) (float64, string) {
+			if rnd.Float64() < 0.6 {
+				return succeeded(lognormal(rnd, 25, 0.2))
+			}
+			return succeeded(lognormal(rnd, 140, 0.2))
+		}},
+		{Name: "new-model", run: ln(80, 1.1), rejected: 0.05},
+		{Name: "slowdown", rejected: 0.05, run: func(rnd *rand.Rand, i, n int) (float64, string) {
+			if i < n/2 {
+				return succeeded(lognormal(rnd, 60, 0.35))
+			}
+			return succeeded(lognormal(rnd, 108, 0.35))
+		}},
+	}
+	ws = append(ws, longRejected, Workload{
 		Name:  "mixed",
 		About: "six models in one run, as many jobs each as alone, interleaved, each learned and scored on its own: fast (run time lognormal median 20 s, σ 0.3), long-queue, bimodal, heavy-tail, slowdown, early-failures",
 		parts: []Workload{fast, find("long-queue"), find("bimodal"), find("heavy-tail"), find("slowdown"), find("early-failures")},
+	}, Workload{
+		Name: "studio",
+		About: "a studio's day: six models, 600 jobs each whatever --jobs says, a submission every 4 s a model, 5% of every model's jobs rejected 1.5–8 s after submission: " +
+			"preview (queue exponential 3 s, run lognormal 32 s, σ 0.3), long-queue (as long-queue-rejected), standard (queue 8 s, run 100 s, σ 0.35), " +
+			"bimodal (60% around 25 s, 40% around 140 s), new-model (run 80 s, σ 1.1), slowdown (60 s, σ 0.35, 1.8× slower from halfway)",
+		parts: studio, perModel: studioJobs, gap: 4,
 	})
 	return ws
 }
@@ -140,10 +193,12 @@ func (w Workload) Jobs(n int, seed uint64) []Job {
 		return w.jobs(n, seed, 0, meanArrival, w.Name)
 	}
 	k := len(w.parts)
+	n = cmp.Or(w.perModel, n)
+	gap := cmp.Or(w.gap, meanArrival*float64(k))
 	var jobs []Job
 	for i, part := range w.parts {
 		// Each part its own stream: no two parts arrive in step.
-		jobs = append(jobs, part.jobs(n, seed, uint64(i+1), meanArrival*float64(k), w.Name+"/"+part.Name)...)
+		jobs = append(jobs, part.jobs(n, seed, uint64(i+1), gap, w.Name+"/"+part.Name)...)
 	}
 	slices.SortStableFunc(jobs, func(a, b Job) int { return cmp.Compare(a.Submit, b.Submit) })
 	return jobs
@@ -164,6 +219,9 @@ func (w Workload) jobs(n int, seed, stream uint64, meanGap float64, model string
 			queue = lognormal(rnd, queueMedian, queueSigma)
 		}
 		run, outcome := w.run(rnd, i, n)
+		if w.rejected > 0 && rnd.Float64() < w.rejected {
+			queue, run, outcome = 0, rejectFrom+(rejectTo-rejectFrom)*rnd.Float64(), "failed"
+		}
 		jobs[i] = Job{Model: model, Submit: t, Queue: queue, Duration: queue + run, Outcome: outcome, ProgressStep: w.progress}
 	}
 	if w.webhook > 0 {

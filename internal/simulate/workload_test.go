@@ -10,11 +10,11 @@ import (
 
 func TestWorkloads(t *testing.T) {
 	t.Parallel()
-	require.Len(t, WorkloadNames(), 13)
+	require.Len(t, WorkloadNames(), 15)
 	medians := map[string]float64{ // of the total time, queue included
 		"lognormal-0.25": 94, "lognormal-0.5": 94, "lognormal-1": 94,
 		"bimodal": 45, "heavy-tail": 52, "slowdown": 100, "early-failures": 120, "long-queue": 235,
-		"progress": 124, "webhook-2%": 94, "webhook-10%": 94, "webhook-30%": 94,
+		"progress": 124, "webhook-2%": 94, "webhook-10%": 94, "webhook-30%": 94, "long-queue-rejected": 270,
 	}
 	for _, w := range Workloads() {
 		if len(w.parts) > 0 {
@@ -29,7 +29,10 @@ func TestWorkloads(t *testing.T) {
 			for i, j := range jobs {
 				require.Equal(t, w.Name, j.Model)
 				require.Positive(t, j.Duration)
-				require.Less(t, j.Queue, j.Duration)
+				require.LessOrEqual(t, j.Queue, j.Duration)
+				if j.Queue == j.Duration {
+					require.Equal(t, "failed", j.Outcome, "only a rejection never runs")
+				}
 				require.Contains(t, Outcomes, j.Outcome)
 				if i > 0 {
 					require.GreaterOrEqual(t, j.Submit, jobs[i-1].Submit, "in submit order")
@@ -104,6 +107,47 @@ func TestMixed(t *testing.T) {
 		late += j.Duration - j.Queue
 	}
 	require.Greater(t, late/float64(len(slow)-len(slow)/2), 120.0)
+}
+
+// A workload with rejections fails 5% of its jobs 1.5–8 s after
+// submission, reported running from their acceptance; the studio mix
+// draws 600 jobs of each of its six models whatever it is asked for,
+// one every 4 s a model, each with its rejections.
+func TestRejectedAndStudio(t *testing.T) {
+	t.Parallel()
+	w, err := LookupWorkload("long-queue-rejected")
+	require.NoError(t, err)
+	rejected := 0
+	for _, j := range w.Jobs(4000, 1) {
+		if j.Outcome == "failed" {
+			rejected++
+			require.Zero(t, j.Queue)
+			require.GreaterOrEqual(t, j.Duration, rejectFrom)
+			require.LessOrEqual(t, j.Duration, rejectTo)
+		}
+	}
+	require.InDelta(t, 200, rejected, 40)
+
+	studio, err := LookupWorkload("studio")
+	require.NoError(t, err)
+	jobs := studio.Jobs(50, 1)
+	require.Len(t, jobs, 6*studioJobs)
+	byModel := map[string][]Job{}
+	for _, j := range jobs {
+		byModel[j.Model] = append(byModel[j.Model], j)
+	}
+	require.Len(t, byModel, 6)
+	for name, own := range byModel {
+		require.Len(t, own, studioJobs, name)
+		require.InEpsilon(t, 4, own[len(own)-1].Submit/float64(len(own)), 0.15, name)
+		failed := 0
+		for _, j := range own {
+			if j.Outcome == "failed" {
+				failed++
+			}
+		}
+		require.InDelta(t, 30, failed, 15, name)
+	}
 }
 
 // The progress workload's provider reports a running job's completed

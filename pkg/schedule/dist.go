@@ -170,6 +170,29 @@ func (d *Dist) WithPrior(prior *Dist, strength float64) *Dist {
 	return &out
 }
 
+// Mixed returns the mixture of d, with weight 1 − share, and other, with
+// weight share (0 ≤ share ≤ 1): the distribution of a job that ends as
+// other says with the chance share and as d says otherwise — succeeded
+// and failed jobs learned apart, the share of failures learned over far
+// more jobs than either histogram holds. Its Weight is the two's sum. With
+// an empty part, or a share of 0, it returns the other part.
+func (d *Dist) Mixed(other *Dist, share float64) *Dist {
+	share = math.Round(min(max(share, 0), 1)*1000) / 1000
+	switch {
+	case other == nil || other.sum <= 0 || share == 0:
+		return d
+	case d.sum <= 0 || share == 1:
+		return other
+	}
+	out := Dist{sum: d.sum + other.sum, n: d.n + other.n}
+	a, b := (1-share)*out.sum/d.sum, share*out.sum/other.sum
+	for k := range &out.w {
+		out.w[k] = d.w[k]*a + other.w[k]*b
+	}
+	out.id = ((d.id*fnvPrime)^other.id)*fnvPrime ^ math.Float64bits(share) ^ 0x6d6978
+	return &out
+}
+
 // binOf returns the bin of a duration in seconds.
 func binOf(x float64) int {
 	if !(x > minEdge) { // also NaN

@@ -24,6 +24,19 @@
 // run times (start to end) places the polls of a running job, and a queued
 // job is planned as if it started now: nothing ends before it starts.
 //
+// A job ends one of two ways, and each is learned apart when the caller
+// keeps them (LearnedFailed, FailedShare): it succeeds after a run
+// (LearnedRun, the succeeded jobs' run times), or it does not — a
+// rejection, a failure, a cancel by the provider — at a time from
+// acceptance, with a learned chance. A queued or running job's end is the
+// mixture of the two, the success conditioned on the run so far, the
+// failure on the time since acceptance; while the failure part still
+// weighs (a model's rejections seconds after acceptance), the next poll is
+// the first of the mixture's cost-optimal plan, solved at the decision,
+// and once the job is past the failure times the run's cached plan
+// applies. A long model pays for catching its rejections in its first
+// seconds, and not in its queue or its run.
+//
 // # Cold start
 //
 // Until a distribution has MinSamples effective samples, the policy is

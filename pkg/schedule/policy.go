@@ -57,8 +57,17 @@ type Job struct {
 	// nil, or a Weight below Policy.MinSamples, means the cold start.
 	Learned *Dist
 	// LearnedRun is the learned distribution of the durations from start
-	// to a terminal state, used with StartedAt; nil when not kept.
+	// to a terminal state, used with StartedAt; nil when not kept. With
+	// LearnedFailed, it holds the succeeded jobs' run times alone.
 	LearnedRun *Dist
+	// LearnedFailed is the learned distribution of the times from
+	// acceptance to the end of the route's jobs that did not succeed
+	// (failed, or canceled by the provider), and FailedShare the share of
+	// jobs that end so; nil or 0 when not kept. With them, a job's end is
+	// the mixture of a failure and a successful run, each conditioned on
+	// what the provider reported (see endsDelay).
+	LearnedFailed *Dist
+	FailedShare   float64
 	// StartedAt is when the provider started the job (its own timestamp,
 	// else the first poll that saw it running); zero when unknown.
 	StartedAt time.Time
@@ -255,14 +264,22 @@ func (p Policy) delay(j *Job, rnd *rand.Rand) time.Duration {
 	run := p.ready(j.LearnedRun)
 	switch {
 	case j.Phase == PhaseQueued && (run || learned):
-		// Nothing ends before it starts: plan as if it started now.
+		// Nothing but a failure ends before it starts: plan as if it
+		// started now.
 		d := j.Learned
 		if run {
+			if d, ok := p.endsDelay(j, 0, true); ok {
+				return p.later(d, rnd)
+			}
 			d = j.LearnedRun
 		}
 		return p.later(p.plan(d).Delay(0), rnd)
 	case run && !j.StartedAt.IsZero():
-		return p.later(p.plan(j.LearnedRun).Delay(j.Now.Sub(j.StartedAt)), rnd)
+		r := j.Now.Sub(j.StartedAt)
+		if d, ok := p.endsDelay(j, r.Seconds(), false); ok {
+			return p.later(d, rnd)
+		}
+		return p.later(p.plan(j.LearnedRun).Delay(r), rnd)
 	case learned:
 		return p.later(p.plan(j.Learned).Delay(j.Now.Sub(j.Submitted)), rnd)
 	}
