@@ -22,8 +22,8 @@ ARG VERSION=dev
 ARG REVISION=unknown
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 go build -trimpath -ldflags="-s -w \
-        -X github.com/pollux-dev/pollux/internal/version.version=${VERSION} \
-        -X github.com/pollux-dev/pollux/internal/version.revision=${REVISION}" -o /out/ \
+        -X github.com/pollux-dev/pollux/internal/platform/version.version=${VERSION} \
+        -X github.com/pollux-dev/pollux/internal/platform/version.revision=${REVISION}" -o /out/ \
         ./cmd/ingest ./cmd/poller ./cmd/webhook ./cmd/pollux
 
 # ---- runtime: Debian slim rather than distroless, for one reason: curl, so

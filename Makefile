@@ -16,8 +16,8 @@ HELM     ?= v3.22.0
 # it, -dirty with uncommitted changes) and its commit; "dev" outside git.
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
-LDFLAGS   = -X github.com/pollux-dev/pollux/internal/version.version=$(VERSION) \
-            -X github.com/pollux-dev/pollux/internal/version.revision=$(REVISION)
+LDFLAGS   = -X github.com/pollux-dev/pollux/internal/platform/version.version=$(VERSION) \
+            -X github.com/pollux-dev/pollux/internal/platform/version.revision=$(REVISION)
 # The image make image builds, tagged with VERSION: what deploy/k8s and
 # deploy/helm run (set IMAGE to push to a registry of yours).
 IMAGE    ?= ghcr.io/pollux-dev/pollux
@@ -41,8 +41,8 @@ test: tools ## Run every test with the race detector, the client examples includ
 	$(GO) test $(TESTFLAGS) ./...
 
 .PHONY: test-short
-test-short: tools ## Run every test but the end-to-end suites (internal/e2e: real processes and clusters), with the race detector
-	$(GO) test $(TESTFLAGS) $$($(GO) list ./... | grep -v '/internal/e2e')
+test-short: tools ## Run every test but the end-to-end suites (internal/testkit/e2e: real processes and clusters), with the race detector
+	$(GO) test $(TESTFLAGS) $$($(GO) list ./... | grep -v '/internal/testkit/e2e')
 
 .PHONY: tools
 tools: ## Install what the tests run: Debian packages as root (scripts/system-packages), the nats CLI and helm into bin/, npm packages into examples/node and api
@@ -69,7 +69,7 @@ bench: ## Measure the fleet against JetStream's own limits (one table; BENCHFLAG
 
 .PHONY: chaos
 chaos: ## The fault suites ten times bigger (POLLUX_CHAOS=long): tens of minutes
-	POLLUX_CHAOS=long $(GO) test -race -count=1 -timeout 90m -run 'Chaos' -v ./internal/e2e/...
+	POLLUX_CHAOS=long $(GO) test -race -count=1 -timeout 90m -run 'Chaos' -v ./internal/testkit/e2e/...
 
 .PHONY: lint
 lint: ## gofmt, go vet and golangci-lint (.golangci.yml: the linters and the import rules), installing the linter when missing

@@ -30,9 +30,9 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/pollux-dev/pollux/internal/config"
-	"github.com/pollux-dev/pollux/internal/dev"
-	"github.com/pollux-dev/pollux/internal/embedded"
+	"github.com/pollux-dev/pollux/internal/platform/config"
+	"github.com/pollux-dev/pollux/internal/platform/embedded"
+	"github.com/pollux-dev/pollux/internal/tools/dev"
 	"github.com/pollux-dev/pollux/pkg/client"
 	"github.com/pollux-dev/pollux/pkg/provider/sim"
 )

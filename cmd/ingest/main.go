@@ -1,7 +1,7 @@
 // Command ingest consumes Pollux's intake subjects: it submits jobs to
 // providers exactly once, starts tracking jobs submitted elsewhere, cancels
 // jobs, and rejects bad requests with an event naming the problem. With
-// --http-addr it also serves the HTTP front door (internal/frontdoor) with
+// --http-addr it also serves the HTTP front door (internal/edge/frontdoor) with
 // its jobs index and the console at /console/; --http-tokens-file gives it
 // tokens. Without tokens it listens on loopback only, unless
 // --http-insecure says otherwise, and answers only requests for localhost,
@@ -18,11 +18,11 @@ import (
 	"github.com/alecthomas/kong"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/pollux-dev/pollux/internal/app"
-	"github.com/pollux-dev/pollux/internal/console"
-	"github.com/pollux-dev/pollux/internal/frontdoor"
-	"github.com/pollux-dev/pollux/internal/ingest"
-	"github.com/pollux-dev/pollux/internal/version"
+	"github.com/pollux-dev/pollux/internal/edge/console"
+	"github.com/pollux-dev/pollux/internal/edge/frontdoor"
+	"github.com/pollux-dev/pollux/internal/platform/version"
+	"github.com/pollux-dev/pollux/internal/services/ingest"
+	"github.com/pollux-dev/pollux/internal/wiring/app"
 )
 
 // cli is the command line.

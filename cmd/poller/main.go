@@ -12,9 +12,9 @@ import (
 	"github.com/alecthomas/kong"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/pollux-dev/pollux/internal/app"
-	"github.com/pollux-dev/pollux/internal/poller"
-	"github.com/pollux-dev/pollux/internal/version"
+	"github.com/pollux-dev/pollux/internal/platform/version"
+	"github.com/pollux-dev/pollux/internal/services/poller"
+	"github.com/pollux-dev/pollux/internal/wiring/app"
 )
 
 func main() {

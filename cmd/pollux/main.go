@@ -9,9 +9,9 @@ import (
 
 	"github.com/alecthomas/kong"
 
-	"github.com/pollux-dev/pollux/internal/app"
-	"github.com/pollux-dev/pollux/internal/cli"
-	"github.com/pollux-dev/pollux/internal/version"
+	"github.com/pollux-dev/pollux/internal/platform/version"
+	"github.com/pollux-dev/pollux/internal/tools/cli"
+	"github.com/pollux-dev/pollux/internal/wiring/app"
 )
 
 func main() {

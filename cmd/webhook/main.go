@@ -16,11 +16,11 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/pollux-dev/pollux/internal/app"
-	"github.com/pollux-dev/pollux/internal/custody"
-	"github.com/pollux-dev/pollux/internal/notify"
-	"github.com/pollux-dev/pollux/internal/version"
-	"github.com/pollux-dev/pollux/internal/webhook"
+	"github.com/pollux-dev/pollux/internal/platform/version"
+	"github.com/pollux-dev/pollux/internal/services/custody"
+	"github.com/pollux-dev/pollux/internal/services/notify"
+	"github.com/pollux-dev/pollux/internal/services/webhook"
+	"github.com/pollux-dev/pollux/internal/wiring/app"
 )
 
 func main() {

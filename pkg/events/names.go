@@ -313,7 +313,7 @@ func (n Namespace) JobsBucket() string { return n.prefix + "-jobs" }
 func (n Namespace) RoutesBucket() string { return n.prefix + "-routes" }
 
 // UnresolvedKey is the routes-bucket key of a route's oldest-unresolved
-// cursor (internal/census). Pauses are keyed by the bare route name or by
+// cursor (internal/edge/census). Pauses are keyed by the bare route name or by
 // "account.<name>"; a pause watcher watches those two shapes alone.
 func UnresolvedKey(route string) string { return "unresolved." + route }
 

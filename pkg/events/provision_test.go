@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
-	"github.com/pollux-dev/pollux/internal/natstest"
+	"github.com/pollux-dev/pollux/internal/testkit/natstest"
 	"github.com/pollux-dev/pollux/pkg/events"
 )
 

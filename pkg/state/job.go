@@ -128,7 +128,7 @@ type Job struct {
 	IntakeSeq uint64 `json:"intake_seq,omitempty"`
 	// Trace is the job's W3C trace context (a traceparent): the span its
 	// record was created in, parent of every later span about the job
-	// (see internal/tracing); empty when tracing was off then.
+	// (see internal/platform/tracing); empty when tracing was off then.
 	Trace string `json:"trace,omitempty"`
 	// SubmitAttempts counts Submit calls started for this job. A redelivered
 	// submission that finds an attempt without a remote id knows the outcome

@@ -1,0 +1,266 @@
+package frontdoor
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/pollux-dev/pollux/internal/core/jobs"
+	"github.com/pollux-dev/pollux/internal/core/route"
+	"github.com/pollux-dev/pollux/internal/edge/census"
+	"github.com/pollux-dev/pollux/internal/edge/index"
+	"github.com/pollux-dev/pollux/internal/platform/httpserve"
+	"github.com/pollux-dev/pollux/internal/platform/problem"
+	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/schedule"
+)
+
+// Config configures the front door. Zero values mean the defaults on each
+// field.
+type Config struct {
+	// Routes are the routes submissions may name (required).
+	Routes []string
+	// ModelRoutes are the model routes submissions may name too (not
+	// track requests: a tracked job's route is known).
+	ModelRoutes []string
+	// RequestTimeout bounds the NATS calls of one request (default 10s).
+	RequestTimeout time.Duration
+	// MaxStreams caps the event streams open at once; one more is answered
+	// 429 (default 1024).
+	MaxStreams int
+	// MaxStreamDuration ends an event stream that has run this long; the
+	// client resumes with Last-Event-ID (default 30m).
+	MaxStreamDuration time.Duration
+	// MaxResume is the most jobs a live stream (GET /v1/stream) resumed
+	// with Last-Event-ID sends as changed since; when more changed, it
+	// sends one reset event instead (default 5000).
+	MaxResume int
+	// KeepAlive is how often an idle event stream sends a comment line, so
+	// proxies keep it open (default 15s).
+	KeepAlive time.Duration
+	// ReadHeaderTimeout, ReadTimeout, WriteTimeout and IdleTimeout bound
+	// each connection (defaults 5s, 15s, 15s, 60s). WriteTimeout applies to
+	// each event of a stream, not to the stream as a whole.
+	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+	// MaxHeaderBytes caps request headers (default 16 KiB).
+	MaxHeaderBytes int
+	// Tokens, when set, are the bearer tokens a request must carry
+	// (Authorization: Bearer <token>, or the console's session cookie);
+	// without one it is answered 401, and a read-only one may not change
+	// anything (403). Nil: no authentication — Listen refuses an address
+	// beyond loopback unless told otherwise, and only requests for
+	// localhost, a loopback address or AllowedHosts are answered.
+	Tokens *Tokens
+	// AllowedHosts are the host names (or addresses, without a port) a
+	// request's Host may name besides localhost and the loopback
+	// addresses. Without Tokens any other Host is answered 421, which
+	// stops DNS rebinding; with Tokens any Host is answered unless this is
+	// set (default: none).
+	AllowedHosts []string
+	// Index lists jobs (GET /v1/jobs, /v1/stream, the counts and activity
+	// of /v1/routes, the models of /v1/models); nil: those answer 503.
+	Index *index.Index
+	// Pauses pauses and resumes routes (POST /v1/routes/{name}/pause and
+	// resume); nil: those answer 503.
+	Pauses *route.Pauses
+	// WebhookRoutes are the routes that ask their provider for webhooks
+	// (a webhook_url); the others are poll-only, as GET /v1/routes says
+	// (default: none).
+	WebhookRoutes []string
+	// Census samples the routes for GET /v1/routes; nil: it answers 503.
+	Census func(ctx context.Context) (*census.Snapshot, error)
+	// Learned returns the learned durations of a route and model (as
+	// learn.Stats.Lookup), and Policies the routes' schedules, for the
+	// models endpoints; either nil: those answer 503.
+	Learned  func(route, model, configKey string) (total, run *schedule.Dist)
+	Policies map[string]schedule.Policy
+	// MaxBulk is the most jobs one bulk cancel or resubmit acts on; one
+	// matching more is refused (default DefaultMaxBulk).
+	MaxBulk int
+	// Console, when set, is served at /console/ and / redirects there.
+	Console http.Handler
+	// Logger receives the front door's log lines (default: none).
+	Logger zerolog.Logger
+	// Now is the clock a submission's deadline is checked against
+	// (default time.Now).
+	Now func() time.Time
+}
+
+// Server is the HTTP front door.
+type Server struct {
+	cfg    Config
+	js     jetstream.JetStream
+	ns     events.Namespace
+	jobs   *jobs.Owner
+	stream jetstream.Stream
+	slots  chan struct{}
+	log    zerolog.Logger
+	// openCSRF is the CSRF token of browsers without tokens.
+	openCSRF string
+	// allowed are Config.AllowedHosts, lower-cased.
+	allowed map[string]bool
+	// census is the latest census of the routes.
+	census censusCache
+}
+
+// New validates the configuration and prepares the front door. It publishes
+// with js under ns, reads job records through their owner and events from
+// res.Events.
+func New(cfg Config, js jetstream.JetStream, ns events.Namespace, res *events.Resources, owner *jobs.Owner) (*Server, error) {
+	if len(cfg.Routes) == 0 {
+		return nil, errors.New("frontdoor: Routes: at least one route is required")
+	}
+	for _, r := range cfg.Routes {
+		if !events.ValidToken(r) {
+			return nil, fmt.Errorf("frontdoor: Routes: %q is not a valid route name", r)
+		}
+	}
+	cfg.Routes = slices.Clone(cfg.Routes)
+	cfg.RequestTimeout = cmp.Or(cfg.RequestTimeout, 10*time.Second)
+	cfg.MaxStreams = cmp.Or(cfg.MaxStreams, 1024)
+	cfg.MaxStreamDuration = cmp.Or(cfg.MaxStreamDuration, 30*time.Minute)
+	cfg.KeepAlive = cmp.Or(cfg.KeepAlive, 15*time.Second)
+	cfg.MaxResume = cmp.Or(cfg.MaxResume, 5000)
+	cfg.ReadHeaderTimeout = cmp.Or(cfg.ReadHeaderTimeout, 5*time.Second)
+	cfg.ReadTimeout = cmp.Or(cfg.ReadTimeout, 15*time.Second)
+	cfg.WriteTimeout = cmp.Or(cfg.WriteTimeout, 15*time.Second)
+	cfg.IdleTimeout = cmp.Or(cfg.IdleTimeout, 60*time.Second)
+	cfg.MaxHeaderBytes = cmp.Or(cfg.MaxHeaderBytes, 16<<10)
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.MaxStreams < 0 || cfg.RequestTimeout < 0 || cfg.MaxStreamDuration < 0 || cfg.KeepAlive < 0 || cfg.MaxResume < 0 {
+		return nil, errors.New("frontdoor: MaxStreams, RequestTimeout, MaxStreamDuration, KeepAlive and MaxResume must not be negative")
+	}
+	allowed, err := allowedHosts(cfg.AllowedHosts)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Tokens != nil {
+		cfg.Tokens.mu.Lock()
+		cfg.Tokens.log = cfg.Logger
+		cfg.Tokens.mu.Unlock()
+	}
+	return &Server{
+		cfg: cfg, js: js, ns: ns, jobs: owner, stream: res.Events,
+		slots: make(chan struct{}, cfg.MaxStreams), log: cfg.Logger, openCSRF: openCSRF(), allowed: allowed,
+	}, nil
+}
+
+// Handler returns the front door's HTTP handler. Event streams it serves end
+// when their request's context ends.
+func (s *Server) Handler() http.Handler {
+	return s.handler(context.Background())
+}
+
+// handler returns the HTTP handler; event streams also end when closing
+// ends, so a shutdown does not wait for them.
+func (s *Server) handler(closing context.Context) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/v1/jobs", methods{http.MethodGet: s.list, http.MethodPost: s.submit})
+	// A job may be named "track": GET reads it.
+	mux.Handle("/v1/jobs/track", methods{http.MethodPost: s.track, http.MethodGet: func(w http.ResponseWriter, r *http.Request) *apiError {
+		r.SetPathValue("id", "track")
+		return s.get(w, r)
+	}})
+	mux.Handle("/v1/jobs/{id}", only(http.MethodGet, s.get))
+	mux.Handle("/v1/jobs/{id}/cancel", only(http.MethodPost, s.cancel))
+	mux.Handle("/v1/jobs/{id}/resubmit", only(http.MethodPost, s.resubmitOne))
+	for name, h := range map[string]func(http.ResponseWriter, *http.Request) *apiError{"cancel": s.bulkCancel, "resubmit": s.bulkResubmit} {
+		// Bulk actions; a job may be named so too: GET reads it.
+		mux.Handle("/v1/jobs/"+name, methods{http.MethodPost: h, http.MethodGet: func(w http.ResponseWriter, r *http.Request) *apiError {
+			r.SetPathValue("id", name)
+			return s.get(w, r)
+		}})
+	}
+	mux.Handle("/v1/jobs/{id}/outputs/{n}", only(http.MethodGet, s.output))
+	mux.Handle("/v1/jobs/{id}/deliveries", only(http.MethodGet, s.deliveries))
+	mux.Handle("/v1/jobs/{id}/events", only(http.MethodGet, func(w http.ResponseWriter, r *http.Request) *apiError {
+		return s.events(closing, w, r)
+	}))
+	mux.Handle("/v1/stream", only(http.MethodGet, func(w http.ResponseWriter, r *http.Request) *apiError {
+		return s.live(closing, w, r)
+	}))
+	mux.Handle("/v1/routes", only(http.MethodGet, s.routes))
+	mux.Handle("/v1/routes/{name}/pause", only(http.MethodPost, s.pause))
+	mux.Handle("/v1/routes/{name}/resume", only(http.MethodPost, s.resume))
+	mux.Handle("/v1/models", only(http.MethodGet, s.models))
+	mux.Handle("/v1/routes/{name}/models/{model...}", only(http.MethodGet, s.model))
+	mux.Handle("/console/login", only(http.MethodPost, s.login))
+	mux.Handle("/console/logout", only(http.MethodPost, s.logout))
+	mux.Handle("/console/session", only(http.MethodGet, s.session))
+	if s.cfg.Console != nil {
+		mux.Handle("/console/", s.cfg.Console)
+		mux.Handle("/console", http.RedirectHandler("/console/", http.StatusMovedPermanently))
+		mux.Handle("/{$}", http.RedirectHandler("/console/", http.StatusFound))
+	}
+	mux.Handle("/", problem.NotFound("see api/openapi.yaml"))
+	return s.access(mux)
+}
+
+// only adapts a handler that returns its error response, and answers 405
+// to any method but method.
+func only(method string, h func(http.ResponseWriter, *http.Request) *apiError) http.Handler {
+	return methods{method: h}
+}
+
+// methods is an endpoint's handlers by method; it answers 405 to any
+// other method.
+type methods map[string]func(http.ResponseWriter, *http.Request) *apiError
+
+func (m methods) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h, ok := m[r.Method]
+	if !ok {
+		problem.MethodNotAllowed(w, r, strings.Join(slices.Sorted(maps.Keys(m)), ", "))
+		return
+	}
+	if e := h(w, r); e != nil {
+		e.write(w)
+	}
+}
+
+// Run serves the front door on ln until ctx ends, then ends the event
+// streams and shuts the server down, waiting at most 10s for requests in
+// flight.
+func (s *Server) Run(ctx context.Context, ln net.Listener) error {
+	closing, endStreams := context.WithCancel(context.WithoutCancel(ctx))
+	defer endStreams()
+	srv := &http.Server{
+		Handler:           s.handler(closing),
+		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
+		ReadTimeout:       s.cfg.ReadTimeout,
+		WriteTimeout:      s.cfg.WriteTimeout,
+		IdleTimeout:       s.cfg.IdleTimeout,
+		MaxHeaderBytes:    s.cfg.MaxHeaderBytes,
+	}
+	s.log.Info().Str("addr", ln.Addr().String()).Strs("routes", s.cfg.Routes).Int("tokens", s.cfg.Tokens.Len()).Strs("allowed_hosts", s.cfg.AllowedHosts).Msg("front door running")
+	if s.cfg.Tokens == nil && !listensOnLoopback(ln.Addr()) {
+		s.log.Warn().Str("addr", ln.Addr().String()).
+			Msg("the front door has no tokens and listens beyond loopback (--http-insecure): anyone who reaches it may act")
+	}
+	if err := httpserve.Run(ctx, ln, srv, 10*time.Second, endStreams); err != nil {
+		return fmt.Errorf("front door: %w", err)
+	}
+	return nil
+}
+
+// knownRoute reports whether name is a configured route.
+func (s *Server) knownRoute(name string) bool {
+	return slices.Contains(s.cfg.Routes, name)
+}
+
+// unavailable logs a NATS failure and returns the 503 that reports it.
+func (s *Server) unavailable(err error, what string) *apiError {
+	s.log.Warn().Err(err).Msg(what + " failed")
+	return fail(http.StatusServiceUnavailable, CodeUnavailable, "", what+" failed; retry later")
+}

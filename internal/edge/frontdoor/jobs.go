@@ -1,0 +1,335 @@
+package frontdoor
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/base32"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"slices"
+	"time"
+
+	"github.com/pollux-dev/pollux/internal/services/notify"
+	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/state"
+)
+
+// maxCancelBody is the largest cancel request body: a reason and some room.
+const maxCancelBody = 4 << 10
+
+// Accepted answers a submission or cancel request that was published.
+type Accepted struct {
+	// ID is the job id.
+	ID string `json:"id"`
+	// Route is the job's route.
+	Route string `json:"route"`
+	// Links are the job's endpoints.
+	Links Links `json:"links"`
+}
+
+// Links are a job's endpoints, relative to the front door's root.
+type Links struct {
+	// Self is the job's record.
+	Self string `json:"self"`
+	// Events is the job's event stream; it names the route, so it works
+	// before ingest has taken the submission.
+	Events string `json:"events"`
+	// Cancel cancels the job.
+	Cancel string `json:"cancel"`
+}
+
+func accepted(id, route string) Accepted {
+	self := "/v1/jobs/" + id
+	return Accepted{ID: id, Route: route, Links: Links{
+		Self: self, Events: self + "/events?route=" + url.QueryEscape(route), Cancel: self + "/cancel",
+	}}
+}
+
+// submit handles POST /v1/jobs: the body is a submission with its route.
+func (s *Server) submit(w http.ResponseWriter, r *http.Request) *apiError {
+	body, e := readJSON(w, r, events.MaxMessageBytes)
+	if e != nil {
+		return e
+	}
+	m, err := events.DecodeSubmit(body)
+	if err != nil {
+		return invalid(err)
+	}
+	route, e := s.intakeRoute(body, m.Deadline, true)
+	if e != nil {
+		return e
+	}
+	m.By = who(r).by(r) // who acts is who the front door knows, not what the body says
+	if key := r.Header.Get("Idempotency-Key"); key != "" {
+		if m.IdempotencyKey != "" && m.IdempotencyKey != key {
+			return fail(http.StatusBadRequest, CodeIdempotencyKeyMismatch, "idempotency_key",
+				"the Idempotency-Key header and the body's idempotency_key differ; send one, or the same in both")
+		}
+		m.IdempotencyKey = key
+	}
+	id := m.ID
+	switch {
+	case id != "":
+	case m.IdempotencyKey != "":
+		id = events.KeyID(route, m.IdempotencyKey)
+	default:
+		id = newID()
+		m.ID = id
+	}
+	data, err := encode(m)
+	if err != nil {
+		return invalid(err)
+	}
+	// Validate exactly what is published: the header's key joined the body.
+	if _, err := events.DecodeSubmit(data); err != nil {
+		return invalid(err)
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+	defer cancel()
+	if err := s.publishIntake(ctx, r, "POST /v1/jobs", s.ns.Submit(route), route, id, data); err != nil {
+		return s.unavailable(err, "publishing the submission")
+	}
+	s.log.Debug().Str("job_id", id).Str("route", route).Str("by", who(r).by(r)).Msg("submission published")
+	a := accepted(id, route)
+	w.Header().Set("Location", a.Links.Self)
+	writeJSON(w, http.StatusAccepted, a)
+	return nil
+}
+
+// track handles POST /v1/jobs/track: the body is a track message (a job
+// submitted elsewhere, by its provider's id) with its route. Without an id
+// the job's id derives from the remote id, so tracking it twice is one job.
+func (s *Server) track(w http.ResponseWriter, r *http.Request) *apiError {
+	body, e := readJSON(w, r, events.MaxMessageBytes)
+	if e != nil {
+		return e
+	}
+	m, err := events.DecodeTrack(body)
+	if err != nil {
+		return invalid(err)
+	}
+	route, e := s.intakeRoute(body, m.Deadline, false)
+	if e != nil {
+		return e
+	}
+	id := cmp.Or(m.ID, events.RemoteKeyID(route, m.RemoteID))
+	data, err := encode(m)
+	if err != nil {
+		return invalid(err)
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+	defer cancel()
+	if err := s.publishIntake(ctx, r, "POST /v1/jobs/track", s.ns.Track(route), route, id, data); err != nil {
+		return s.unavailable(err, "publishing the track request")
+	}
+	s.log.Debug().Str("job_id", id).Str("route", route).Str("by", who(r).by(r)).Msg("track request published")
+	a := accepted(id, route)
+	w.Header().Set("Location", a.Links.Self)
+	writeJSON(w, http.StatusAccepted, a)
+	return nil
+}
+
+// get handles GET /v1/jobs/{id}: the job's record (JobView).
+func (s *Server) get(w http.ResponseWriter, r *http.Request) *apiError {
+	j, e := s.job(r.Context(), r.PathValue("id"))
+	if e != nil {
+		return e
+	}
+	writeJSON(w, http.StatusOK, JobView(j))
+	return nil
+}
+
+// deliveries handles GET /v1/jobs/{id}/deliveries: the job's outbound
+// webhook deliveries, one per endpoint (package notify), as `pollux get`
+// shows them; an empty list where no endpoint is configured.
+func (s *Server) deliveries(w http.ResponseWriter, r *http.Request) *apiError {
+	j, e := s.job(r.Context(), r.PathValue("id"))
+	if e != nil {
+		return e
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+	defer cancel()
+	ds, err := notify.Deliveries(ctx, s.js, s.ns, j.ID)
+	if err != nil {
+		return s.unavailable(err, "reading the job's deliveries")
+	}
+	if ds == nil {
+		ds = []notify.Delivery{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"deliveries": ds})
+	return nil
+}
+
+// JobView is a job's record as GET /v1/jobs/{id} returns it and `pollux
+// get` prints it: its snapshot, as events carry it (state.Job.Snapshot).
+func JobView(j *state.Job) *state.Job { return j.Snapshot() }
+
+// cancel handles POST /v1/jobs/{id}/cancel, with an optional body
+// {"reason": ...}.
+func (s *Server) cancel(w http.ResponseWriter, r *http.Request) *apiError {
+	body, e := readJSON(w, r, maxCancelBody)
+	if e != nil {
+		return e
+	}
+	var req struct {
+		Reason string `json:"reason"`
+	}
+	if len(bytes.TrimSpace(body)) > 0 {
+		if err := json.Unmarshal(body, &req); err != nil {
+			var te *json.UnmarshalTypeError
+			if errors.As(err, &te) && te.Field != "" {
+				return fail(http.StatusBadRequest, CodeInvalidField, te.Field, te.Field+": must be a JSON string")
+			}
+			return fail(http.StatusBadRequest, CodeInvalidBody, "", "not a JSON object: "+err.Error())
+		}
+	}
+	j, e := s.job(r.Context(), r.PathValue("id"))
+	if e != nil {
+		return e
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+	defer cancel()
+	if e := s.requestCancel(ctx, r, j, req.Reason); e != nil {
+		return e
+	}
+	writeJSON(w, http.StatusAccepted, accepted(j.ID, j.Route))
+	return nil
+}
+
+// requestCancel publishes request r's cancel of job j (the one way the
+// front door cancels, one job or many), saying who asks and why; a
+// finished job is a 409.
+func (s *Server) requestCancel(ctx context.Context, r *http.Request, j *state.Job, reason string) *apiError {
+	if j.State.Terminal() {
+		return fail(http.StatusConflict, CodeJobTerminal, "", fmt.Sprintf("job %s has finished (%s)", j.ID, j.State))
+	}
+	data, err := encode(events.Cancel{V: events.Version, ID: j.ID, Reason: reason, By: who(r).by(r)})
+	if err != nil {
+		return invalid(err)
+	}
+	if _, err := events.DecodeCancel(data); err != nil {
+		return invalid(err)
+	}
+	if _, err := s.js.Publish(ctx, s.ns.Cancel(j.Route), data); err != nil {
+		return s.unavailable(err, "publishing the cancel request")
+	}
+	s.log.Info().Str("job_id", j.ID).Str("route", j.Route).Str("by", who(r).by(r)).Msg("cancel request published")
+	return nil
+}
+
+// job reads the record of the job the path names.
+func (s *Server) job(ctx context.Context, id string) (*state.Job, *apiError) {
+	if !events.ValidToken(id) {
+		return nil, fail(http.StatusBadRequest, CodeInvalidParameter, "id", "a job id is 1-128 characters of [A-Za-z0-9_-]")
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	defer cancel()
+	j, err := s.jobs.Get(ctx, id)
+	switch {
+	case errors.Is(err, state.ErrNotFound):
+		return nil, fail(http.StatusNotFound, CodeJobNotFound, "", "no job "+id)
+	case err != nil:
+		return nil, s.unavailable(err, "reading job "+id)
+	}
+	return j, nil
+}
+
+// readJSON reads a request body of at most limit bytes that must be JSON
+// (a missing Content-Type is taken as JSON).
+func readJSON(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *apiError) {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || mt != "application/json" {
+			return nil, fail(http.StatusUnsupportedMediaType, CodeUnsupportedMediaType, "Content-Type", "the body must be application/json")
+		}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, fail(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "", fmt.Sprintf("the body is larger than %d bytes", limit))
+		}
+		return nil, fail(http.StatusBadRequest, CodeInvalidBody, "", "reading the body failed")
+	}
+	return body, nil
+}
+
+// intakeRoute checks what a submission or track request's body says beyond
+// the message: its deadline is not past (wrong whatever the route: refused
+// here, as ingest would refuse it; a deadline beyond the route's
+// max_deadline depends on the route's configuration and comes as a
+// rejected event) and its route is configured. It returns the route.
+func (s *Server) intakeRoute(body []byte, deadline time.Time, models bool) (string, *apiError) {
+	if now := s.cfg.Now(); !deadline.IsZero() && !deadline.After(now) {
+		return "", fail(http.StatusBadRequest, CodeInvalidField, "deadline",
+			fmt.Sprintf("deadline: %s is in the past", deadline.UTC().Format(time.RFC3339)))
+	}
+	route, e := routeOf(body)
+	if e != nil {
+		return "", e
+	}
+	switch {
+	case s.knownRoute(route):
+	case slices.Contains(s.cfg.ModelRoutes, route) && models:
+	case slices.Contains(s.cfg.ModelRoutes, route):
+		return "", fail(http.StatusBadRequest, CodeInvalidField, "route", fmt.Sprintf("%s is a model route: track the job on the route it was submitted to", route))
+	default:
+		return "", fail(http.StatusNotFound, CodeUnknownRoute, "route", fmt.Sprintf("no route named %q", route))
+	}
+	return route, nil
+}
+
+// routeOf returns the body's route field.
+func routeOf(body []byte) (string, *apiError) {
+	var head struct {
+		Route *string `json:"route"`
+	}
+	if err := json.Unmarshal(body, &head); err != nil {
+		return "", fail(http.StatusBadRequest, CodeInvalidField, "route", "route: must be a JSON string")
+	}
+	switch {
+	case head.Route == nil || *head.Route == "":
+		return "", fail(http.StatusBadRequest, CodeInvalidField, "route", "route: required")
+	case !events.ValidToken(*head.Route):
+		return "", fail(http.StatusBadRequest, CodeInvalidField, "route", "route: must be 1-128 characters of [A-Za-z0-9_-]")
+	}
+	return *head.Route, nil
+}
+
+// invalid maps a contract validation error to its 400.
+func invalid(err error) *apiError {
+	var fe *events.FieldError
+	if errors.As(err, &fe) && fe.Field != "" {
+		return fail(http.StatusBadRequest, CodeInvalidField, fe.Field, fe.Error())
+	}
+	return fail(http.StatusBadRequest, CodeInvalidBody, "", err.Error())
+}
+
+// encode marshals a message without escaping HTML characters, so the
+// provider input passes through as the caller wrote it.
+func encode(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+// newID returns a random job id for a submission that names neither an id
+// nor an idempotency key: "h-" and 26 characters, the shape of derived ids.
+func newID() string {
+	b := make([]byte, 17)
+	_, _ = rand.Read(b)
+	return "h-" + idEncoding.EncodeToString(b)[:26]
+}

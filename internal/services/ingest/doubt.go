@@ -1,0 +1,88 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+
+	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/pollux-dev/pollux/internal/core/jobs"
+	"github.com/pollux-dev/pollux/internal/core/route"
+	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/provider"
+	"github.com/pollux-dev/pollux/pkg/state"
+)
+
+// Submissions in doubt: a create that got no answer may have made the job.
+// resolve (decide.go) says how it is settled; these steps carry it out.
+
+// inDoubt resolves a submission whose last call's outcome is unknown.
+// After a call this handling just made (interrupted), a retry or a lookup
+// waits for the message's next delivery: the provider gets time, and
+// calls do not follow each other in a loop.
+func (s *Service) inDoubt(ctx context.Context, in intake, rec jobs.Record, interrupted bool, log zerolog.Logger) move {
+	r := in.route
+	res, until := resolve(rec.Job, r.Adapter.Info(), r.CanFind(), s.callTimeout(r), s.cfg.Now())
+	switch {
+	case res == resolveWait:
+		return end(events.Later(until.Sub(s.cfg.Now())), "retry")
+	case interrupted && res == resolveRetry:
+		return end(events.Later(s.backoff(in)), "retry")
+	}
+	switch res {
+	case resolveLost:
+		return move{to: stepLost, rec: rec, reason: lostReason(r, rec.Job)}
+	case resolveFind:
+		ans := s.find(ctx, r, rec.Job)
+		switch err := ans.Err; {
+		case errors.Is(err, provider.ErrCannotTell) && r.Adapter.Info().Idempotent:
+			log.Info().Err(err).Msg("the provider cannot tell whether it has the submission in doubt; it deduplicates, so submitting it again")
+			return move{to: stepSubmit, rec: rec}
+		case errors.Is(err, provider.ErrCannotTell):
+			return move{to: stepLost, rec: rec, reason: cannotTellReason(r, rec.Job, err)}
+		case err != nil || !ans.Called:
+			log.Warn().Err(err).Bool("paused", ans.Paused).Msg("looking the submission in doubt up at the provider failed; retrying")
+			return end(events.Later(s.backoff(in)), "retry")
+		case ans.Found:
+			log.Info().Str("remote_id", ans.Status.RemoteID).Msg("the submission in doubt was found at the provider")
+			return move{to: stepCreated, rec: rec, status: ans.Status}
+		}
+		log.Info().Msg("the provider does not have the submission in doubt; submitting it")
+	}
+	// Submit again: the provider deduplicates, or it said it has no such
+	// job.
+	return move{to: stepSubmit, rec: rec}
+}
+
+// giveUp ends a submission in doubt as lost, for reason — unless its
+// attempt's own process recorded the job meanwhile.
+func (s *Service) giveUp(ctx context.Context, rec jobs.Record, reason string, log zerolog.Logger) move {
+	obs := state.Observation{State: state.Lost, Reason: reason, Source: state.FromPollux, At: s.cfg.Now().UTC()}
+	after, err := s.jobs.GiveUp(ctx, rec, obs)
+	if err != nil {
+		return end(s.retry(log, err, "recording the job lost"))
+	}
+	if !after.State.Terminal() || after.State != state.Lost {
+		return decided(after) // recorded meanwhile by the attempt's own process
+	}
+	log.Error().Str("reason", reason).Msg("submission in doubt after an interrupted call; marked lost rather than risk a duplicate")
+	return end(events.Done(), "lost")
+}
+
+// find asks the provider for the job a submission created, under the
+// status budget.
+func (s *Service) find(ctx context.Context, r *route.Route, j *state.Job) route.Answer {
+	g := s.gate[r.Name]
+	req := s.request(r, j)
+	req.AttemptedAt, req.AttemptEnded = j.AttemptedAt, j.AttemptedAt.Add(g.Timeout())
+	var span trace.Span
+	ans := g.Call(ctx, route.Call{Op: route.OpFind, Request: req, Ready: func(ctx context.Context) (context.Context, bool) {
+		ctx, span = s.callSpan(ctx, r, "find", nil)
+		return ctx, true
+	}})
+	if ans.Called {
+		endCall(span, provider.Status{}, ans.Err)
+	}
+	return ans
+}

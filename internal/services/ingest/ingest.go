@@ -1,0 +1,330 @@
+package ingest
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/pollux-dev/pollux/internal/core/consume"
+	"github.com/pollux-dev/pollux/internal/core/jobs"
+	"github.com/pollux-dev/pollux/internal/core/route"
+	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/schedule"
+)
+
+// startupTimeout bounds the JetStream calls made before the service runs.
+const startupTimeout = 30 * time.Second
+
+// Metrics observe the service; nil fields are ignored. They must not block.
+type Metrics struct {
+	// Submission counts intake messages by route, kind and outcome
+	// (submitted, tracked, canceled, duplicate, rejected, retry, lost,
+	// failed, held: waiting for its paused route).
+	Submission func(route, kind, outcome string)
+	// ProviderCall observes a submit, find or cancel call by route,
+	// operation and result class ("ok" or a provider error class).
+	ProviderCall func(route, op, class string, d time.Duration)
+	// Orphans counts intake messages removed although acknowledged
+	// (consume.SweepOrphans).
+	Orphans func(n int)
+	// Waiting counts submissions that found a level's running slots all
+	// taken and went back to wait, by level ("account x").
+	Waiting func(level string)
+	// Repaired counts running slots the repair freed, by level.
+	Repaired func(level string, n int)
+	// Queue observes an admission queue: the jobs waiting in it and how
+	// long the oldest has waited.
+	Queue func(queue string, waiting int, oldest time.Duration)
+}
+
+// Config configures the service. Zero values mean the defaults on each field.
+type Config struct {
+	// Routes are the routes this process serves.
+	Routes map[string]*route.Route
+	// ModelRoutes are the model routes it may serve: those whose members
+	// it serves all of (see route.ModelRoute and model.go).
+	ModelRoutes map[string]*route.ModelRoute
+	// NotifyURLs accepts submissions that name an endpoint of their own
+	// (notify_url; the configuration's notify.submissions); without it
+	// they are rejected.
+	NotifyURLs bool
+	// Options size the streams (see events.Options).
+	Options events.Options
+	// SweepInterval is how often intake on unserved routes is looked for
+	// (default 5s).
+	SweepInterval time.Duration
+	// Sweep is how often the consumers' orphans are looked for (default
+	// consume.DefaultSweep).
+	Sweep time.Duration
+	// CallTimeout bounds one provider call (default 30s).
+	CallTimeout time.Duration
+	// RepairInterval is how often running slots no job holds are looked
+	// for (default route.RepairInterval), and RepairGrace how old a slot
+	// no record names must be to be freed (default route.RepairGrace).
+	RepairInterval, RepairGrace time.Duration
+	// Logger receives the service's log lines (default: none).
+	Logger zerolog.Logger
+	// Metrics observe the service.
+	Metrics Metrics
+	// Learned returns the learned durations (nil: none are learned).
+	Learned route.Learned
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// Seed seeds the jitter (default: random).
+	Seed uint64
+}
+
+// Service is a running ingester.
+type Service struct {
+	cfg    Config
+	js     jetstream.JetStream
+	res    *events.Resources
+	jobs   *jobs.Owner
+	pauses *route.Pauses
+	ns     events.Namespace
+	log    zerolog.Logger
+	rnd    *rand.Rand
+
+	// gates are the routes' gates to their providers (budgets at every
+	// level, running slots), set up by Run; gate is each route's.
+	gates *route.Gates
+	gate  map[string]*route.Gate
+	// queues are the admission queues of the capped routes, by queue
+	// name (route.Route.Queue); waiting is their tickets' stream.
+	queues  map[string]*queue
+	waiting jetstream.Stream
+	// models are the model routes served (model.go).
+	models map[string]*route.ModelRoute
+}
+
+// New validates the configuration and prepares the service.
+func New(cfg Config, js jetstream.JetStream, ns events.Namespace, res *events.Resources, owner *jobs.Owner, pauses *route.Pauses) (*Service, error) {
+	if len(cfg.Routes) == 0 {
+		return nil, errors.New("ingest: Routes: at least one route is required")
+	}
+	cfg.SweepInterval = cmp.Or(cfg.SweepInterval, 5*time.Second)
+	cfg.CallTimeout = cmp.Or(cfg.CallTimeout, 30*time.Second)
+	cfg.RepairInterval = cmp.Or(cfg.RepairInterval, route.RepairInterval)
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Service{
+		cfg: cfg, js: js, res: res, jobs: owner, pauses: pauses, ns: ns,
+		log: cfg.Logger, rnd: schedule.NewRand(cfg.Seed),
+	}, nil
+}
+
+// Run consumes every route's intake until ctx ends. Everything is set up
+// before any route starts: a setup that fails returns with nothing left
+// running.
+func (s *Service) Run(ctx context.Context) error {
+	s.gates = route.NewGates(s.js, s.ns, s.res.Slots, s.cfg.Options, s.pauses, route.GateConfig{
+		Submit: true, CallTimeout: s.cfg.CallTimeout, Logger: s.log, Rand: s.rnd,
+		Observe: func(routeName string, op route.Op, class string, d time.Duration) {
+			if s.cfg.Metrics.ProviderCall != nil {
+				s.cfg.Metrics.ProviderCall(routeName, string(op), class, d)
+			}
+		},
+	})
+	s.gate, s.queues = map[string]*route.Gate{}, map[string]*queue{}
+	defer s.gates.Close() // leases kept for reuse go back to the fleet now
+	consumers := map[string]jetstream.Consumer{}
+	for _, r := range s.cfg.Routes {
+		if err := s.setup(ctx, r, consumers); err != nil {
+			return err
+		}
+	}
+	models := s.servedModels()
+	for name := range models {
+		c, err := s.ensure(name)(ctx)
+		if err != nil {
+			return fmt.Errorf("model route %s: %w", name, err)
+		}
+		consumers[name] = c
+	}
+	s.models = models
+	g, ctx := errgroup.WithContext(ctx)
+	for _, r := range s.cfg.Routes {
+		g.Go(func() error {
+			return consume.Recreate(ctx, consumers[r.Name], s.ensure(r.Name), consume.Options{
+				// No hold while the route is paused: its submissions are
+				// stored and wait as held jobs (hold.go), its cancels of
+				// them end them at once.
+				Workers: r.SubmitWorkers,
+				Stream:  s.res.Intake,
+				Sweep:   s.cfg.Sweep,
+				Swept:   s.cfg.Metrics.Orphans,
+				Logger:  s.log.With().Str("route", r.Name).Logger(),
+			}, func(ctx context.Context, msg jetstream.Msg) events.Outcome {
+				return s.handle(ctx, r, msg)
+			})
+		})
+	}
+	for _, mr := range models {
+		workers := 0
+		for _, m := range mr.Members {
+			workers = max(workers, m.Route.SubmitWorkers)
+		}
+		g.Go(func() error {
+			return consume.Recreate(ctx, consumers[mr.Name], s.ensure(mr.Name), consume.Options{
+				Workers: workers,
+				Stream:  s.res.Intake,
+				Sweep:   s.cfg.Sweep,
+				Swept:   s.cfg.Metrics.Orphans,
+				Logger:  s.log.With().Str("model_route", mr.Name).Logger(),
+			}, func(ctx context.Context, msg jetstream.Msg) events.Outcome {
+				return s.handleModel(ctx, mr, msg)
+			})
+		})
+	}
+	g.Go(func() error { return s.sweep(ctx) })
+	g.Go(func() error { return s.repair(ctx) })
+	for _, q := range s.queues {
+		g.Go(func() error { return s.admitLoop(ctx, q) })
+	}
+	s.log.Info().Int("routes", len(s.cfg.Routes)).Msg("ingest running")
+	return g.Wait()
+}
+
+// setup makes a route's budgets and intake consumer.
+func (s *Service) setup(ctx context.Context, r *route.Route, consumers map[string]jetstream.Consumer) error {
+	sctx, cancel := context.WithTimeout(ctx, startupTimeout)
+	defer cancel()
+	g, err := s.gates.Open(sctx, r)
+	if err != nil {
+		return err
+	}
+	s.gate[r.Name] = g
+	if r.Capped() {
+		if s.waiting == nil {
+			if s.waiting, err = events.EnsureStream(sctx, s.js, s.ns.WaitingStreamConfig(s.cfg.Options)); err != nil {
+				return fmt.Errorf("route %s: admission queue: %w", r.Name, err)
+			}
+		}
+		q := s.queues[r.Queue()]
+		if q == nil {
+			q = newQueue(r.Queue())
+			s.queues[r.Queue()] = q
+		}
+		q.add(r)
+	}
+	consumers[r.Name], err = s.ensure(r.Name)(ctx)
+	return err
+}
+
+// ensure returns the function that creates (or checks) a route's intake
+// consumer.
+func (s *Service) ensure(name string) func(context.Context) (jetstream.Consumer, error) {
+	return func(ctx context.Context) (jetstream.Consumer, error) {
+		sctx, cancel := context.WithTimeout(ctx, startupTimeout)
+		defer cancel()
+		return events.EnsureConsumer(sctx, s.res.Intake, s.ns.IngestConsumerConfig(name, s.cfg.Options))
+	}
+}
+
+// handle dispatches one intake message of a route.
+func (s *Service) handle(ctx context.Context, r *route.Route, msg jetstream.Msg) events.Outcome {
+	return s.dispatch(ctx, msg, intake{routeName: r.Name, route: r}, func(ctx context.Context, in intake) (events.Outcome, string) {
+		switch in.kind {
+		case events.KindSubmit:
+			return s.submit(ctx, in)
+		case events.KindTrack:
+			return s.track(ctx, in)
+		}
+		return s.cancel(ctx, in)
+	})
+}
+
+// dispatch reads an intake message into in (named by its route or model
+// route), has h handle it in its span, and counts the result.
+func (s *Service) dispatch(ctx context.Context, msg jetstream.Msg, in intake, h func(context.Context, intake) (events.Outcome, string)) events.Outcome {
+	kind, _, err := s.ns.ParseIntake(msg.Subject())
+	if err != nil {
+		s.log.Error().Err(err).Msg("intake message on an unexpected subject")
+		return events.Stop()
+	}
+	md, err := msg.Metadata()
+	if err != nil {
+		s.log.Error().Err(err).Msg("intake message without metadata")
+		return events.Stop()
+	}
+	in.kind, in.msg, in.seq, in.stored, in.attempt = kind, msg, md.Sequence.Stream, md.Timestamp, md.NumDelivered
+	ctx, span := s.intakeSpan(ctx, msg, kind, in.routeName, in)
+	out, result := h(ctx, in)
+	endIntake(span, result)
+	if s.cfg.Metrics.Submission != nil {
+		s.cfg.Metrics.Submission(in.routeName, kind, result)
+	}
+	return out
+}
+
+// intake is one intake message being handled, or a job the admission
+// queue starts (queued: no message; seq is the job's own intake seq).
+type intake struct {
+	kind      string
+	routeName string
+	route     *route.Route // nil on an unserved route
+	msg       jetstream.Msg
+	seq       uint64
+	stored    time.Time
+	attempt   uint64
+	queued    bool
+	// via is the model route the message came to; route is then the
+	// member it was routed to.
+	via string
+}
+
+func (in intake) logger(log zerolog.Logger, jobID string) zerolog.Logger {
+	return log.With().Str("job_id", jobID).Str("route", in.routeName).
+		Str("kind", in.kind).Uint64("intake_seq", in.seq).Uint64("attempt", in.attempt).Logger()
+}
+
+// retry is the outcome of a failure of ingest's own (NATS): the message
+// comes back in about a second.
+func (s *Service) retry(log zerolog.Logger, err error, what string) (events.Outcome, string) {
+	log.Warn().Err(err).Msg(what + " failed; retrying")
+	return events.Later(schedule.Jitter(time.Second, schedule.RetryJitter, s.rnd)), "retry"
+}
+
+// backoff is the wait before the next attempt of a provider call that
+// failed on the message's attempt-th delivery.
+func (s *Service) backoff(in intake) time.Duration {
+	return schedule.Backoff{Base: time.Second, Max: time.Minute}.Next(int(in.attempt), s.rnd)
+}
+
+// reject publishes a rejected event naming the problem; the message ends.
+func (s *Service) reject(ctx context.Context, in intake, jobID string, err error) (events.Outcome, string) {
+	rj := events.Rejection{Kind: in.kind, Subject: s.ns.Intake(in.kind, in.routeName), IntakeSeq: in.seq, Error: err.Error()}
+	if in.msg != nil {
+		rj.Subject = in.msg.Subject()
+	}
+	var fe *events.FieldError
+	if errors.As(err, &fe) {
+		rj.Field = fe.Field
+	}
+	log := in.logger(s.log, jobID)
+	if perr := s.jobs.Reject(ctx, in.routeName, jobID, rj); perr != nil {
+		log.Warn().Err(perr).Msg("publishing a rejection failed; retrying the message")
+		return events.Later(2 * time.Second), "retry"
+	}
+	log.Info().Str("problem", err.Error()).Msg("request rejected")
+	return events.Stop(), "rejected"
+}
+
+// attemptID is a new submit attempt's random id.
+func (s *Service) attemptID() string {
+	return strconv.FormatUint(s.rnd.Uint64(), 36)
+}
+
+// callTimeout is the route's provider call timeout.
+func (s *Service) callTimeout(r *route.Route) time.Duration {
+	return s.gate[r.Name].Timeout()
+}

@@ -1,0 +1,161 @@
+package ingest
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/pollux-dev/pollux/internal/core/jobs"
+	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/state"
+)
+
+// submit handles a submission: dedupe, submit once, arm the check.
+func (s *Service) submit(ctx context.Context, in intake) (events.Outcome, string) {
+	data := in.msg.Data()
+	m, err := events.DecodeSubmit(data)
+	if err != nil {
+		return s.reject(ctx, in, rejectionID(in.kind, in.routeName, data, in.seq, in.stored), err)
+	}
+	id := jobID(in.route.Name, m, in.seq, in.stored)
+	if m.HedgeOf != "" {
+		return s.submitHedge(ctx, in, m, id)
+	}
+	return s.submitJob(ctx, in, m, id, nil)
+}
+
+// submitJob submits job id of submission m on in's route; routing is how
+// a model route chose the route (nil for a submission to it). Its first
+// step (first) leads into the pipeline (pipeline.go).
+func (s *Service) submitJob(ctx context.Context, in intake, m *events.Submit, id string, routing *state.Routing) (events.Outcome, string) {
+	log := in.logger(s.log, id)
+	return s.drive(ctx, in, s.first(ctx, in, m, id, routing, log), log)
+}
+
+// first is a submission's first step: its job, validated, is stored —
+// on a first delivery with its first attempt marked, right before the
+// call — or, where that cannot be, stored to wait, or found stored.
+func (s *Service) first(ctx context.Context, in intake, m *events.Submit, id string, routing *state.Routing, log zerolog.Logger) move {
+	now := s.cfg.Now().UTC()
+	r := in.route
+	// A relative deadline counts from the submission's acceptance, not
+	// from this delivery: a submission that waited has waited its time.
+	dl, err := deadline(r, m.Deadline, m.TimeoutS, in.stored)
+	if err != nil {
+		return end(s.reject(ctx, in, id, err))
+	}
+	if m.NotifyURL != "" && !s.cfg.NotifyURLs {
+		return end(s.reject(ctx, in, id, &events.FieldError{Field: "notify_url",
+			Problem: "this deployment does not call submissions' own endpoints (notify.submissions is not configured)"}))
+	}
+	j := &state.Job{
+		ID: id, Route: r.Name, Model: m.Model, ConfigKey: r.ConfigKey(m.ConfigKey, m.Input), Length: r.Length(m.Input), State: state.Pending,
+		NotifyURL: m.NotifyURL, KeepInput: r.KeepInputs,
+		Input: m.Input, Metadata: m.Metadata, IdempotencyKey: cmp.Or(m.IdempotencyKey, id), IntakeSeq: in.seq,
+		CreatedAt: now, Deadline: dl,
+		ExpectedDuration: state.Duration(m.ExpectedDurationS * float64(time.Second)),
+		WebhookExpected:  r.WebhookURL != "" && (m.Webhook == nil || *m.Webhook),
+		Routing:          routing,
+		SubmittedBy:      m.By, SubmitReason: m.Reason, ResubmitOf: m.ResubmitOf,
+	}
+	if _, why := s.paused(r); why != "" {
+		// Stored to wait (seen, and cancelable, meanwhile): submitAgain
+		// holds it until the pause ends.
+		j.WaitingFor = why
+		return s.store(ctx, j, log)
+	}
+	if in.attempt > 1 || !now.Before(dl) {
+		// A redelivery: the job is most likely stored already (waiting for
+		// a slot or a pause's end, in doubt, created); its record says
+		// what is next. One whose deadline passed while it waited expires
+		// without a create (submitAgain).
+		return s.store(ctx, j, log)
+	}
+	// The record is created with its first attempt marked and its running
+	// slots named, right before the call: a slot must be free at every
+	// level, and the route free to call.
+	if q := s.queues[r.Queue()]; q != nil && q.busy() {
+		// Others wait for the slots: it queues behind them.
+		j.WaitingFor = "queue " + q.name
+		return s.enqueue(ctx, in, j, false, log)
+	}
+	g := s.gate[r.Name]
+	slots, full, err := g.Take(ctx, id, nil)
+	if err != nil {
+		return end(s.retry(log, err, "taking a running slot"))
+	}
+	if full != "" {
+		j.WaitingFor = full
+		return s.enqueue(ctx, in, j, false, log)
+	}
+	j.Slots = slots
+	ans, rec, err := s.create(ctx, r, j, log, func(ctx context.Context) (jobs.Record, bool, error) {
+		j.SubmitAttempts, j.SubmitInDoubt, j.AttemptedAt, j.AttemptID = 1, true, now, s.attemptID()
+		rec, created, err := s.jobs.Accept(ctx, j)
+		return rec, err == nil && created, err
+	})
+	if m, ok := s.createdOr(ans, rec, err, "creating the job", log); ok {
+		return m // a slot taken and not recorded stays the job's: its next delivery finds it
+	}
+	if st := nextStep(rec.Job, in.routeName, in.seq); st == stepFinished || st == stepResume {
+		// Created or ended already (a redelivery): the slots just taken
+		// that its record does not name are nobody's.
+		if err := g.Free(ctx, id, rec.Slots); err != nil {
+			log.Warn().Err(err).Msg("freeing running slots taken for a job created already failed; the repair frees them")
+		}
+	}
+	return decided(rec)
+}
+
+// store stores a submission's job without a submit attempt, and takes it
+// from there as a redelivery would.
+func (s *Service) store(ctx context.Context, j *state.Job, log zerolog.Logger) move {
+	rec, _, err := s.jobs.Accept(ctx, j)
+	if err != nil {
+		return end(s.retry(log, err, "creating the job"))
+	}
+	return decided(rec)
+}
+
+// enqueue stores a submission's job, waiting (so that it can be seen,
+// and canceled, while it waits), and publishes its admission ticket: the
+// job waits in JetStream for the admission queue (queue.go) to start it.
+// The intake message is done then. A job stored already is taken from
+// where it stands; one handled by the queue itself just goes back to it.
+func (s *Service) enqueue(ctx context.Context, in intake, j *state.Job, stored bool, log zerolog.Logger) move {
+	r := in.route
+	if in.queued {
+		return end(events.Later(slotWait), "waiting")
+	}
+	if !stored {
+		rec, created, err := s.jobs.Accept(ctx, j)
+		if err != nil {
+			return end(s.retry(log, err, "creating the job"))
+		}
+		if !created && nextStep(rec.Job, in.routeName, in.seq) != stepSubmit {
+			return decided(rec) // moved on meanwhile
+		}
+	}
+	b, err := json.Marshal(events.Ticket{V: events.Version, JobID: j.ID, Route: r.Name})
+	if err != nil {
+		return end(s.retry(log, err, "encoding the admission ticket"))
+	}
+	q := s.queues[r.Queue()]
+	if _, err := s.js.Publish(ctx, s.ns.Waiting(q.name, r.Tenant(j.Metadata)), b, jetstream.WithMsgID(events.TicketID(j.ID, j.AttemptID))); err != nil {
+		return end(s.retry(log, err, "queueing the job for a running slot"))
+	}
+	q.queued()
+	if s.cfg.Metrics.Waiting != nil {
+		s.cfg.Metrics.Waiting(cmp.Or(j.WaitingFor, "queue "+q.name))
+	}
+	log.Debug().Str("waiting_for", j.WaitingFor).Msg("waiting for a running slot")
+	return end(events.Done(), "waiting")
+}
+
+// slotWait is how long a job the admission queue tried to start, and that
+// found a level full, waits before it is tried again.
+const slotWait = time.Second

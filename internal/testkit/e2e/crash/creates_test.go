@@ -1,0 +1,190 @@
+package crash_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pollux-dev/pollux/internal/testkit/e2e/e2etest"
+	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/provider/sim"
+	"github.com/pollux-dev/pollux/pkg/state"
+)
+
+// creatingFleet is a fleet of real processes (ingest, poller, webhook)
+// against the simulated provider, whose creates are answered slowly so
+// that many are in flight at any moment.
+type creatingFleet struct {
+	t      *testing.T
+	js     jetstream.JetStream
+	log    *e2etest.EventLog
+	simURL string
+	ids    []string
+	// key prefixes the submissions' idempotency keys; model is theirs.
+	key, model string
+}
+
+// startCreatingFleet runs the fleet on the NATS servers at urls; svcURL
+// gives each service its URL (its user, for a server with accounts).
+func startCreatingFleet(t *testing.T, bin, dir string, js jetstream.JetStream, svcURL func(service string) string,
+	replicas int, idempotent bool) *creatingFleet {
+	t.Helper()
+	tokenEnv := []string{"SIM_TOKEN=create-token"}
+	_, simAddr := e2etest.SimProcess(t, bin, dir, "sim", fmt.Sprintf(`
+time_scale: 50
+seed: 51
+latency: 5ms
+create_delay: 150ms
+default: {queue_median: 2s, queue_sigma: 0.3, run_median: 30s, run_sigma: 0.3, fail_rate: 0.05}
+faults: {webhook_missing_rate: 0.3, not_idempotent: %v}
+`, !idempotent), tokenEnv, "SIM_TOKEN")
+	hookAddr := fmt.Sprintf("127.0.0.1:%d", e2etest.FreePort(t))
+	cfg := filepath.Join(dir, "pollux.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte(fmt.Sprintf(`
+streams: {replicas: %d}
+routes:
+  sim:
+    kind: replicate
+    base_url: http://%s
+    token_env: SIM_TOKEN
+    webhook_url: http://%s/webhooks/sim
+    call_timeout: 5s
+    workers: {submit: 8, status: 16}
+    options: {idempotent: %v}
+`, replicas, simAddr, hookAddr, idempotent)), 0o600))
+	for _, name := range []string{"ingest", "poller", "webhook"} {
+		e2etest.Launch(t, name, append(tokenEnv, "POLLUX_NATS_URL="+svcURL(name), "POLLUX_CONFIG="+cfg, "POLLUX_METRICS_ADDR=",
+			"POLLUX_TIME_SCALE=50", "POLLUX_WEBHOOK_ADDR="+hookAddr), filepath.Join(bin, name))
+	}
+	return &creatingFleet{t: t, js: js, log: e2etest.FollowFleet(t, js), simURL: "http://" + simAddr, key: "create", model: "create/model"}
+}
+
+// submit publishes n submissions, retrying while the servers elect.
+func (f *creatingFleet) submit(n int) {
+	f.t.Helper()
+	for i := range n {
+		key := fmt.Sprintf("%s-%05d", f.key, i)
+		f.ids = append(f.ids, events.KeyID("sim", key))
+		msg, err := json.Marshal(events.Submit{V: 1, IdempotencyKey: key, Model: f.model, Input: json.RawMessage(`{}`)})
+		require.NoError(f.t, err)
+		require.Eventually(f.t, func() bool {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			_, err = f.js.Publish(ctx, events.Default.Submit("sim"), msg)
+			return err == nil
+		}, time.Minute, 100*time.Millisecond, "publish submission %d: %v", i, err)
+	}
+}
+
+// whenCreating waits until the provider has created some of the jobs but
+// not all: creates are in flight.
+func (f *creatingFleet) whenCreating(some int) {
+	f.t.Helper()
+	e2etest.WaitFor(f.t, "creates under way", time.Minute, func() bool { return e2etest.SimStats(f.t, f.simURL).Creates >= some })
+	require.Less(f.t, e2etest.SimStats(f.t, f.simURL).Creates, len(f.ids), "creates still in flight when the fault strikes")
+}
+
+// check waits for every job and checks the provider's ground truth: one
+// create per job, no job lost that the provider has, one terminal event
+// each.
+func (f *creatingFleet) check(timeout time.Duration) sim.Stats {
+	f.t.Helper()
+	e2etest.WaitTerminal(f.t, f.js, f.log, f.ids, timeout)
+	st := e2etest.SimStats(f.t, f.simURL)
+	require.Zero(f.t, st.DuplicateCreates, "no job sent to the provider twice")
+	require.Equal(f.t, len(f.ids), st.Creates, "every job created once")
+	terminal := f.log.Terminal()
+	for _, id := range f.ids {
+		evs := terminal[id]
+		require.Len(f.t, evs, 1, "job %s: one terminal event", id)
+		require.NotEqual(f.t, state.Lost, evs[0].State, "job %s: lost, though the provider has it (%s)", id, evs[0].Job.Reason)
+		require.NotEmpty(f.t, evs[0].Job.RemoteID, "job %s: its remote id recorded", id)
+	}
+	return st
+}
+
+// stoppableNATS starts a nats-server process with its store under dir,
+// which the test can stop and start again, and connects to it (the
+// connection reconnects for ever).
+func stoppableNATS(t *testing.T, bin, dir string) (*e2etest.NATSNode, string, jetstream.JetStream) {
+	t.Helper()
+	port := e2etest.FreePort(t)
+	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
+	node := e2etest.StartNode(t, "nats-server", filepath.Join(bin, "nats-server"), nil,
+		"-a", "127.0.0.1", "-p", strconv.Itoa(port), "-js", "-sd", filepath.Join(dir, "js"))
+	nc, err := nats.Connect(url, nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	return node, url, js
+}
+
+// TestChaosNATSRestartDuringCreates stops the nats-server (SIGTERM) while
+// ingest is creating jobs, keeps it down for five seconds and starts it
+// again on the same store: ingest has the provider's answers in hand for
+// the creates under way, and must record them once NATS is back — no job
+// lost that the provider has, none created twice, whether the provider
+// deduplicates or not.
+func TestChaosNATSRestartDuringCreates(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs processes")
+	}
+	for _, idempotent := range []bool{true, false} {
+		t.Run(fmt.Sprintf("idempotent=%v", idempotent), func(t *testing.T) {
+			t.Parallel()
+			bin := e2etest.Binaries(t)
+			dir := t.TempDir()
+			node, url, js := stoppableNATS(t, bin, dir)
+			f := startCreatingFleet(t, bin, dir, js, func(string) string { return url }, 1, idempotent)
+			n := e2etest.Size(150, 1500)
+			f.submit(n)
+			f.whenCreating(n / 5)
+			node.Restart(syscall.SIGTERM, 5*time.Second)
+			st := f.check(3 * time.Minute)
+			t.Logf("FAULTS %-28s jobs %d · creates %d · duplicate creates %d", fmt.Sprintf("NATS restart mid-create (idempotent=%v)", idempotent),
+				n, st.Creates, st.DuplicateCreates)
+		})
+	}
+}
+
+// TestChaosClusterLeaderKilledDuringCreates runs the fleet on the three
+// nodes of deploy/nats/cluster (R3 everywhere, each service as its own
+// user) and SIGKILLs the node leading the job bucket while creates are in
+// flight, restarting it ten seconds later: one node down loses nothing.
+func TestChaosClusterLeaderKilledDuringCreates(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs processes")
+	}
+	t.Parallel()
+	bin := e2etest.Binaries(t)
+	dir := t.TempDir()
+	c := e2etest.StartShippedCluster(t, bin, dir)
+	js := c.Connect(t)
+	f := startCreatingFleet(t, bin, dir, js, c.URLsAs, 3, false)
+	n := e2etest.Size(150, 1500)
+	f.submit(n)
+	f.whenCreating(n / 5)
+	leader := e2etest.StreamLeader(t, js, "KV_"+events.Default.JobsBucket())
+	node, ok := c.Nodes[leader]
+	require.True(t, ok, "the job bucket's leader %q is one of the nodes", leader)
+	node.Stop(syscall.SIGKILL)
+	t.Logf("SIGKILLed %s, the job bucket's leader, with %d of %d jobs created", leader, e2etest.SimStats(t, f.simURL).Creates, n)
+	<-time.After(10 * time.Second) // one node down
+	node.Start()
+	st := f.check(4 * time.Minute)
+	for _, node := range c.Nodes {
+		require.Empty(t, node.Violations(), "%s: every service's traffic is allowed by deploy/nats/accounts.conf", node.Name)
+	}
+	t.Logf("FAULTS %-28s jobs %d · creates %d · duplicate creates %d", "cluster leader SIGKILL mid-create", n, st.Creates, st.DuplicateCreates)
+}

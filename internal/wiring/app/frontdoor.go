@@ -1,0 +1,82 @@
+package app
+
+import (
+	"context"
+	"fmt"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/pollux-dev/pollux/internal/edge/census"
+	"github.com/pollux-dev/pollux/internal/edge/frontdoor"
+	"github.com/pollux-dev/pollux/internal/edge/index"
+	"github.com/pollux-dev/pollux/pkg/schedule"
+)
+
+// Census samples the fleet as this process sees it: its routes and their
+// budget levels.
+func (e *Env) Census(ctx context.Context) (*census.Snapshot, error) {
+	return census.Take(ctx, e.NS, e.Res, e.RouteNames(), e.Levels()...)
+}
+
+// FrontDoor builds the HTTP front door of the environment's routes, with
+// everything its endpoints read: a jobs index over the events stream (run
+// under g until ctx ends, and caught up before FrontDoor returns), the
+// route pauses, the census, the learned durations and the routes'
+// schedules. cfg gives the rest: tokens, the console, the logger.
+func (e *Env) FrontDoor(ctx context.Context, g *errgroup.Group, cfg frontdoor.Config) (*frontdoor.Server, error) {
+	x, err := index.New(index.Config{Logger: cfg.Logger}, e.JS, e.NS, e.Res)
+	if err != nil {
+		return nil, err
+	}
+	ready := make(chan struct{})
+	g.Go(func() error { return x.Run(ctx, ready) })
+	select {
+	case <-ready:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("loading the jobs index: %w", ctx.Err())
+	}
+	policies := make(map[string]schedule.Policy, len(e.Routes))
+	for name, r := range e.Routes {
+		policies[name] = r.Policy
+		if r.WebhookURL != "" {
+			cfg.WebhookRoutes = append(cfg.WebhookRoutes, name)
+		}
+	}
+	cfg.Routes, cfg.Index, cfg.Pauses, cfg.Census = e.RouteNames(), x, e.Pauses, e.Census
+	for name := range e.ModelRoutes {
+		cfg.ModelRoutes = append(cfg.ModelRoutes, name)
+	}
+	cfg.Policies = policies
+	cfg.Learned = func(route, model, configKey string) (total, run *schedule.Dist) {
+		return e.Stats.Lookup(route, model, configKey, 0) // the model's own, not a length's
+	}
+	return frontdoor.New(cfg, e.JS, e.NS, e.Res, e.Jobs)
+}
+
+// FrontDoorFlags are who may use the HTTP front door and where it may
+// listen: the same flags, with the same rule (frontdoor.CheckExposure and
+// the Host check), on every binary that serves it — cmd/ingest and pollux
+// serve. The address flag is each binary's own (its default differs).
+type FrontDoorFlags struct {
+	TokensFile   string   `name:"http-tokens-file" env:"POLLUX_HTTP_TOKENS_FILE" type:"path" help:"File of the front door's tokens, one a line: TOKEN [act|read] [name=WHO] (# comments); reread when it changes. Without it anyone who reaches the front door may act, so it listens on loopback only and answers only requests for localhost, a loopback address or --http-allowed-hosts."`
+	Insecure     bool     `name:"http-insecure" env:"POLLUX_HTTP_INSECURE" help:"Serve the front door without tokens beyond loopback (behind a gateway that authenticates); refused otherwise."`
+	AllowedHosts []string `name:"http-allowed-hosts" env:"POLLUX_HTTP_ALLOWED_HOSTS" sep:"," placeholder:"NAME,..." help:"Host names (or addresses, without a port) the front door answers besides localhost and the loopback addresses, comma-separated: the names a gateway or your clients reach it by. Without tokens any other Host is refused (421), which stops DNS rebinding; with tokens, when given, it is enforced too."`
+}
+
+// Check checks the flags and the address the front door is to listen on
+// against the listen rule (frontdoor.CheckExposure), before anything
+// starts.
+func (f FrontDoorFlags) Check(addr string) error {
+	if err := frontdoor.CheckAllowedHosts(f.AllowedHosts); err != nil {
+		return err
+	}
+	return frontdoor.CheckExposure(addr, f.TokensFile != "", f.Insecure)
+}
+
+// Tokens loads the tokens file (nil without one).
+func (f FrontDoorFlags) Tokens() (*frontdoor.Tokens, error) {
+	if f.TokensFile == "" {
+		return nil, nil
+	}
+	return frontdoor.LoadTokens(f.TokensFile)
+}
