@@ -40,11 +40,11 @@ const (
 // and pause. A host name counts as loopback when every address it resolves
 // to is one; an empty host (every interface) never does.
 func CheckExposure(addr string, tokens, insecure bool) error {
-	host, _, err := net.SplitHostPort(addr)
+	local, err := OnLoopback(addr)
 	if err != nil {
-		return fmt.Errorf("%s %q: %w", flagAddr, addr, err)
+		return fmt.Errorf("%s %w", flagAddr, err)
 	}
-	if tokens || insecure || loopbackHost(host) {
+	if tokens || insecure || local {
 		return nil
 	}
 	return errors.New(flagAddr + " " + addr + " listens beyond loopback and the front door has no tokens: " +

@@ -231,6 +231,23 @@ func TestSettingsFromKeysTheJob(t *testing.T) {
 	require.Zero(t, given.Length, "no length in the input")
 }
 
+// A route with keep_inputs keeps a submitted job's input on its record
+// (to resubmit it as it was); another route drops it once the provider
+// has the job.
+func TestKeepInputsKeepsTheInput(t *testing.T) {
+	t.Parallel()
+	for _, keep := range []bool{true, false} {
+		s := start(t, newFake(), config.Route{KeepInputs: keep}, nil)
+		s.publish(s.env.NS.Submit("fake"), events.Submit{V: events.Version, ID: "kept", Model: "m", Input: json.RawMessage(`{"prompt":"kite"}`)})
+		j := s.until("kept", submitted)
+		if keep {
+			require.JSONEq(t, `{"prompt":"kite"}`, string(j.Input))
+		} else {
+			require.Empty(t, j.Input)
+		}
+	}
+}
+
 // A validation answer (400/422) to a create fails the job with the
 // provider's message, and it is not tried again.
 func TestARefusedCreateFailsTheJob(t *testing.T) {
