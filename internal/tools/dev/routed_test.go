@@ -255,6 +255,7 @@ func TestAHedgedJobEndsOnce(t *testing.T) {
 	steadyCancels := rs.sims["steady"].Stats().CancelCalls
 	require.GreaterOrEqual(t, steadyCancels, f.hedgeWins, "each job its hedge beat is canceled at steady")
 	ends := rs.terminalEvents(t)
+	ownEnds, hedgesCanceled := 0, 0
 	for _, j := range jobs {
 		require.Equal(t, 1, ends[j.ID], "job %s ends once", j.ID)
 		if j.Routing.HedgedBy == "" {
@@ -269,13 +270,21 @@ func TestAHedgedJobEndsOnce(t *testing.T) {
 			require.Equal(t, h.Outputs, j.Outputs, "the hedge's outputs")
 			continue
 		}
-		// The job ended on its own: its hedge failed, or is canceled.
+		// The job ended on its own: its hedge ends too — failed, canceled,
+		// or, when both providers finished in the same moment, succeeded
+		// at its provider before its poll saw the job's end (a hedge's
+		// own record; the job keeps its own result either way).
 		require.Eventually(t, func() bool {
 			h, err = rs.env.Jobs.Get(t.Context(), h.ID)
 			return err == nil && h.State.Terminal()
 		}, 10*time.Second, 20*time.Millisecond, "hedge %s ends", h.ID)
-		require.Contains(t, []state.State{state.Failed, state.Canceled}, h.State, "hedge %s: %s", h.ID, h.Reason)
+		require.Contains(t, []state.State{state.Failed, state.Canceled, state.Succeeded}, h.State, "hedge %s: %s", h.ID, h.Reason)
+		if h.State == state.Canceled {
+			hedgesCanceled++
+		}
+		ownEnds++
 	}
+	t.Logf("jobs that ended on their own: %d, their hedges canceled: %d", ownEnds, hedgesCanceled)
 	// No route has a job twice: one create per idempotency key.
 	for _, s := range rs.sims {
 		require.LessOrEqual(t, s.Stats().MaxCreatesPerKey, 1)
