@@ -104,13 +104,13 @@ func public(path string) bool {
 func (s *Server) access(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if e := s.checkHost(r); e != nil {
-			s.log.Info().Str("host", r.Host).Str("remote", r.RemoteAddr).Str("method", r.Method).Str("path", r.URL.Path).Msg("request for a host this front door does not answer")
-			e.write(w)
+			s.log.Debug().Str("host", r.Host).Str("remote", r.RemoteAddr).Str("method", r.Method).Str("path", r.URL.Path).Msg("request for a host this front door does not answer")
+			s.writeError(w, r, e)
 			return
 		}
 		if changes(r.Method) {
 			if e := sameOrigin(r); e != nil {
-				e.write(w)
+				s.writeError(w, r, e)
 				return
 			}
 		}
@@ -120,13 +120,13 @@ func (s *Server) access(next http.Handler) http.Handler {
 		}
 		p, e := s.principal(r)
 		if e != nil {
-			e.write(w)
+			s.writeError(w, r, e)
 			return
 		}
 		if changes(r.Method) {
 			if e := s.mayChange(r, p); e != nil {
 				s.log.Info().Str("by", p.by(r)).Str("method", r.Method).Str("path", r.URL.Path).Str("why", e.detail.Message).Msg("request refused")
-				e.write(w)
+				s.writeError(w, r, e)
 				return
 			}
 		}

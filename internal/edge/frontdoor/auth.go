@@ -260,7 +260,9 @@ func lookup(entries []token, tok string) (token, bool) {
 // whether it named the Bearer scheme at all.
 func bearer(header string) (tok string, sent bool) {
 	scheme, tok, _ := strings.Cut(strings.TrimSpace(header), " ")
-	if !strings.EqualFold(scheme, "Bearer") {
+	// Bearer is the front door's; Token (Replicate's SDK) and Key (fal's)
+	// are how the provider SDKs a face serves send the same token.
+	if !strings.EqualFold(scheme, "Bearer") && !strings.EqualFold(scheme, "Token") && !strings.EqualFold(scheme, "Key") {
 		return "", false
 	}
 	return strings.TrimSpace(tok), true

@@ -18,6 +18,7 @@ import (
 	"github.com/pollux-dev/pollux/internal/core/jobs"
 	"github.com/pollux-dev/pollux/internal/core/route"
 	"github.com/pollux-dev/pollux/internal/edge/census"
+	"github.com/pollux-dev/pollux/internal/edge/face"
 	"github.com/pollux-dev/pollux/internal/edge/index"
 	"github.com/pollux-dev/pollux/internal/platform/httpserve"
 	"github.com/pollux-dev/pollux/internal/platform/problem"
@@ -87,6 +88,12 @@ type Config struct {
 	// MaxBulk is the most jobs one bulk cancel or resubmit acts on; one
 	// matching more is refused (default DefaultMaxBulk).
 	MaxBulk int
+	// Faces are the provider faces to serve (package face): each below
+	// face.Prefix(kind, route), its route a route or model route of this
+	// front door (default none).
+	Faces []face.Mount
+	// FaceBuilders build the faces (default Builders).
+	FaceBuilders map[face.Kind]face.New
 	// Console, when set, is served at /console/ and / redirects there.
 	Console http.Handler
 	// Logger receives the front door's log lines (default: none).
@@ -111,6 +118,10 @@ type Server struct {
 	allowed map[string]bool
 	// census is the latest census of the routes.
 	census censusCache
+	// faces are the provider faces served, and waiters the requests of
+	// theirs waiting for a job to change.
+	faces   []mountedFace
+	waiters waiters
 }
 
 // New validates the configuration and prepares the front door. It publishes
@@ -151,10 +162,14 @@ func New(cfg Config, js jetstream.JetStream, ns events.Namespace, res *events.Re
 		cfg.Tokens.log = cfg.Logger
 		cfg.Tokens.mu.Unlock()
 	}
-	return &Server{
+	s := &Server{
 		cfg: cfg, js: js, ns: ns, jobs: owner, stream: res.Events,
 		slots: make(chan struct{}, cfg.MaxStreams), log: cfg.Logger, openCSRF: openCSRF(), allowed: allowed,
-	}, nil
+	}
+	if err := s.buildFaces(); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // Handler returns the front door's HTTP handler. Event streams it serves end
@@ -166,7 +181,9 @@ func (s *Server) Handler() http.Handler {
 // handler returns the HTTP handler; event streams also end when closing
 // ends, so a shutdown does not wait for them.
 func (s *Server) handler(closing context.Context) http.Handler {
+	s.startWaiters(closing)
 	mux := http.NewServeMux()
+	s.mountFaces(mux)
 	mux.Handle("/v1/jobs", methods{http.MethodGet: s.list, http.MethodPost: s.submit})
 	// A job may be named "track": GET reads it.
 	mux.Handle("/v1/jobs/track", methods{http.MethodPost: s.track, http.MethodGet: func(w http.ResponseWriter, r *http.Request) *apiError {

@@ -66,7 +66,6 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) *apiError {
 	if e != nil {
 		return e
 	}
-	m.By = who(r).by(r) // who acts is who the front door knows, not what the body says
 	if key := r.Header.Get("Idempotency-Key"); key != "" {
 		if m.IdempotencyKey != "" && m.IdempotencyKey != key {
 			return fail(http.StatusBadRequest, CodeIdempotencyKeyMismatch, "idempotency_key",
@@ -83,20 +82,10 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) *apiError {
 		id = newID()
 		m.ID = id
 	}
-	data, err := encode(m)
-	if err != nil {
-		return invalid(err)
+	// The header's key joined the body: what is published is validated.
+	if e := s.publishSubmit(r.Context(), r, "POST /v1/jobs", route, *m); e != nil {
+		return e
 	}
-	// Validate exactly what is published: the header's key joined the body.
-	if _, err := events.DecodeSubmit(data); err != nil {
-		return invalid(err)
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
-	defer cancel()
-	if err := s.publishIntake(ctx, r, "POST /v1/jobs", s.ns.Submit(route), route, id, data); err != nil {
-		return s.unavailable(err, "publishing the submission")
-	}
-	s.log.Debug().Str("job_id", id).Str("route", route).Str("by", who(r).by(r)).Msg("submission published")
 	a := accepted(id, route)
 	w.Header().Set("Location", a.Links.Self)
 	writeJSON(w, http.StatusAccepted, a)
@@ -221,6 +210,28 @@ func (s *Server) requestCancel(ctx context.Context, r *http.Request, j *state.Jo
 		return s.unavailable(err, "publishing the cancel request")
 	}
 	s.log.Info().Str("job_id", j.ID).Str("route", j.Route).Str("by", who(r).by(r)).Msg("cancel request published")
+	return nil
+}
+
+// publishSubmit publishes submission m (its id set) on route as request
+// r's caller — who acts is who the front door knows, not what the body
+// says — after validating exactly what is published. It is the one way
+// the front door submits: POST /v1/jobs and every face.
+func (s *Server) publishSubmit(ctx context.Context, r *http.Request, endpoint, route string, m events.Submit) *apiError {
+	m.By = who(r).by(r)
+	data, err := encode(m)
+	if err != nil {
+		return invalid(err)
+	}
+	if _, err := events.DecodeSubmit(data); err != nil {
+		return invalid(err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	defer cancel()
+	if err := s.publishIntake(ctx, r, endpoint, s.ns.Submit(route), route, m.ID, data); err != nil {
+		return s.unavailable(err, "publishing the submission")
+	}
+	s.log.Debug().Str("job_id", m.ID).Str("route", route).Str("by", m.By).Str("endpoint", endpoint).Msg("submission published")
 	return nil
 }
 

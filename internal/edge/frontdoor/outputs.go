@@ -30,6 +30,12 @@ func (s *Server) output(w http.ResponseWriter, r *http.Request) *apiError {
 	if e != nil {
 		return e
 	}
+	return s.serveKept(w, r, j, n)
+}
+
+// serveKept writes output n of job j as output custody kept it, or the
+// error that says why it cannot.
+func (s *Server) serveKept(w http.ResponseWriter, r *http.Request, j *state.Job, n int) *apiError {
 	var o state.SavedOutput
 	switch {
 	case j.Custody == nil || j.Custody.SavedAt.IsZero():

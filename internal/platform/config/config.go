@@ -69,6 +69,9 @@ type ModelRoute struct {
 	// so that what is learned of every member stays current (default
 	// 0.05; 0 < explore ≤ 0.5, or -1 for none).
 	Explore float64 `yaml:"explore"`
+	// Faces are the provider faces the front door serves for this model
+	// route, as a route's (default none).
+	Faces []string `yaml:"faces"`
 }
 
 // ModelRouteMember is one provider route of a model route.
@@ -83,6 +86,9 @@ type ModelRouteMember struct {
 const maxMembers = 8
 
 func (m ModelRoute) validate(routes map[string]Route) error {
+	if err := validFaces(m.Faces); err != nil {
+		return err
+	}
 	switch {
 	case len(m.Members) < 2:
 		return errors.New("members: a model route needs at least 2 members")

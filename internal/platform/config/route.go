@@ -104,6 +104,11 @@ type Route struct {
 	// keeping every later write of the record small; a resubmission of
 	// such a job must then give the input again.
 	KeepInputs bool `yaml:"keep_inputs"`
+	// Faces are the provider faces the front door serves for this route,
+	// so an application using that provider's SDK submits here by
+	// changing only its base URL: replicate, fal, openai (default none;
+	// see docs/faces.md).
+	Faces []string `yaml:"faces"`
 	// LengthFrom names the top-level input field holding the output
 	// length a submission asks for, in seconds (for example duration): a
 	// number, or a string such as "5" or "5s". The model's learned
@@ -266,6 +271,9 @@ type Poll struct {
 const maxSettingsFrom = 8
 
 func (r Route) validate() error {
+	if err := validFaces(r.Faces); err != nil {
+		return err
+	}
 	switch {
 	case r.Kind == "":
 		return errors.New("kind: required")
@@ -349,4 +357,21 @@ func (r Route) OptionsJSON() (json.RawMessage, error) {
 		return nil, fmt.Errorf("options: %w", err)
 	}
 	return b, nil
+}
+
+// FaceKinds are the faces a route may name; the front door's face
+// package defines each.
+var FaceKinds = []string{"replicate", "fal", "openai"}
+
+// validFaces checks a route's faces: known, each once.
+func validFaces(faces []string) error {
+	for i, f := range faces {
+		if !slices.Contains(FaceKinds, f) {
+			return fmt.Errorf("faces: %q is not a face (%s)", f, strings.Join(FaceKinds, ", "))
+		}
+		if slices.Contains(faces[:i], f) {
+			return fmt.Errorf("faces: %q given twice", f)
+		}
+	}
+	return nil
 }

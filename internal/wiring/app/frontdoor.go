@@ -3,10 +3,13 @@ package app
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/pollux-dev/pollux/internal/edge/census"
+	"github.com/pollux-dev/pollux/internal/edge/face"
 	"github.com/pollux-dev/pollux/internal/edge/frontdoor"
 	"github.com/pollux-dev/pollux/internal/edge/index"
 	"github.com/pollux-dev/pollux/pkg/schedule"
@@ -47,6 +50,7 @@ func (e *Env) FrontDoor(ctx context.Context, g *errgroup.Group, cfg frontdoor.Co
 		cfg.ModelRoutes = append(cfg.ModelRoutes, name)
 	}
 	cfg.Policies = policies
+	cfg.Faces = e.Faces()
 	cfg.Learned = func(route, model, configKey string) (total, run *schedule.Dist) {
 		return e.Stats.Lookup(route, model, configKey, 0) // the model's own, not a length's
 	}
@@ -79,4 +83,21 @@ func (f FrontDoorFlags) Tokens() (*frontdoor.Tokens, error) {
 		return nil, nil
 	}
 	return frontdoor.LoadTokens(f.TokensFile)
+}
+
+// Faces are the provider faces the configuration mounts on its routes and
+// model routes, in order.
+func (e *Env) Faces() []face.Mount {
+	var out []face.Mount
+	for _, name := range e.RouteNames() {
+		for _, k := range e.Config.Routes[name].Faces {
+			out = append(out, face.Mount{Kind: face.Kind(k), Route: name})
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(e.ModelRoutes)) {
+		for _, k := range e.Config.ModelRoutes[name].Faces {
+			out = append(out, face.Mount{Kind: face.Kind(k), Route: name})
+		}
+	}
+	return out
 }

@@ -1,0 +1,201 @@
+// Package face holds what Pollux's provider faces share. A face answers a
+// provider's own wire shape — Replicate's predictions API, fal's queue
+// through the fal client's proxy protocol, OpenAI's videos API — so an
+// application written against that provider's official SDK works against
+// Pollux unchanged but for its base URL, and every instance of it, however
+// often its SDK polls, costs the provider nothing beyond Pollux's own
+// schedule.
+//
+// A face is mounted for a route (or model route) by the route's
+// configuration (faces: [replicate, fal, openai]) and served by the front
+// door at /{kind}/{route}/..., behind the front door's Host check and
+// tokens: the SDK's API key is a Pollux token (any of Bearer, Token or
+// Key schemes), and the provider's key stays in Pollux. Each face lives in
+// a package of its own below this one; this package holds the contract
+// between a face and the front door:
+//
+//   - Pollux is what a face may ask of Pollux: publish a submission, read a
+//     record, wait for a record to change, ask for a cancel, serve an
+//     output. A face never calls a provider: a status request is answered
+//     from the job's record (kept current by Pollux's polls and webhooks).
+//   - Face is what the front door asks of a face: its handler, and how to
+//     write an error in the provider's own shape (the front door's own
+//     refusals — a bad token, a read-only token acting, an exceeded quota
+//     — reach the SDK as the provider's errors).
+//   - ID mints the job id of a create: derived from the route and the
+//     create's idempotency key when it has one, so a create retried with
+//     the same key is one job; random otherwise. Each face formats it as
+//     its provider's ids look.
+package face
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/state"
+)
+
+// Kind names a face.
+type Kind string
+
+// The faces.
+const (
+	// Replicate is Replicate's predictions API (package face/replicate).
+	Replicate Kind = "replicate"
+	// Fal is fal's queue API through the fal client's proxy protocol
+	// (package face/fal).
+	Fal Kind = "fal"
+	// OpenAI is OpenAI's videos API (package face/openai).
+	OpenAI Kind = "openai"
+)
+
+// Kinds lists every face, in the order documentation shows them.
+var Kinds = []Kind{Replicate, Fal, OpenAI}
+
+// Valid reports whether k names a face.
+func (k Kind) Valid() bool {
+	for _, v := range Kinds {
+		if k == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Prefix is the path below which the front door serves face k of route.
+func Prefix(k Kind, route string) string { return "/" + string(k) + "/" + route }
+
+// Mount is one face mounted for one route.
+type Mount struct {
+	// Kind is the face.
+	Kind Kind
+	// Route is the route or model route its creates are submitted to.
+	Route string
+	// Prefix is the path the face is served below (Prefix(Kind, Route));
+	// its handler sees paths with it stripped.
+	Prefix string
+	// Logger receives the face's log lines.
+	Logger zerolog.Logger
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+}
+
+// Clock returns the mount's clock.
+func (m Mount) Clock() time.Time {
+	if m.Now == nil {
+		return time.Now()
+	}
+	return m.Now()
+}
+
+// Errors a Pollux returns.
+var (
+	// ErrTerminal: the job has ended; it cannot be canceled.
+	ErrTerminal = errors.New("the job has ended")
+	// ErrOutputNotFound: the job has no output of that index.
+	ErrOutputNotFound = errors.New("no such output")
+)
+
+// Pollux is what a face asks of Pollux; the front door implements it.
+// Each method is answered from Pollux's own state: none calls a provider.
+type Pollux interface {
+	// Submit publishes submission m (its ID set) on route, as request r's
+	// caller; it returns once the message is durable in the intake
+	// stream, so the job will be created and is never created twice.
+	// A contract violation is an *events.FieldError naming the field.
+	Submit(ctx context.Context, r *http.Request, route string, m events.Submit) error
+	// Job reads job id's record; state.ErrNotFound when there is none
+	// (yet: a submission has a record once ingest has taken it).
+	Job(ctx context.Context, id string) (*state.Job, error)
+	// Wait returns job id's record once done holds for it, or, when ctx
+	// ends first, the latest record (state.ErrNotFound when there is
+	// none). It watches the jobs index, so a thousand waiters cost the
+	// provider nothing.
+	Wait(ctx context.Context, id string, done func(*state.Job) bool) (*state.Job, error)
+	// Cancel asks for job j's cancel on request r's behalf; ErrTerminal
+	// when the job has ended.
+	Cancel(ctx context.Context, r *http.Request, j *state.Job, reason string) error
+	// Output writes output n of job j: the bytes output custody kept,
+	// else a redirect to the provider's URL; ErrOutputNotFound when the
+	// job has no such output. Nothing is written when it returns an
+	// error.
+	Output(w http.ResponseWriter, r *http.Request, j *state.Job, n int) error
+}
+
+// Error is an error a face writes in its provider's shape.
+type Error struct {
+	// Status is the HTTP status.
+	Status int
+	// Code is Pollux's error code (the front door's, or a face's own).
+	Code string
+	// Message says what is wrong, for a person.
+	Message string
+	// Field names the field, header or parameter at fault, if any.
+	Field string
+	// RetryAfter, when positive, goes into the Retry-After header.
+	RetryAfter time.Duration
+	// Header is set on the response before it is written.
+	Header http.Header
+}
+
+// Face is what the front door asks of a face.
+type Face interface {
+	// Handler serves the face's endpoints, below its mount's prefix
+	// (stripped).
+	Handler() http.Handler
+	// WriteError writes e in the provider's own error shape.
+	WriteError(w http.ResponseWriter, e Error)
+}
+
+// New builds a face of a mount over Pollux.
+type New func(m Mount, p Pollux) Face
+
+// IDBytes returns n bytes (at most 32) a face formats as a job id: derived
+// from the route and key when key is not empty — the same create retried
+// with the same key has the same id, so Pollux makes it one job — and
+// random otherwise.
+func IDBytes(k Kind, route, key string, n int) []byte {
+	if key == "" {
+		b := make([]byte, n)
+		_, _ = rand.Read(b)
+		return b
+	}
+	sum := sha256.Sum256([]byte("pollux face id v1\x00" + string(k) + "\x00" + route + "\x00" + key))
+	return sum[:n]
+}
+
+// IdempotencyKey is a create's idempotency key: its Idempotency-Key
+// header, bounded as the contract bounds a submission's key.
+func IdempotencyKey(r *http.Request) (string, *Error) {
+	key := r.Header.Get("Idempotency-Key")
+	if key == "" {
+		return "", nil
+	}
+	if len(key) > events.MaxKeyLen {
+		return "", &Error{Status: http.StatusBadRequest, Code: "invalid_parameter", Field: "Idempotency-Key",
+			Message: "Idempotency-Key: at most " + strconv.Itoa(events.MaxKeyLen) + " bytes"}
+	}
+	return key, nil
+}
+
+// PollAfter is how long a client should wait before asking about job j
+// again: until Pollux's own next check of it (its plan), at least min and
+// at most max; 0 once the job has ended.
+func PollAfter(j *state.Job, now time.Time, minWait, maxWait time.Duration) time.Duration {
+	if j == nil {
+		return minWait
+	}
+	if j.State.Terminal() {
+		return 0
+	}
+	d := j.NextCheckAt.Sub(now)
+	return min(max(d, minWait), maxWait)
+}

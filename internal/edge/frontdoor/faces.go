@@ -1,0 +1,259 @@
+package frontdoor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pollux-dev/pollux/internal/edge/face"
+	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/state"
+)
+
+// Faces: each mount of Config.Faces serves a provider's wire shape below
+// face.Prefix(kind, route), built by Config.FaceBuilders (default
+// Builders). The face's requests pass the same Host check, tokens and
+// role checks as the rest of the front door; its refusals are written in
+// the face's own error shape, so the provider's SDK reports them as it
+// would the provider's. A face reaches Pollux only through facade, below.
+
+// Builders are the faces this front door can serve.
+var Builders = map[face.Kind]face.New{}
+
+// mountedFace is one face the front door serves.
+type mountedFace struct {
+	prefix string
+	face   face.Face
+}
+
+// mountFaces builds the configured faces and registers their handlers.
+func (s *Server) mountFaces(mux *http.ServeMux) {
+	for _, f := range s.faces {
+		mux.Handle(f.prefix+"/", http.StripPrefix(f.prefix, f.face.Handler()))
+	}
+}
+
+// buildFaces checks and builds Config.Faces.
+func (s *Server) buildFaces() error {
+	builders := s.cfg.FaceBuilders
+	if builders == nil {
+		builders = Builders
+	}
+	seen := map[string]bool{}
+	for _, m := range s.cfg.Faces {
+		build, ok := builders[m.Kind]
+		switch {
+		case !ok:
+			return fmt.Errorf("frontdoor: Faces: no face %q (the faces: %v)", m.Kind, face.Kinds)
+		case !s.knownRoute(m.Route) && !slices.Contains(s.cfg.ModelRoutes, m.Route):
+			return fmt.Errorf("frontdoor: Faces: %s face of %q: no such route or model route", m.Kind, m.Route)
+		}
+		m.Prefix = face.Prefix(m.Kind, m.Route)
+		if seen[m.Prefix] {
+			return fmt.Errorf("frontdoor: Faces: %s face of %q mounted twice", m.Kind, m.Route)
+		}
+		seen[m.Prefix] = true
+		m.Logger = s.log.With().Str("face", string(m.Kind)).Str("route", m.Route).Logger()
+		m.Now = s.cfg.Now
+		s.faces = append(s.faces, mountedFace{prefix: m.Prefix, face: build(m, facade{s})})
+	}
+	return nil
+}
+
+// faceAt returns the face that serves path, if any.
+func (s *Server) faceAt(path string) face.Face {
+	for _, f := range s.faces {
+		if path == f.prefix || strings.HasPrefix(path, f.prefix+"/") {
+			return f.face
+		}
+	}
+	return nil
+}
+
+// writeError writes e in the shape of the face that serves r's path, or
+// as the front door's JSON error.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, e *apiError) {
+	f := s.faceAt(r.URL.Path)
+	if f == nil {
+		e.write(w)
+		return
+	}
+	fe := face.Error{Status: e.status, Code: string(e.detail.Code), Message: e.detail.Message, Field: e.detail.Field, Header: e.header}
+	f.WriteError(w, fe)
+}
+
+// facade is the front door as a face sees it (face.Pollux).
+type facade struct{ s *Server }
+
+func (f facade) Submit(ctx context.Context, r *http.Request, route string, m events.Submit) error {
+	if e := f.s.publishSubmit(ctx, r, r.Method+" "+r.URL.Path, route, m); e != nil {
+		return e
+	}
+	return nil
+}
+
+func (f facade) Job(ctx context.Context, id string) (*state.Job, error) {
+	if !events.ValidToken(id) {
+		return nil, state.ErrNotFound
+	}
+	ctx, cancel := context.WithTimeout(ctx, f.s.cfg.RequestTimeout)
+	defer cancel()
+	return f.s.jobs.Get(ctx, id)
+}
+
+func (f facade) Cancel(ctx context.Context, r *http.Request, j *state.Job, reason string) error {
+	if j.State.Terminal() {
+		return face.ErrTerminal
+	}
+	ctx, cancel := context.WithTimeout(ctx, f.s.cfg.RequestTimeout)
+	defer cancel()
+	if e := f.s.requestCancel(ctx, r, j, reason); e != nil {
+		return e
+	}
+	return nil
+}
+
+func (f facade) Output(w http.ResponseWriter, r *http.Request, j *state.Job, n int) error {
+	if n < 0 || n >= len(j.Outputs) {
+		return face.ErrOutputNotFound
+	}
+	if j.Custody != nil && n < len(j.Custody.Outputs) && j.Custody.Outputs[n].Status == state.OutputSaved {
+		if e := f.s.serveKept(w, r, j, n); e != nil {
+			return e
+		}
+		return nil
+	}
+	u, err := url.Parse(j.Outputs[n])
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return face.ErrOutputNotFound
+	}
+	http.Redirect(w, r, u.String(), http.StatusFound)
+	return nil
+}
+
+func (f facade) Wait(ctx context.Context, id string, done func(*state.Job) bool) (*state.Job, error) {
+	return f.s.waiters.wait(ctx, f, id, done)
+}
+
+// Error makes an *apiError an error, so a face can hand the front door's
+// errors back (AsFaceError) in its own shape.
+func (e *apiError) Error() string { return string(e.detail.Code) + ": " + e.detail.Message }
+
+// AsFaceError returns the face.Error of an error a facade method returned
+// — the front door's own (an invalid field, NATS unavailable), or
+// the face package's — and false for any other.
+func AsFaceError(err error) (face.Error, bool) {
+	var e *apiError
+	switch {
+	case errors.As(err, &e):
+		fe := face.Error{Status: e.status, Code: string(e.detail.Code), Message: e.detail.Message, Field: e.detail.Field, Header: e.header}
+		if e.status == http.StatusServiceUnavailable {
+			fe.RetryAfter = time.Second
+		}
+		return fe, true
+	default:
+		return face.Error{}, false
+	}
+}
+
+// waiters wakes the requests waiting for jobs to change (face.Pollux's
+// Wait) from one subscription to the jobs index.
+type waiters struct {
+	once sync.Once
+	mu   sync.Mutex
+	by   map[string]map[chan struct{}]struct{}
+	// fallback is how often a waiter reads its record without a wake
+	// (the index drops updates for a subscriber that falls behind).
+	fallback time.Duration
+}
+
+// start subscribes to the index once, until ctx ends.
+func (s *Server) startWaiters(ctx context.Context) {
+	s.waiters.once.Do(func() {
+		s.waiters.by = map[string]map[chan struct{}]struct{}{}
+		s.waiters.fallback = 2 * time.Second
+		if s.cfg.Index == nil {
+			s.waiters.fallback = 500 * time.Millisecond
+			return
+		}
+		ch := s.cfg.Index.Subscribe(ctx, 4096)
+		go func() {
+			for e := range ch {
+				s.waiters.wake(e.ID)
+			}
+		}()
+	})
+}
+
+func (w *waiters) wake(id string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for c := range w.by[id] {
+		select {
+		case c <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (w *waiters) add(id string) (chan struct{}, func()) {
+	c := make(chan struct{}, 1)
+	w.mu.Lock()
+	if w.by == nil {
+		w.by = map[string]map[chan struct{}]struct{}{}
+	}
+	if w.by[id] == nil {
+		w.by[id] = map[chan struct{}]struct{}{}
+	}
+	w.by[id][c] = struct{}{}
+	w.mu.Unlock()
+	return c, func() {
+		w.mu.Lock()
+		delete(w.by[id], c)
+		if len(w.by[id]) == 0 {
+			delete(w.by, id)
+		}
+		w.mu.Unlock()
+	}
+}
+
+func (w *waiters) wait(ctx context.Context, f facade, id string, done func(*state.Job) bool) (*state.Job, error) {
+	wake, remove := w.add(id)
+	defer remove()
+	fallback := w.fallback
+	if fallback == 0 {
+		fallback = 500 * time.Millisecond
+	}
+	t := time.NewTimer(0)
+	defer t.Stop()
+	var last *state.Job
+	lastErr := state.ErrNotFound
+	for {
+		select {
+		case <-ctx.Done():
+			return last, lastErr
+		case <-wake:
+		case <-t.C:
+		}
+		j, err := f.Job(ctx, id)
+		switch {
+		case err == nil:
+			last, lastErr = j, nil
+			if done(j) {
+				return j, nil
+			}
+		case errors.Is(err, state.ErrNotFound):
+		case ctx.Err() != nil:
+			return last, lastErr
+		default:
+			f.s.log.Warn().Err(err).Str("job_id", id).Msg("reading a waited-for job failed")
+		}
+		t.Reset(fallback)
+	}
+}

@@ -1,0 +1,149 @@
+package frontdoor_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pollux-dev/pollux/internal/edge/face"
+	"github.com/pollux-dev/pollux/internal/edge/frontdoor"
+	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/state"
+)
+
+// probeFace is a face for the front door's side of the contract: it
+// answers in a shape of its own ({"probe_error": code}) and exposes the
+// facade's verbs as endpoints.
+type probeFace struct {
+	m face.Mount
+	p face.Pollux
+}
+
+func (f *probeFace) WriteError(w http.ResponseWriter, e face.Error) {
+	for k, v := range e.Header {
+		w.Header()[k] = v
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(e.Status)
+	_ = json.NewEncoder(w).Encode(map[string]string{"probe_error": e.Code, "field": e.Field})
+}
+
+func (f *probeFace) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /create", func(w http.ResponseWriter, r *http.Request) {
+		key, fe := face.IdempotencyKey(r)
+		if fe != nil {
+			f.WriteError(w, *fe)
+			return
+		}
+		id := "p-" + strings.ToLower(b32(face.IDBytes(f.m.Kind, f.m.Route, key, 10)))
+		err := f.p.Submit(r.Context(), r, f.m.Route, events.Submit{V: events.Version, ID: id, Model: "m", IdempotencyKey: key, Input: json.RawMessage(`{}`)})
+		if e, ok := frontdoor.AsFaceError(err); ok {
+			f.WriteError(w, e)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]string{"id": id})
+	})
+	mux.HandleFunc("GET /wait/{id}", func(w http.ResponseWriter, r *http.Request) {
+		d, _ := time.ParseDuration(r.URL.Query().Get("for"))
+		ctx, cancel := context.WithTimeout(r.Context(), d)
+		defer cancel()
+		j, err := f.p.Wait(ctx, r.PathValue("id"), func(j *state.Job) bool { return j.State.Terminal() })
+		if errors.Is(err, state.ErrNotFound) {
+			f.WriteError(w, face.Error{Status: 404, Code: "not_found"})
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]string{"state": string(j.State)})
+	})
+	return mux
+}
+
+func b32(b []byte) string {
+	const alpha = "abcdefghijklmnopqrstuvwxyz234567"
+	var sb strings.Builder
+	for _, c := range b {
+		sb.WriteByte(alpha[c%32])
+	}
+	return sb.String()
+}
+
+func probeBuilders() map[face.Kind]face.New {
+	return map[face.Kind]face.New{face.Replicate: func(m face.Mount, p face.Pollux) face.Face { return &probeFace{m: m, p: p} }}
+}
+
+// A face's requests pass the front door's checks, and its refusals reach
+// the SDK in the face's own shape; a create goes through the one
+// submission path (who acts is the token's name; a key makes one id).
+func TestAFaceIsBehindTheFrontDoor(t *testing.T) {
+	t.Parallel()
+	tokens, err := frontdoor.ParseTokens(strings.NewReader(tokenAlice + " act name=alice\n" + tokenRead + " read\n"))
+	require.NoError(t, err)
+	d := setupWith(t, frontdoor.Config{Tokens: tokens, Faces: []face.Mount{{Kind: face.Replicate, Route: route}}, FaceBuilders: probeBuilders()}, withIndex)
+
+	r := d.do(t, http.MethodPost, "/replicate/sim/create", "", nil)
+	require.Equal(t, http.StatusUnauthorized, r.status)
+	require.Equal(t, "unauthorized", r.body["probe_error"], "the face's shape: %s", r.raw)
+	r = d.do(t, http.MethodPost, "/replicate/sim/create", "", map[string]string{"Authorization": "Token " + tokenRead})
+	require.Equal(t, http.StatusForbidden, r.status)
+	require.Equal(t, "forbidden", r.body["probe_error"])
+	r = d.do(t, http.MethodPost, "/replicate/other/create", "", map[string]string{"Authorization": "Bearer " + tokenAlice})
+	require.Equal(t, http.StatusNotFound, r.status, "no face is mounted on route other")
+
+	// Key is fal's scheme; the key makes the id.
+	one := d.do(t, http.MethodPost, "/replicate/sim/create", "", map[string]string{"Authorization": "Key " + tokenAlice, "Idempotency-Key": "k1"})
+	two := d.do(t, http.MethodPost, "/replicate/sim/create", "", map[string]string{"Authorization": "Key " + tokenAlice, "Idempotency-Key": "k1"})
+	require.Equal(t, http.StatusOK, one.status, "%s", one.raw)
+	require.Equal(t, one.body["id"], two.body["id"], "one key, one job id")
+	var sub events.Submit
+	require.NoError(t, json.Unmarshal(d.lastIntake(t, d.ns.Submit(route)), &sub))
+	require.Equal(t, one.body["id"], sub.ID)
+	require.Equal(t, "alice", sub.By, "who acts is the token's name")
+	require.Equal(t, "k1", sub.IdempotencyKey)
+	three := d.do(t, http.MethodPost, "/replicate/sim/create", "", map[string]string{"Authorization": "Key " + tokenAlice})
+	require.NotEqual(t, one.body["id"], three.body["id"], "no key: a new job")
+}
+
+// Wait returns once the record is what the face waits for: woken by the
+// jobs index, not by polling anyone.
+func TestAFaceWaitsForAJob(t *testing.T) {
+	t.Parallel()
+	d := setupWith(t, frontdoor.Config{Faces: []face.Mount{{Kind: face.Replicate, Route: route}}, FaceBuilders: probeBuilders()}, withIndex)
+	r := d.do(t, http.MethodGet, "/replicate/sim/wait/nope?for=200ms", "", nil)
+	require.Equal(t, http.StatusNotFound, r.status)
+
+	rec, created, err := d.jobs.Accept(t.Context(), &state.Job{ID: "w-1", Route: route, Model: "m", State: state.Pending, CreatedAt: time.Now().UTC()})
+	require.NoError(t, err)
+	require.True(t, created)
+	got := make(chan reply, 1)
+	go func() { got <- d.do(t, http.MethodGet, "/replicate/sim/wait/w-1?for=12s", "", nil) }()
+	select {
+	case r := <-got:
+		t.Fatalf("answered before the job ended: %s", r.raw)
+	case <-time.After(300 * time.Millisecond):
+	}
+	_, err = d.jobs.End(t.Context(), rec, state.Observation{State: state.Succeeded, Source: state.FromPoll, At: time.Now()})
+	require.NoError(t, err)
+	select {
+	case r := <-got:
+		require.Equal(t, "succeeded", r.body["state"], "%s", r.raw)
+	case <-time.After(15 * time.Second):
+		t.Fatal("the waiter was not woken")
+	}
+}
+
+func TestFacesAreChecked(t *testing.T) {
+	t.Parallel()
+	srvCfg := frontdoor.Config{Faces: []face.Mount{{Kind: face.Fal, Route: route}}, FaceBuilders: probeBuilders()}
+	_, err := frontdoor.New(frontdoor.Config{Routes: []string{route}, Faces: srvCfg.Faces, FaceBuilders: srvCfg.FaceBuilders}, nil, events.Default, &events.Resources{}, nil)
+	require.ErrorContains(t, err, `no face "fal"`)
+	_, err = frontdoor.New(frontdoor.Config{Routes: []string{route}, Faces: []face.Mount{{Kind: face.Replicate, Route: "nope"}}, FaceBuilders: probeBuilders()}, nil, events.Default, &events.Resources{}, nil)
+	require.ErrorContains(t, err, "no such route")
+}

@@ -1,0 +1,153 @@
+package faces_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pollux-dev/pollux/internal/testkit/e2e/e2etest"
+	"github.com/pollux-dev/pollux/pkg/provider/sim"
+)
+
+// Tokens of the faces' front door: an app that may submit, one that may
+// only read.
+const (
+	tokenApp  = "faces-app-token-0123456789abcdef"
+	tokenRead = "faces-read-token-0123456789abcdef"
+)
+
+// stack is Pollux's binaries serving every face on route "sim" (and model
+// route "video", over "sim" and "sim2"), the simulated provider behind it.
+type stack struct {
+	// URL is the front door's base URL (http://127.0.0.1:port).
+	URL string
+	// JS reaches the stack's NATS server.
+	JS jetstream.JetStream
+	// Sim is the simulated provider's host:port.
+	Sim string
+	// Ingest is the ingest process serving the front door; restart it
+	// with StartIngest after a kill.
+	Ingest *e2etest.Proc
+	bin    string
+	env    []string
+	addr   string
+	tokens string
+}
+
+// simConfig is the simulated provider: jobs of a few seconds of model
+// time, run 50x faster.
+const simConfig = `
+time_scale: 50
+seed: 7
+latency: 5ms
+default: {queue_median: 2s, queue_sigma: 0.4, run_median: 20s, run_sigma: 0.3, fail_rate: 0.05}
+`
+
+// start runs the stack until the test ends.
+func start(t *testing.T) *stack {
+	t.Helper()
+	bin := e2etest.Binaries(t)
+	dir := t.TempDir()
+	natsURL, js := e2etest.NATSProcess(t, bin, dir)
+	env := []string{"SIM_TOKEN=sim-secret-token"}
+	_, simAddr := e2etest.SimProcess(t, bin, dir, "sim", simConfig, env, "SIM_TOKEN")
+	cfg := filepath.Join(dir, "pollux.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte(fmt.Sprintf(`
+routes:
+  sim:
+    kind: replicate
+    base_url: http://%[1]s
+    token_env: SIM_TOKEN
+    workers: {submit: 8, status: 32}
+    options: {idempotent: true}
+    keep_inputs: true
+    faces: [replicate, fal, openai]
+  sim2:
+    kind: replicate
+    base_url: http://%[1]s
+    token_env: SIM_TOKEN
+    options: {idempotent: true}
+model_routes:
+  video:
+    members: [{route: sim, model: acme/video}, {route: sim2, model: acme/video}]
+    faces: [replicate, fal, openai]
+`, simAddr)), 0o600))
+	tokens := filepath.Join(dir, "tokens")
+	require.NoError(t, os.WriteFile(tokens, []byte(tokenApp+" act name=app\n"+tokenRead+" read name=reader\n"), 0o600))
+	s := &stack{JS: js, Sim: simAddr, bin: bin, addr: fmt.Sprintf("127.0.0.1:%d", e2etest.FreePort(t)), tokens: tokens}
+	s.URL = "http://" + s.addr
+	s.env = append(env, "POLLUX_NATS_URL="+natsURL, "POLLUX_CONFIG="+cfg, "POLLUX_METRICS_ADDR=", "POLLUX_TIME_SCALE=50")
+	e2etest.Launch(t, "poller", s.env, filepath.Join(bin, "poller"))
+	s.StartIngest(t)
+	return s
+}
+
+// StartIngest starts the ingest process with its front door and waits
+// until the front door answers.
+func (s *stack) StartIngest(t *testing.T) {
+	t.Helper()
+	s.Ingest = e2etest.Launch(t, "ingest", append(s.env, "POLLUX_HTTP_ADDR="+s.addr, "POLLUX_HTTP_TOKENS_FILE="+s.tokens),
+		filepath.Join(s.bin, "ingest"))
+	e2etest.WaitFor(t, "the front door answering", 30*time.Second, func() bool {
+		resp, err := http.Get(s.URL + "/v1/routes")
+		if err != nil {
+			return false
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusUnauthorized
+	})
+}
+
+// SimStats is the simulated provider's ground truth.
+func (s *stack) SimStats(t *testing.T) sim.Stats { return e2etest.SimStats(t, "http://"+s.Sim) }
+
+// node runs script (a file of examples/sdks) with node and env, and
+// returns the JSON lines it printed, decoded; the script fails the test
+// by exiting non-zero. It is bounded by timeout.
+func node(t *testing.T, script string, timeout time.Duration, env ...string) []map[string]any {
+	t.Helper()
+	dir := filepath.Join(e2etest.Root(t), "examples", "sdks")
+	_, err := os.Stat(filepath.Join(dir, "node_modules", "replicate"))
+	require.NoError(t, err, "examples/sdks/node_modules: run make tools (npm ci)")
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", script)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err = cmd.Run()
+	require.NoError(t, err, "node %s: %s\n%s", script, errb.String(), tail(out.String()))
+	var lines []map[string]any
+	sc := bufio.NewScanner(&out)
+	sc.Buffer(make([]byte, 0, 64<<10), 4<<20)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if !strings.HasPrefix(line, "{") {
+			continue
+		}
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &m), line)
+		lines = append(lines, m)
+	}
+	return lines
+}
+
+func tail(s string) string {
+	if len(s) > 4000 {
+		return s[len(s)-4000:]
+	}
+	return s
+}
