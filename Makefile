@@ -45,7 +45,7 @@ test-short: tools ## Run every test but the end-to-end suites (internal/testkit/
 	$(GO) test $(TESTFLAGS) $$($(GO) list ./... | grep -v '/internal/testkit/e2e')
 
 .PHONY: tools
-tools: ## Install what the tests run: Debian packages as root (scripts/system-packages), the nats CLI and helm into bin/, npm packages into examples/node and api
+tools: ## Install what the tests run: Debian packages as root (scripts/system-packages), the nats CLI and helm into bin/, npm packages into examples/node, examples/sdks and api
 	@scripts/system-packages
 	@$(BIN)/nats --version 2>/dev/null | grep -qx '$(NATSCLI)' || { \
 		echo "installing the nats CLI $(NATSCLI) into $(BIN)/"; \
@@ -59,6 +59,9 @@ tools: ## Install what the tests run: Debian packages as root (scripts/system-pa
 	@test api/node_modules/.package-lock.json -nt api/package-lock.json || { \
 		echo "installing the contract validators into api/node_modules (npm ci)"; \
 		cd api && npm ci --no-audit --no-fund; }
+	@test examples/sdks/node_modules/.package-lock.json -nt examples/sdks/package-lock.json || { \
+		echo "installing the provider SDKs the faces are tested with into examples/sdks (npm ci)"; \
+		cd examples/sdks && npm ci --no-audit --no-fund; }
 
 .PHONY: bench
 bench: ## Measure the fleet against JetStream's own limits (one table; BENCHFLAGS="--only cycles --json" etc.), then the schedule against the optimum
