@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
 // Which name it answers to comes first: without tokens (or with
@@ -53,12 +55,16 @@ const SessionLifetime = 12 * time.Hour
 type principal struct {
 	role Role
 	name string
+	// quota is the token's rate limiter (nil: none).
+	quota *rate.Limiter
 	// via is how it was recognised: viaToken, viaSession or viaOpen.
 	via string
 	// csrf is the CSRF token a browser must send (sessions and open doors).
 	csrf string
 	// expires is when a session ends.
 	expires time.Time
+	// token is a session's token.
+	token token
 }
 
 const (
@@ -120,6 +126,14 @@ func (s *Server) access(next http.Handler) http.Handler {
 		}
 		p, e := s.principal(r)
 		if e != nil {
+			s.writeError(w, r, e)
+			return
+		}
+		if p.via == viaSession {
+			p.quota = s.quotas.of(p.token)
+		}
+		if e := overQuota(p); e != nil {
+			s.log.Debug().Str("by", p.by(r)).Str("path", r.URL.Path).Msg("request over its token's quota")
 			s.writeError(w, r, e)
 			return
 		}
@@ -198,7 +212,7 @@ func (s *Server) principal(r *http.Request) (principal, *apiError) {
 		if !ok {
 			return principal{}, unauthorized(true)
 		}
-		return principal{role: t.role, name: t.name, via: viaToken}, nil
+		return principal{role: t.role, name: t.name, via: viaToken, quota: s.quotas.of(t)}, nil
 	}
 	if c, err := r.Cookie(SessionCookie); err == nil {
 		if p, ok := verifySession(entries, c.Value, s.cfg.Now()); ok {
@@ -291,7 +305,7 @@ func verifySession(entries []token, value string, now time.Time) (principal, boo
 		if !hmac.Equal([]byte(mac(key, payload)), []byte(parts[5])) {
 			return principal{}, false
 		}
-		return principal{role: t.role, name: t.name, via: viaSession, csrf: mac(key, "csrf", payload), expires: time.Unix(exp, 0).UTC()}, true
+		return principal{role: t.role, name: t.name, via: viaSession, csrf: mac(key, "csrf", payload), expires: time.Unix(exp, 0).UTC(), token: t}, true
 	}
 	return principal{}, false
 }

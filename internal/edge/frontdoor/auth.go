@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -52,6 +53,8 @@ type token struct {
 	sum  [sha256.Size]byte
 	role Role
 	name string
+	// rate is the token's quota in requests a second (0: none).
+	rate float64
 }
 
 // fileStamp tells whether a file changed since it was read.
@@ -71,11 +74,15 @@ const (
 	// MaxTokenName bounds a token's name: it is shown as who paused a
 	// route.
 	MaxTokenName = 64
+	// maxTokenRate bounds a token's quota (rate=).
+	maxTokenRate = 1_000_000
 )
 
 // LoadTokens reads a tokens file: one token a line, optionally followed by
-// its role (act, the default, or read) and a name (name=alice) that
-// appears as who acted in route pauses and logs — never the token itself.
+// its role (act, the default, or read), a name (name=alice) that appears
+// as who acted in route pauses and logs — never the token itself — and a
+// quota (rate=50: requests a second, with bursts of twice that, beyond
+// which a request is answered 429 with Retry-After; default none).
 // Blank lines and lines starting with # are skipped. Rotate a token by
 // listing the old and the new one until every client uses the new one;
 // the front door rereads the file when it changes, so removing a line
@@ -141,7 +148,14 @@ func parseTokens(r io.Reader) ([]token, error) {
 		tok := token{sum: sha256.Sum256([]byte(fields[0])), role: RoleAct}
 		roleSeen := false
 		for i, f := range fields[1:] {
+			rateText, isRate := strings.CutPrefix(f, "rate=")
 			switch name, isName := strings.CutPrefix(f, "name="); {
+			case isRate:
+				r, err := strconv.ParseFloat(rateText, 64)
+				if tok.rate != 0 || err != nil || !(r > 0 && r <= maxTokenRate) {
+					return nil, fmt.Errorf("line %d: rate= is given once, a number of requests a second above 0 and at most %d", n, maxTokenRate)
+				}
+				tok.rate = r
 			case isName:
 				if tok.name != "" {
 					return nil, fmt.Errorf("line %d: name= given twice", n)
@@ -153,7 +167,7 @@ func parseTokens(r io.Reader) ([]token, error) {
 			case (f == string(RoleAct) || f == string(RoleRead)) && !roleSeen:
 				tok.role, roleSeen = Role(f), true
 			default:
-				return nil, fmt.Errorf("line %d: word %d after the token is neither a role (act or read, once) nor name=<who>", n, i+1)
+				return nil, fmt.Errorf("line %d: word %d after the token is neither a role (act or read, once), name=<who> nor rate=<requests a second>", n, i+1)
 			}
 		}
 		if len(out) == maxTokens {

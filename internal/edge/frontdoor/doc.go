@@ -45,8 +45,12 @@
 // <token>", or the session cookie a console login sets. A line of the file
 // is a token, optionally its role — act (the default: may submit, track,
 // cancel, pause and resume) or read (every state-changing request is
-// answered 403) — and name=<who>, which pauses record as who acted and
-// logs show (never the token). The file is reread when it changes: a
+// answered 403) — name=<who>, which pauses record as who acted and logs
+// show (never the token), and rate=<n>, the token's quota: n requests a
+// second in bursts of 2n, beyond which a request is answered 429
+// too_many_requests with Retry-After (quota.go). "Token" and "Key" are
+// taken for "Bearer", as the provider SDKs a face serves send them
+// (package face). The file is reread when it changes: a
 // token removed from it stops working at the next request, the sessions
 // it started included. A session cookie is stateless, signed with a key
 // derived from its token, so every front door of a fleet with the same

@@ -2,6 +2,7 @@ package frontdoor
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/pollux-dev/pollux/internal/platform/problem"
 )
@@ -81,6 +82,10 @@ const (
 	// CodeTooManyStreams (429): every event stream slot is taken; retry
 	// after the Retry-After header's seconds.
 	CodeTooManyStreams Code = "too_many_streams"
+	// CodeTooManyRequests (429): the request's token has spent its quota
+	// (rate= in the tokens file); retry after the Retry-After header's
+	// seconds.
+	CodeTooManyRequests Code = "too_many_requests"
 	// CodeUnavailable (503): NATS did not answer in time or refused the
 	// message (the intake stream is full, say); retry after the
 	// Retry-After header's seconds.
@@ -92,7 +97,7 @@ var Codes = []Code{
 	CodeInvalidBody, CodeInvalidField, CodeInvalidParameter, CodeIdempotencyKeyMismatch,
 	CodeUnauthorized, CodeForbidden, CodeUnknownRoute, CodeJobNotFound, CodeOutputNotKept, CodeModelNotFound, CodeNotFound, CodeMethodNotAllowed,
 	CodeHostNotAllowed, CodeJobTerminal, CodeNotPaused, CodeNotResubmittable, CodeInputNotKept, CodeConfirmMismatch, CodeTooManyJobs,
-	CodeBodyTooLarge, CodeUnsupportedMediaType, CodeTooManyStreams, CodeUnavailable,
+	CodeBodyTooLarge, CodeUnsupportedMediaType, CodeTooManyStreams, CodeTooManyRequests, CodeUnavailable,
 }
 
 // Error is the body of every error response.
@@ -106,6 +111,9 @@ type apiError struct {
 	status int
 	detail ErrorDetail
 	header http.Header // set on the response before it is written
+	// retryAfter is the wait a 429 or 503 asks for, for a face's own
+	// headers.
+	retryAfter time.Duration
 }
 
 func fail(status int, code Code, field, message string) *apiError {

@@ -84,8 +84,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, e *apiError)
 		e.write(w)
 		return
 	}
-	fe := face.Error{Status: e.status, Code: string(e.detail.Code), Message: e.detail.Message, Field: e.detail.Field, Header: e.header}
-	f.WriteError(w, fe)
+	f.WriteError(w, toFace(e))
 }
 
 // facade is the front door as a face sees it (face.Pollux).
@@ -152,11 +151,7 @@ func AsFaceError(err error) (face.Error, bool) {
 	var e *apiError
 	switch {
 	case errors.As(err, &e):
-		fe := face.Error{Status: e.status, Code: string(e.detail.Code), Message: e.detail.Message, Field: e.detail.Field, Header: e.header}
-		if e.status == http.StatusServiceUnavailable {
-			fe.RetryAfter = time.Second
-		}
-		return fe, true
+		return toFace(e), true
 	default:
 		return face.Error{}, false
 	}
@@ -256,4 +251,13 @@ func (w *waiters) wait(ctx context.Context, f facade, id string, done func(*stat
 		}
 		t.Reset(fallback)
 	}
+}
+
+// toFace is the face.Error of a front door error.
+func toFace(e *apiError) face.Error {
+	fe := face.Error{Status: e.status, Code: string(e.detail.Code), Message: e.detail.Message, Field: e.detail.Field, Header: e.header, RetryAfter: e.retryAfter}
+	if e.status == http.StatusServiceUnavailable && fe.RetryAfter == 0 {
+		fe.RetryAfter = time.Second
+	}
+	return fe
 }

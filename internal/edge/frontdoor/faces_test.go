@@ -147,3 +147,32 @@ func TestFacesAreChecked(t *testing.T) {
 	_, err = frontdoor.New(frontdoor.Config{Routes: []string{route}, Faces: []face.Mount{{Kind: face.Replicate, Route: "nope"}}, FaceBuilders: probeBuilders()}, nil, events.Default, &events.Resources{}, nil)
 	require.ErrorContains(t, err, "no such route")
 }
+
+// A token's quota (rate=) holds an app that polls too hard to it: 429
+// with Retry-After, in the face's own shape on a face; other tokens are
+// not held.
+func TestATokensQuota(t *testing.T) {
+	t.Parallel()
+	tokens, err := frontdoor.ParseTokens(strings.NewReader(tokenAlice + " act name=alice rate=1\n" + tokenRead + " read\n"))
+	require.NoError(t, err)
+	d := setupWith(t, frontdoor.Config{Tokens: tokens, Faces: []face.Mount{{Kind: face.Replicate, Route: route}}, FaceBuilders: probeBuilders()}, withIndex)
+	alice := map[string]string{"Authorization": "Bearer " + tokenAlice}
+	var last reply
+	for range 5 { // a burst of 2; the clock would have to stall for seconds to refill 3
+		last = d.do(t, http.MethodGet, "/replicate/sim/wait/nope?for=1ms", "", alice)
+	}
+	require.Equal(t, http.StatusTooManyRequests, last.status, "%s", last.raw)
+	require.Equal(t, "too_many_requests", last.body["probe_error"])
+	require.Equal(t, "1", last.header.Get("Retry-After"))
+	r := d.do(t, http.MethodGet, "/v1/jobs/nope", "", alice)
+	require.Equal(t, http.StatusTooManyRequests, r.status, "the quota is the token's, on every path")
+	code, _ := r.code()
+	require.Equal(t, "too_many_requests", code)
+	r = d.do(t, http.MethodGet, "/v1/jobs/nope", "", map[string]string{"Authorization": "Bearer " + tokenRead})
+	require.Equal(t, http.StatusNotFound, r.status, "another token is not held")
+
+	_, err = frontdoor.ParseTokens(strings.NewReader(tokenAlice + " rate=0\n"))
+	require.ErrorContains(t, err, "line 1: rate=")
+	_, err = frontdoor.ParseTokens(strings.NewReader(tokenAlice + " rate=2 rate=3\n"))
+	require.ErrorContains(t, err, "line 1: rate=")
+}

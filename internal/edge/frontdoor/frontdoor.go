@@ -118,6 +118,8 @@ type Server struct {
 	allowed map[string]bool
 	// census is the latest census of the routes.
 	census censusCache
+	// quotas are the tokens' rate limiters.
+	quotas quotas
 	// faces are the provider faces served, and waiters the requests of
 	// theirs waiting for a job to change.
 	faces   []mountedFace
