@@ -22,6 +22,7 @@ import (
 // reconciliation must carry every job to its true end, and a deadline must
 // end the jobs that never finish.
 func TestChaosProvider(t *testing.T) {
+	t.Parallel()
 	e := e2etest.Start(t, dev.StackConfig{
 		Sim: sim.Config{TimeScale: e2etest.Scale, Seed: 21,
 			Models: map[string]sim.Model{
@@ -80,6 +81,7 @@ func TestChaosProvider(t *testing.T) {
 // TestChaosNATSRestart restarts the NATS server (file storage) while jobs
 // are tracked: every one resumes and finishes, polled on schedule.
 func TestChaosNATSRestart(t *testing.T) {
+	t.Parallel()
 	ns := natstest.NewRestartable(t)
 	nc, js := ns.Connect(t)
 	// Jobs run long enough (15 s, or 4 minutes in the long form, of real

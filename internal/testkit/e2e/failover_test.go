@@ -19,6 +19,7 @@ import (
 // node is down. Nothing may be lost; the pause until each stream has a new
 // leader is measured.
 func TestChaosClusterFailover(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("cluster run")
 	}

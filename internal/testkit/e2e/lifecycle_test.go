@@ -298,6 +298,7 @@ func TestLifecycleUnderFaults(t *testing.T) {
 // create's answer is recorded, then applied — not a reconciliation poll
 // half a minute later.
 func TestWebhooksBeforeTheCreateAnswer(t *testing.T) {
+	t.Parallel()
 	e := e2etest.Start(t, dev.StackConfig{
 		Sim: sim.Config{TimeScale: 1, Seed: 5, CreateDelay: e2etest.D(200 * time.Millisecond),
 			Default: sim.Model{QueueMedian: e2etest.D(time.Millisecond), RunMedian: e2etest.D(time.Millisecond)}},
@@ -344,6 +345,7 @@ func histogramSum(t *testing.T, e *e2etest.Env, name string) float64 {
 // stream's duplicate window: a job submitted again after it finished is
 // not submitted again.
 func TestResubmissionMinutesLater(t *testing.T) {
+	t.Parallel()
 	e := e2etest.Start(t, dev.StackConfig{Sim: sim.Config{TimeScale: e2etest.Scale, Default: sim.Model{QueueMedian: e2etest.D(time.Second), RunMedian: e2etest.D(5 * time.Second)}}})
 	msg := events.Submit{V: 1, IdempotencyKey: "once", Model: "a/b", Input: json.RawMessage(`{}`)}
 	id := events.KeyID(dev.RouteName, "once")
@@ -359,6 +361,7 @@ func TestResubmissionMinutesLater(t *testing.T) {
 
 // TestTrack follows a job submitted elsewhere.
 func TestTrack(t *testing.T) {
+	t.Parallel()
 	e := e2etest.Start(t, dev.StackConfig{Sim: sim.Config{TimeScale: e2etest.Scale, Default: sim.Model{QueueMedian: e2etest.D(time.Second), RunMedian: e2etest.D(10 * time.Second)}}})
 	req, err := http.NewRequest(http.MethodPost, e.SimURL+"/v1/models/a/b/predictions", bytes.NewReader([]byte(`{"input":{}}`)))
 	require.NoError(t, err)

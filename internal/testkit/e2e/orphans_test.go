@@ -23,6 +23,7 @@ import (
 // shutdown (see consume.SweepOrphans); with the sweep, the work queue ends
 // empty every time. The orphans swept are reported.
 func TestChaosRestartOrphans(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("restarts a server")
 	}

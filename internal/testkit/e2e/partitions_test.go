@@ -22,6 +22,7 @@ import (
 // running pollers follow each change, and every job still finishes
 // exactly once with no check left behind.
 func TestRepartitionLosesNothing(t *testing.T) {
+	t.Parallel()
 	e := e2etest.Start(t, dev.StackConfig{
 		Sim: sim.Config{TimeScale: e2etest.Scale, Seed: 31, Models: map[string]sim.Model{
 			"part/model": {QueueMedian: e2etest.D(2 * time.Second), QueueSigma: 0.5, RunMedian: e2etest.D(60 * time.Second), RunSigma: 0.5},

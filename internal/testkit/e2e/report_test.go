@@ -22,6 +22,7 @@ import (
 // JetStream and KV) and of pollux watch (kept live from events) against the
 // job records and the provider's ground truth.
 func TestReportAgreesWithTheJobs(t *testing.T) {
+	t.Parallel()
 	e := e2etest.Start(t, dev.StackConfig{Sim: sim.Config{TimeScale: e2etest.Scale, Seed: 3,
 		Default: sim.Model{QueueMedian: e2etest.D(2 * time.Second), RunMedian: e2etest.D(20 * time.Second), RunSigma: 0.3, FailRate: 0.2},
 		Faults:  sim.Faults{WebhookMissingRate: 0.3}}})

@@ -27,6 +27,7 @@ import (
 // the prediction it finds: the job ends in the provider's state, created
 // once.
 func TestInDoubtCreateIsFoundAfterACrash(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs processes")
 	}

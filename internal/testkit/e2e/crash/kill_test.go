@@ -192,6 +192,6 @@ func TestChaosKillProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs processes")
 	}
-	t.Run("idempotent provider", func(t *testing.T) { killRun(t, true) })
-	t.Run("provider without idempotency", func(t *testing.T) { killRun(t, false) })
+	t.Run("idempotent provider", func(t *testing.T) { t.Parallel(); killRun(t, true) })
+	t.Run("provider without idempotency", func(t *testing.T) { t.Parallel(); killRun(t, false) })
 }

@@ -32,6 +32,7 @@ import (
 // single call to the paused provider before its Retry-After. The test ends
 // once that is shown; whole runs to completion are the other suites' job.
 func TestFairness(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs processes")
 	}

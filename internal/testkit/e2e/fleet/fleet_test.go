@@ -23,6 +23,7 @@ import (
 // truth must show the budgets held fleet-wide, no call before a Retry-After
 // passed, one create per idempotency key, and every job terminal once.
 func TestFleetOfProcesses(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs processes")
 	}

@@ -31,6 +31,7 @@ const (
 // scraping them agrees with the simulated provider's ground truth, and no
 // configured secret appears in any log line, even at debug level.
 func TestObservability(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs processes")
 	}

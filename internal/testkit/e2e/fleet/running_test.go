@@ -28,6 +28,7 @@ import (
 // ground truth), every job finishes, and once the fleet is idle every
 // running slot is free again: those a killed process left are repaired.
 func TestRunningSlotsHoldAcrossTheFleet(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs processes")
 	}
@@ -113,6 +114,7 @@ routes:
 // ingest process restarts with it: nothing is lost, and once the jobs
 // running then end, the provider never has more than 2 running.
 func TestGlobalRunningCapAcrossAccountsChangedLive(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs processes")
 	}

@@ -22,6 +22,7 @@ import (
 // message it abandoned would hold its job back for that minute, so every
 // job finishing well within it (with fresh processes) shows none was.
 func TestGracefulShutdown(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs processes")
 	}
