@@ -30,6 +30,13 @@
 //     against the hidden rate, and the share of them it answered 429,
 //     over the next two minutes;
 //   - webhook: signed deliveries per second and p99 time to a 2xx;
+//   - faces: a provider face (Replicate's, as its SDK calls it) on the
+//     whole stack in-process: status answers through the face at a fixed
+//     2,000 a second, p50/p99 from when each was due, next to the front
+//     door's GET /v1/jobs/{id} at the same rate, and the most answers a
+//     second 32 clients get; and the provider's status calls per
+//     completion when 50 clients poll every job every 500 ms (the SDK's
+//     interval), next to one client's;
 //   - index: the jobs index (internal/edge/index) over 100,000 jobs' events in
 //     the stream: replay into a fresh index, p50/p99 of a page filtered by
 //     route and state (first five pages by cursor), of one filtered by
