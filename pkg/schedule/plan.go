@@ -281,11 +281,17 @@ func (pl *Plan) Delay(elapsed time.Duration) time.Duration {
 		return seconds(pl.maxGap)
 	}
 	t := float64(pl.next[i]) * pl.step
-	longest := pl.maxGap
-	if i == 0 {
-		longest = pl.firstGap
+	return min(seconds(max(t-x, pl.minGap)), pl.longest(elapsed))
+}
+
+// longest is the longest delay the plan allows after a poll at elapsed:
+// its first gap from the first cell, else MaxDelay (Reconcile for a
+// webhook plan).
+func (pl *Plan) longest(elapsed time.Duration) time.Duration {
+	if int(max(elapsed.Seconds(), 0)/pl.step) == 0 {
+		return seconds(pl.firstGap)
 	}
-	return seconds(min(max(t-x, pl.minGap), longest))
+	return seconds(pl.maxGap)
 }
 
 // Times returns the plan's first n poll times, from submission.

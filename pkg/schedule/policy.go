@@ -239,10 +239,15 @@ func (p Policy) delay(j *Job, rnd *rand.Rand) time.Duration {
 	}
 	learned := p.ready(j.Learned)
 	if j.WebhookExpected && learned && j.WebhookMiss > 0 {
-		// Jittered around the plan's poll, like any plan's, and not held
-		// to MaxDelay: the webhook is expected.
-		d := p.webhookPlan(j.Learned, j.WebhookMiss, j.WebhookLate).Delay(j.Now.Sub(j.Submitted))
-		return time.Duration(float64(d) * (1 + p.Jitter*(rnd.Float64()-0.5)))
+		// Jittered later only, not held to MaxDelay (the webhook is
+		// expected, and a poll before it is wasted on every job whose
+		// webhook comes: centred, as a plan's poll is, it cost 8 % more
+		// polls at the delay on webhook-30% in pollux simulate), but held
+		// to the plan's longest gap, the table's quiet period first.
+		pl := p.webhookPlan(j.Learned, j.WebhookMiss, j.WebhookLate)
+		elapsed := j.Now.Sub(j.Submitted)
+		d := pl.Delay(elapsed)
+		return min(time.Duration(float64(d)*(1+p.Jitter*rnd.Float64())), max(d, pl.longest(elapsed)))
 	}
 	if j.WebhookExpected {
 		expected := j.Expected
