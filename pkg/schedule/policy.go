@@ -237,6 +237,13 @@ func (p Policy) delay(j *Job, rnd *rand.Rand) time.Duration {
 	if j.Errors > 0 {
 		return p.real(p.jitter(min(p.MaxDelay, doubled(p.ErrorBase, j.Errors-1)), rnd))
 	}
+	if j.Expected > 0 { // see prior.go
+		prior := HintPrior(j.Expected)
+		if p.failedReady(j) {
+			prior = prior.Mixed(j.LearnedFailed, j.FailedShare)
+		}
+		j.Learned = shrunk(j.Learned, j.Expected, prior)
+	}
 	learned := p.ready(j.Learned)
 	if j.WebhookExpected && learned && j.WebhookMiss > 0 {
 		// Jittered later only, not held to MaxDelay (the webhook is
