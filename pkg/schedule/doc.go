@@ -17,8 +17,10 @@
 // programming (see Plan) and cached, so Next costs a map lookup. The plan
 // answers for every elapsed time, and what it answers is optimal for the
 // distribution conditioned on the job still running, so a job polled off
-// the plan (by jitter, a hint or an error) continues optimally. Jitter on a
-// planned poll only delays it.
+// the plan (by jitter, a hint or an error) continues optimally. A planned poll is
+// jittered around the plan's time (±Jitter/2), not only later: a poll
+// moved either way costs little, one always moved later stretches every
+// gap and the tail of the detection delays with it.
 //
 // When the provider reports when a job started, a second distribution of
 // run times (start to end) places the polls of a running job, and a queued
