@@ -297,6 +297,13 @@ func TestACreatesFieldsAreChecked(t *testing.T) {
 	a = r.do(t, req)
 	require.Equal(t, http.StatusBadRequest, a.status, "a field past its bound: %s", a.raw)
 	require.Equal(t, "size", errorOf(t, a)["param"])
+	// Bytes no field holds (a preamble before the first part) count too.
+	body, ct = form(t, part{"prompt", "", "p"})
+	req = httptest.NewRequest(http.MethodPost, "/v1/videos", io.MultiReader(strings.NewReader(strings.Repeat(strings.Repeat("x", 1000)+"\r\n", 200)), body))
+	req.Header.Set("Content-Type", ct)
+	a = r.do(t, req)
+	require.Equal(t, http.StatusRequestEntityTooLarge, a.status, "the body is bounded: %s", a.raw)
+	require.Equal(t, "body_too_large", errorOf(t, a)["code"])
 }
 
 // Pollux's states map onto OpenAI's four, a job that ended without a
