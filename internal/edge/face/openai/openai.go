@@ -14,12 +14,12 @@ import (
 )
 
 // Bounds of the openai-poll-after-ms header: Pollux's own next check of
-// the job, but never sooner than pollMin (a check that is due or overdue
-// still takes a moment to land) nor later than pollMax (a webhook may
+// the job, but never sooner than pollFloor (a check that is due or overdue
+// still takes a moment to land) nor later than pollCeiling (a webhook may
 // bring news before Pollux's next check).
 const (
-	pollMin = time.Second
-	pollMax = 10 * time.Second
+	pollFloor   = time.Second
+	pollCeiling = 10 * time.Second
 )
 
 // idPrefix starts every video id, as OpenAI's do.
@@ -127,7 +127,7 @@ func (f *Face) writeVideo(w http.ResponseWriter, j *state.Job) {
 
 // pollAfter sets openai-poll-after-ms from Pollux's own next check of j.
 func (f *Face) pollAfter(w http.ResponseWriter, j *state.Job) {
-	d := face.PollAfter(j, f.m.Clock(), pollMin, pollMax)
+	d := face.PollAfter(j, f.m.Clock(), pollFloor, pollCeiling)
 	w.Header().Set("Openai-Poll-After-Ms", strconv.FormatInt(d.Milliseconds(), 10))
 }
 

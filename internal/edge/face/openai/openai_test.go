@@ -24,14 +24,13 @@ import (
 // fakePollux is an in-memory face.Pollux: a submission makes a pending
 // record at once (unless hold), and nothing calls a provider.
 type fakePollux struct {
-	mu       sync.Mutex
-	jobs     map[string]*state.Job
-	subs     []events.Submit
-	cancels  []string
-	hold     bool  // submissions get no record
-	fail     error // Submit's error
-	now      time.Time
-	outputTo string
+	mu      sync.Mutex
+	jobs    map[string]*state.Job
+	subs    []events.Submit
+	cancels []string
+	hold    bool  // submissions get no record
+	fail    error // Submit's error
+	now     time.Time
 }
 
 func newFake() *fakePollux {
