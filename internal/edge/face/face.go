@@ -146,6 +146,17 @@ type Error struct {
 	Header http.Header
 }
 
+// AsError returns the Error a Pollux method's error carries — the front
+// door's own refusals (an invalid field, NATS unavailable) — and false for
+// any other error. (A face cannot import the front door that mounts it.)
+func AsError(err error) (Error, bool) {
+	var c interface{ FaceError() Error }
+	if errors.As(err, &c) {
+		return c.FaceError(), true
+	}
+	return Error{}, false
+}
+
 // Face is what the front door asks of a face.
 type Face interface {
 	// Handler serves the face's endpoints, below its mount's prefix

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pollux-dev/pollux/internal/edge/face"
+	"github.com/pollux-dev/pollux/internal/edge/face/openai"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
@@ -24,7 +25,9 @@ import (
 // would the provider's. A face reaches Pollux only through facade, below.
 
 // Builders are the faces this front door can serve.
-var Builders = map[face.Kind]face.New{}
+var Builders = map[face.Kind]face.New{
+	face.OpenAI: openai.New,
+}
 
 // mountedFace is one face the front door serves.
 type mountedFace struct {
@@ -143,6 +146,13 @@ func (f facade) Wait(ctx context.Context, id string, done func(*state.Job) bool)
 // Error makes an *apiError an error, so a face can hand the front door's
 // errors back (AsFaceError) in its own shape.
 func (e *apiError) Error() string { return string(e.detail.Code) + ": " + e.detail.Message }
+
+// FaceError is e as a face writes it (face.AsError: a face cannot import
+// the front door, which imports every face).
+func (e *apiError) FaceError() face.Error {
+	fe, _ := AsFaceError(e)
+	return fe
+}
 
 // AsFaceError returns the face.Error of an error a facade method returned
 // — the front door's own (an invalid field, NATS unavailable), or

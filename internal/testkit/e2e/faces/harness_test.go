@@ -53,6 +53,8 @@ time_scale: 50
 seed: 7
 latency: 5ms
 default: {queue_median: 2s, queue_sigma: 0.4, run_median: 20s, run_sigma: 0.3, fail_rate: 0.05}
+models:
+  openai/sora-content: {queue_median: 2s, run_median: 20s, output_bytes: 4096}
 `
 
 // start runs the stack until the test ends.

@@ -1,0 +1,51 @@
+// Package openai is Pollux's OpenAI face: OpenAI's videos API, as the
+// official openai SDK (openai@7.59.0, client.videos) speaks it, served
+// below /openai/{route} (the SDK's baseURL is http://POLLUX/openai/{route}/v1).
+//
+//   - POST /v1/videos: a multipart form (prompt, model, seconds, size,
+//     input_reference) becomes a Pollux submission on the route: model is
+//     the submission's model (default sora-2; it passes to the route's
+//     provider as is), {prompt, seconds, size, input_reference} its input.
+//     An uploaded input_reference (JPEG, PNG or WebP, at most 128 KiB)
+//     travels inside the submission as a data: URI; a larger image is
+//     refused (400, param input_reference) — give it as
+//     input_reference[image_url]; input_reference[file_id] is refused, as
+//     Pollux keeps no files. Unknown fields, repeated fields and bad
+//     values are 400 invalid_request_error naming the field (param); a
+//     body over 192 KiB is 413. The create answers once the job has a
+//     record (it waits, at most 10 s, for ingest to take the durable
+//     submission, so the app's first retrieve finds it); a record still
+//     absent then is answered queued from what was submitted.
+//   - GET /v1/videos/{id}: the job's record as a video. Pollux's states
+//     map to OpenAI's: pending and queued are queued, running in_progress,
+//     succeeded completed; failed, canceled, expired and lost are failed,
+//     with error.code video_generation_failed, video_canceled,
+//     video_expired or video_lost and the record's reason.
+//   - GET /v1/videos/{id}/content: the bytes output custody kept when the
+//     route keeps outputs, else a 302 to the provider's URL (the SDK's
+//     fetch follows it). variant=thumbnail and spritesheet are 404:
+//     Pollux has neither. A video not completed is 404 video_not_ready.
+//   - DELETE /v1/videos/{id}: cancels a video still being made (deleted:
+//     true; it then ends failed, video_canceled). Pollux keeps the record
+//     of a video that ended — its history is not the app's to erase — so
+//     a delete of one answers deleted: false (true for a canceled one, so
+//     a retried delete says the same).
+//   - GET /v1/videos (list) is 404: the face keeps no index of an app's
+//     videos.
+//
+// Every video answer carries openai-poll-after-ms: until Pollux's own next
+// check of the job (face.PollAfter), 1 to 10 s — the interval the SDK's
+// poll helpers sleep. Errors are OpenAI's {"error": {message, type,
+// param, code}}: a bad token 401 invalid_api_key, a read-only token 403,
+// an unknown id 404 video_not_found, an exceeded quota 429 with
+// Retry-After and retry-after-ms (which the SDK honours).
+//
+// Ids are video_ and 32 hex digits: derived from the route and the
+// request's Idempotency-Key header when it has one (face.IDBytes), so a
+// create retried with the key is one job, and random otherwise. The SDK
+// retries a create up to twice (408, 409, 429, 5xx, a lost connection)
+// and sends no key of its own — its idempotencyKey request option sends
+// nothing, as the OpenAI client names no idempotency header — so an app
+// that wants a retried create to stay one job passes
+// headers: {'Idempotency-Key': …}.
+package openai
