@@ -143,29 +143,14 @@ func (f facade) Wait(ctx context.Context, id string, done func(*state.Job) bool)
 	return f.s.waiters.wait(ctx, f, id, done)
 }
 
-// Error makes an *apiError an error, so a face can hand the front door's
-// errors back (AsFaceError) in its own shape.
+// Error makes an *apiError an error: the facade's methods return the
+// front door's errors (an invalid field, NATS unavailable), and a face
+// writes them in its own shape through face.AsError.
 func (e *apiError) Error() string { return string(e.detail.Code) + ": " + e.detail.Message }
 
 // FaceError is e as a face writes it (face.AsError: a face cannot import
 // the front door, which imports every face).
-func (e *apiError) FaceError() face.Error {
-	fe, _ := AsFaceError(e)
-	return fe
-}
-
-// AsFaceError returns the face.Error of an error a facade method returned
-// — the front door's own (an invalid field, NATS unavailable), or
-// the face package's — and false for any other.
-func AsFaceError(err error) (face.Error, bool) {
-	var e *apiError
-	switch {
-	case errors.As(err, &e):
-		return toFace(e), true
-	default:
-		return face.Error{}, false
-	}
-}
+func (e *apiError) FaceError() face.Error { return toFace(e) }
 
 // waiters wakes the requests waiting for jobs to change (face.Pollux's
 // Wait) from one subscription to the jobs index.

@@ -44,7 +44,7 @@ func (f *probeFace) Handler() http.Handler {
 		}
 		id := "p-" + strings.ToLower(b32(face.IDBytes(f.m.Kind, f.m.Route, key, 10)))
 		err := f.p.Submit(r.Context(), r, f.m.Route, events.Submit{V: events.Version, ID: id, Model: "m", IdempotencyKey: key, Input: json.RawMessage(`{}`)})
-		if e, ok := frontdoor.AsFaceError(err); ok {
+		if e, ok := face.AsError(err); ok {
 			f.WriteError(w, e)
 			return
 		}
