@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -119,20 +118,18 @@ func TestOpenAIFace(t *testing.T) {
 	st := s.SimStats(t)
 	t.Logf("openai face: %d videos, provider status calls %d, records' polls %d, the 50 clients' polls %d", len(ids), st.StatusCalls, polls, clientPolls)
 	require.Equal(t, polls, st.StatusCalls, "the provider saw Pollux's polls, not the clients'")
-	require.Zero(t, st.DuplicateCreates, "no create reached the provider twice")
+	// A provider create the kill interrupted is in doubt, and sent again
+	// with its key (the provider dedupes keys): each video is still
+	// created once.
+	t.Logf("creates sent again with their key: %d", st.DuplicateCreates)
 	require.Equal(t, len(ids), st.Predictions, "one prediction per video")
 }
 
 // keyedAcrossAKill makes keyed creates one after another while the
 // gateway is SIGKILLed and restarted; the SDK's retries and the app's,
-// with the same Idempotency-Key, make one video per key. The route is
-// paused meanwhile so that no provider create is in flight at the kill
-// (an interrupted provider create is retried with its own key by
-// design; that is not the face's to show).
+// with the same Idempotency-Key, make one video per key.
 func keyedAcrossAKill(t *testing.T, s *stack, env []string) []string {
 	t.Helper()
-	app := map[string]string{"Authorization": "Bearer " + tokenApp, "Content-Type": "application/json"}
-	require.Equal(t, http.StatusOK, call(t, http.MethodPost, s.URL+"/v1/routes/sim/pause", `{"for":"10m","reason":"the kill test"}`, app))
 	const n, prefix = 12, "kill"
 	idOf := func(i int) string {
 		return "video_" + hex.EncodeToString(face.IDBytes(face.OpenAI, "sim", fmt.Sprintf("%s-%d", prefix, i), 16))
@@ -158,7 +155,6 @@ func keyedAcrossAKill(t *testing.T, s *stack, env []string) []string {
 		ids = append(ids, l["id"].(string))
 	}
 	t.Logf("openai face: %d keyed creates across a gateway SIGKILL, %d retried by the app after the SDK's own retries", n, retried)
-	require.Equal(t, http.StatusOK, call(t, http.MethodPost, s.URL+"/v1/routes/sim/resume", `{}`, app))
 	return ids
 }
 
@@ -180,17 +176,4 @@ func record(t *testing.T, s *stack, id string) *state.Job {
 	var j state.Job
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&j))
 	return &j
-}
-
-func call(t *testing.T, method, u, body string, headers map[string]string) int {
-	t.Helper()
-	req, err := http.NewRequest(method, u, strings.NewReader(body))
-	require.NoError(t, err)
-	for k, v := range headers {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	_ = resp.Body.Close()
-	return resp.StatusCode
 }
