@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/pollux-dev/pollux/internal/core/jobs"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
@@ -16,9 +17,9 @@ func TestACancelsReasonIsTheJobsReason(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	rec := r.submit("c1", false, time.Now().Add(time.Hour))
-	_, err := r.o.RequestCancelBy(r.ctx, "r", "c1", "the user closed the tab", "")
+	_, err := r.o.Intake().RequestCancelBy(r.ctx, "r", "c1", "the user closed the tab", "")
 	require.NoError(t, err)
-	_, err = r.o.Canceled(r.ctx, rec, state.Observation{State: state.Canceled, Raw: "canceled", Reason: "canceled at Replicate", Source: state.FromCancel, At: time.Now()})
+	_, err = r.o.Intake().Canceled(r.ctx, rec, state.Observation{State: state.Canceled, Raw: "canceled", Reason: "canceled at Replicate", Source: state.FromCancel, At: time.Now()})
 	require.NoError(t, err)
 	j := r.get("c1")
 	require.Equal(t, state.Canceled, j.State)
@@ -36,11 +37,11 @@ func TestAWithdrawnJobCarriesTheCancelsReason(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	for id, reason := range map[string]string{"w1": "changed my mind", "w2": ""} {
-		rec, _, err := r.o.Accept(r.ctx, submission(id, false))
+		rec, _, err := r.o.Intake().Accept(r.ctx, submission(id, false))
 		require.NoError(t, err)
-		_, err = r.o.RequestCancelBy(r.ctx, "r", id, reason, "")
+		_, err = r.o.Intake().RequestCancelBy(r.ctx, "r", id, reason, "")
 		require.NoError(t, err)
-		_, err = r.o.End(r.ctx, rec, state.Observation{State: state.Canceled, Reason: "canceled before it was submitted", Source: state.FromCancel, At: time.Now()})
+		_, err = r.o.Intake().End(r.ctx, rec, state.Observation{State: state.Canceled, Reason: "canceled before it was submitted", Source: state.FromCancel, At: time.Now()}, jobs.Always)
 		require.NoError(t, err)
 		want := reason
 		if want == "" {

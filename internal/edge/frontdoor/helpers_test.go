@@ -181,7 +181,7 @@ func (d *door) createJob(t *testing.T, id string, st state.State) *state.Job {
 	t.Helper()
 	j := &state.Job{ID: id, Route: route, Model: "m", State: st, Input: json.RawMessage(`{"secret":"input"}`),
 		CreatedAt: time.Now().UTC(), Outbox: []state.OutboxEvent{{Seq: 9, Type: "queued", State: state.Queued, At: time.Now()}}}
-	_, created, err := d.jobs.Accept(context.Background(), j)
+	_, created, err := d.jobs.Intake().Accept(context.Background(), j)
 	require.NoError(t, err)
 	require.True(t, created)
 	return j

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/pollux-dev/pollux/internal/core/jobs"
 	"github.com/pollux-dev/pollux/internal/core/route/budget"
 	"github.com/pollux-dev/pollux/internal/platform/config"
 	"github.com/pollux-dev/pollux/internal/testkit/natstest"
@@ -148,20 +149,20 @@ func TestRunningCapLearnedFromRefusals(t *testing.T) {
 		h.running--
 		h.mu.Unlock()
 	})
-	const jobs = 40
-	for i := range jobs {
+	const n = 40
+	for i := range n {
 		s.submit(fmt.Sprintf("l-%02d", i))
 	}
 	require.Eventually(t, func() bool {
 		h.mu.Lock()
 		defer h.mu.Unlock()
-		return h.accepted == jobs
+		return h.accepted == n
 	}, 60*time.Second, 20*time.Millisecond, "every job is created")
 	st, err := s.env.JS.Stream(s.ctx, s.env.NS.RunningStream(events.LevelRoute, "fake"))
 	require.NoError(t, err)
 	// The cap only comes down on evidence: never below the provider's, and
-	// down from uncapped; how far it came depends on how often the jobs
-	// met the provider's cap (4 in most runs, 10 seen under load).
+	// down from uncapped; how far it came depends on how often the
+	// jobs met the provider's cap (4 in most runs, 10 seen under load).
 	learned := st.CachedInfo().Config.MaxMsgs
 	require.GreaterOrEqual(t, learned, int64(4), "never below the provider's cap")
 	require.Less(t, learned, int64(budget.Uncapped), "learned from the refusals")
@@ -172,9 +173,9 @@ func TestRunningCapLearnedFromRefusals(t *testing.T) {
 	// Each refusal lowers the cap by at least one until it is the
 	// provider's, and a job refused keeps its slot for its retry: how many
 	// it costs depends on the timing (6 to 17 seen), never a refusal per job.
-	require.Less(t, h.refused, jobs/2, "learning costs fewer refusals than half the jobs")
+	require.Less(t, h.refused, n/2, "learning costs fewer refusals than half the jobs")
 	require.Zero(t, paused.Load(), "a job refused for the running cap waits for a slot; the route is not paused")
-	for i := range jobs {
+	for i := range n {
 		require.Equal(t, 1, h.createsOf(fmt.Sprintf("l-%02d", i)), "one accepted create per job")
 	}
 	s.nothingRepaired()
@@ -201,8 +202,8 @@ func endAfter(t *testing.T, s *stack, created <-chan string, d time.Duration, at
 					if atProvider != nil {
 						atProvider(id)
 					}
-					if rec, err := s.env.Jobs.Read(s.ctx, id); err == nil {
-						_, _ = s.env.Jobs.End(s.ctx, rec, state.Observation{State: state.Succeeded, Raw: "succeeded", Source: state.FromPoll, At: time.Now()})
+					if rec, err := s.env.Jobs.Intake().Read(s.ctx, id); err == nil {
+						_, _ = s.env.Jobs.Intake().End(s.ctx, rec, state.Observation{State: state.Succeeded, Raw: "succeeded", Source: state.FromPoll, At: time.Now()}, jobs.Always)
 					}
 				})
 			}
@@ -237,9 +238,9 @@ func TestTenantWeightsShareTheSlots(t *testing.T) {
 	}, 20*time.Second, 10*time.Millisecond, "every job waits for the slot")
 
 	endAfter(t, s, p.created, 0, nil)
-	rec, err := s.env.Jobs.Read(s.ctx, hold)
+	rec, err := s.env.Jobs.Intake().Read(s.ctx, hold)
 	require.NoError(t, err)
-	_, err = s.env.Jobs.End(s.ctx, rec, state.Observation{State: state.Succeeded, Raw: "succeeded", Source: state.FromPoll, At: time.Now()})
+	_, err = s.env.Jobs.Intake().End(s.ctx, rec, state.Observation{State: state.Succeeded, Raw: "succeeded", Source: state.FromPoll, At: time.Now()}, jobs.Always)
 	require.NoError(t, err)
 
 	// The first 24 starts, while both tenants still wait (gold's 30 last

@@ -148,7 +148,7 @@ func startWith(t *testing.T, a provider.Adapter, rc config.Route, tune func(*app
 	if set != nil {
 		set(&cfg)
 	}
-	svc, err := ingest.New(cfg, env.JS, env.NS, env.Res, env.Jobs, env.Pauses)
+	svc, err := ingest.New(cfg, env.JS, env.NS, env.Res, env.Jobs.Intake(), env.Pauses)
 	require.NoError(t, err)
 	g.Go(func() error { return svc.Run(gctx) })
 	t.Cleanup(func() { cancel(); require.NoError(t, g.Wait()) })
@@ -416,7 +416,7 @@ func TestRunFailingOnASecondRouteLeavesNothingRunning(t *testing.T) {
 	_, err = env.Res.Intake.CreateConsumer(ctx, jetstream.ConsumerConfig{Durable: env.NS.IngestConsumer("bad"),
 		FilterSubject: env.NS.Submit("bad"), AckPolicy: jetstream.AckExplicitPolicy})
 	require.NoError(t, err)
-	svc, err := ingest.New(ingest.Config{Routes: env.Routes, Options: env.Options()}, env.JS, env.NS, env.Res, env.Jobs, env.Pauses)
+	svc, err := ingest.New(ingest.Config{Routes: env.Routes, Options: env.Options()}, env.JS, env.NS, env.Res, env.Jobs.Intake(), env.Pauses)
 	require.NoError(t, err)
 	var ie *events.IncompatibleError
 	require.ErrorAs(t, svc.Run(gctx), &ie)
@@ -534,7 +534,7 @@ func TestARemoteIDIsIndexedWhereWebhooksNeedIt(t *testing.T) {
 	s.until("t", func(j *state.Job) bool { return j.RemoteID != "" })
 	for remote, id := range map[string]string{j.RemoteID: "a", "elsewhere-1": "t"} {
 		require.Eventually(t, func() bool {
-			got, err := s.env.Jobs.ByRemote(context.Background(), "fake", remote)
+			got, err := s.env.Jobs.Webhooks().ByRemote(context.Background(), "fake", remote)
 			return err == nil && got == id
 		}, 10*time.Second, 10*time.Millisecond, "remote %s → job %s", remote, id)
 	}
@@ -543,7 +543,7 @@ func TestARemoteIDIsIndexedWhereWebhooksNeedIt(t *testing.T) {
 	plain.submit("b")
 	jb := plain.until("b", submitted)
 	plain.intakeDone()
-	_, err := plain.env.Jobs.ByRemote(context.Background(), "fake", jb.RemoteID)
+	_, err := plain.env.Jobs.Webhooks().ByRemote(context.Background(), "fake", jb.RemoteID)
 	require.ErrorIs(t, err, state.ErrNotFound, "not indexed where no webhook needs it")
 }
 

@@ -79,7 +79,7 @@ func startModels(t *testing.T) *models {
 	require.NoError(t, err)
 	known := &knowing{median: map[string]float64{}}
 	svc, err := ingest.New(ingest.Config{Routes: env.Routes, ModelRoutes: env.ModelRoutes, Learned: known, Options: env.Options(),
-		CallTimeout: time.Second, SweepInterval: 50 * time.Millisecond}, env.JS, env.NS, env.Res, env.Jobs, env.Pauses)
+		CallTimeout: time.Second, SweepInterval: 50 * time.Millisecond}, env.JS, env.NS, env.Res, env.Jobs.Intake(), env.Pauses)
 	require.NoError(t, err)
 	g.Go(func() error { return svc.Run(gctx) })
 	t.Cleanup(func() { cancel(); require.NoError(t, g.Wait()) })

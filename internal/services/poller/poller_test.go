@@ -106,7 +106,7 @@ func (f *fleet) track(n int) {
 		j := &state.Job{ID: fmt.Sprintf("job-%02d", i), Route: "script", Model: "m", RemoteID: fmt.Sprintf("r-%02d", i),
 			State: state.Queued, ProviderStatus: "starting", Tracked: true, CreatedAt: now, SubmittedAt: now, NextCheckAt: now}
 		j.Record(events.EventSubmitted, now)
-		_, created, err := f.env.Jobs.Accept(f.ctx, j)
+		_, created, err := f.env.Jobs.Intake().Accept(f.ctx, j)
 		require.NoError(f.t, err)
 		require.True(f.t, created)
 	}
@@ -117,7 +117,7 @@ func (f *fleet) poll(k int) {
 	f.t.Helper()
 	for range k {
 		po, err := poller.New(poller.Config{Routes: f.env.Routes, Options: f.env.Options()},
-			f.env.JS, f.env.NS, f.env.Res, f.env.Jobs, f.env.Pauses)
+			f.env.JS, f.env.NS, f.env.Res, f.env.Jobs.Polls(), f.env.Pauses)
 		require.NoError(f.t, err)
 		f.g.Go(func() error { return po.Run(f.ctx) })
 	}
@@ -283,7 +283,7 @@ func TestRunFailingOnASecondRouteLeavesNothingRunning(t *testing.T) {
 	_, err = events.EnsureConsumer(f.ctx, f.env.Res.Checks, jetstream.ConsumerConfig{
 		Durable: "squatter", FilterSubject: f.env.NS.Checks("broken"), AckPolicy: jetstream.AckExplicitPolicy})
 	require.NoError(t, err)
-	po, err := poller.New(poller.Config{Routes: routes, Options: f.env.Options()}, f.env.JS, f.env.NS, f.env.Res, f.env.Jobs, f.env.Pauses)
+	po, err := poller.New(poller.Config{Routes: routes, Options: f.env.Options()}, f.env.JS, f.env.NS, f.env.Res, f.env.Jobs.Polls(), f.env.Pauses)
 	require.NoError(t, err)
 	require.Error(t, po.Run(f.ctx))
 }
@@ -318,7 +318,7 @@ func TestQueuedJobsTeachTheQueuesVelocity(t *testing.T) {
 			asked++
 			return 0.5
 		},
-	}, f.env.JS, f.env.NS, f.env.Res, f.env.Jobs, f.env.Pauses)
+	}, f.env.JS, f.env.NS, f.env.Res, f.env.Jobs.Polls(), f.env.Pauses)
 	require.NoError(t, err)
 	f.track(1) // tracked queued, with no place known yet
 	f.g.Go(func() error { return po.Run(f.ctx) })

@@ -56,7 +56,7 @@ func TestUnsignedCallbacksAreHints(t *testing.T) {
 	track(t, owner, &state.Job{ID: "job-1", Route: "luma", RemoteID: "gen-9", State: state.Running, WebhookExpected: true, NextCheckAt: later})
 	rev := revision(t, res, "job-1")
 
-	svc, err := webhook.New(webhook.Config{Routes: map[string]*route.Route{"luma": rt}}, js, events.Default, res, owner)
+	svc, err := webhook.New(webhook.Config{Routes: map[string]*route.Route{"luma": rt}}, js, events.Default, res, owner.Webhooks())
 	require.NoError(t, err)
 	hs := httptest.NewServer(svc.Handler())
 	defer hs.Close()
@@ -95,7 +95,7 @@ func TestUnsignedCallbacksAreHints(t *testing.T) {
 func track(t *testing.T, owner *jobs.Owner, j *state.Job) {
 	t.Helper()
 	j.CreatedAt = time.Now().UTC()
-	_, created, err := owner.Accept(context.Background(), j)
+	_, created, err := owner.Intake().Accept(context.Background(), j)
 	require.NoError(t, err)
 	require.True(t, created)
 }

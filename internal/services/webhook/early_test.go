@@ -47,7 +47,7 @@ func startEarly(t *testing.T) *early {
 			e.dropped[reason]++
 			e.mu.Unlock()
 		}},
-	}, js, events.Default, res, e.owner)
+	}, js, events.Default, res, e.owner.Webhooks())
 	require.NoError(t, err)
 	e.url = serve(t, svc) + "/webhooks/rep?job="
 	return e
@@ -68,7 +68,7 @@ func TestAnEarlyDeliveryIsHeldUntilItApplies(t *testing.T) {
 	e := startEarly(t)
 	ctx := context.Background()
 	now := time.Now().UTC()
-	rec, created, err := e.owner.Accept(ctx, &state.Job{ID: "job-1", Route: "rep", Model: "m", State: state.Pending,
+	rec, created, err := e.owner.Intake().Accept(ctx, &state.Job{ID: "job-1", Route: "rep", Model: "m", State: state.Pending,
 		WebhookExpected: true, CreatedAt: now, SubmitAttempts: 1, SubmitInDoubt: true, AttemptedAt: now, AttemptID: "a"})
 	require.NoError(t, err)
 	require.True(t, created)
@@ -80,7 +80,7 @@ func TestAnEarlyDeliveryIsHeldUntilItApplies(t *testing.T) {
 		return err != nil || j.State.Terminal()
 	}, 500*time.Millisecond, 50*time.Millisecond, "not applicable yet: held")
 
-	_, err = e.owner.Submitted(ctx, rec, jobs.Created{RemoteID: "p1", Due: time.Now().Add(time.Hour),
+	_, err = e.owner.Intake().Submitted(ctx, rec, jobs.Created{RemoteID: "p1", Due: time.Now().Add(time.Hour),
 		Obs: state.Observation{State: state.Queued, Source: state.FromSubmit, At: time.Now().UTC()}})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {

@@ -54,7 +54,7 @@ func start(t *testing.T) *receiver {
 	svc, err := webhook.New(webhook.Config{
 		Routes:            map[string]*route.Route{"rep": withHooks, "quiet": pollOnly},
 		ReadHeaderTimeout: 300 * time.Millisecond, PublishTimeout: 500 * time.Millisecond,
-	}, js, events.Default, res, jobs.New(events.Default, js, res, jobs.Config{}))
+	}, js, events.Default, res, jobs.New(events.Default, js, res, jobs.Config{}).Webhooks())
 	require.NoError(t, err)
 	t.Cleanup(func() { cancel(); nc.Close() }) // after the service stopped
 	r := &receiver{url: serve(t, svc), srv: srv, res: res}
@@ -238,7 +238,7 @@ func TestReceiverAsksForARetryWhateverTheJetStreamTimeout(t *testing.T) {
 	res, err := events.Default.Setup(context.Background(), js, events.Options{})
 	require.NoError(t, err)
 	svc, err := webhook.New(webhook.Config{Routes: map[string]*route.Route{"rep": repRoute(t, config.Route{})}, PublishTimeout: 200 * time.Millisecond},
-		js, events.Default, res, jobs.New(events.Default, js, res, jobs.Config{}))
+		js, events.Default, res, jobs.New(events.Default, js, res, jobs.Config{}).Webhooks())
 	require.NoError(t, err)
 	hs := httptest.NewServer(svc.Handler())
 	defer hs.Close()
@@ -281,7 +281,7 @@ func TestHandlerStoresTheRawDelivery(t *testing.T) {
 	res, err := events.Default.Setup(context.Background(), js, events.Options{})
 	require.NoError(t, err)
 	svc, err := webhook.New(webhook.Config{Routes: map[string]*route.Route{"rep": repRoute(t, config.Route{})}}, js, events.Default, res,
-		jobs.New(events.Default, js, res, jobs.Config{}))
+		jobs.New(events.Default, js, res, jobs.Config{}).Webhooks())
 	require.NoError(t, err)
 	hs := httptest.NewServer(svc.Handler())
 	defer hs.Close()
