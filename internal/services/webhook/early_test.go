@@ -15,7 +15,7 @@ import (
 	"github.com/pollux-dev/pollux/internal/core/route"
 	"github.com/pollux-dev/pollux/internal/platform/config"
 	"github.com/pollux-dev/pollux/internal/services/webhook"
-	"github.com/pollux-dev/pollux/internal/testkit/natstest"
+	"github.com/pollux-dev/pollux/internal/testkit/stack"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
@@ -35,10 +35,8 @@ type early struct {
 
 func startEarly(t *testing.T) *early {
 	t.Helper()
-	_, js := natstest.Connect(t, natstest.Server(t))
-	res, err := events.Default.Setup(context.Background(), js, events.Options{})
-	require.NoError(t, err)
-	e := &early{owner: jobs.New(events.Default, js, res, jobs.Config{}), res: res, dropped: map[string]int{}}
+	s := stack.New(t, stack.Config{})
+	e := &early{owner: s.Jobs, res: s.Res, dropped: map[string]int{}}
 	svc, err := webhook.New(webhook.Config{
 		Routes: map[string]*route.Route{"rep": repRoute(t, config.Route{})},
 		Now:    func() time.Time { return time.Now().Add(time.Duration(e.offset.Load())) },
@@ -47,7 +45,7 @@ func startEarly(t *testing.T) *early {
 			e.dropped[reason]++
 			e.mu.Unlock()
 		}},
-	}, js, events.Default, res, e.owner.Webhooks())
+	}, s.JS, s.NS, s.Res, e.owner.Webhooks())
 	require.NoError(t, err)
 	e.url = serve(t, svc) + "/webhooks/rep?job="
 	return e

@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
@@ -57,10 +58,12 @@ type Config struct {
 // Stack is one namespace on an embedded server, with the parts the
 // services are built from.
 type Stack struct {
-	NC  *nats.Conn
-	JS  jetstream.JetStream
-	NS  events.Namespace
-	Res *events.Resources
+	// Server is the embedded server (a test may shut it down).
+	Server *server.Server
+	NC     *nats.Conn
+	JS     jetstream.JetStream
+	NS     events.Namespace
+	Res    *events.Resources
 	// Options are the streams' options of the configuration.
 	Options events.Options
 	// Jobs is the jobs' owner; each service takes its view (Jobs.Intake(),
@@ -82,7 +85,7 @@ type Stack struct {
 // the test ends.
 func New(t testing.TB, cfg Config) *Stack {
 	t.Helper()
-	_, nc, js := natstest.JetStream(t)
+	srv, nc, js := natstest.JetStream(t)
 	c := cfg.Pollux
 	if c == nil {
 		c = &config.Config{}
@@ -94,7 +97,7 @@ func New(t testing.TB, cfg Config) *Stack {
 	// first, then the connection and the server (registered before).
 	ctx := t.Context()
 	g, gctx := errgroup.WithContext(ctx)
-	s := &Stack{NC: nc, JS: js, NS: ns, Options: opts, Routes: map[string]*route.Route{}, t: t, ctx: gctx, g: g}
+	s := &Stack{Server: srv, NC: nc, JS: js, NS: ns, Options: opts, Routes: map[string]*route.Route{}, t: t, ctx: gctx, g: g}
 	t.Cleanup(func() { require.NoError(t, g.Wait(), "a service of the stack failed") })
 
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
