@@ -22,7 +22,7 @@ import (
 	"github.com/pollux-dev/pollux/internal/core/jobs"
 	"github.com/pollux-dev/pollux/internal/platform/config"
 	"github.com/pollux-dev/pollux/internal/services/custody"
-	"github.com/pollux-dev/pollux/internal/testkit/natstest"
+	"github.com/pollux-dev/pollux/internal/testkit/stack"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/provider"
 	"github.com/pollux-dev/pollux/pkg/provider/sim"
@@ -57,10 +57,8 @@ type rig struct {
 
 func newRig(t *testing.T) *rig {
 	t.Helper()
-	_, _, js := natstest.JetStream(t)
-	res, err := events.Default.Setup(t.Context(), js, events.Options{})
-	require.NoError(t, err)
-	return newRigOn(t, js, res)
+	s := stack.New(t, stack.Config{})
+	return newRigOn(t, s.JS, s.Res)
 }
 
 // newRigOn is a rig on a NATS server of the test's.
