@@ -52,3 +52,24 @@ func TestAWithdrawnJobCarriesTheCancelsReason(t *testing.T) {
 		require.Equal(t, want, evs[len(evs)-1].Job.Reason, id)
 	}
 }
+
+// End with UnlessSubmitted (a cancel or an expiry of a job that waited)
+// leaves a job that reached the provider, or whose submit call is under
+// way, as it is: the submission carries the cancel out.
+func TestEndUnlessSubmittedLeavesASubmittedJob(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	canceled := state.Observation{State: state.Canceled, Reason: "canceled before it was submitted", Source: state.FromCancel, At: time.Now()}
+	rec := r.submit("w1", false, time.Now().Add(time.Hour))
+	got, err := r.o.Intake().End(r.ctx, rec, canceled, jobs.UnlessSubmitted)
+	require.NoError(t, err)
+	require.Equal(t, state.Queued, got.State, "submitted: left to the submission")
+
+	pending, _, err := r.o.Intake().Accept(r.ctx, submission("w2", false))
+	require.NoError(t, err)
+	pending, err = r.o.Intake().Attempt(r.ctx, pending, "a1", nil, true)
+	require.NoError(t, err)
+	got, err = r.o.Intake().End(r.ctx, pending, canceled, jobs.UnlessSubmitted)
+	require.NoError(t, err)
+	require.Equal(t, state.Pending, got.State, "a submit call under way carries the cancel out")
+}

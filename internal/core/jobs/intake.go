@@ -287,18 +287,18 @@ func (in Intake) Requeue(ctx context.Context, r Record, lastError, waitingFor st
 type Guard int
 
 const (
-	// Always: End ends any job. A job that is terminal already keeps its
-	// state (the observation is kept as Late). For the provider's refusal
-	// of the submission (failed), an outcome in doubt that cannot be
-	// retried (lost), a cancel before the submission.
+	// Always ends any job. A job that is terminal already keeps its state
+	// (the observation is kept as Late). For the provider's refusal of
+	// the submission (failed), an outcome in doubt that cannot be retried
+	// (lost), a cancel before the submission.
 	Always Guard = iota
-	// UnlessSubmitted: End ends only a job that never reached the provider — no
-	// remote id, no submit call under way or in doubt (a cancel, an
+	// UnlessSubmitted ends only a job that never reached the provider —
+	// no remote id, no submit call under way or in doubt (a cancel, an
 	// expiry while it waited for a running slot). It writes nothing when
 	// a call started meanwhile: the submission then carries the cancel
 	// out, or the poller the deadline.
 	UnlessSubmitted
-	// UnlessSettled: End ends only a submission still in doubt (with lost), as
+	// UnlessSettled ends only a submission still in doubt (with lost), as
 	// r left it — unless the record moved on since r was read: the
 	// attempt's own process recorded its result, or another attempt
 	// started. Then it writes nothing and returns the record as it is,
