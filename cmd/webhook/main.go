@@ -37,7 +37,7 @@ func main() {
 		svc, err := webhook.New(webhook.Config{
 			Routes: env.Routes, Options: env.Options(), Logger: env.Log, Metrics: env.Metrics.Webhook(),
 			Sweep: env.Config.Streams.SweepInterval,
-		}, env.JS, env.NS, env.Res, env.Jobs)
+		}, env.JS, env.NS, env.Res, env.Jobs.Webhooks())
 		if err != nil {
 			return err
 		}
@@ -53,7 +53,7 @@ func main() {
 			runs = append(runs, out.Run)
 		}
 		if env.Config.CustodyEnabled() {
-			keep, err := custody.New(app.Custody(env), env.JS, env.NS, env.Jobs)
+			keep, err := custody.New(app.Custody(env), env.JS, env.NS, env.Jobs.Custody())
 			if err != nil {
 				return err
 			}

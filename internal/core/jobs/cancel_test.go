@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/pollux-dev/pollux/internal/core/jobs"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
@@ -16,9 +17,9 @@ func TestACancelsReasonIsTheJobsReason(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	rec := r.submit("c1", false, time.Now().Add(time.Hour))
-	_, err := r.o.RequestCancelBy(r.ctx, "r", "c1", "the user closed the tab", "")
+	_, err := r.o.Intake().RequestCancelBy(r.ctx, "r", "c1", "the user closed the tab", "")
 	require.NoError(t, err)
-	_, err = r.o.Canceled(r.ctx, rec, state.Observation{State: state.Canceled, Raw: "canceled", Reason: "canceled at Replicate", Source: state.FromCancel, At: time.Now()})
+	_, err = r.o.Intake().Canceled(r.ctx, rec, state.Observation{State: state.Canceled, Raw: "canceled", Reason: "canceled at Replicate", Source: state.FromCancel, At: time.Now()})
 	require.NoError(t, err)
 	j := r.get("c1")
 	require.Equal(t, state.Canceled, j.State)
@@ -36,11 +37,11 @@ func TestAWithdrawnJobCarriesTheCancelsReason(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	for id, reason := range map[string]string{"w1": "changed my mind", "w2": ""} {
-		rec, _, err := r.o.Accept(r.ctx, submission(id, false))
+		rec, _, err := r.o.Intake().Accept(r.ctx, submission(id, false))
 		require.NoError(t, err)
-		_, err = r.o.RequestCancelBy(r.ctx, "r", id, reason, "")
+		_, err = r.o.Intake().RequestCancelBy(r.ctx, "r", id, reason, "")
 		require.NoError(t, err)
-		_, err = r.o.End(r.ctx, rec, state.Observation{State: state.Canceled, Reason: "canceled before it was submitted", Source: state.FromCancel, At: time.Now()})
+		_, err = r.o.Intake().End(r.ctx, rec, state.Observation{State: state.Canceled, Reason: "canceled before it was submitted", Source: state.FromCancel, At: time.Now()}, jobs.Always)
 		require.NoError(t, err)
 		want := reason
 		if want == "" {
@@ -50,4 +51,25 @@ func TestAWithdrawnJobCarriesTheCancelsReason(t *testing.T) {
 		evs := r.events(id)
 		require.Equal(t, want, evs[len(evs)-1].Job.Reason, id)
 	}
+}
+
+// End with UnlessSubmitted (a cancel or an expiry of a job that waited)
+// leaves a job that reached the provider, or whose submit call is under
+// way, as it is: the submission carries the cancel out.
+func TestEndUnlessSubmittedLeavesASubmittedJob(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	canceled := state.Observation{State: state.Canceled, Reason: "canceled before it was submitted", Source: state.FromCancel, At: time.Now()}
+	rec := r.submit("w1", false, time.Now().Add(time.Hour))
+	got, err := r.o.Intake().End(r.ctx, rec, canceled, jobs.UnlessSubmitted)
+	require.NoError(t, err)
+	require.Equal(t, state.Queued, got.State, "submitted: left to the submission")
+
+	pending, _, err := r.o.Intake().Accept(r.ctx, submission("w2", false))
+	require.NoError(t, err)
+	pending, err = r.o.Intake().Attempt(r.ctx, pending, "a1", nil, true)
+	require.NoError(t, err)
+	got, err = r.o.Intake().End(r.ctx, pending, canceled, jobs.UnlessSubmitted)
+	require.NoError(t, err)
+	require.Equal(t, state.Pending, got.State, "a submit call under way carries the cancel out")
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
-// The output custody service's verbs: SaveOutputs and OutputsExpiring,
+// The output custody service's verbs (the Custody view): SaveOutputs and OutputsExpiring,
 // each a write to a succeeded job with its event.
 
 // ErrNotSucceeded is the error of a custody change to a job that has not
@@ -20,7 +20,8 @@ var ErrNotSucceeded = errors.New("the job has not succeeded")
 // outputs (one entry per output) and publishes outputs_saved, after the
 // job's terminal event. Recording twice changes nothing: the first
 // record stands, and the job's record is returned with it.
-func (o *Owner) SaveOutputs(ctx context.Context, id string, saved []state.SavedOutput) (*state.Job, error) {
+func (cu Custody) SaveOutputs(ctx context.Context, id string, saved []state.SavedOutput) (*state.Job, error) {
+	o := cu.o
 	return o.custody(ctx, id, func(cur *state.Job, c *state.Custody) bool {
 		if !c.SavedAt.IsZero() {
 			return false
@@ -35,7 +36,8 @@ func (o *Owner) SaveOutputs(ctx context.Context, id string, saved []state.SavedO
 // unsaved (state.Job.OutputsUnsaved) and publishes outputs_expiring, once:
 // it reports whether this call did (false: already warned, or the outputs
 // were saved meanwhile).
-func (o *Owner) OutputsExpiring(ctx context.Context, id string) (bool, error) {
+func (cu Custody) OutputsExpiring(ctx context.Context, id string) (bool, error) {
+	o := cu.o
 	warned := false
 	_, err := o.custody(ctx, id, func(cur *state.Job, c *state.Custody) bool {
 		if !c.ExpiringAt.IsZero() || !cur.OutputsUnsaved() {

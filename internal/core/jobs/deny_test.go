@@ -55,11 +55,11 @@ func TestAnEndThatCannotBePublishedKeepsItsCheck(t *testing.T) {
 	msg := r.next()
 	require.NoError(t, msg.NakWithDelay(0)) // the first delivery only arms
 	msg = r.next()
-	d, err := muted.Open(r.ctx, msg)
+	d, err := muted.Polls().Open(r.ctx, msg)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(r.ctx, time.Second)
 	defer cancel()
-	_, err = muted.Polled(ctx, d, d.Fold(jobs.Call{At: time.Now(), Status: done()}), jobs.Decision{Due: time.Now()})
+	_, err = muted.Polls().Polled(ctx, d, d.Fold(jobs.Call{At: time.Now(), Status: done()}), jobs.Decision{Due: time.Now()})
 	require.Error(t, err, "the end was not published")
 	require.Equal(t, state.Succeeded, r.get("e1").State, "the record has the end")
 	require.NotZero(t, r.check("e1").Seq, "the check stays")
@@ -67,7 +67,7 @@ func TestAnEndThatCannotBePublishedKeepsItsCheck(t *testing.T) {
 	require.NoError(t, msg.NakWithDelay(0))
 
 	d, msg = r.poll()
-	polled, err := r.o.Polled(r.ctx, d, d.Fold(jobs.Call{At: time.Now(), Status: done()}), jobs.Decision{Due: time.Now()})
+	polled, err := r.o.Polls().Polled(r.ctx, d, d.Fold(jobs.Call{At: time.Now(), Status: done()}), jobs.Decision{Due: time.Now()})
 	require.NoError(t, err)
 	r.settle(msg, polled.Outcome)
 	require.Equal(t, []string{events.EventSubmitted, events.EventSucceeded}, types(r.events("e1")))
@@ -90,12 +90,12 @@ func TestAWebhookEndThatCannotBePublishedIsRetried(t *testing.T) {
 	n.JobID = "e2"
 	ctx, cancel := context.WithTimeout(r.ctx, time.Second)
 	defer cancel()
-	_, err = muted.Webhook(ctx, n)
+	_, err = muted.Webhooks().Webhook(ctx, n)
 	require.ErrorContains(t, err, "publish the end", "the end was not published")
 	require.Equal(t, state.Succeeded, r.get("e2").State)
 	require.NotZero(t, r.check("e2").Seq, "the check stays")
 
-	_, err = r.o.Webhook(r.ctx, n) // the delivery's retry
+	_, err = r.o.Webhooks().Webhook(r.ctx, n) // the delivery's retry
 	require.NoError(t, err)
 	require.Equal(t, []string{events.EventSubmitted, events.EventSucceeded}, types(r.events("e2")))
 	require.Zero(t, r.check("e2").Seq)

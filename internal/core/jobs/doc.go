@@ -29,16 +29,25 @@
 //	Polled, ended      Update  rev 5 succeeded end #2 (Term)              succeeded, published
 //	                   polls final                                        however long NATS is away
 //
-// The owner's verbs, by caller (each group is one file, with a header):
+// Each service sees the owner through its view (views.go), which holds
+// the verbs it hands its decisions with and the two reads every service
+// has (Get, Tracer); the Owner itself keeps the readers' verbs and hands
+// the views out. Each group is one file, with a header:
 //
-//	ingest     Accept Hold Attempt Submitted IndexRemote Refused     intake.go
-//	           Requeue End Withdraw GiveUp RequestCancelBy Canceled
-//	           Resume Reject
-//	poller     Open Wait Postpone Polled Settle; Delivery.Fold        poll.go
-//	webhook    ByRemote Webhook Hint                                 webhook.go
-//	custody    SaveOutputs OutputsExpiring                           custody.go
-//	readers    Get Read Each Check Namespace                         read.go
-//	everyone   Tracer                                                owner.go
+//	caller    view                  verbs                                   file
+//	ingest    Owner.Intake()        Accept Hold Attempt Submitted           intake.go
+//	                                IndexRemote Refused Requeue End
+//	                                Canceled RequestCancelBy Resume
+//	                                Reject Read
+//	poller    Owner.Polls()         Open Wait Postpone Polled Settle;       poll.go
+//	                                Delivery.Fold
+//	webhook   Owner.Webhooks()      ByRemote Webhook Hint                   webhook.go
+//	custody   Owner.Custody()       SaveOutputs OutputsExpiring             custody.go
+//	readers   the Owner             Get Each Check Namespace Tracer         read.go
+//
+// End takes a Guard: Always, UnlessSubmitted (withdraw a job that never
+// reached the provider) or UnlessSettled (give up on a submission still
+// in doubt).
 //
 // # A job's record
 //

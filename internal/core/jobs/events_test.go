@@ -27,11 +27,11 @@ func TestUnpublishedEventsArePublishedOnce(t *testing.T) {
 	_, err = r.res.Jobs.Create(r.ctx, "o1", b) // written, not published: the "crash"
 	require.NoError(t, err)
 
-	rec, created, err := r.o.Accept(r.ctx, &state.Job{ID: "o1", Route: "r"})
+	rec, created, err := r.o.Intake().Accept(r.ctx, &state.Job{ID: "o1", Route: "r"})
 	require.NoError(t, err)
 	require.False(t, created)
-	require.NoError(t, r.o.Resume(r.ctx, rec))
-	require.NoError(t, r.o.Resume(r.ctx, rec), "a second resumer with the same stale copy")
+	require.NoError(t, r.o.Intake().Resume(r.ctx, rec))
+	require.NoError(t, r.o.Intake().Resume(r.ctx, rec), "a second resumer with the same stale copy")
 	evs := r.events("o1")
 	require.Equal(t, []string{events.EventSubmitted, events.EventRunning}, types(evs))
 	require.Equal(t, []uint64{1, 2}, []uint64{evs[0].Seq, evs[1].Seq})
@@ -57,15 +57,15 @@ func TestAnEventInTheStreamIsNotRepeated(t *testing.T) {
 	_, err = r.js.Publish(r.ctx, events.Default.Event("r", "o2"), ev) // no Nats-Msg-Id
 	require.NoError(t, err)
 
-	rec, _, err := r.o.Accept(r.ctx, &state.Job{ID: "o2", Route: "r"})
+	rec, _, err := r.o.Intake().Accept(r.ctx, &state.Job{ID: "o2", Route: "r"})
 	require.NoError(t, err)
-	require.NoError(t, r.o.Resume(r.ctx, rec))
+	require.NoError(t, r.o.Intake().Resume(r.ctx, rec))
 	require.Len(t, r.events("o2"), 1)
 
 	// The next write empties the outbox without a write of its own.
 	d, msg := r.poll()
 	f := d.Fold(jobs.Call{At: time.Now(), Status: running()})
-	res, err := r.o.Polled(r.ctx, d, f, jobs.Decision{Due: time.Now()})
+	res, err := r.o.Polls().Polled(r.ctx, d, f, jobs.Decision{Due: time.Now()})
 	require.NoError(t, err)
 	r.settle(msg, res.Outcome)
 	got := r.get("o2")
@@ -86,9 +86,9 @@ func TestEventsPastTheStreamsAgeAreNotRepublished(t *testing.T) {
 	require.NoError(t, err)
 	_, err = r.res.Jobs.Create(r.ctx, "o3", b)
 	require.NoError(t, err)
-	rec, _, err := r.o.Accept(r.ctx, &state.Job{ID: "o3", Route: "r"})
+	rec, _, err := r.o.Intake().Accept(r.ctx, &state.Job{ID: "o3", Route: "r"})
 	require.NoError(t, err)
-	require.NoError(t, r.o.Resume(r.ctx, rec))
+	require.NoError(t, r.o.Intake().Resume(r.ctx, rec))
 	require.Empty(t, r.events("o3"))
 }
 
@@ -96,14 +96,14 @@ func TestRejectOncePerIntakeMessage(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	rj := events.Rejection{Kind: "submit", Subject: "pollux.submit.r", IntakeSeq: 42, Field: "model", Error: "model: required"}
-	require.NoError(t, r.o.Reject(r.ctx, "r", "j4", rj))
-	require.NoError(t, r.o.Reject(r.ctx, "r", "j4", rj), "a redelivery of the same intake message")
+	require.NoError(t, r.o.Intake().Reject(r.ctx, "r", "j4", rj))
+	require.NoError(t, r.o.Intake().Reject(r.ctx, "r", "j4", rj), "a redelivery of the same intake message")
 	evs := r.events("j4")
 	require.Len(t, evs, 1)
 	require.Equal(t, "model", evs[0].Rejection.Field)
 
 	rj.IntakeSeq = 43
-	require.NoError(t, r.o.Reject(r.ctx, "bad route!", "bad id!", rj))
+	require.NoError(t, r.o.Intake().Reject(r.ctx, "bad route!", "bad id!", rj))
 	c, err := r.js.Stream(r.ctx, events.Default.EventsStream())
 	require.NoError(t, err)
 	m, err := c.GetLastMsgForSubject(r.ctx, events.Default.Event("_", "_"))
@@ -144,7 +144,7 @@ func TestAPollPublishesAnEndADeadWriterLeft(t *testing.T) {
 	r.deadEnd("de1", "")
 	d, msg := r.poll()
 	f := d.Fold(jobs.Call{At: time.Now(), Status: done()})
-	res, err := r.o.Polled(r.ctx, d, f, jobs.Decision{Due: time.Now()})
+	res, err := r.o.Polls().Polled(r.ctx, d, f, jobs.Decision{Due: time.Now()})
 	require.NoError(t, err)
 	require.True(t, res.Outcome.IsStop())
 	r.settle(msg, res.Outcome)
@@ -162,7 +162,7 @@ func TestADuplicateDeliveryPublishesAnEndADeadWriterLeft(t *testing.T) {
 	r.deadEnd("de2", "d1")
 	n := succeeded("d1", "rem-de2")
 	n.JobID = "de2"
-	a, err := r.o.Webhook(r.ctx, n)
+	a, err := r.o.Webhooks().Webhook(r.ctx, n)
 	require.NoError(t, err)
 	require.False(t, a.Changed)
 	require.Equal(t, []string{events.EventSubmitted, events.EventSucceeded}, types(r.events("de2")))

@@ -39,36 +39,39 @@ func Example() {
 	must(err)
 	owner := jobs.New(events.Default, js, res, jobs.Config{})
 
-	// Ingest: the submission, the attempt, the provider's acceptance.
+	// Ingest, through its view of the owner: the submission, the
+	// attempt, the provider's acceptance.
+	intake := owner.Intake()
 	now := time.Now().UTC()
-	rec, _, err := owner.Accept(ctx, &state.Job{ID: "job-1", Route: "r", Model: "m", State: state.Pending,
+	rec, _, err := intake.Accept(ctx, &state.Job{ID: "job-1", Route: "r", Model: "m", State: state.Pending,
 		Input: []byte(`{"prompt":"a cat"}`), IdempotencyKey: "job-1", CreatedAt: now, Deadline: now.Add(time.Hour)})
 	must(err)
-	rec, err = owner.Attempt(ctx, rec, "attempt-1", nil, true)
+	rec, err = intake.Attempt(ctx, rec, "attempt-1", nil, true)
 	must(err)
 	// ... the create call to the provider happens here ...
-	_, err = owner.Submitted(ctx, rec, jobs.Created{RemoteID: "remote-1", Due: now,
+	_, err = intake.Submitted(ctx, rec, jobs.Created{RemoteID: "remote-1", Due: now,
 		Obs: state.Observation{State: state.Queued, Raw: "queued", Source: state.FromSubmit, At: now}})
 	must(err)
 
-	// The poller: one consumer of the route's checks, and the provider's
-	// answers to two status calls.
+	// The poller, through its view: one consumer of the route's checks,
+	// and the provider's answers to two status calls.
+	polls := owner.Polls()
 	checks, err := events.EnsureConsumer(ctx, res.Checks, events.Default.PollerConsumerConfig("r", 0, 1, events.Options{}))
 	must(err)
 	answers := []state.State{state.Running, state.Succeeded}
 	for len(answers) > 0 {
 		msg := nextCheck(checks)
-		d, err := owner.Open(ctx, msg)
+		d, err := polls.Open(ctx, msg)
 		must(err)
 		if d.N <= 1 {
 			// A check's first delivery waits until its poll is due.
-			must(owner.Wait(ctx, d, now, 0).Settle(msg))
+			must(polls.Wait(ctx, d, now, 0).Settle(msg))
 			continue
 		}
 		f := d.Fold(jobs.Call{At: time.Now().UTC(), Status: provider.Status{
 			Observation: state.Observation{State: answers[0], Raw: string(answers[0])}}})
 		answers = answers[1:]
-		p, err := owner.Polled(ctx, d, f, jobs.Decision{Due: time.Now()})
+		p, err := polls.Polled(ctx, d, f, jobs.Decision{Due: time.Now()})
 		must(err)
 		must(p.Outcome.Settle(msg))
 		fmt.Printf("poll %d: %s, finished=%t\n", f.After.Polls, p.Job.State, p.Finished)

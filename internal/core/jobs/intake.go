@@ -15,14 +15,15 @@ import (
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
-// The intake verbs: what ingest hands the owner while it takes a job from
-// a submission to the provider's answer. Accept stores the job; Hold
-// parks an unsubmitted one; Attempt marks a submit call, Submitted records
-// the provider's acceptance (and arms the check), IndexRemote files the
-// remote id for webhooks; Refused, Requeue, End, Withdraw and GiveUp
-// record the other answers; RequestCancelBy and Canceled carry a cancel;
-// Resume re-follows a redelivered submission; Reject answers an intake
-// message that is no job.
+// The intake verbs (the Intake view): what ingest hands the owner while it
+// takes a job from a submission to the provider's answer. Accept stores
+// the job; Hold parks an unsubmitted one; Attempt marks a submit call,
+// Submitted records the provider's acceptance (and arms the check),
+// IndexRemote files the remote id for webhooks; Refused, Requeue and End
+// record the other answers (End's Guard withdraws only a job never
+// submitted, or gives up only on one still in doubt); RequestCancelBy
+// and Canceled carry a cancel; Resume re-follows a redelivered
+// submission; Reject answers an intake message that is no job.
 
 // Accept stores a new job and reports whether it created it. When the id
 // is taken it returns the existing record instead, for the caller to
@@ -33,7 +34,8 @@ import (
 // (a tracked job) is armed and its events published, as Resume does. With
 // tracing on, a job without a trace context takes ctx's span's: the job's
 // trace (see package tracing).
-func (o *Owner) Accept(ctx context.Context, j *state.Job) (Record, bool, error) {
+func (in Intake) Accept(ctx context.Context, j *state.Job) (Record, bool, error) {
+	o := in.o
 	log := o.log.With().Str("job_id", j.ID).Str("route", j.Route).Logger()
 	if o.tracer != nil {
 		o.traceJob(ctx, j)
@@ -88,7 +90,8 @@ func (o *Owner) Accept(ctx context.Context, j *state.Job) (Record, bool, error) 
 // recorded are out, and, unless it is terminal, it has its check (due at
 // the record's next check time). It is what a redelivered submission or a
 // repeated track request does; a job that has both changes nothing.
-func (o *Owner) Resume(ctx context.Context, r Record) error {
+func (in Intake) Resume(ctx context.Context, r Record) error {
+	o := in.o
 	if err := o.republish(ctx, r.Job); err != nil {
 		return err
 	}
@@ -109,7 +112,8 @@ func (o *Owner) Resume(ctx context.Context, r Record) error {
 // cancel recorded before the attempt wins, and the job is never created.
 // The mark is retried until it lands or ctx ends; a try
 // whose answer was lost is known by the attempt id.
-func (o *Owner) Attempt(ctx context.Context, r Record, attempt string, slots []state.Slot, exclusive bool) (Record, error) {
+func (in Intake) Attempt(ctx context.Context, r Record, attempt string, slots []state.Slot, exclusive bool) (Record, error) {
+	o := in.o
 	now := o.now().UTC()
 	log := o.log.With().Str("job_id", r.ID).Str("route", r.Route).Logger()
 	id, from := r.ID, r
@@ -162,7 +166,8 @@ type Created struct {
 // (a graceful stop gives a handler its drain time). Then the job's events
 // are published and its check armed, retried the same way. The returned
 // record says whether a cancel was asked for meanwhile.
-func (o *Owner) Submitted(ctx context.Context, r Record, c Created) (Record, error) {
+func (in Intake) Submitted(ctx context.Context, r Record, c Created) (Record, error) {
+	o := in.o
 	log := o.log.With().Str("job_id", r.ID).Str("route", r.Route).Str("remote_id", c.RemoteID).Logger()
 	var was *state.Job
 	id, from := r.ID, r
@@ -241,7 +246,8 @@ func (o *Owner) recordCreated(ctx context.Context, cur *state.Job, c Created, lo
 // Refused records a submit call the provider answered without creating
 // the job: the attempt is no longer in doubt. With final, the job ends
 // with it (the provider refused the submission itself).
-func (o *Owner) Refused(ctx context.Context, r Record, lastError string, final *state.Observation) (Record, error) {
+func (in Intake) Refused(ctx context.Context, r Record, lastError string, final *state.Observation) (Record, error) {
+	o := in.o
 	apply := func(cur *state.Job) bool {
 		changed := cur.SubmitInDoubt || cur.LastError != lastError
 		cur.SubmitInDoubt, cur.LastError = false, lastError
@@ -266,7 +272,8 @@ func (o *Owner) Refused(ctx context.Context, r Record, lastError string, final *
 // its running slots back (freed once the write lands, see records.update)
 // to wait for one again, as waitingFor says (its waiting event is
 // published).
-func (o *Owner) Requeue(ctx context.Context, r Record, lastError, waitingFor string) (Record, error) {
+func (in Intake) Requeue(ctx context.Context, r Record, lastError, waitingFor string) (Record, error) {
+	o := in.o
 	return o.wait(ctx, r, func(cur *state.Job) bool {
 		if cur.RemoteID != "" || cur.State.Terminal() {
 			return false // created or ended meanwhile (a retry of this write)
@@ -276,43 +283,47 @@ func (o *Owner) Requeue(ctx context.Context, r Record, lastError, waitingFor str
 	})
 }
 
-// End ends a job with a terminal observation of the caller's: the
-// provider refused the submission (failed), its outcome is in doubt and
-// cannot be retried (lost), it was canceled before it was submitted. A
-// job that is terminal already keeps its state (the observation is kept
-// as Late).
-func (o *Owner) End(ctx context.Context, r Record, obs state.Observation) (Record, error) {
-	return o.outside(ctx, r.ID, r.Route, r, change{apply: func(cur *state.Job) bool {
-		return cur.Apply(obs) != ""
-	}})
-}
+// A Guard names the jobs End leaves as they are.
+type Guard int
 
-// Withdraw ends a job that never reached the provider — no remote id, no
-// submit call under way or in doubt — with obs (a cancel, an expiry while
-// it waited for a running slot). It writes nothing when a call started
-// meanwhile: the submission then carries the cancel out, or the poller the
-// deadline.
-func (o *Owner) Withdraw(ctx context.Context, r Record, obs state.Observation) (Record, error) {
-	return o.outside(ctx, r.ID, r.Route, r, change{apply: func(cur *state.Job) bool {
-		if cur.RemoteID != "" || cur.SubmitInDoubt || cur.State.Terminal() {
-			return false
-		}
-		return cur.Apply(obs) != ""
-	}})
-}
+const (
+	// Always ends any job. A job that is terminal already keeps its state
+	// (the observation is kept as Late). For the provider's refusal of
+	// the submission (failed), an outcome in doubt that cannot be retried
+	// (lost), a cancel before the submission.
+	Always Guard = iota
+	// UnlessSubmitted ends only a job that never reached the provider —
+	// no remote id, no submit call under way or in doubt (a cancel, an
+	// expiry while it waited for a running slot). It writes nothing when
+	// a call started meanwhile: the submission then carries the cancel
+	// out, or the poller the deadline.
+	UnlessSubmitted
+	// UnlessSettled ends only a submission still in doubt (with lost), as
+	// r left it — unless the record moved on since r was read: the
+	// attempt's own process recorded its result, or another attempt
+	// started. Then it writes nothing and returns the record as it is,
+	// for the caller to take up. The job stays in doubt: whether the
+	// provider has it is not known, and the record says so.
+	UnlessSettled
+)
 
-// GiveUp ends a submission in doubt with obs (lost) — unless the record
-// moved on since r was read: the attempt's own process recorded its
-// result, or another attempt started. Then it writes nothing and returns
-// the record as it is, for the caller to take up.
-func (o *Owner) GiveUp(ctx context.Context, r Record, obs state.Observation) (Record, error) {
+// End ends a job with a terminal observation of the caller's, but not a
+// job guard leaves as it is (then it writes nothing and returns the
+// record).
+func (in Intake) End(ctx context.Context, r Record, obs state.Observation, guard Guard) (Record, error) {
+	o := in.o
 	attempt := r.AttemptID
 	return o.outside(ctx, r.ID, r.Route, r, change{apply: func(cur *state.Job) bool {
-		if !cur.SubmitInDoubt || cur.RemoteID != "" || cur.AttemptID != attempt {
-			return false
+		switch guard {
+		case UnlessSubmitted:
+			if cur.RemoteID != "" || cur.SubmitInDoubt || cur.State.Terminal() {
+				return false
+			}
+		case UnlessSettled:
+			if !cur.SubmitInDoubt || cur.RemoteID != "" || cur.AttemptID != attempt {
+				return false
+			}
 		}
-		// It stays in doubt: whether the provider has the job is not
-		// known, and the record says so.
 		return cur.Apply(obs) != ""
 	}})
 }
@@ -324,7 +335,8 @@ var ErrOtherRoute = errors.New("the job is on another route")
 // reason and who asked (events.Cancel.By; "" when not known), and returns
 // the record; a terminal job, or one with a request already, is returned
 // unchanged. state.ErrNotFound and ErrOtherRoute say it is not route's.
-func (o *Owner) RequestCancelBy(ctx context.Context, route, id, reason, by string) (Record, error) {
+func (in Intake) RequestCancelBy(ctx context.Context, route, id, reason, by string) (Record, error) {
+	o := in.o
 	now := o.now().UTC()
 	r, err := o.store.mutate(ctx, id, Record{}, func(cur *state.Job) error {
 		if cur.Route != route || cur.State.Terminal() || !cur.CancelRequestedAt.IsZero() {
@@ -344,7 +356,8 @@ func (o *Owner) RequestCancelBy(ctx context.Context, route, id, reason, by strin
 // at once when the answer is final; otherwise its next poll is brought
 // forward to confirm (see outside for when the check is left to the
 // poller instead).
-func (o *Owner) Canceled(ctx context.Context, r Record, obs state.Observation) (Record, error) {
+func (in Intake) Canceled(ctx context.Context, r Record, obs state.Observation) (Record, error) {
+	o := in.o
 	return o.outside(ctx, r.ID, r.Route, r, change{
 		apply:  func(cur *state.Job) bool { return cur.Apply(obs) != "" },
 		sooner: o.now().Add(time.Second),
@@ -354,7 +367,8 @@ func (o *Owner) Canceled(ctx context.Context, r Record, obs state.Observation) (
 // Reject publishes a rejected event for an intake message on the job's
 // event subject (the route and id are replaced by "_" placeholders when
 // they are not valid tokens). A redelivered message is rejected once.
-func (o *Owner) Reject(ctx context.Context, route, id string, r events.Rejection) error {
+func (in Intake) Reject(ctx context.Context, route, id string, r events.Rejection) error {
+	o := in.o
 	if !events.ValidToken(route) {
 		route = "_"
 	}
@@ -386,7 +400,8 @@ func (o *Owner) Reject(ctx context.Context, route, id string, r events.Rejection
 // the job waits for that already, or when it moved on — submitted, ended,
 // a create under way or in doubt, a cancel requested (that submission ends
 // it) — and returns the record either way.
-func (o *Owner) Hold(ctx context.Context, r Record, waitingFor string) (Record, error) {
+func (in Intake) Hold(ctx context.Context, r Record, waitingFor string) (Record, error) {
+	o := in.o
 	return o.wait(ctx, r, func(cur *state.Job) bool {
 		if cur.RemoteID != "" || cur.State.Terminal() || cur.SubmitInDoubt || !cur.CancelRequestedAt.IsZero() ||
 			cur.WaitingFor == waitingFor {
@@ -428,7 +443,8 @@ func (o *Owner) wait(ctx context.Context, r Record, apply func(cur *state.Job) b
 }
 
 // IndexRemote records that the route's remote job remoteID is job id.
-func (o *Owner) IndexRemote(ctx context.Context, route, remoteID, id string) error {
+func (in Intake) IndexRemote(ctx context.Context, route, remoteID, id string) error {
+	o := in.o
 	_, err := o.res.Deliveries.Put(ctx, remoteKey(route, remoteID), []byte(id))
 	return err
 }

@@ -43,10 +43,10 @@ func TestSubmittedKeepsTheInputOfARouteThatKeepsThem(t *testing.T) {
 	r := newRig(t)
 	j := submission("k1", false)
 	j.KeepInput = true
-	rec, created, err := r.o.Accept(r.ctx, j)
+	rec, created, err := r.o.Intake().Accept(r.ctx, j)
 	require.NoError(t, err)
 	require.True(t, created)
-	rec, err = r.o.Submitted(r.ctx, rec, jobs.Created{RemoteID: "rem-k1", Due: time.Now().Add(time.Hour),
+	rec, err = r.o.Intake().Submitted(r.ctx, rec, jobs.Created{RemoteID: "rem-k1", Due: time.Now().Add(time.Hour),
 		Obs: state.Observation{State: state.Queued, Raw: "starting", Source: state.FromSubmit, At: time.Now().UTC()}})
 	require.NoError(t, err)
 	require.JSONEq(t, `{"p":1}`, string(rec.Input))
@@ -59,24 +59,24 @@ func TestSubmittedKeepsTheInputOfARouteThatKeepsThem(t *testing.T) {
 func TestAcceptKnowsItsOwnCreate(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
-	_, created, err := r.o.Accept(r.ctx, submission("j2", false))
+	_, created, err := r.o.Intake().Accept(r.ctx, submission("j2", false))
 	require.NoError(t, err)
 	require.True(t, created)
-	again, created, err := r.o.Accept(r.ctx, submission("j2", false))
+	again, created, err := r.o.Intake().Accept(r.ctx, submission("j2", false))
 	require.NoError(t, err)
 	require.True(t, created, "the same attempt: this create landed before")
 	other := submission("j2", false)
 	other.AttemptID = "a2"
-	_, created, err = r.o.Accept(r.ctx, other)
+	_, created, err = r.o.Intake().Accept(r.ctx, other)
 	require.NoError(t, err)
 	require.False(t, created, "another submission of the id")
 	require.Equal(t, "a1", again.AttemptID)
 
 	// A second attempt is marked once, however often its mark is retried.
-	rec, err := r.o.Attempt(r.ctx, again, "a3", nil, false)
+	rec, err := r.o.Intake().Attempt(r.ctx, again, "a3", nil, false)
 	require.NoError(t, err)
 	require.Equal(t, 2, rec.SubmitAttempts)
-	rec, err = r.o.Attempt(r.ctx, rec, "a3", nil, false)
+	rec, err = r.o.Intake().Attempt(r.ctx, rec, "a3", nil, false)
 	require.NoError(t, err)
 	require.Equal(t, 2, rec.SubmitAttempts, "the same attempt again")
 }
@@ -89,14 +89,14 @@ func TestSubmittedOutlastsANATSRestart(t *testing.T) {
 	srv := natstest.NewRestartable(t)
 	_, js := srv.Connect(t)
 	r := rigOn(t, js)
-	rec, created, err := r.o.Accept(r.ctx, submission("j3", false))
+	rec, created, err := r.o.Intake().Accept(r.ctx, submission("j3", false))
 	require.NoError(t, err)
 	require.True(t, created)
 
 	srv.Stop()
 	done := make(chan error, 1)
 	go func() {
-		_, err := r.o.Submitted(context.Background(), rec, jobs.Created{RemoteID: "rem-j3", Due: time.Now().Add(time.Hour),
+		_, err := r.o.Intake().Submitted(context.Background(), rec, jobs.Created{RemoteID: "rem-j3", Due: time.Now().Add(time.Hour),
 			Obs: state.Observation{State: state.Queued, Source: state.FromSubmit, At: time.Now().UTC()}})
 		done <- err
 	}()
@@ -128,12 +128,12 @@ func TestSubmittedStopsWithItsContext(t *testing.T) {
 	srv := natstest.NewRestartable(t)
 	_, js := srv.Connect(t)
 	r := rigOn(t, js)
-	rec, _, err := r.o.Accept(r.ctx, submission("j4", false))
+	rec, _, err := r.o.Intake().Accept(r.ctx, submission("j4", false))
 	require.NoError(t, err)
 	srv.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	_, err = r.o.Submitted(ctx, rec, jobs.Created{RemoteID: "rem-j4", Obs: state.Observation{State: state.Queued, At: time.Now()}})
+	_, err = r.o.Intake().Submitted(ctx, rec, jobs.Created{RemoteID: "rem-j4", Obs: state.Observation{State: state.Queued, At: time.Now()}})
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	srv.Start(t)
 	j := r.get("j4")
@@ -145,26 +145,26 @@ func TestSubmittedStopsWithItsContext(t *testing.T) {
 func TestRefusedAndEnded(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
-	rec, _, err := r.o.Accept(r.ctx, submission("j5", false))
+	rec, _, err := r.o.Intake().Accept(r.ctx, submission("j5", false))
 	require.NoError(t, err)
-	rec, err = r.o.Refused(r.ctx, rec, "HTTP 503", nil)
+	rec, err = r.o.Intake().Refused(r.ctx, rec, "HTTP 503", nil)
 	require.NoError(t, err)
 	require.False(t, rec.SubmitInDoubt)
 	require.Equal(t, "HTTP 503", rec.LastError)
 	require.Empty(t, r.events("j5"))
 
 	fail := state.Observation{State: state.Failed, Reason: "the provider refused the submission: bad prompt", Source: state.FromSubmit, At: time.Now()}
-	rec, err = r.o.Refused(r.ctx, rec, "bad prompt", &fail)
+	rec, err = r.o.Intake().Refused(r.ctx, rec, "bad prompt", &fail)
 	require.NoError(t, err)
 	require.Equal(t, state.Failed, rec.State)
 	require.Equal(t, []string{events.EventFailed}, types(r.events("j5")))
 	require.Len(t, r.hooks.finished(), 1)
 
-	rec, _, err = r.o.Accept(r.ctx, submission("j6", false))
+	rec, _, err = r.o.Intake().Accept(r.ctx, submission("j6", false))
 	require.NoError(t, err)
-	_, err = r.o.RequestCancelBy(r.ctx, "r", "j6", "changed my mind", "")
+	_, err = r.o.Intake().RequestCancelBy(r.ctx, "r", "j6", "changed my mind", "")
 	require.NoError(t, err)
-	rec, err = r.o.End(r.ctx, rec, state.Observation{State: state.Canceled, Reason: "canceled before it was submitted", Source: state.FromCancel, At: time.Now()})
+	rec, err = r.o.Intake().End(r.ctx, rec, state.Observation{State: state.Canceled, Reason: "canceled before it was submitted", Source: state.FromCancel, At: time.Now()}, jobs.Always)
 	require.NoError(t, err)
 	require.Equal(t, state.Canceled, rec.State)
 	require.Equal(t, "changed my mind", rec.CancelReason, "the request's reason is kept")
@@ -175,14 +175,14 @@ func TestRequestCancel(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	r.submit("j7", false, time.Now().Add(time.Hour))
-	_, err := r.o.RequestCancelBy(r.ctx, "other", "j7", "", "")
+	_, err := r.o.Intake().RequestCancelBy(r.ctx, "other", "j7", "", "")
 	require.ErrorIs(t, err, jobs.ErrOtherRoute)
-	_, err = r.o.RequestCancelBy(r.ctx, "r", "nope", "", "")
+	_, err = r.o.Intake().RequestCancelBy(r.ctx, "r", "nope", "", "")
 	require.ErrorIs(t, err, state.ErrNotFound)
-	rec, err := r.o.RequestCancelBy(r.ctx, "r", "j7", "why", "")
+	rec, err := r.o.Intake().RequestCancelBy(r.ctx, "r", "j7", "why", "")
 	require.NoError(t, err)
 	require.False(t, rec.CancelRequestedAt.IsZero())
-	again, err := r.o.RequestCancelBy(r.ctx, "r", "j7", "again", "")
+	again, err := r.o.Intake().RequestCancelBy(r.ctx, "r", "j7", "again", "")
 	require.NoError(t, err)
 	require.Equal(t, "why", again.CancelReason, "the first request stands")
 }
@@ -195,12 +195,12 @@ func TestTrackedJobIsArmedOnce(t *testing.T) {
 	now := time.Now().UTC()
 	j := &state.Job{ID: "t1", Route: "r", RemoteID: "rem", State: state.Queued, Tracked: true, CreatedAt: now, NextCheckAt: now.Add(time.Hour)}
 	j.Record(events.EventSubmitted, now)
-	rec, created, err := r.o.Accept(r.ctx, j)
+	rec, created, err := r.o.Intake().Accept(r.ctx, j)
 	require.NoError(t, err)
 	require.True(t, created)
 	seq := r.check("t1").Seq
 	require.NotZero(t, seq)
-	require.NoError(t, r.o.Resume(r.ctx, rec))
+	require.NoError(t, r.o.Intake().Resume(r.ctx, rec))
 	require.Equal(t, seq, r.check("t1").Seq, "the check stays")
 	require.Len(t, r.events("t1"), 1, "published once")
 }
@@ -210,25 +210,25 @@ func TestTrackedJobIsArmedOnce(t *testing.T) {
 func TestGiveUpYieldsToARecordedResult(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
-	stale, _, err := r.o.Accept(r.ctx, submission("g1", false))
+	stale, _, err := r.o.Intake().Accept(r.ctx, submission("g1", false))
 	require.NoError(t, err)
-	_, err = r.o.Submitted(r.ctx, stale, jobs.Created{RemoteID: "rem-g1", Due: time.Now().Add(time.Hour),
+	_, err = r.o.Intake().Submitted(r.ctx, stale, jobs.Created{RemoteID: "rem-g1", Due: time.Now().Add(time.Hour),
 		Obs: state.Observation{State: state.Queued, At: time.Now()}})
 	require.NoError(t, err)
 	lost := state.Observation{State: state.Lost, Reason: "in doubt", Source: state.FromPollux, At: time.Now()}
-	got, err := r.o.GiveUp(r.ctx, stale, lost)
+	got, err := r.o.Intake().End(r.ctx, stale, lost, jobs.UnlessSettled)
 	require.NoError(t, err)
 	require.Equal(t, state.Queued, got.State, "the recorded result stands")
 	require.Equal(t, "rem-g1", got.RemoteID)
 
-	rec, _, err := r.o.Accept(r.ctx, submission("g2", false))
+	rec, _, err := r.o.Intake().Accept(r.ctx, submission("g2", false))
 	require.NoError(t, err)
-	_, err = r.o.Attempt(r.ctx, rec, "a2", nil, false)
+	_, err = r.o.Intake().Attempt(r.ctx, rec, "a2", nil, false)
 	require.NoError(t, err)
-	got, err = r.o.GiveUp(r.ctx, rec, lost) // judged on attempt a1
+	got, err = r.o.Intake().End(r.ctx, rec, lost, jobs.UnlessSettled) // judged on attempt a1
 	require.NoError(t, err)
 	require.Equal(t, state.Pending, got.State, "a newer attempt is under way")
-	got, err = r.o.GiveUp(r.ctx, jobs.Record{Job: got.Job}, lost)
+	got, err = r.o.Intake().End(r.ctx, jobs.Record{Job: got.Job}, lost, jobs.UnlessSettled)
 	require.NoError(t, err)
 	require.Equal(t, state.Lost, got.State, "judged on the current attempt")
 	require.True(t, got.SubmitInDoubt, "whether the provider has it is still not known")

@@ -26,13 +26,13 @@ func TestWebhookEndsAWebhookJobAtOnce(t *testing.T) {
 	for range 2 { // two reconciliation polls, each in the check
 		d, msg := r.poll()
 		f := d.Fold(jobs.Call{At: time.Now(), Status: running()})
-		res, err := r.o.Polled(r.ctx, d, f, jobs.Decision{Due: time.Now().Add(time.Hour)})
+		res, err := r.o.Polls().Polled(r.ctx, d, f, jobs.Decision{Due: time.Now().Add(time.Hour)})
 		require.NoError(t, err)
 		r.settle(msg, res.Outcome)
 	}
 	n := succeeded("d1", "rem-h1")
 	n.JobID = "h1"
-	a, err := r.o.Webhook(r.ctx, n)
+	a, err := r.o.Webhooks().Webhook(r.ctx, n)
 	require.NoError(t, err)
 	require.True(t, a.Changed)
 	j := r.get("h1")
@@ -46,7 +46,7 @@ func TestWebhookEndsAWebhookJobAtOnce(t *testing.T) {
 	require.Equal(t, 2, fin[0].Polls)
 
 	// The same delivery again changes nothing and leaves no check.
-	a, err = r.o.Webhook(r.ctx, n)
+	a, err = r.o.Webhooks().Webhook(r.ctx, n)
 	require.NoError(t, err)
 	require.False(t, a.Changed)
 	require.Equal(t, 1, r.get("h1").Webhooks)
@@ -63,19 +63,19 @@ func TestAnEndByAnOutsiderIsSettledByThePoller(t *testing.T) {
 	r.submit("h2", false, time.Now().Add(-time.Minute))
 	d, msg := r.poll()
 	f := d.Fold(jobs.Call{At: time.Now(), Status: running()})
-	res, err := r.o.Polled(r.ctx, d, f, jobs.Decision{Due: time.Now()})
+	res, err := r.o.Polls().Polled(r.ctx, d, f, jobs.Decision{Due: time.Now()})
 	require.NoError(t, err)
 	r.settle(msg, res.Outcome) // 1 poll, written (a change)
 	d, msg = r.poll()
 	f = d.Fold(jobs.Call{At: time.Now(), Status: running()})
 	require.True(t, f.Quiet)
-	res, err = r.o.Polled(r.ctx, d, f, jobs.Decision{Due: time.Now()})
+	res, err = r.o.Polls().Polled(r.ctx, d, f, jobs.Decision{Due: time.Now()})
 	require.NoError(t, err)
 	r.settle(msg, res.Outcome) // 2 polls, the second only in the check's deliveries
 
 	n := succeeded("d2", "rem-h2")
 	n.JobID = "h2"
-	_, err = r.o.Webhook(r.ctx, n)
+	_, err = r.o.Webhooks().Webhook(r.ctx, n)
 	require.NoError(t, err)
 	j := r.get("h2")
 	require.Equal(t, state.Succeeded, j.State, "the job ends at once")
@@ -87,7 +87,7 @@ func TestAnEndByAnOutsiderIsSettledByThePoller(t *testing.T) {
 	d, msg = r.poll()
 	require.Equal(t, 2, d.Live.Polls)
 	f = d.Fold(jobs.Call{At: time.Now(), Status: done()}) // the poll confirms the end
-	res, err = r.o.Polled(r.ctx, d, f, jobs.Decision{Due: time.Now()})
+	res, err = r.o.Polls().Polled(r.ctx, d, f, jobs.Decision{Due: time.Now()})
 	require.NoError(t, err)
 	require.True(t, res.Outcome.IsStop())
 	r.settle(msg, res.Outcome)
@@ -108,7 +108,7 @@ func TestAnEndBeforeTheFirstPollRemovesTheCheck(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	rec := r.submit("h3", false, time.Now().Add(time.Hour))
-	_, err := r.o.Canceled(r.ctx, rec, state.Observation{State: state.Canceled, Raw: "canceled", Source: state.FromCancel, At: time.Now()})
+	_, err := r.o.Intake().Canceled(r.ctx, rec, state.Observation{State: state.Canceled, Raw: "canceled", Source: state.FromCancel, At: time.Now()})
 	require.NoError(t, err)
 	j := r.get("h3")
 	require.Equal(t, state.Canceled, j.State)
@@ -123,7 +123,7 @@ func TestANonFinalCancelBringsThePollForward(t *testing.T) {
 	r := newRig(t)
 	rec := r.submit("h4", true, time.Now().Add(time.Hour))
 	before := r.check("h4")
-	_, err := r.o.Canceled(r.ctx, rec, state.Observation{State: state.Unknown, Raw: "CANCELLATION_REQUESTED", Source: state.FromCancel, At: time.Now()})
+	_, err := r.o.Intake().Canceled(r.ctx, rec, state.Observation{State: state.Unknown, Raw: "CANCELLATION_REQUESTED", Source: state.FromCancel, At: time.Now()})
 	require.NoError(t, err)
 	after := r.check("h4")
 	require.NotEqual(t, before.Seq, after.Seq)
@@ -138,27 +138,27 @@ func TestAnEarlyDeliveryIsNotReady(t *testing.T) {
 	r := newRig(t)
 	n := succeeded("d5", "rem-h5")
 	n.JobID = "h5"
-	_, err := r.o.Webhook(r.ctx, n)
+	_, err := r.o.Webhooks().Webhook(r.ctx, n)
 	require.ErrorIs(t, err, jobs.ErrNotReady, "no record yet")
 
-	rec, _, err := r.o.Accept(r.ctx, submission("h5", true))
+	rec, _, err := r.o.Intake().Accept(r.ctx, submission("h5", true))
 	require.NoError(t, err)
-	_, err = r.o.Webhook(r.ctx, n)
+	_, err = r.o.Webhooks().Webhook(r.ctx, n)
 	require.ErrorIs(t, err, jobs.ErrNotReady, "the create's answer is not recorded yet")
 
 	r.submit("h6", true, time.Now().Add(time.Hour))
 	other := succeeded("d6", "someone-else")
 	other.JobID = "h6"
-	_, err = r.o.Webhook(r.ctx, other)
+	_, err = r.o.Webhooks().Webhook(r.ctx, other)
 	require.ErrorIs(t, err, jobs.ErrMismatch)
 	other.Route, other.RemoteID = "elsewhere", "rem-h6"
-	_, err = r.o.Webhook(r.ctx, other)
+	_, err = r.o.Webhooks().Webhook(r.ctx, other)
 	require.ErrorIs(t, err, jobs.ErrMismatch)
 
-	_, err = r.o.Submitted(r.ctx, rec, jobs.Created{RemoteID: "rem-h5", Due: time.Now().Add(time.Hour),
+	_, err = r.o.Intake().Submitted(r.ctx, rec, jobs.Created{RemoteID: "rem-h5", Due: time.Now().Add(time.Hour),
 		Obs: state.Observation{State: state.Queued, At: time.Now()}})
 	require.NoError(t, err)
-	a, err := r.o.Webhook(r.ctx, n)
+	a, err := r.o.Webhooks().Webhook(r.ctx, n)
 	require.NoError(t, err, "ready once recorded and armed")
 	require.True(t, a.Changed)
 }
@@ -170,11 +170,11 @@ func TestHintBringsThePollForward(t *testing.T) {
 	r := newRig(t)
 	r.submit("h7", true, time.Now().Add(time.Hour))
 	rev := r.revision("h7")
-	require.NoError(t, r.o.Hint(r.ctx, "r", "h7", "rem-h7"))
+	require.NoError(t, r.o.Webhooks().Hint(r.ctx, "r", "h7", "rem-h7"))
 	require.Equal(t, rev, r.revision("h7"), "no write")
 	require.WithinDuration(t, time.Now(), r.check("h7").Check.Due, 2*time.Second)
-	require.ErrorIs(t, r.o.Hint(r.ctx, "r", "h7", "other"), jobs.ErrMismatch)
-	require.ErrorIs(t, r.o.Hint(r.ctx, "r", "nope", "x"), jobs.ErrNotReady)
+	require.ErrorIs(t, r.o.Webhooks().Hint(r.ctx, "r", "h7", "other"), jobs.ErrMismatch)
+	require.ErrorIs(t, r.o.Webhooks().Hint(r.ctx, "r", "nope", "x"), jobs.ErrNotReady)
 }
 
 // The third bounded exception to exact poll counts: a poll under way when
@@ -191,14 +191,14 @@ func TestAHintLeavesOnePollUncounted(t *testing.T) {
 		calls++
 		f := d.Fold(jobs.Call{At: time.Now(), Status: st})
 		between()
-		p, err := r.o.Polled(r.ctx, d, f, jobs.Decision{Due: time.Now()})
+		p, err := r.o.Polls().Polled(r.ctx, d, f, jobs.Decision{Due: time.Now()})
 		require.NoError(t, err)
 		r.settle(msg, p.Outcome)
 		return p
 	}
 	starting := provider.Status{Observation: state.Observation{State: state.Queued, Raw: "starting"}}
 	poll(starting, func() {})
-	poll(starting, func() { require.NoError(t, r.o.Hint(r.ctx, "r", "h8", "rem-h8")) })
+	poll(starting, func() { require.NoError(t, r.o.Webhooks().Hint(r.ctx, "r", "h8", "rem-h8")) })
 	poll(starting, func() {})
 	p := poll(done(), func() {})
 	require.True(t, p.Finished)

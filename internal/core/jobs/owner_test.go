@@ -77,10 +77,10 @@ func submission(id string, webhook bool) *state.Job {
 // due.
 func (r *rig) submit(id string, webhook bool, due time.Time) jobs.Record {
 	r.t.Helper()
-	rec, created, err := r.o.Accept(r.ctx, submission(id, webhook))
+	rec, created, err := r.o.Intake().Accept(r.ctx, submission(id, webhook))
 	require.NoError(r.t, err)
 	require.True(r.t, created)
-	rec, err = r.o.Submitted(r.ctx, rec, jobs.Created{RemoteID: "rem-" + id, Due: due,
+	rec, err = r.o.Intake().Submitted(r.ctx, rec, jobs.Created{RemoteID: "rem-" + id, Due: due,
 		Obs: state.Observation{State: state.Queued, Raw: "starting", Source: state.FromSubmit, At: time.Now().UTC()}})
 	require.NoError(r.t, err)
 	return rec
@@ -104,7 +104,7 @@ func (r *rig) poll() (*jobs.Delivery, jetstream.Msg) {
 	r.t.Helper()
 	for range 5 {
 		msg := r.next()
-		d, err := r.o.Open(r.ctx, msg)
+		d, err := r.o.Polls().Open(r.ctx, msg)
 		require.NoError(r.t, err)
 		if d.N > 1 || d.Check.Poll == nil {
 			return d, msg

@@ -48,7 +48,7 @@ func (r *rig) fired(id string, within time.Duration) (*jobs.Delivery, jetstream.
 		b, err := r.cons.Fetch(1, jetstream.FetchMaxWait(time.Second))
 		require.NoError(r.t, err)
 		for msg := range b.Messages() {
-			d, err := r.o.Open(r.ctx, msg)
+			d, err := r.o.Polls().Open(r.ctx, msg)
 			require.NoError(r.t, err)
 			require.Equal(r.t, id, d.JobID)
 			return d, msg
@@ -76,7 +76,7 @@ func (r *rig) submitAndPark(id string, due time.Time) time.Time {
 	r.t.Helper()
 	r.submit(id, false, time.Now())
 	d, msg := r.poll()
-	res, err := r.o.Polled(r.ctx, d, d.Fold(jobs.Call{At: time.Now(), Status: running()}), jobs.Decision{Due: due})
+	res, err := r.o.Polls().Polled(r.ctx, d, d.Fold(jobs.Call{At: time.Now(), Status: running()}), jobs.Decision{Due: due})
 	require.NoError(r.t, err)
 	require.True(r.t, res.Outcome.IsStop(), "parked: the held check ends")
 	r.settle(msg, res.Outcome)
@@ -107,7 +107,7 @@ func TestAFarPollParksItsCheck(t *testing.T) {
 	require.False(t, time.Now().Before(due.Add(-events.ParkedLead-100*time.Millisecond)),
 		"fired no earlier than its lead: the schedule keeps the fraction of a second")
 	require.False(t, r.check("p1").Parked)
-	out := r.o.Wait(r.ctx, d, d.Check.Due, time.Until(d.Check.Due))
+	out := r.o.Polls().Wait(r.ctx, d, d.Check.Due, time.Until(d.Check.Due))
 	require.True(t, out.IsLater(), "the rest of the wait is nak-delayed")
 	require.InDelta(t, time.Until(due).Seconds(), out.Delay().Seconds(), 0.5)
 	require.NoError(t, out.Settle(msg))
@@ -118,7 +118,7 @@ func TestAFarPollParksItsCheck(t *testing.T) {
 	require.Equal(t, 1, dd.Live.Polls)
 
 	// A quiet poll parks the check too, counting the poll.
-	res, err := r.o.Polled(r.ctx, dd, dd.Fold(jobs.Call{At: time.Now(), Status: running()}), jobs.Decision{Due: time.Now().Add(time.Hour)})
+	res, err := r.o.Polls().Polled(r.ctx, dd, dd.Fold(jobs.Call{At: time.Now(), Status: running()}), jobs.Decision{Due: time.Now().Add(time.Hour)})
 	require.NoError(t, err)
 	require.True(t, res.Outcome.IsStop())
 	r.settle(m2, res.Outcome)
@@ -128,7 +128,7 @@ func TestAFarPollParksItsCheck(t *testing.T) {
 
 	n := succeeded("d1", "rem-p1")
 	n.JobID = "p1"
-	a, err := r.o.Webhook(r.ctx, n)
+	a, err := r.o.Webhooks().Webhook(r.ctx, n)
 	require.NoError(t, err)
 	require.True(t, a.Changed)
 	j := r.get("p1")
@@ -146,14 +146,14 @@ func TestABroughtForwardParkedCheckDoesNotFire(t *testing.T) {
 	r := parkingRig(t, js)
 	r.submit("p2", true, time.Now().Add(parkAfter+time.Second))
 	first := r.next()
-	d, err := r.o.Open(r.ctx, first)
+	d, err := r.o.Polls().Open(r.ctx, first)
 	require.NoError(t, err)
-	out := r.o.Wait(r.ctx, d, d.Check.Due, time.Until(d.Check.Due))
+	out := r.o.Polls().Wait(r.ctx, d, d.Check.Due, time.Until(d.Check.Due))
 	require.True(t, out.IsStop(), "a first delivery due far away parks")
 	require.NoError(t, out.Settle(first))
 	require.True(t, r.check("p2").Parked)
 
-	require.NoError(t, r.o.Hint(r.ctx, "r", "p2", "rem-p2"))
+	require.NoError(t, r.o.Webhooks().Hint(r.ctx, "r", "p2", "rem-p2"))
 	v := r.check("p2")
 	require.False(t, v.Parked)
 	require.WithinDuration(t, time.Now(), v.Check.Due, 2*time.Second)
@@ -164,7 +164,7 @@ func TestABroughtForwardParkedCheckDoesNotFire(t *testing.T) {
 	// no second check appears.
 	p, pm := r.poll()
 	require.Equal(t, "p2", p.JobID)
-	res, err := r.o.Polled(r.ctx, p, p.Fold(jobs.Call{At: time.Now(), Status: running()}), jobs.Decision{Due: time.Now().Add(time.Hour)})
+	res, err := r.o.Polls().Polled(r.ctx, p, p.Fold(jobs.Call{At: time.Now(), Status: running()}), jobs.Decision{Due: time.Now().Add(time.Hour)})
 	require.NoError(t, err)
 	r.settle(pm, res.Outcome)
 	b, err := r.cons.Fetch(1, jetstream.FetchMaxWait(parkAfter))
@@ -187,8 +187,8 @@ func TestParkingLeavesOneCheck(t *testing.T) {
 	r := parkingRig(t, js)
 	r.submit("p3", true, time.Now())
 	d, msg := r.poll()
-	require.NoError(t, r.o.Hint(r.ctx, "r", "p3", "rem-p3"))
-	res, err := r.o.Polled(r.ctx, d, d.Fold(jobs.Call{At: time.Now(), Status: running()}), jobs.Decision{Due: time.Now().Add(time.Hour)})
+	require.NoError(t, r.o.Webhooks().Hint(r.ctx, "r", "p3", "rem-p3"))
+	res, err := r.o.Polls().Polled(r.ctx, d, d.Fold(jobs.Call{At: time.Now(), Status: running()}), jobs.Decision{Due: time.Now().Add(time.Hour)})
 	require.NoError(t, err)
 	r.settle(msg, res.Outcome)
 	require.False(t, r.check("p3").Parked, "the outsider's check stays")
@@ -196,7 +196,7 @@ func TestParkingLeavesOneCheck(t *testing.T) {
 	require.Equal(t, uint64(1), msgs)
 
 	d, msg = r.poll()
-	res, err = r.o.Polled(r.ctx, d, d.Fold(jobs.Call{At: time.Now(), Status: running()}), jobs.Decision{Due: time.Now().Add(time.Hour)})
+	res, err = r.o.Polls().Polled(r.ctx, d, d.Fold(jobs.Call{At: time.Now(), Status: running()}), jobs.Decision{Due: time.Now().Add(time.Hour)})
 	require.NoError(t, err)
 	require.True(t, res.Outcome.IsStop())
 	// The poller dies here: msg is never settled, and comes back after
@@ -204,10 +204,10 @@ func TestParkingLeavesOneCheck(t *testing.T) {
 	_ = msg
 	require.True(t, r.check("p3").Parked)
 	again := r.next()
-	da, err := r.o.Open(r.ctx, again)
+	da, err := r.o.Polls().Open(r.ctx, again)
 	require.NoError(t, err)
 	require.Greater(t, da.N, d.N, "the same check, redelivered")
-	res, err = r.o.Polled(r.ctx, da, da.Fold(jobs.Call{At: time.Now(), Status: running()}), jobs.Decision{Due: time.Now().Add(time.Hour)})
+	res, err = r.o.Polls().Polled(r.ctx, da, da.Fold(jobs.Call{At: time.Now(), Status: running()}), jobs.Decision{Due: time.Now().Add(time.Hour)})
 	require.NoError(t, err)
 	r.settle(again, res.Outcome)
 	require.Eventually(t, func() bool {

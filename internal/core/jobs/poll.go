@@ -13,7 +13,7 @@ import (
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
-// The poller's verbs, one per step of a check delivery: Open reads it
+// The poller's verbs (the Polls view), one per step of a check delivery: Open reads it
 // (and the record every verifyEvery quiet polls), Wait holds a first
 // delivery until its poll is due (parking a far one), Postpone sends it
 // back unpolled, Polled records a status call (Delivery.Fold made of it,
@@ -27,7 +27,8 @@ var ErrBadCheck = errors.New("unusable check message")
 // the check carries no poll state, and every verifyEvery quiet polls.
 // ErrBadCheck means the message must be dropped; other errors are NATS
 // failures worth a retry.
-func (o *Owner) Open(ctx context.Context, msg jetstream.Msg) (*Delivery, error) {
+func (ps Polls) Open(ctx context.Context, msg jetstream.Msg) (*Delivery, error) {
+	o := ps.o
 	route, id, err := o.ns.ParseCheck(msg.Subject())
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadCheck, err)
@@ -120,7 +121,8 @@ type Polled struct {
 // Each of its four ways out is one step below: polledQuiet (no write),
 // then, after writePoll, polledAfterEnd (someone else ended the job),
 // polledEnd (this poll ended it) or polledNext (the job goes on).
-func (o *Owner) Polled(ctx context.Context, d *Delivery, f Fold, dec Decision) (Polled, error) {
+func (ps Polls) Polled(ctx context.Context, d *Delivery, f Fold, dec Decision) (Polled, error) {
+	o := ps.o
 	if f.Quiet && dec.End == nil && dec.HedgeBy == "" && d.rec.Job == nil {
 		return o.polledQuiet(ctx, d, f, dec)
 	}
@@ -293,7 +295,8 @@ func settlePolls(cur *state.Job, polls int) error {
 // Settle ends the check of a job that is terminal or gone (Ended): its
 // polls go into the record, events a dead writer left unpublished are
 // published, and the delivery ends.
-func (o *Owner) Settle(ctx context.Context, d *Delivery) (events.Outcome, error) {
+func (ps Polls) Settle(ctx context.Context, d *Delivery) (events.Outcome, error) {
+	o := ps.o
 	if d.gone {
 		o.log.Warn().Str("job_id", d.JobID).Str("route", d.Route).Msg("check for a job that does not exist; dropped")
 		return events.Stop(), nil
@@ -327,7 +330,8 @@ func (o *Owner) Settle(ctx context.Context, d *Delivery) (events.Outcome, error)
 // (a paused route, a busy budget). A check with poll state is replaced by
 // one carrying the polls counted so far, since its delivery count would
 // count this delivery as a poll.
-func (o *Owner) Postpone(ctx context.Context, d *Delivery, until time.Time) events.Outcome {
+func (ps Polls) Postpone(ctx context.Context, d *Delivery, until time.Time) events.Outcome {
+	o := ps.o
 	wait := until.Sub(o.now())
 	if d.Check.Poll == nil {
 		return events.Later(wait)
@@ -345,7 +349,8 @@ func (o *Owner) Postpone(ctx context.Context, d *Delivery, until time.Time) even
 // Wait is the outcome of a delivery that must wait before it polls (a
 // check's first delivery), due at due, wait from now: its check is parked
 // when the wait is ParkAfter or more, else it goes back nak-delayed.
-func (o *Owner) Wait(ctx context.Context, d *Delivery, due time.Time, wait time.Duration) events.Outcome {
+func (ps Polls) Wait(ctx context.Context, d *Delivery, due time.Time, wait time.Duration) events.Outcome {
+	o := ps.o
 	if d.Check.Poll == nil || !o.parksFor(wait) {
 		return events.Later(wait)
 	}

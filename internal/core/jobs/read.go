@@ -10,8 +10,7 @@ import (
 
 // The readers' verbs: the front door, the CLI, reports and tests read a
 // job's record (Get), every record (Each) and its check (Check); none of
-// them writes. Read is a record with its revision, for ingest to decide on
-// and hand back with the write that follows.
+// them writes. The services see the owner through their views (views.go).
 
 // Namespace returns the namespace the owner works in.
 func (o *Owner) Namespace() events.Namespace { return o.ns }
@@ -20,12 +19,6 @@ func (o *Owner) Namespace() events.Namespace { return o.ns }
 func (o *Owner) Get(ctx context.Context, id string) (*state.Job, error) {
 	r, err := o.store.get(ctx, id)
 	return r.Job, err
-}
-
-// Read returns job id's record as it stands, to decide on and hand back
-// with the write that follows (state.ErrNotFound when there is none).
-func (o *Owner) Read(ctx context.Context, id string) (Record, error) {
-	return o.store.get(ctx, id)
 }
 
 // Each calls fn for every job record, in no particular order, until fn

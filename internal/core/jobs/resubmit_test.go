@@ -17,18 +17,18 @@ func TestAResubmissionIsLinkedOnBothRecords(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	old := r.submit("o1", false, time.Now().Add(time.Hour))
-	_, err := r.o.End(r.ctx, old, state.Observation{State: state.Failed, Reason: "boom", Source: state.FromPoll, At: time.Now()})
+	_, err := r.o.Intake().End(r.ctx, old, state.Observation{State: state.Failed, Reason: "boom", Source: state.FromPoll, At: time.Now()}, jobs.Always)
 	require.NoError(t, err)
 
 	j := submission("o1-r1", false)
 	j.ResubmitOf, j.SubmittedBy, j.SubmitReason = "o1", "ops", "provider outage"
-	_, created, err := r.o.Accept(r.ctx, j)
+	_, created, err := r.o.Intake().Accept(r.ctx, j)
 	require.NoError(t, err)
 	require.True(t, created)
 	// A redelivery of the same submission is a duplicate: no second link.
 	again := submission("o1-r1", false)
 	again.ResubmitOf, again.AttemptID = "o1", "a2"
-	_, created, err = r.o.Accept(r.ctx, again)
+	_, created, err = r.o.Intake().Accept(r.ctx, again)
 	require.NoError(t, err)
 	require.False(t, created)
 
@@ -46,7 +46,7 @@ func TestAResubmissionOfAGoneJobIsAccepted(t *testing.T) {
 	r := newRig(t)
 	j := submission("gone-r1", false)
 	j.ResubmitOf = "gone"
-	_, created, err := r.o.Accept(r.ctx, j)
+	_, created, err := r.o.Intake().Accept(r.ctx, j)
 	require.NoError(t, err)
 	require.True(t, created)
 }

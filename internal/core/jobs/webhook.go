@@ -9,7 +9,7 @@ import (
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
-// The webhook receiver's verbs: ByRemote finds the job a delivery names
+// The webhook receiver's verbs (the Webhooks view): ByRemote finds the job a delivery names
 // by its remote id only, Webhook applies a verified delivery, Hint brings
 // a poll forward for an unsigned callback. Both write from outside the
 // job's check (outside.go).
@@ -53,7 +53,8 @@ type Applied struct {
 // Webhook applies a verified delivery to its job. A delivery that ends
 // the job stops its polling at once (see outside). ErrNotReady asks for a
 // retry later; ErrMismatch and state.ErrNotFound mean it never applies.
-func (o *Owner) Webhook(ctx context.Context, n Notice) (Applied, error) {
+func (wh Webhooks) Webhook(ctx context.Context, n Notice) (Applied, error) {
+	o := wh.o
 	r, seen, err := o.ready(ctx, n.Route, n.JobID, n.RemoteID, n.Obs.State.Terminal() && !n.Unarmed)
 	if err != nil {
 		return Applied{}, err
@@ -77,7 +78,8 @@ func (o *Owner) Webhook(ctx context.Context, n Notice) (Applied, error) {
 // Hint takes an unsigned callback about a job: it changes nothing itself,
 // but brings the job's next poll forward to now, so that whatever the
 // callback claims is confirmed by the provider before the job moves.
-func (o *Owner) Hint(ctx context.Context, route, id, remoteID string) error {
+func (wh Webhooks) Hint(ctx context.Context, route, id, remoteID string) error {
+	o := wh.o
 	r, seen, err := o.ready(ctx, route, id, remoteID, false)
 	if err != nil || r.State.Terminal() {
 		return err
@@ -118,7 +120,8 @@ func (o *Owner) ready(ctx context.Context, route, id, remoteID string, armed boo
 // ByRemote returns the id of the route's job whose remote id is remoteID;
 // state.ErrNotFound when the index has none (not yet: the create's answer
 // is being recorded; or no longer).
-func (o *Owner) ByRemote(ctx context.Context, route, remoteID string) (string, error) {
+func (wh Webhooks) ByRemote(ctx context.Context, route, remoteID string) (string, error) {
+	o := wh.o
 	e, err := o.res.Deliveries.Get(ctx, remoteKey(route, remoteID))
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):

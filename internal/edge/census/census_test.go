@@ -53,7 +53,7 @@ func TestTake(t *testing.T) {
 
 	owner := jobs.New(ns, js, res, jobs.Config{})
 	for _, id := range []string{"a", "b", "c"} {
-		_, created, err := owner.Accept(ctx, &state.Job{ID: id, Route: "r", RemoteID: "r-" + id, State: state.Queued, Tracked: true})
+		_, created, err := owner.Intake().Accept(ctx, &state.Job{ID: id, Route: "r", RemoteID: "r-" + id, State: state.Queued, Tracked: true})
 		require.NoError(t, err)
 		require.True(t, created)
 	}
@@ -178,7 +178,7 @@ func TestOldestUnresolvedFollowsTheJobsNotTheirChecks(t *testing.T) {
 		t.Helper()
 		j := &state.Job{ID: id, Route: "r", RemoteID: "r-" + id, State: state.Queued, Tracked: true}
 		j.Record(events.EventSubmitted, clock)
-		_, _, err := owner.Accept(ctx, j)
+		_, _, err := owner.Intake().Accept(ctx, j)
 		require.NoError(t, err)
 		since[id] = firstEvent(t, js, ns, id).Time
 	}
@@ -204,9 +204,9 @@ func TestOldestUnresolvedFollowsTheJobsNotTheirChecks(t *testing.T) {
 	requireAge("a")
 	end := func(id string, s state.State) {
 		t.Helper()
-		r, err := owner.Read(ctx, id)
+		r, err := owner.Intake().Read(ctx, id)
 		require.NoError(t, err)
-		_, err = owner.End(ctx, r, state.Observation{State: s})
+		_, err = owner.Intake().End(ctx, r, state.Observation{State: s}, jobs.Always)
 		require.NoError(t, err)
 	}
 	requireAge("a")
@@ -254,12 +254,12 @@ func TestABudgetedWalkOverstatesThenCatchesUp(t *testing.T) {
 	for _, id := range []string{"a", "b", "c", "d", "e"} {
 		j := &state.Job{ID: id, Route: "r", RemoteID: "r-" + id, State: state.Queued, Tracked: true}
 		j.Record(events.EventSubmitted, time.Now())
-		_, _, err := owner.Accept(ctx, j)
+		_, _, err := owner.Intake().Accept(ctx, j)
 		require.NoError(t, err)
 		if id != "e" {
-			r, err := owner.Read(ctx, id)
+			r, err := owner.Intake().Read(ctx, id)
 			require.NoError(t, err)
-			_, err = owner.End(ctx, r, state.Observation{State: state.Succeeded})
+			_, err = owner.Intake().End(ctx, r, state.Observation{State: state.Succeeded}, jobs.Always)
 			require.NoError(t, err)
 		}
 	}

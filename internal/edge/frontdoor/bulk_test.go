@@ -36,7 +36,7 @@ func bulkDoor(t *testing.T, max int) *door {
 func (d *door) job(t *testing.T, j state.Job) {
 	t.Helper()
 	j.CreatedAt = time.Now().UTC().Add(-time.Minute)
-	_, created, err := d.jobs.Accept(context.Background(), &j)
+	_, created, err := d.jobs.Intake().Accept(context.Background(), &j)
 	require.NoError(t, err)
 	require.True(t, created)
 	d.event(t, j, 1)
@@ -189,7 +189,7 @@ func TestResubmit(t *testing.T) {
 	// Ingest accepts it; then both records say so.
 	sub, err := events.DecodeSubmit(mustJSON(t, m))
 	require.NoError(t, err)
-	_, _, err = d.jobs.Accept(context.Background(), &state.Job{ID: sub.ID, Route: route, Model: sub.Model, State: state.Pending,
+	_, _, err = d.jobs.Intake().Accept(context.Background(), &state.Job{ID: sub.ID, Route: route, Model: sub.Model, State: state.Pending,
 		ResubmitOf: sub.ResubmitOf, SubmittedBy: sub.By, SubmitReason: sub.Reason, CreatedAt: now})
 	require.NoError(t, err)
 	old := d.do(t, http.MethodGet, "/v1/jobs/lost1", "", auth)

@@ -184,7 +184,7 @@ func TestGetOfAFinishedJobHasNoNextCheck(t *testing.T) {
 	d := setup(t, frontdoor.Config{})
 	due := time.Now().Add(time.Minute).UTC()
 	for id, st := range map[string]state.State{"running": state.Running, "finished": state.Succeeded} {
-		_, created, err := d.jobs.Accept(context.Background(), &state.Job{ID: id, Route: route, Model: "m", State: st,
+		_, created, err := d.jobs.Intake().Accept(context.Background(), &state.Job{ID: id, Route: route, Model: "m", State: st,
 			CreatedAt: time.Now().UTC(), NextCheckAt: due})
 		require.NoError(t, err)
 		require.True(t, created)

@@ -20,7 +20,7 @@ import (
 	proute "github.com/pollux-dev/pollux/internal/core/route"
 	"github.com/pollux-dev/pollux/internal/edge/frontdoor"
 	"github.com/pollux-dev/pollux/internal/edge/index"
-	"github.com/pollux-dev/pollux/internal/testkit/natstest"
+	"github.com/pollux-dev/pollux/internal/testkit/stack"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
@@ -51,13 +51,10 @@ func setup(t *testing.T, cfg frontdoor.Config) *door {
 // (an index, pauses: what needs the streams and buckets).
 func setupWith(t *testing.T, cfg frontdoor.Config, with func(d *door, cfg *frontdoor.Config)) *door {
 	t.Helper()
-	srv, _, js := natstest.JetStream(t)
-	ns := events.Default
-	res, err := ns.Setup(context.Background(), js, events.Options{})
-	require.NoError(t, err)
+	s := stack.New(t, stack.Config{})
+	js, ns, res, owner := s.JS, s.NS, s.Res, s.Jobs
 	cfg.Routes = []string{route, "other"}
-	owner := jobs.New(ns, js, res, jobs.Config{})
-	d := &door{t: t, nats: srv, js: js, ns: ns, res: res, jobs: owner, done: make(chan error, 1)}
+	d := &door{t: t, nats: s.Server, js: js, ns: ns, res: res, jobs: owner, done: make(chan error, 1)}
 	if with != nil {
 		with(d, &cfg)
 	}
@@ -181,7 +178,7 @@ func (d *door) createJob(t *testing.T, id string, st state.State) *state.Job {
 	t.Helper()
 	j := &state.Job{ID: id, Route: route, Model: "m", State: st, Input: json.RawMessage(`{"secret":"input"}`),
 		CreatedAt: time.Now().UTC(), Outbox: []state.OutboxEvent{{Seq: 9, Type: "queued", State: state.Queued, At: time.Now()}}}
-	_, created, err := d.jobs.Accept(context.Background(), j)
+	_, created, err := d.jobs.Intake().Accept(context.Background(), j)
 	require.NoError(t, err)
 	require.True(t, created)
 	return j

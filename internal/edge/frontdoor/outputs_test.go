@@ -39,7 +39,7 @@ func TestKeptOutputsAreServed(t *testing.T) {
 	require.NoError(t, err)
 	provider := httptest.NewServer(s.Handler())
 	t.Cleanup(provider.Close)
-	keep, err := custody.New(custody.Config{Routes: map[string]config.KeepOutputs{route: {AllowPrivate: true}}}, d.js, d.ns, d.jobs)
+	keep, err := custody.New(custody.Config{Routes: map[string]config.KeepOutputs{route: {AllowPrivate: true}}}, d.js, d.ns, d.jobs.Custody())
 	require.NoError(t, err)
 	background(t, func(ctx context.Context, ready chan<- struct{}) error {
 		close(ready)
@@ -75,9 +75,9 @@ func TestKeptOutputsAreServed(t *testing.T) {
 	j := &state.Job{ID: "job-1", Route: route, Model: "m", RemoteID: p.ID, State: state.Queued, Tracked: true,
 		CreatedAt: now, SubmittedAt: now, ChangedAt: now, Deadline: now.Add(time.Hour), NextCheckAt: now.Add(time.Hour)}
 	j.Record(events.EventSubmitted, now)
-	_, _, err = d.jobs.Accept(t.Context(), j)
+	_, _, err = d.jobs.Intake().Accept(t.Context(), j)
 	require.NoError(t, err)
-	_, err = d.jobs.Webhook(t.Context(), jobs.Notice{Route: route, JobID: "job-1", DeliveryID: "d1", RemoteID: p.ID,
+	_, err = d.jobs.Webhooks().Webhook(t.Context(), jobs.Notice{Route: route, JobID: "job-1", DeliveryID: "d1", RemoteID: p.ID,
 		Obs: state.Observation{State: state.Succeeded, Raw: "succeeded", Outputs: []string{p.Output[0], provider.URL + "/nothing.mp4"},
 			OutputsExpireAt: now.Add(2 * time.Hour)}})
 	require.NoError(t, err)

@@ -83,7 +83,7 @@ type Service struct {
 	cfg     Config
 	js      jetstream.JetStream
 	ns      events.Namespace
-	owner   *jobs.Owner
+	owner   jobs.Custody
 	log     zerolog.Logger
 	clients map[string]*http.Client // by route
 	work    jetstream.Stream
@@ -92,7 +92,7 @@ type Service struct {
 }
 
 // New prepares the service.
-func New(cfg Config, js jetstream.JetStream, ns events.Namespace, owner *jobs.Owner) (*Service, error) {
+func New(cfg Config, js jetstream.JetStream, ns events.Namespace, owner jobs.Custody) (*Service, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -103,7 +103,7 @@ func New(cfg Config, js jetstream.JetStream, ns events.Namespace, owner *jobs.Ow
 	if cfg.ExpiringLead < 0 || cfg.TTL < 0 || cfg.Workers < 0 || cfg.RetryBase < 0 || cfg.Drain < 0 {
 		return nil, errors.New("custody: ExpiringLead, TTL, Workers, RetryBase and Drain must not be negative")
 	}
-	if owner == nil {
+	if owner == (jobs.Custody{}) {
 		return nil, errors.New("custody: the jobs' owner is required")
 	}
 	s := &Service{cfg: cfg, js: js, ns: ns, owner: owner, log: cfg.Logger.With().Str("component", "custody").Logger(),

@@ -22,7 +22,7 @@ import (
 	"github.com/pollux-dev/pollux/internal/core/jobs"
 	"github.com/pollux-dev/pollux/internal/platform/config"
 	"github.com/pollux-dev/pollux/internal/services/custody"
-	"github.com/pollux-dev/pollux/internal/testkit/natstest"
+	"github.com/pollux-dev/pollux/internal/testkit/stack"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/provider"
 	"github.com/pollux-dev/pollux/pkg/provider/sim"
@@ -57,10 +57,8 @@ type rig struct {
 
 func newRig(t *testing.T) *rig {
 	t.Helper()
-	_, _, js := natstest.JetStream(t)
-	res, err := events.Default.Setup(t.Context(), js, events.Options{})
-	require.NoError(t, err)
-	return newRigOn(t, js, res)
+	s := stack.New(t, stack.Config{})
+	return newRigOn(t, s.JS, s.Res)
 }
 
 // newRigOn is a rig on a NATS server of the test's.
@@ -138,10 +136,10 @@ func (r *rig) finish(route, id, remote string, outputs []string, expireAt time.T
 	j := &state.Job{ID: id, Route: route, Model: "m", RemoteID: remote, State: state.Queued, Tracked: true,
 		CreatedAt: now, SubmittedAt: now, ChangedAt: now, Deadline: now.Add(time.Hour), NextCheckAt: now.Add(time.Hour)}
 	j.Record(events.EventSubmitted, now)
-	_, created, err := r.owner.Accept(r.ctx, j)
+	_, created, err := r.owner.Intake().Accept(r.ctx, j)
 	require.NoError(r.t, err)
 	require.True(r.t, created)
-	_, err = r.owner.Webhook(r.ctx, jobs.Notice{Route: route, JobID: id, DeliveryID: "d-" + id, RemoteID: remote,
+	_, err = r.owner.Webhooks().Webhook(r.ctx, jobs.Notice{Route: route, JobID: id, DeliveryID: "d-" + id, RemoteID: remote,
 		Obs: state.Observation{State: state.Succeeded, Raw: "succeeded", Outputs: outputs, OutputsExpireAt: expireAt}})
 	require.NoError(r.t, err)
 }
@@ -159,7 +157,7 @@ func (r *rig) run(tune ...func(*custody.Config)) (stop func()) {
 	for _, f := range tune {
 		f(&cfg)
 	}
-	svc, err := custody.New(cfg, r.js, events.Default, r.owner)
+	svc, err := custody.New(cfg, r.js, events.Default, r.owner.Custody())
 	require.NoError(r.t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -439,16 +437,16 @@ func TestRecordingIsOnce(t *testing.T) {
 	r := newRig(t)
 	r.finish("w", "job", "rem", []string{"https://example.invalid/a.mp4"}, time.Now().Add(time.Hour))
 	saved := []state.SavedOutput{{Index: 0, Status: state.OutputGone, Reason: "first"}}
-	_, err := r.owner.SaveOutputs(r.ctx, "job", saved)
+	_, err := r.owner.Custody().SaveOutputs(r.ctx, "job", saved)
 	require.NoError(t, err)
-	j, err := r.owner.SaveOutputs(r.ctx, "job", []state.SavedOutput{{Index: 0, Status: state.OutputFailed, Reason: "second"}})
+	j, err := r.owner.Custody().SaveOutputs(r.ctx, "job", []state.SavedOutput{{Index: 0, Status: state.OutputFailed, Reason: "second"}})
 	require.NoError(t, err)
 	require.Equal(t, "first", j.Custody.Outputs[0].Reason)
-	warned, err := r.owner.OutputsExpiring(r.ctx, "job")
+	warned, err := r.owner.Custody().OutputsExpiring(r.ctx, "job")
 	require.NoError(t, err)
 	require.False(t, warned, "a gone output cannot be saved: nothing to warn about")
 	require.Equal(t, []string{"submitted", "succeeded", "outputs_saved"}, types(r.events("w", "job")))
-	_, err = r.owner.SaveOutputs(r.ctx, "nope", saved)
+	_, err = r.owner.Custody().SaveOutputs(r.ctx, "nope", saved)
 	require.True(t, errors.Is(err, state.ErrNotFound), "%v", err)
 }
 

@@ -29,7 +29,7 @@ import (
 func (s *Service) submitAgain(ctx context.Context, in intake, rec jobs.Record, log zerolog.Logger) move {
 	if !rec.SubmitInDoubt && !s.cfg.Now().Before(rec.Deadline) {
 		obs := state.Observation{State: state.Expired, Reason: "the deadline passed before the job could be submitted", Source: state.FromPollux, At: s.cfg.Now().UTC()}
-		if _, err := s.jobs.End(ctx, rec, obs); err != nil {
+		if _, err := s.jobs.End(ctx, rec, obs, jobs.Always); err != nil {
 			return end(s.retry(log, err, "recording the job expired"))
 		}
 		log.Info().Str("waited_for", rec.WaitingFor).Msg("expired before it was submitted")

@@ -43,7 +43,7 @@ func (s *Service) cancel(ctx context.Context, in intake) (events.Outcome, string
 			// tries): it ends now; a call that starts meanwhile sees the
 			// request instead.
 			obs := state.Observation{State: state.Canceled, Reason: "canceled before it was submitted", Source: state.FromCancel, At: s.cfg.Now().UTC()}
-			if _, err := s.jobs.Withdraw(ctx, rec, obs); err != nil {
+			if _, err := s.jobs.End(ctx, rec, obs, jobs.UnlessSubmitted); err != nil {
 				return s.retry(log, err, "recording the cancel")
 			}
 		}

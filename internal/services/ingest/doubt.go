@@ -59,7 +59,7 @@ func (s *Service) inDoubt(ctx context.Context, in intake, rec jobs.Record, inter
 // attempt's own process recorded the job meanwhile.
 func (s *Service) giveUp(ctx context.Context, rec jobs.Record, reason string, log zerolog.Logger) move {
 	obs := state.Observation{State: state.Lost, Reason: reason, Source: state.FromPollux, At: s.cfg.Now().UTC()}
-	after, err := s.jobs.GiveUp(ctx, rec, obs)
+	after, err := s.jobs.End(ctx, rec, obs, jobs.UnlessSettled)
 	if err != nil {
 		return end(s.retry(log, err, "recording the job lost"))
 	}

@@ -13,10 +13,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/pollux-dev/pollux/internal/core/jobs"
 	"github.com/pollux-dev/pollux/internal/core/route/budget"
 	"github.com/pollux-dev/pollux/internal/platform/config"
 	"github.com/pollux-dev/pollux/internal/testkit/natstest"
-	"github.com/pollux-dev/pollux/internal/wiring/app"
+	"github.com/pollux-dev/pollux/internal/testkit/stack"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/provider"
 	"github.com/pollux-dev/pollux/pkg/state"
@@ -96,14 +97,14 @@ func TestFairShareAcrossTenants(t *testing.T) {
 
 // submitAs publishes n submissions of tenant, with ids from the format
 // id (of their number), and returns the ids.
-func (s *stack) submitAs(tenant, id string, n int) []string {
+func (s *rig) submitAs(tenant, id string, n int) []string {
 	s.t.Helper()
 	ids := make([]string, n)
-	natstest.PublishMany(s.t, s.env.JS, n, func(i int) (string, []byte) {
+	natstest.PublishMany(s.t, s.JS, n, func(i int) (string, []byte) {
 		ids[i] = fmt.Sprintf(id, i)
 		b, err := json.Marshal(events.Submit{V: events.Version, ID: ids[i], Model: "m", Input: json.RawMessage(`{}`), Metadata: map[string]string{"tenant": tenant}})
 		require.NoError(s.t, err)
-		return s.env.NS.Submit("fake"), b
+		return s.NS.Submit("fake"), b
 	})
 	return ids
 }
@@ -140,7 +141,7 @@ func TestRunningCapLearnedFromRefusals(t *testing.T) {
 	t.Parallel()
 	h := &hiddenCap{fake: newFake(), cap: 4, created: make(chan string, 100)}
 	var paused atomic.Int64
-	s := start(t, h, config.Route{Budgets: config.Budgets{LearnRunning: true}, Workers: config.Workers{Submit: 8}}, func(env *app.Env) {
+	s := start(t, h, config.Route{Budgets: config.Budgets{LearnRunning: true}, Workers: config.Workers{Submit: 8}}, func(env *stack.Stack) {
 		env.Pauses.Started = func(string, string, time.Duration) { paused.Add(1) }
 	})
 	endAfter(t, s, h.created, 200*time.Millisecond, func(string) {
@@ -148,20 +149,20 @@ func TestRunningCapLearnedFromRefusals(t *testing.T) {
 		h.running--
 		h.mu.Unlock()
 	})
-	const jobs = 40
-	for i := range jobs {
+	const n = 40
+	for i := range n {
 		s.submit(fmt.Sprintf("l-%02d", i))
 	}
 	require.Eventually(t, func() bool {
 		h.mu.Lock()
 		defer h.mu.Unlock()
-		return h.accepted == jobs
+		return h.accepted == n
 	}, 60*time.Second, 20*time.Millisecond, "every job is created")
-	st, err := s.env.JS.Stream(s.ctx, s.env.NS.RunningStream(events.LevelRoute, "fake"))
+	st, err := s.JS.Stream(s.Ctx(), s.NS.RunningStream(events.LevelRoute, "fake"))
 	require.NoError(t, err)
 	// The cap only comes down on evidence: never below the provider's, and
-	// down from uncapped; how far it came depends on how often the jobs
-	// met the provider's cap (4 in most runs, 10 seen under load).
+	// down from uncapped; how far it came depends on how often the
+	// jobs met the provider's cap (4 in most runs, 10 seen under load).
 	learned := st.CachedInfo().Config.MaxMsgs
 	require.GreaterOrEqual(t, learned, int64(4), "never below the provider's cap")
 	require.Less(t, learned, int64(budget.Uncapped), "learned from the refusals")
@@ -172,9 +173,9 @@ func TestRunningCapLearnedFromRefusals(t *testing.T) {
 	// Each refusal lowers the cap by at least one until it is the
 	// provider's, and a job refused keeps its slot for its retry: how many
 	// it costs depends on the timing (6 to 17 seen), never a refusal per job.
-	require.Less(t, h.refused, jobs/2, "learning costs fewer refusals than half the jobs")
+	require.Less(t, h.refused, n/2, "learning costs fewer refusals than half the jobs")
 	require.Zero(t, paused.Load(), "a job refused for the running cap waits for a slot; the route is not paused")
-	for i := range jobs {
+	for i := range n {
 		require.Equal(t, 1, h.createsOf(fmt.Sprintf("l-%02d", i)), "one accepted create per job")
 	}
 	s.nothingRepaired()
@@ -183,7 +184,7 @@ func TestRunningCapLearnedFromRefusals(t *testing.T) {
 // endAfter ends each job created (its id on created) d after it started,
 // as the poller would see it end: first at the provider (atProvider, when
 // set), then in its record, which frees its running slots.
-func endAfter(t *testing.T, s *stack, created <-chan string, d time.Duration, atProvider func(id string)) {
+func endAfter(t *testing.T, s *rig, created <-chan string, d time.Duration, atProvider func(id string)) {
 	stop := make(chan struct{})
 	var enders sync.WaitGroup
 	enders.Go(func() {
@@ -201,8 +202,8 @@ func endAfter(t *testing.T, s *stack, created <-chan string, d time.Duration, at
 					if atProvider != nil {
 						atProvider(id)
 					}
-					if rec, err := s.env.Jobs.Read(s.ctx, id); err == nil {
-						_, _ = s.env.Jobs.End(s.ctx, rec, state.Observation{State: state.Succeeded, Raw: "succeeded", Source: state.FromPoll, At: time.Now()})
+					if rec, err := s.Jobs.Intake().Read(s.Ctx(), id); err == nil {
+						_, _ = s.Jobs.Intake().End(s.Ctx(), rec, state.Observation{State: state.Succeeded, Raw: "succeeded", Source: state.FromPoll, At: time.Now()}, jobs.Always)
 					}
 				})
 			}
@@ -232,14 +233,14 @@ func TestTenantWeightsShareTheSlots(t *testing.T) {
 	s.submitAs("gold", "gold-%02d", each)
 	s.submitAs("std", "std-%02d", each)
 	require.Eventually(t, func() bool {
-		st, err := s.env.JS.Stream(s.ctx, s.env.NS.WaitingStream())
+		st, err := s.JS.Stream(s.Ctx(), s.NS.WaitingStream())
 		return err == nil && st.CachedInfo().State.Msgs == 2*each
 	}, 20*time.Second, 10*time.Millisecond, "every job waits for the slot")
 
 	endAfter(t, s, p.created, 0, nil)
-	rec, err := s.env.Jobs.Read(s.ctx, hold)
+	rec, err := s.Jobs.Intake().Read(s.Ctx(), hold)
 	require.NoError(t, err)
-	_, err = s.env.Jobs.End(s.ctx, rec, state.Observation{State: state.Succeeded, Raw: "succeeded", Source: state.FromPoll, At: time.Now()})
+	_, err = s.Jobs.Intake().End(s.Ctx(), rec, state.Observation{State: state.Succeeded, Raw: "succeeded", Source: state.FromPoll, At: time.Now()}, jobs.Always)
 	require.NoError(t, err)
 
 	// The first 24 starts, while both tenants still wait (gold's 30 last

@@ -20,7 +20,7 @@ import (
 // route.OperatorRecheck), then it is submitted as a redelivery is. The
 // jobs' owner serializes a cancel and the start of a create on the job's
 // record: an attempt marked after a cancel request finds it and makes no
-// call (jobs.Owner.Attempt), so a cancel of a held job wins against a
+// call (jobs.Intake.Attempt), so a cancel of a held job wins against a
 // resume racing it.
 //
 // A route's intake consumer has at most 1024 messages out

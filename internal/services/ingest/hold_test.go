@@ -22,18 +22,18 @@ func TestACancelOfAHeldJobWinsAgainstAResume(t *testing.T) {
 	f := newFake()
 	s := start(t, f, config.Route{}, nil)
 	ctx := context.Background()
-	s.env.Pauses.SetRecheck(200 * time.Millisecond)
-	rt := s.env.Routes["fake"]
-	_, err := s.env.Pauses.PauseRoute(ctx, "fake", time.Time{}, "alice", "incident")
+	s.Pauses.SetRecheck(200 * time.Millisecond)
+	rt := s.Routes["fake"]
+	_, err := s.Pauses.PauseRoute(ctx, "fake", time.Time{}, "alice", "incident")
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return s.env.Pauses.Why(rt) != "" }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return s.Pauses.Why(rt) != "" }, 10*time.Second, 10*time.Millisecond)
 	const n = 30
 	id := func(i int) string { return fmt.Sprintf("h%d", i) }
 	for i := range n {
 		s.submit(id(i))
 	}
 	for i := range n {
-		j := s.until(id(i), func(j *state.Job) bool { return j.WaitingFor != "" })
+		j := s.Until(id(i), func(j *state.Job) bool { return j.WaitingFor != "" })
 		require.Equal(t, state.Pending, j.State)
 		require.Equal(t, "route paused by alice: incident", j.WaitingFor)
 	}
@@ -44,12 +44,12 @@ func TestACancelOfAHeldJobWinsAgainstAResume(t *testing.T) {
 	for i := 0; i < n; i += 2 {
 		wg.Go(func() {
 			<-go_
-			s.publish(s.env.NS.Cancel("fake"), events.Cancel{V: events.Version, ID: id(i), Reason: "not now"})
+			s.Publish(s.NS.Cancel("fake"), events.Cancel{V: events.Version, ID: id(i), Reason: "not now"})
 		})
 	}
 	wg.Go(func() {
 		<-go_
-		_, _, err := s.env.Pauses.ResumeRoute(ctx, "fake")
+		_, _, err := s.Pauses.ResumeRoute(ctx, "fake")
 		require.NoError(t, err)
 	})
 	close(go_)
@@ -57,12 +57,12 @@ func TestACancelOfAHeldJobWinsAgainstAResume(t *testing.T) {
 
 	for i := range n {
 		if i%2 == 1 {
-			j := s.until(id(i), submitted)
+			j := s.Until(id(i), submitted)
 			require.Equal(t, 1, f.createsOf(id(i)), id(i))
 			require.Empty(t, j.WaitingFor)
 			continue
 		}
-		j := s.until(id(i), func(j *state.Job) bool { return j.State == state.Canceled })
+		j := s.Until(id(i), func(j *state.Job) bool { return j.State == state.Canceled })
 		creates := f.createsOf(id(i))
 		if j.RemoteID == "" {
 			require.Zero(t, creates, "%s was canceled before it was submitted, yet created", id(i))

@@ -87,7 +87,7 @@ type Service struct {
 	cfg    Config
 	js     jetstream.JetStream
 	res    *events.Resources
-	jobs   *jobs.Owner
+	jobs   jobs.Intake
 	pauses *route.Pauses
 	ns     events.Namespace
 	log    zerolog.Logger
@@ -106,7 +106,7 @@ type Service struct {
 }
 
 // New validates the configuration and prepares the service.
-func New(cfg Config, js jetstream.JetStream, ns events.Namespace, res *events.Resources, owner *jobs.Owner, pauses *route.Pauses) (*Service, error) {
+func New(cfg Config, js jetstream.JetStream, ns events.Namespace, res *events.Resources, owner jobs.Intake, pauses *route.Pauses) (*Service, error) {
 	if len(cfg.Routes) == 0 {
 		return nil, errors.New("ingest: Routes: at least one route is required")
 	}

@@ -11,17 +11,13 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/pollux-dev/pollux/internal/core/route"
 	"github.com/pollux-dev/pollux/internal/platform/config"
 	"github.com/pollux-dev/pollux/internal/services/ingest"
-	"github.com/pollux-dev/pollux/internal/testkit/natstest"
-	"github.com/pollux-dev/pollux/internal/wiring/app"
-	"github.com/pollux-dev/pollux/internal/wiring/metrics"
+	"github.com/pollux-dev/pollux/internal/testkit/stack"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/provider"
 	"github.com/pollux-dev/pollux/pkg/state"
@@ -114,86 +110,55 @@ var errLostAnswer = errors.New("read tcp: i/o timeout")
 
 var errRefused = &provider.Error{Class: provider.Invalid, HTTPStatus: 422, Message: "prompt: too long"}
 
-// stack runs ingest for route "fake" on an embedded server.
-type stack struct {
-	t   *testing.T
-	ctx context.Context
-	env *app.Env
+// rig runs ingest for route "fake" on a stack (internal/testkit/stack).
+type rig struct {
+	*stack.Stack
+	t *testing.T
 	// repaired counts the running slots the repair freed.
 	repaired *atomic.Int64
 }
 
-func start(t *testing.T, a provider.Adapter, rc config.Route, tune func(*app.Env)) *stack {
+func start(t *testing.T, a provider.Adapter, rc config.Route, tune func(*stack.Stack)) *rig {
 	t.Helper()
 	return startWith(t, a, rc, tune, nil)
 }
 
 // startWith is start with the ingest configuration changed by set.
-func startWith(t *testing.T, a provider.Adapter, rc config.Route, tune func(*app.Env), set func(*ingest.Config)) *stack {
+func startWith(t *testing.T, a provider.Adapter, rc config.Route, tune func(*stack.Stack), set func(*ingest.Config)) *rig {
 	t.Helper()
-	_, nc, _ := natstest.JetStream(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	rt, err := route.New("fake", a, rc, 1)
-	require.NoError(t, err)
-	g, gctx := errgroup.WithContext(ctx)
-	env, err := app.Open(gctx, g, &config.Config{Routes: map[string]config.Route{"fake": rc}}, nc,
-		map[string]*route.Route{"fake": rt}, metrics.New(), zerolog.Nop())
-	require.NoError(t, err)
+	st := stack.One(t, "fake", a, rc)
 	if tune != nil {
-		tune(env)
+		tune(st)
 	}
 	repaired := new(atomic.Int64)
-	cfg := ingest.Config{Routes: env.Routes, Options: env.Options(), CallTimeout: time.Second, RepairInterval: time.Second}
+	cfg := ingest.Config{Routes: st.Routes, Options: st.Options, CallTimeout: time.Second, RepairInterval: time.Second}
 	cfg.Metrics.Repaired = func(_ string, n int) { repaired.Add(int64(n)) }
 	if set != nil {
 		set(&cfg)
 	}
-	svc, err := ingest.New(cfg, env.JS, env.NS, env.Res, env.Jobs, env.Pauses)
+	svc, err := ingest.New(cfg, st.JS, st.NS, st.Res, st.Jobs.Intake(), st.Pauses)
 	require.NoError(t, err)
-	g.Go(func() error { return svc.Run(gctx) })
-	t.Cleanup(func() { cancel(); require.NoError(t, g.Wait()) })
-	return &stack{t: t, ctx: gctx, env: env, repaired: repaired}
+	st.Go(svc.Run)
+	return &rig{Stack: st, t: t, repaired: repaired}
 }
 
 // nothingRepaired asserts that every running slot was freed by the end of
 // its job, none by the repair (which runs every second here, and would
 // otherwise hide a slot the end left taken).
-func (s *stack) nothingRepaired() {
+func (s *rig) nothingRepaired() {
 	s.t.Helper()
 	require.Zero(s.t, s.repaired.Load(), "running slots the repair had to free: an end left them taken")
 }
 
-func (s *stack) submit(id string) {
+func (s *rig) submit(id string) {
 	s.t.Helper()
-	b, err := json.Marshal(events.Submit{V: events.Version, ID: id, IdempotencyKey: "key-" + id, Model: "m", Input: json.RawMessage(`{}`)})
-	require.NoError(s.t, err)
-	_, err = s.env.JS.Publish(s.ctx, s.env.NS.Submit("fake"), b)
-	require.NoError(s.t, err)
+	s.Publish(s.NS.Submit("fake"), events.Submit{V: events.Version, ID: id, IdempotencyKey: "key-" + id, Model: "m", Input: json.RawMessage(`{}`)})
 }
 
-func (s *stack) publish(subject string, v any) {
-	s.t.Helper()
-	b, err := json.Marshal(v)
-	require.NoError(s.t, err)
-	_, err = s.env.JS.Publish(s.ctx, subject, b)
-	require.NoError(s.t, err)
-}
-
-func (s *stack) until(id string, ok func(*state.Job) bool) *state.Job {
-	s.t.Helper()
-	var j *state.Job
-	require.Eventually(s.t, func() bool {
-		var err error
-		j, err = s.env.Jobs.Get(context.Background(), id)
-		return err == nil && ok(j)
-	}, 20*time.Second, 10*time.Millisecond, "job %s: %+v", id, j)
-	return j
-}
-
-func (s *stack) intakeDone() {
+func (s *rig) intakeDone() {
 	s.t.Helper()
 	require.Eventually(s.t, func() bool {
-		info, err := s.env.Res.Intake.Info(context.Background())
+		info, err := s.Res.Intake.Info(context.Background())
 		return err == nil && info.State.Msgs == 0
 	}, 20*time.Second, 10*time.Millisecond, "the intake is handled")
 }
@@ -206,12 +171,12 @@ func TestSubmitOnceAndDeduplicate(t *testing.T) {
 	s := start(t, f, config.Route{}, nil)
 	s.submit("a")
 	s.submit("a")
-	j := s.until("a", submitted)
+	j := s.Until("a", submitted)
 	s.intakeDone()
 	require.Equal(t, 1, f.createsOf("a"), "one create for two submissions")
 	require.Equal(t, state.Queued, j.State)
 	require.Equal(t, 1, j.SubmitAttempts)
-	v, err := s.env.Jobs.Check(context.Background(), "fake", "a")
+	v, err := s.Jobs.Check(context.Background(), "fake", "a")
 	require.NoError(t, err)
 	require.NotZero(t, v.Seq, "armed")
 }
@@ -221,12 +186,12 @@ func TestSubmitOnceAndDeduplicate(t *testing.T) {
 func TestSettingsFromKeysTheJob(t *testing.T) {
 	t.Parallel()
 	s := start(t, newFake(), config.Route{SettingsFrom: []string{"resolution"}, LengthFrom: "duration"}, nil)
-	s.publish(s.env.NS.Submit("fake"), events.Submit{V: events.Version, ID: "derived", Model: "m", Input: json.RawMessage(`{"resolution":"1080p","duration":"8s"}`)})
-	s.publish(s.env.NS.Submit("fake"), events.Submit{V: events.Version, ID: "given", Model: "m", ConfigKey: "mine", Input: json.RawMessage(`{"resolution":"1080p"}`)})
-	derived := s.until("derived", submitted)
+	s.Publish(s.NS.Submit("fake"), events.Submit{V: events.Version, ID: "derived", Model: "m", Input: json.RawMessage(`{"resolution":"1080p","duration":"8s"}`)})
+	s.Publish(s.NS.Submit("fake"), events.Submit{V: events.Version, ID: "given", Model: "m", ConfigKey: "mine", Input: json.RawMessage(`{"resolution":"1080p"}`)})
+	derived := s.Until("derived", submitted)
 	require.Equal(t, "1080p", derived.ConfigKey)
 	require.Equal(t, 8.0, derived.Length, "length_from: the requested length, on the record")
-	given := s.until("given", submitted)
+	given := s.Until("given", submitted)
 	require.Equal(t, "mine", given.ConfigKey)
 	require.Zero(t, given.Length, "no length in the input")
 }
@@ -238,8 +203,8 @@ func TestKeepInputsKeepsTheInput(t *testing.T) {
 	t.Parallel()
 	for _, keep := range []bool{true, false} {
 		s := start(t, newFake(), config.Route{KeepInputs: keep}, nil)
-		s.publish(s.env.NS.Submit("fake"), events.Submit{V: events.Version, ID: "kept", Model: "m", Input: json.RawMessage(`{"prompt":"kite"}`)})
-		j := s.until("kept", submitted)
+		s.Publish(s.NS.Submit("fake"), events.Submit{V: events.Version, ID: "kept", Model: "m", Input: json.RawMessage(`{"prompt":"kite"}`)})
+		j := s.Until("kept", submitted)
 		if keep {
 			require.JSONEq(t, `{"prompt":"kite"}`, string(j.Input))
 		} else {
@@ -256,7 +221,7 @@ func TestARefusedCreateFailsTheJob(t *testing.T) {
 	f.answers["b"] = []error{errRefused}
 	s := start(t, f, config.Route{}, nil)
 	s.submit("b")
-	j := s.until("b", func(j *state.Job) bool { return j.State.Terminal() })
+	j := s.Until("b", func(j *state.Job) bool { return j.State.Terminal() })
 	s.intakeDone()
 	require.Equal(t, state.Failed, j.State)
 	require.Contains(t, j.Reason, "prompt: too long")
@@ -270,16 +235,16 @@ func TestAnAuthFailureOnACreatePausesTheRoute(t *testing.T) {
 	t.Parallel()
 	f := newFake()
 	f.answers["c"] = []error{&provider.Error{Class: provider.Auth, HTTPStatus: 401, Message: "bad token"}, nil}
-	s := start(t, f, config.Route{}, func(env *app.Env) { env.Pauses.AuthBase = time.Second })
+	s := start(t, f, config.Route{}, func(env *stack.Stack) { env.Pauses.AuthBase = time.Second })
 	s.submit("c")
-	require.Eventually(t, func() bool { ps, ok := s.env.Pauses.Active("fake"); return ok && ps.Kind == route.PauseAuth },
+	require.Eventually(t, func() bool { ps, ok := s.Pauses.Active("fake"); return ok && ps.Kind == route.PauseAuth },
 		20*time.Second, 10*time.Millisecond)
 	// The answer is recorded just after the pause is: the attempt is not
 	// in doubt (nothing was created), and the job did not fail.
-	j := s.until("c", func(j *state.Job) bool { return j.LastError != "" && !j.SubmitInDoubt })
+	j := s.Until("c", func(j *state.Job) bool { return j.LastError != "" && !j.SubmitInDoubt })
 	require.False(t, j.State.Terminal(), "no job failed")
 	require.Contains(t, j.LastError, "bad token")
-	j = s.until("c", submitted)
+	j = s.Until("c", submitted)
 	require.Equal(t, 2, f.createsOf("c"))
 	require.Equal(t, 2, j.SubmitAttempts)
 }
@@ -292,7 +257,7 @@ func TestInDoubtWithoutMeansIsLost(t *testing.T) {
 	f.answers["d"] = []error{errLostAnswer}
 	s := start(t, f, config.Route{}, nil)
 	s.submit("d")
-	j := s.until("d", func(j *state.Job) bool { return j.State.Terminal() })
+	j := s.Until("d", func(j *state.Job) bool { return j.State.Terminal() })
 	require.Equal(t, state.Lost, j.State)
 	require.Contains(t, j.Reason, "key-d")
 	require.Contains(t, j.Reason, "cannot be asked for the job")
@@ -308,7 +273,7 @@ func TestInDoubtTheProviderCannotTellIsLost(t *testing.T) {
 	f.answers["u"] = []error{errLostAnswer}
 	s := start(t, undecided{f}, config.Route{}, nil)
 	s.submit("u")
-	j := s.until("u", func(j *state.Job) bool { return j.State.Terminal() })
+	j := s.Until("u", func(j *state.Job) bool { return j.State.Terminal() })
 	require.Equal(t, state.Lost, j.State)
 	require.Contains(t, j.Reason, "was asked for the job but could not tell")
 	require.Contains(t, j.Reason, "two predictions carry")
@@ -323,7 +288,7 @@ func TestInDoubtTheProviderCannotTellButDeduplicates(t *testing.T) {
 	f.answers["v"] = []error{errLostAnswer, nil}
 	s := start(t, undecided{f}, config.Route{}, nil)
 	s.submit("v")
-	j := s.until("v", submitted)
+	j := s.Until("v", submitted)
 	require.Equal(t, "rem-v-0", j.RemoteID, "the job the first create made")
 }
 
@@ -336,7 +301,7 @@ func TestInDoubtAtAnIdempotentProviderIsRetried(t *testing.T) {
 	f.answers["e"] = []error{errLostAnswer, nil}
 	s := start(t, f, config.Route{}, nil)
 	s.submit("e")
-	j := s.until("e", submitted)
+	j := s.Until("e", submitted)
 	require.Equal(t, "rem-e-0", j.RemoteID, "the job the first create made")
 	require.Equal(t, 2, f.createsOf("e"))
 }
@@ -351,7 +316,7 @@ func TestInDoubtIsFoundAtTheProvider(t *testing.T) {
 	// CallTimeout 1s (start): the lookup comes 2 s after the attempt.
 	s := start(t, finder{f}, config.Route{}, nil)
 	s.submit("g")
-	j := s.until("g", submitted)
+	j := s.Until("g", submitted)
 	require.Equal(t, "rem-g-0", j.RemoteID)
 	require.Equal(t, state.Running, j.State, "as the lookup found it")
 	require.Equal(t, 1, f.createsOf("g"), "found, not created again")
@@ -364,15 +329,15 @@ func TestCancel(t *testing.T) {
 	f := newFake()
 	s := start(t, f, config.Route{}, nil)
 	s.submit("h")
-	s.until("h", submitted)
-	s.publish(s.env.NS.Cancel("fake"), events.Cancel{V: events.Version, ID: "h", Reason: "no longer needed"})
-	j := s.until("h", func(j *state.Job) bool { return j.State.Terminal() })
+	s.Until("h", submitted)
+	s.Publish(s.NS.Cancel("fake"), events.Cancel{V: events.Version, ID: "h", Reason: "no longer needed"})
+	j := s.Until("h", func(j *state.Job) bool { return j.State.Terminal() })
 	require.Equal(t, state.Canceled, j.State)
 	require.Equal(t, "no longer needed", j.CancelReason)
 	require.Equal(t, 1, f.cancels)
 	// The check goes right after the write that ends the job.
 	require.Eventually(t, func() bool {
-		v, err := s.env.Jobs.Check(context.Background(), "fake", "h")
+		v, err := s.Jobs.Check(context.Background(), "fake", "h")
 		return err == nil && v.Seq == 0
 	}, 5*time.Second, 10*time.Millisecond, "its first poll was not due: the check goes at once")
 }
@@ -382,11 +347,11 @@ func TestCancel(t *testing.T) {
 func TestARejectionLandsOnTheKeysJob(t *testing.T) {
 	t.Parallel()
 	s := start(t, newFake(), config.Route{}, nil)
-	_, err := s.env.JS.Publish(s.ctx, s.env.NS.Submit("fake"), []byte(`{"v":1,"idempotency_key":"order-9","model":"","input":{}}`))
+	_, err := s.JS.Publish(s.Ctx(), s.NS.Submit("fake"), []byte(`{"v":1,"idempotency_key":"order-9","model":"","input":{}}`))
 	require.NoError(t, err)
 	id := events.KeyID("fake", "order-9")
-	c, err := s.env.JS.OrderedConsumer(s.ctx, s.env.NS.EventsStream(), jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{s.env.NS.Event("fake", id)}})
+	c, err := s.JS.OrderedConsumer(s.Ctx(), s.NS.EventsStream(), jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{s.NS.Event("fake", id)}})
 	require.NoError(t, err)
 	msg, err := c.Next(jetstream.FetchMaxWait(20 * time.Second))
 	require.NoError(t, err)
@@ -400,28 +365,17 @@ func TestARejectionLandsOnTheKeysJob(t *testing.T) {
 // first left running (goleak checks at the end of the package).
 func TestRunFailingOnASecondRouteLeavesNothingRunning(t *testing.T) {
 	t.Parallel()
-	_, nc, _ := natstest.JetStream(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	f := newFake()
-	good, err := route.New("good", f, config.Route{}, 1)
-	require.NoError(t, err)
-	bad, err := route.New("bad", f, config.Route{}, 1)
-	require.NoError(t, err)
-	g, gctx := errgroup.WithContext(ctx)
-	env, err := app.Open(gctx, g, &config.Config{}, nc, map[string]*route.Route{"good": good, "bad": bad}, metrics.New(), zerolog.Nop())
-	require.NoError(t, err)
+	s := stack.New(t, stack.Config{Adapters: map[string]provider.Adapter{"good": f, "bad": f}})
 	// Something else holds the bad route's intake with an incompatible
 	// consumer of the same name.
-	_, err = env.Res.Intake.CreateConsumer(ctx, jetstream.ConsumerConfig{Durable: env.NS.IngestConsumer("bad"),
-		FilterSubject: env.NS.Submit("bad"), AckPolicy: jetstream.AckExplicitPolicy})
+	_, err := s.Res.Intake.CreateConsumer(s.Ctx(), jetstream.ConsumerConfig{Durable: s.NS.IngestConsumer("bad"),
+		FilterSubject: s.NS.Submit("bad"), AckPolicy: jetstream.AckExplicitPolicy})
 	require.NoError(t, err)
-	svc, err := ingest.New(ingest.Config{Routes: env.Routes, Options: env.Options()}, env.JS, env.NS, env.Res, env.Jobs, env.Pauses)
+	svc, err := ingest.New(ingest.Config{Routes: s.Routes, Options: s.Options}, s.JS, s.NS, s.Res, s.Jobs.Intake(), s.Pauses)
 	require.NoError(t, err)
 	var ie *events.IncompatibleError
-	require.ErrorAs(t, svc.Run(gctx), &ie)
-	cancel()
-	require.NoError(t, g.Wait())
+	require.ErrorAs(t, svc.Run(s.Ctx()), &ie)
 }
 
 // A route capped at one running job: submissions wait for the slot
@@ -434,30 +388,30 @@ func TestRunningSlotsAdmitOneJobAtATime(t *testing.T) {
 	f.answers["b"] = []error{errRefused}
 	s := start(t, f, config.Route{Budgets: config.Budgets{Running: 1}}, nil)
 	slots := func() uint64 {
-		st, err := s.env.JS.Stream(s.ctx, s.env.NS.RunningStream(events.LevelRoute, "fake"))
+		st, err := s.JS.Stream(s.Ctx(), s.NS.RunningStream(events.LevelRoute, "fake"))
 		require.NoError(t, err)
 		return st.CachedInfo().State.Msgs
 	}
 	s.submit("a")
-	a := s.until("a", submitted)
+	a := s.Until("a", submitted)
 	require.Equal(t, []string{"fake"}, scopes(a), "the job names the slot it holds")
 	s.submit("b")
 	b, err := json.Marshal(events.Submit{V: events.Version, ID: "d", Model: "m", Input: json.RawMessage(`{}`), TimeoutS: 2})
 	require.NoError(t, err)
-	_, err = s.env.JS.Publish(s.ctx, s.env.NS.Submit("fake"), b)
+	_, err = s.JS.Publish(s.Ctx(), s.NS.Submit("fake"), b)
 	require.NoError(t, err)
 	s.submit("e")
 	for _, id := range []string{"b", "e"} {
-		j := s.until(id, func(j *state.Job) bool { return j.WaitingFor != "" })
+		j := s.Until(id, func(j *state.Job) bool { return j.WaitingFor != "" })
 		// Full, or behind others waiting for the slot (the submit workers
 		// take the three at once).
 		require.Contains(t, []string{"route fake", "queue fake"}, j.WaitingFor)
 		require.Equal(t, state.Pending, j.State)
 	}
-	s.publish(s.env.NS.Cancel("fake"), events.Cancel{V: events.Version, ID: "e", Reason: "not needed"})
-	e := s.until("e", func(j *state.Job) bool { return j.State.Terminal() })
+	s.Publish(s.NS.Cancel("fake"), events.Cancel{V: events.Version, ID: "e", Reason: "not needed"})
+	e := s.Until("e", func(j *state.Job) bool { return j.State.Terminal() })
 	require.Equal(t, state.Canceled, e.State, "a waiting job is canceled without a create")
-	d := s.until("d", func(j *state.Job) bool { return j.State.Terminal() })
+	d := s.Until("d", func(j *state.Job) bool { return j.State.Terminal() })
 	require.Equal(t, state.Expired, d.State, "its deadline passed while it waited")
 	require.Equal(t, 1, f.createsOf("a"))
 	for _, id := range []string{"b", "d", "e"} {
@@ -466,13 +420,13 @@ func TestRunningSlotsAdmitOneJobAtATime(t *testing.T) {
 	require.EqualValues(t, 1, slots())
 
 	// a's cancel frees its slot: b starts, is refused, and frees it too.
-	s.publish(s.env.NS.Cancel("fake"), events.Cancel{V: events.Version, ID: "a"})
-	b2 := s.until("b", func(j *state.Job) bool { return j.State.Terminal() })
+	s.Publish(s.NS.Cancel("fake"), events.Cancel{V: events.Version, ID: "a"})
+	b2 := s.Until("b", func(j *state.Job) bool { return j.State.Terminal() })
 	require.Equal(t, state.Failed, b2.State)
 	require.Empty(t, b2.Slots, "the end clears the slots it held")
-	require.Equal(t, state.Canceled, s.until("a", func(j *state.Job) bool { return j.State.Terminal() }).State)
+	require.Equal(t, state.Canceled, s.Until("a", func(j *state.Job) bool { return j.State.Terminal() }).State)
 	s.submit("c")
-	c := s.until("c", submitted)
+	c := s.Until("c", submitted)
 	require.Equal(t, []string{"fake"}, scopes(c), "b's refused create freed the slot")
 	s.intakeDone()
 	require.EqualValues(t, 1, slots(), "c alone holds a slot")
@@ -529,21 +483,21 @@ func TestARemoteIDIsIndexedWhereWebhooksNeedIt(t *testing.T) {
 	f.byRemote = true
 	s := start(t, f, config.Route{}, nil)
 	s.submit("a")
-	j := s.until("a", submitted)
-	s.publish(s.env.NS.Track("fake"), events.Track{V: events.Version, ID: "t", RemoteID: "elsewhere-1", Model: "m"})
-	s.until("t", func(j *state.Job) bool { return j.RemoteID != "" })
+	j := s.Until("a", submitted)
+	s.Publish(s.NS.Track("fake"), events.Track{V: events.Version, ID: "t", RemoteID: "elsewhere-1", Model: "m"})
+	s.Until("t", func(j *state.Job) bool { return j.RemoteID != "" })
 	for remote, id := range map[string]string{j.RemoteID: "a", "elsewhere-1": "t"} {
 		require.Eventually(t, func() bool {
-			got, err := s.env.Jobs.ByRemote(context.Background(), "fake", remote)
+			got, err := s.Jobs.Webhooks().ByRemote(context.Background(), "fake", remote)
 			return err == nil && got == id
 		}, 10*time.Second, 10*time.Millisecond, "remote %s → job %s", remote, id)
 	}
 
 	plain := start(t, newFake(), config.Route{}, nil)
 	plain.submit("b")
-	jb := plain.until("b", submitted)
+	jb := plain.Until("b", submitted)
 	plain.intakeDone()
-	_, err := plain.env.Jobs.ByRemote(context.Background(), "fake", jb.RemoteID)
+	_, err := plain.Jobs.Webhooks().ByRemote(context.Background(), "fake", jb.RemoteID)
 	require.ErrorIs(t, err, state.ErrNotFound, "not indexed where no webhook needs it")
 }
 
@@ -553,10 +507,10 @@ func TestARemoteIDIsIndexedWhereWebhooksNeedIt(t *testing.T) {
 func TestANotifyURLNeedsTheDeploymentsConsent(t *testing.T) {
 	t.Parallel()
 	s := start(t, newFake(), config.Route{}, nil)
-	s.publish(s.env.NS.Submit("fake"), events.Submit{V: events.Version, ID: "n", Model: "m", Input: json.RawMessage(`{}`), NotifyURL: "https://app.example/hook"})
+	s.Publish(s.NS.Submit("fake"), events.Submit{V: events.Version, ID: "n", Model: "m", Input: json.RawMessage(`{}`), NotifyURL: "https://app.example/hook"})
 	require.Contains(t, s.rejection("fake", "n").Rejection.Error, "notify_url: this deployment does not call submissions' own endpoints")
 
 	ok := startWith(t, newFake(), config.Route{}, nil, func(c *ingest.Config) { c.NotifyURLs = true })
-	ok.publish(ok.env.NS.Submit("fake"), events.Submit{V: events.Version, ID: "n", Model: "m", Input: json.RawMessage(`{}`), NotifyURL: "https://app.example/hook"})
-	require.Equal(t, "https://app.example/hook", ok.until("n", submitted).NotifyURL)
+	ok.Publish(ok.NS.Submit("fake"), events.Submit{V: events.Version, ID: "n", Model: "m", Input: json.RawMessage(`{}`), NotifyURL: "https://app.example/hook"})
+	require.Equal(t, "https://app.example/hook", ok.Until("n", submitted).NotifyURL)
 }

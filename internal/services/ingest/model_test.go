@@ -1,24 +1,19 @@
 package ingest_test
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sync/errgroup"
 
-	"github.com/pollux-dev/pollux/internal/core/route"
 	"github.com/pollux-dev/pollux/internal/platform/config"
 	"github.com/pollux-dev/pollux/internal/services/ingest"
-	"github.com/pollux-dev/pollux/internal/testkit/natstest"
-	"github.com/pollux-dev/pollux/internal/wiring/app"
-	"github.com/pollux-dev/pollux/internal/wiring/metrics"
+	"github.com/pollux-dev/pollux/internal/testkit/stack"
 	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/provider"
 	"github.com/pollux-dev/pollux/pkg/schedule"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
@@ -55,40 +50,32 @@ func (*knowing) Failures(string, string) (float64, float64) { return 0, 0 }
 // models runs ingest for routes "a" and "b" and model route "m" over them
 // (the model "a-model" on a, "b-model" on b, no exploration).
 type models struct {
-	*stack
+	*rig
 	a, b  *fake
 	known *knowing
 }
 
 func startModels(t *testing.T) *models {
 	t.Helper()
-	_, nc, _ := natstest.JetStream(t)
-	ctx, cancel := context.WithCancel(context.Background())
 	fa, fb := newFake(), newFake()
-	ra, err := route.New("a", fa, config.Route{}, 1)
-	require.NoError(t, err)
-	rb, err := route.New("b", fb, config.Route{}, 1)
-	require.NoError(t, err)
-	cfg := &config.Config{
-		Routes: map[string]config.Route{"a": {}, "b": {}},
-		ModelRoutes: map[string]config.ModelRoute{"m": {Explore: -1, Members: []config.ModelRouteMember{
-			{Route: "a", Model: "a-model"}, {Route: "b", Model: "b-model"}}}},
-	}
-	g, gctx := errgroup.WithContext(ctx)
-	env, err := app.Open(gctx, g, cfg, nc, map[string]*route.Route{"a": ra, "b": rb}, metrics.New(), zerolog.Nop())
-	require.NoError(t, err)
+	st := stack.New(t, stack.Config{
+		Pollux: &config.Config{
+			ModelRoutes: map[string]config.ModelRoute{"m": {Explore: -1, Members: []config.ModelRouteMember{
+				{Route: "a", Model: "a-model"}, {Route: "b", Model: "b-model"}}}},
+		},
+		Adapters: map[string]provider.Adapter{"a": fa, "b": fb},
+	})
 	known := &knowing{median: map[string]float64{}}
-	svc, err := ingest.New(ingest.Config{Routes: env.Routes, ModelRoutes: env.ModelRoutes, Learned: known, Options: env.Options(),
-		CallTimeout: time.Second, SweepInterval: 50 * time.Millisecond}, env.JS, env.NS, env.Res, env.Jobs, env.Pauses)
+	svc, err := ingest.New(ingest.Config{Routes: st.Routes, ModelRoutes: st.ModelRoutes, Learned: known, Options: st.Options,
+		CallTimeout: time.Second, SweepInterval: 50 * time.Millisecond}, st.JS, st.NS, st.Res, st.Jobs.Intake(), st.Pauses)
 	require.NoError(t, err)
-	g.Go(func() error { return svc.Run(gctx) })
-	t.Cleanup(func() { cancel(); require.NoError(t, g.Wait()) })
-	return &models{stack: &stack{t: t, ctx: gctx, env: env}, a: fa, b: fb, known: known}
+	st.Go(svc.Run)
+	return &models{rig: &rig{Stack: st, t: t}, a: fa, b: fb, known: known}
 }
 
 func (s *models) submitTo(route, id string) {
 	s.t.Helper()
-	s.publish(s.env.NS.Submit(route), events.Submit{V: events.Version, ID: id, Model: "kling", Input: json.RawMessage(`{}`)})
+	s.Publish(s.NS.Submit(route), events.Submit{V: events.Version, ID: id, Model: "kling", Input: json.RawMessage(`{}`)})
 }
 
 // A submission to a model route is routed once, to the member that has
@@ -101,7 +88,7 @@ func TestAModelRouteRoutesEachJobOnce(t *testing.T) {
 	s := startModels(t)
 
 	s.submitTo("m", "first")
-	j := s.until("first", submitted)
+	j := s.Until("first", submitted)
 	require.Equal(t, "a", j.Route, "nothing learned: the first member")
 	require.Equal(t, "a-model", j.Model)
 	require.NotNil(t, j.Routing)
@@ -112,7 +99,7 @@ func TestAModelRouteRoutesEachJobOnce(t *testing.T) {
 	s.known.set("a", 200)
 	s.known.set("b", 50)
 	s.submitTo("m", "second")
-	j = s.until("second", submitted)
+	j = s.Until("second", submitted)
 	require.Equal(t, "b", j.Route, "b learned to be faster: %s", j.Routing.Why)
 	require.Equal(t, "b-model", j.Model)
 
@@ -124,17 +111,17 @@ func TestAModelRouteRoutesEachJobOnce(t *testing.T) {
 	require.Zero(t, s.b.createsOf("first"))
 	require.Equal(t, 1, s.b.createsOf("second"))
 
-	s.publish(s.env.NS.Cancel("m"), events.Cancel{V: events.Version, ID: "first"})
-	j = s.until("first", func(j *state.Job) bool { return j.State == state.Canceled })
+	s.Publish(s.NS.Cancel("m"), events.Cancel{V: events.Version, ID: "first"})
+	j = s.Until("first", func(j *state.Job) bool { return j.State == state.Canceled })
 	require.Equal(t, "a", j.Route)
 	require.Equal(t, 1, s.a.cancels)
 
 	// b pauses: the next job fails over to a.
-	_, err := s.env.Pauses.RateLimited(s.ctx, "b", time.Minute, "429 from b")
+	_, err := s.Pauses.RateLimited(s.Ctx(), "b", time.Minute, "429 from b")
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return s.env.Pauses.Remaining("b") > 0 }, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return s.Pauses.Remaining("b") > 0 }, 5*time.Second, 10*time.Millisecond)
 	s.submitTo("m", "third")
-	j = s.until("third", submitted)
+	j = s.Until("third", submitted)
 	require.Equal(t, "a", j.Route, "b is paused: %s", j.Routing.Why)
 	require.Contains(t, j.Routing.Why, "paused")
 }
@@ -145,27 +132,27 @@ func TestAModelRouteRoutesEachJobOnce(t *testing.T) {
 func TestAModelRouteRejectsWhatItCannotTake(t *testing.T) {
 	t.Parallel()
 	s := startModels(t)
-	s.publish(s.env.NS.Track("m"), events.Track{V: events.Version, ID: "tracked", RemoteID: "r1", Model: "kling"})
+	s.Publish(s.NS.Track("m"), events.Track{V: events.Version, ID: "tracked", RemoteID: "r1", Model: "kling"})
 	require.Contains(t, s.rejection("m", "tracked").Rejection.Error, "model route")
 
-	s.publish(s.env.NS.Submit("a"), events.Submit{V: events.Version, ID: "direct", Model: "a-model", Input: json.RawMessage(`{}`)})
-	s.until("direct", submitted)
+	s.Publish(s.NS.Submit("a"), events.Submit{V: events.Version, ID: "direct", Model: "a-model", Input: json.RawMessage(`{}`)})
+	s.Until("direct", submitted)
 	s.submitTo("m", "direct")
 	require.Contains(t, s.rejection("m", "direct").Rejection.Error, "already used by a job on route a")
 
-	s.publish(s.env.NS.Cancel("m"), events.Cancel{V: events.Version, ID: "direct"})
+	s.Publish(s.NS.Cancel("m"), events.Cancel{V: events.Version, ID: "direct"})
 	require.Eventually(t, func() bool {
-		msg, err := s.env.Res.Events.GetLastMsgForSubject(s.ctx, s.env.NS.Event("m", "direct"))
+		msg, err := s.Res.Events.GetLastMsgForSubject(s.Ctx(), s.NS.Event("m", "direct"))
 		if err != nil {
 			return false
 		}
 		ev, err := events.DecodeEvent(msg.Data)
 		return err == nil && ev.Rejection != nil && strings.Contains(ev.Rejection.Error, "on route a, not m")
 	}, 20*time.Second, 10*time.Millisecond, "the cancel of another route's job is rejected")
-	s.publish(s.env.NS.Cancel("m"), events.Cancel{V: events.Version, ID: "nobody"})
+	s.Publish(s.NS.Cancel("m"), events.Cancel{V: events.Version, ID: "nobody"})
 	require.Contains(t, s.rejection("m", "nobody").Rejection.Error, "no such job")
 	// A hedge no poller asked for: the job is not marked hedged by it.
-	s.publish(s.env.NS.Submit("b"), events.Submit{V: events.Version, ID: "direct-h", Model: "b-model", Input: json.RawMessage(`{}`), HedgeOf: "direct"})
+	s.Publish(s.NS.Submit("b"), events.Submit{V: events.Version, ID: "direct-h", Model: "b-model", Input: json.RawMessage(`{}`), HedgeOf: "direct"})
 	require.Contains(t, s.rejection("b", "direct-h").Rejection.Error, "hedge_of: job direct is not hedged by direct-h")
 	s.intakeDone() // and the sweep of unserved routes left the model route alone
 	require.Equal(t, 1, s.a.createsOf("direct"))

@@ -138,7 +138,7 @@ func (s *Service) rearm(ctx context.Context, rec jobs.Record, result, what strin
 // withdraw ends a job whose cancel came before it was submitted.
 func (s *Service) withdraw(ctx context.Context, rec jobs.Record, log zerolog.Logger) move {
 	obs := state.Observation{State: state.Canceled, Reason: "canceled before it was submitted", Source: state.FromCancel, At: s.cfg.Now().UTC()}
-	if _, err := s.jobs.End(ctx, rec, obs); err != nil {
+	if _, err := s.jobs.End(ctx, rec, obs, jobs.Always); err != nil {
 		return end(s.retry(log, err, "recording the cancel"))
 	}
 	return end(events.Done(), "canceled")

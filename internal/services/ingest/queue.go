@@ -31,7 +31,7 @@ import (
 // others), each tenant's oldest first. Starting a job is what a redelivered
 // submission does (resume); its ticket is deleted once the job is
 // submitted or ended. Two processes that pick one ticket at once take one
-// slot (a job's slot is its own) and make one attempt (jobs.Owner.Attempt
+// slot (a job's slot is its own) and make one attempt (jobs.Intake.Attempt
 // is exclusive): the second finds the first's attempt and leaves it.
 
 // How often a queue looks for tickets when nothing wakes it: often while
@@ -412,7 +412,7 @@ func (s *Service) sweepTicket(ctx context.Context, q *queue, data []byte, seq ui
 		return false
 	}
 	obs := state.Observation{State: state.Expired, Reason: "the deadline passed while it waited for a running slot", Source: state.FromPollux, At: s.cfg.Now().UTC()}
-	after, err := s.jobs.Withdraw(ctx, rec, obs)
+	after, err := s.jobs.End(ctx, rec, obs, jobs.UnlessSubmitted)
 	if err != nil || !after.State.Terminal() {
 		return false
 	}

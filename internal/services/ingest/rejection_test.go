@@ -15,13 +15,13 @@ import (
 )
 
 // rejection waits for the rejected event on route's subject of job id.
-func (s *stack) rejection(route, id string) *events.Event {
+func (s *rig) rejection(route, id string) *events.Event {
 	s.t.Helper()
-	c, err := s.env.JS.OrderedConsumer(s.ctx, s.env.NS.EventsStream(), jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{s.env.NS.Event(route, id)}})
+	c, err := s.JS.OrderedConsumer(s.Ctx(), s.NS.EventsStream(), jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{s.NS.Event(route, id)}})
 	require.NoError(s.t, err)
 	msg, err := c.Next(jetstream.FetchMaxWait(20 * time.Second))
-	require.NoError(s.t, err, "no event on %s", s.env.NS.Event(route, id))
+	require.NoError(s.t, err, "no event on %s", s.NS.Event(route, id))
 	ev, err := events.DecodeEvent(msg.Data())
 	require.NoError(s.t, err)
 	require.Equal(s.t, events.EventRejected, ev.Type)
@@ -29,7 +29,7 @@ func (s *stack) rejection(route, id string) *events.Event {
 }
 
 // sweeping runs ingest for route "fake" sweeping unserved routes often.
-func sweeping(t *testing.T) *stack {
+func sweeping(t *testing.T) *rig {
 	t.Helper()
 	return startWith(t, newFake(), config.Route{}, nil, func(c *ingest.Config) { c.SweepInterval = 50 * time.Millisecond })
 }
@@ -41,7 +41,7 @@ func TestAMistypedRoutesRejectionLandsOnTheKeysID(t *testing.T) {
 	t.Parallel()
 	s := sweeping(t)
 	key := strings.Repeat("k", events.MaxKeyLen+1)
-	_, err := s.env.JS.Publish(context.Background(), s.env.NS.Submit("fakee"),
+	_, err := s.JS.Publish(context.Background(), s.NS.Submit("fakee"),
 		[]byte(`{"v":1,"idempotency_key":"`+key+`","model":"m","input":{}}`))
 	require.NoError(t, err)
 	ev := s.rejection("fakee", events.KeyID("fakee", key))
@@ -53,7 +53,7 @@ func TestAMistypedRoutesRejectionLandsOnTheKeysID(t *testing.T) {
 func TestAMistypedRoutesCancelWithoutAnIDLandsOnThePlaceholder(t *testing.T) {
 	t.Parallel()
 	s := sweeping(t)
-	_, err := s.env.JS.Publish(context.Background(), s.env.NS.Cancel("fakee"), []byte(`{"v":1,"reason":"typo"}`))
+	_, err := s.JS.Publish(context.Background(), s.NS.Cancel("fakee"), []byte(`{"v":1,"reason":"typo"}`))
 	require.NoError(t, err)
 	ev := s.rejection("fakee", "_")
 	require.Equal(t, events.KindCancel, ev.Rejection.Kind)
@@ -65,7 +65,7 @@ func TestAnOverlongKeysRejectionLandsOnItsID(t *testing.T) {
 	t.Parallel()
 	s := start(t, newFake(), config.Route{}, nil)
 	key := strings.Repeat("k", events.MaxKeyLen+1)
-	_, err := s.env.JS.Publish(context.Background(), s.env.NS.Submit("fake"),
+	_, err := s.JS.Publish(context.Background(), s.NS.Submit("fake"),
 		[]byte(`{"v":1,"idempotency_key":"`+key+`","model":"m","input":{}}`))
 	require.NoError(t, err)
 	ev := s.rejection("fake", events.KeyID("fake", key))

@@ -17,7 +17,7 @@ import (
 // handled, a child of the submitter's span when the message's headers
 // carry its traceparent, and one for each provider call. The job's
 // record takes the intake span's context as the job's trace when the
-// owner creates it (jobs.Owner.Accept). With tracing off each helper
+// owner creates it (jobs.Intake.Accept). With tracing off each helper
 // returns after one nil check.
 
 // intakeSpan starts the span of handling msg, an intake message of kind

@@ -57,7 +57,7 @@ func (s *Service) track(ctx context.Context, in intake) (events.Outcome, string)
 }
 
 // indexRemote records the job's remote id in the remote index when its
-// route's webhooks name only the remote job (see jobs.Owner.IndexRemote).
+// route's webhooks name only the remote job (see jobs.Intake.IndexRemote).
 // Best effort, a few tries: without the entry, the job's webhook cannot be
 // routed, and its polls find its end anyway.
 func (s *Service) indexRemote(ctx context.Context, r *route.Route, j *state.Job, log zerolog.Logger) {

@@ -43,7 +43,7 @@ func TestFirstDeliveryOnlyArms(t *testing.T) {
 	rt, err := route.New("r", idle{}, config.Route{Poll: config.Poll{MaxDelay: time.Minute}}, 1)
 	require.NoError(t, err)
 	s := &Service{cfg: Config{Now: func() time.Time { return now }}, ns: events.Default, rnd: schedule.NewRand(1),
-		jobs: jobs.New(events.Default, nil, &events.Resources{}, jobs.Config{})}
+		jobs: jobs.New(events.Default, nil, &events.Resources{}, jobs.Config{}).Polls()}
 	check := func(due time.Time) events.Outcome {
 		j := &state.Job{ID: "job-1", Route: "r", RemoteID: "x", State: state.Running, CreatedAt: now}
 		b, err := json.Marshal(events.Check{V: events.Version, JobID: j.ID, Due: due, Poll: events.PollStateOf(j)})

@@ -109,7 +109,7 @@ type Service struct {
 	cfg    Config
 	js     jetstream.JetStream
 	res    *events.Resources
-	jobs   *jobs.Owner
+	jobs   jobs.Polls
 	pauses *route.Pauses
 	ns     events.Namespace
 	log    zerolog.Logger
@@ -128,7 +128,7 @@ type Service struct {
 }
 
 // New validates the configuration and prepares the service.
-func New(cfg Config, js jetstream.JetStream, ns events.Namespace, res *events.Resources, owner *jobs.Owner, pauses *route.Pauses) (*Service, error) {
+func New(cfg Config, js jetstream.JetStream, ns events.Namespace, res *events.Resources, owner jobs.Polls, pauses *route.Pauses) (*Service, error) {
 	if len(cfg.Routes) == 0 {
 		return nil, errors.New("poller: Routes: at least one route is required")
 	}
@@ -262,7 +262,7 @@ func (s *Service) jobLog(r *route.Route, d *jobs.Delivery) *zerolog.Logger {
 }
 
 // arm handles a check's first delivery: it waits until the check's first
-// poll is due, parked when that is far away (jobs.Owner.Wait).
+// poll is due, parked when that is far away (jobs.Polls.Wait).
 func (s *Service) arm(ctx context.Context, r *route.Route, d *jobs.Delivery, now time.Time) events.Outcome {
 	wait := d.Check.Due.Sub(now)
 	if -wait > r.Policy.Longest() {

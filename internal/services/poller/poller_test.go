@@ -8,19 +8,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/pollux-dev/pollux/internal/core/route"
 	"github.com/pollux-dev/pollux/internal/platform/config"
 	"github.com/pollux-dev/pollux/internal/services/poller"
-	"github.com/pollux-dev/pollux/internal/testkit/natstest"
-	"github.com/pollux-dev/pollux/internal/wiring/app"
-	"github.com/pollux-dev/pollux/internal/wiring/metrics"
+	"github.com/pollux-dev/pollux/internal/testkit/stack"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/provider"
 	"github.com/pollux-dev/pollux/pkg/state"
@@ -75,27 +70,19 @@ func (s *script) callsOf(remote string) int {
 	return s.calls[remote]
 }
 
-// fleet is a route served by a scripted provider, with its jobs tracked.
+// fleet is a route served by a scripted provider, with its jobs tracked,
+// on a stack (internal/testkit/stack).
 type fleet struct {
-	t    *testing.T
-	ctx  context.Context
-	env  *app.Env
-	g    *errgroup.Group
-	stop context.CancelFunc
+	*stack.Stack
+	t *testing.T
 }
 
-func newFleet(t *testing.T, nc *nats.Conn, prefix string, sc *script, rc config.Route) *fleet {
+func newFleet(t *testing.T, prefix string, sc *script, rc config.Route) *fleet {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	rt, err := route.New("script", sc, rc, 1)
-	require.NoError(t, err)
-	g, gctx := errgroup.WithContext(ctx)
-	env, err := app.Open(gctx, g, &config.Config{Prefix: prefix, Routes: map[string]config.Route{"script": rc}}, nc,
-		map[string]*route.Route{"script": rt}, metrics.New(), zerolog.Nop())
-	require.NoError(t, err)
-	f := &fleet{t: t, ctx: gctx, env: env, g: g, stop: cancel}
-	t.Cleanup(func() { cancel(); _ = g.Wait() })
-	return f
+	return &fleet{t: t, Stack: stack.New(t, stack.Config{
+		Pollux:   &config.Config{Prefix: prefix, Routes: map[string]config.Route{"script": rc}},
+		Adapters: map[string]provider.Adapter{"script": sc},
+	})}
 }
 
 // track tracks n jobs, each due now.
@@ -106,28 +93,23 @@ func (f *fleet) track(n int) {
 		j := &state.Job{ID: fmt.Sprintf("job-%02d", i), Route: "script", Model: "m", RemoteID: fmt.Sprintf("r-%02d", i),
 			State: state.Queued, ProviderStatus: "starting", Tracked: true, CreatedAt: now, SubmittedAt: now, NextCheckAt: now}
 		j.Record(events.EventSubmitted, now)
-		_, created, err := f.env.Jobs.Accept(f.ctx, j)
-		require.NoError(f.t, err)
-		require.True(f.t, created)
+		f.Accept(j)
 	}
 }
 
-// poll runs k pollers until the context ends.
+// poll runs k pollers until the test ends.
 func (f *fleet) poll(k int) {
 	f.t.Helper()
 	for range k {
-		po, err := poller.New(poller.Config{Routes: f.env.Routes, Options: f.env.Options()},
-			f.env.JS, f.env.NS, f.env.Res, f.env.Jobs, f.env.Pauses)
+		po, err := poller.New(poller.Config{Routes: f.Routes, Options: f.Options}, f.JS, f.NS, f.Res, f.Jobs.Polls(), f.Pauses)
 		require.NoError(f.t, err)
-		f.g.Go(func() error { return po.Run(f.ctx) })
+		f.Go(po.Run)
 	}
 }
 
 func (f *fleet) job(i int) *state.Job {
 	f.t.Helper()
-	j, err := f.env.Jobs.Get(context.Background(), fmt.Sprintf("job-%02d", i))
-	require.NoError(f.t, err)
-	return j
+	return f.Job(fmt.Sprintf("job-%02d", i))
 }
 
 func (f *fleet) waitTerminal(n int) {
@@ -149,7 +131,6 @@ func (f *fleet) waitTerminal(n int) {
 // through a route pause — because it is counted by the checks' deliveries.
 func TestQuietPollsWriteNothing(t *testing.T) {
 	t.Parallel()
-	_, nc, _ := natstest.JetStream(t)
 	limited := &provider.Error{Class: provider.RateLimited, HTTPStatus: 429, RetryAfter: 300 * time.Millisecond}
 	sc := &script{calls: map[string]int{}, steps: []step{
 		{state: state.Queued, raw: "starting"}, {state: state.Queued, raw: "starting"}, {state: state.Queued, raw: "starting"},
@@ -158,7 +139,7 @@ func TestQuietPollsWriteNothing(t *testing.T) {
 		{state: state.Running, raw: "processing"}, {state: state.Running, raw: "processing"}, {state: state.Running, raw: "processing"},
 		{state: state.Succeeded, raw: "succeeded"},
 	}}
-	f := newFleet(t, nc, "quiet", sc, config.Route{Workers: config.Workers{Status: 8},
+	f := newFleet(t, "quiet", sc, config.Route{Workers: config.Workers{Status: 8},
 		Poll: config.Poll{MinDelay: 20 * time.Millisecond, MaxDelay: 20 * time.Millisecond}})
 	const n = 20
 	f.track(n)
@@ -166,7 +147,7 @@ func TestQuietPollsWriteNothing(t *testing.T) {
 	// Count the writes of every job record.
 	writes := map[string]int{}
 	var wmu sync.Mutex
-	w, err := f.env.Res.Jobs.WatchAll(f.ctx, jetstream.UpdatesOnly())
+	w, err := f.Res.Jobs.WatchAll(f.Ctx(), jetstream.UpdatesOnly())
 	require.NoError(t, err)
 	defer func() { _ = w.Stop() }()
 	go func() {
@@ -200,23 +181,22 @@ func TestQuietPollsWriteNothing(t *testing.T) {
 // the state.
 func TestCheckWithoutPollStateGainsOne(t *testing.T) {
 	t.Parallel()
-	_, nc, _ := natstest.JetStream(t)
 	sc := &script{calls: map[string]int{}, steps: []step{{state: state.Running, raw: "processing"}}}
-	f := newFleet(t, nc, "legacy", sc, config.Route{Poll: config.Poll{MinDelay: time.Minute, MaxDelay: time.Minute}})
+	f := newFleet(t, "legacy", sc, config.Route{Poll: config.Poll{MinDelay: time.Minute, MaxDelay: time.Minute}})
 	f.track(1)
 	ctx := context.Background()
-	v, err := f.env.Jobs.Check(ctx, "script", "job-00")
+	v, err := f.Jobs.Check(ctx, "script", "job-00")
 	require.NoError(t, err)
-	require.NoError(t, f.env.Res.Checks.DeleteMsg(ctx, v.Seq))
-	_, err = f.env.JS.Publish(ctx, f.env.NS.Check("script", "job-00"), []byte(`{"v":1,"job_id":"job-00"}`))
+	require.NoError(t, f.Res.Checks.DeleteMsg(ctx, v.Seq))
+	_, err = f.JS.Publish(ctx, f.NS.Check("script", "job-00"), []byte(`{"v":1,"job_id":"job-00"}`))
 	require.NoError(t, err)
 
 	f.poll(1)
 	require.Eventually(t, func() bool {
-		v, err := f.env.Jobs.Check(ctx, "script", "job-00")
+		v, err := f.Jobs.Check(ctx, "script", "job-00")
 		return err == nil && v.Check != nil && v.Check.Poll != nil
 	}, 20*time.Second, 20*time.Millisecond, "the first poll gives the check its poll state")
-	v, err = f.env.Jobs.Check(ctx, "script", "job-00")
+	v, err = f.Jobs.Check(ctx, "script", "job-00")
 	require.NoError(t, err)
 	require.Equal(t, 1, v.Check.Poll.Polls)
 	require.Equal(t, "r-00", v.Check.Poll.RemoteID)
@@ -230,10 +210,9 @@ func TestCheckWithoutPollStateGainsOne(t *testing.T) {
 // instead of being retried until its deadline.
 func TestARefusedStatusCallFailsTheJobOnceConfirmed(t *testing.T) {
 	t.Parallel()
-	_, nc, _ := natstest.JetStream(t)
 	refused := &provider.Error{Class: provider.Invalid, HTTPStatus: 422, Message: "prediction id is malformed"}
 	sc := &script{calls: map[string]int{}, steps: []step{{err: refused}}}
-	f := newFleet(t, nc, "refused", sc, config.Route{Poll: config.Poll{MinDelay: 20 * time.Millisecond, ErrorBase: 20 * time.Millisecond}})
+	f := newFleet(t, "refused", sc, config.Route{Poll: config.Poll{MinDelay: 20 * time.Millisecond, ErrorBase: 20 * time.Millisecond}})
 	f.track(1)
 	f.poll(1)
 	f.waitTerminal(1)
@@ -249,16 +228,15 @@ func TestARefusedStatusCallFailsTheJobOnceConfirmed(t *testing.T) {
 // again.
 func TestAuthFailurePausesTheRouteAndFailsNoJob(t *testing.T) {
 	t.Parallel()
-	_, nc, _ := natstest.JetStream(t)
 	denied := &provider.Error{Class: provider.Auth, HTTPStatus: 401, Message: "invalid token"}
 	sc := &script{calls: map[string]int{}, steps: []step{{err: denied}, {state: state.Succeeded, raw: "succeeded"}}}
-	f := newFleet(t, nc, "auth", sc, config.Route{Poll: config.Poll{MinDelay: 20 * time.Millisecond, MaxDelay: 20 * time.Millisecond}})
-	f.env.Pauses.AuthBase = time.Second // 30 s in production
+	f := newFleet(t, "auth", sc, config.Route{Poll: config.Poll{MinDelay: 20 * time.Millisecond, MaxDelay: 20 * time.Millisecond}})
+	f.Pauses.AuthBase = time.Second // 30 s in production
 	f.track(1)
 	f.poll(1)
-	require.Eventually(t, func() bool { _, ok := f.env.Pauses.Active("script"); return ok }, 20*time.Second, 10*time.Millisecond,
+	require.Eventually(t, func() bool { _, ok := f.Pauses.Active("script"); return ok }, 20*time.Second, 10*time.Millisecond,
 		"the route is paused")
-	ps, _ := f.env.Pauses.Active("script")
+	ps, _ := f.Pauses.Active("script")
 	require.Equal(t, route.PauseAuth, ps.Kind)
 	require.Equal(t, 1, ps.Strikes)
 	require.False(t, f.job(0).State.Terminal(), "no job is failed for it")
@@ -273,19 +251,18 @@ func TestAuthFailurePausesTheRouteAndFailsNoJob(t *testing.T) {
 // first left running (goleak checks at the end of the package).
 func TestRunFailingOnASecondRouteLeavesNothingRunning(t *testing.T) {
 	t.Parallel()
-	_, nc, _ := natstest.JetStream(t)
 	sc := &script{calls: map[string]int{}, steps: []step{{state: state.Running, raw: "processing"}}}
-	f := newFleet(t, nc, "second", sc, config.Route{})
+	f := newFleet(t, "second", sc, config.Route{})
 	bad, err := route.New("broken", sc, config.Route{Partitions: 2}, 1)
 	require.NoError(t, err)
-	routes := map[string]*route.Route{"script": f.env.Routes["script"], "broken": bad}
+	routes := map[string]*route.Route{"script": f.Routes["script"], "broken": bad}
 	// The broken route's partitions overlap a consumer already there.
-	_, err = events.EnsureConsumer(f.ctx, f.env.Res.Checks, jetstream.ConsumerConfig{
-		Durable: "squatter", FilterSubject: f.env.NS.Checks("broken"), AckPolicy: jetstream.AckExplicitPolicy})
+	_, err = events.EnsureConsumer(f.Ctx(), f.Res.Checks, jetstream.ConsumerConfig{
+		Durable: "squatter", FilterSubject: f.NS.Checks("broken"), AckPolicy: jetstream.AckExplicitPolicy})
 	require.NoError(t, err)
-	po, err := poller.New(poller.Config{Routes: routes, Options: f.env.Options()}, f.env.JS, f.env.NS, f.env.Res, f.env.Jobs, f.env.Pauses)
+	po, err := poller.New(poller.Config{Routes: routes, Options: f.Options}, f.JS, f.NS, f.Res, f.Jobs.Polls(), f.Pauses)
 	require.NoError(t, err)
-	require.Error(t, po.Run(f.ctx))
+	require.Error(t, po.Run(f.Ctx()))
 }
 
 // Every poll of a queued job tells the fleet's queue velocity how far it
@@ -294,17 +271,16 @@ func TestRunFailingOnASecondRouteLeavesNothingRunning(t *testing.T) {
 // the schedule's hint.
 func TestQueuedJobsTeachTheQueuesVelocity(t *testing.T) {
 	t.Parallel()
-	_, nc, _ := natstest.JetStream(t)
 	sc := &script{calls: map[string]int{}, steps: []step{
 		{state: state.Queued, raw: "queued", pos: 9}, {state: state.Queued, raw: "queued", pos: 9},
 		{state: state.Queued, raw: "queued", pos: 4}, {state: state.Running, raw: "processing"},
 		{state: state.Succeeded, raw: "succeeded"},
 	}}
-	f := newFleet(t, nc, "queue", sc, config.Route{Poll: config.Poll{MinDelay: 20 * time.Millisecond, MaxDelay: 20 * time.Millisecond}})
+	f := newFleet(t, "queue", sc, config.Route{Poll: config.Poll{MinDelay: 20 * time.Millisecond, MaxDelay: 20 * time.Millisecond}})
 	var mu sync.Mutex
 	var moved []float64
 	var asked int
-	po, err := poller.New(poller.Config{Routes: f.env.Routes, Options: f.env.Options(),
+	po, err := poller.New(poller.Config{Routes: f.Routes, Options: f.Options,
 		Queue: func(route string, m float64, elapsed time.Duration) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -318,10 +294,10 @@ func TestQueuedJobsTeachTheQueuesVelocity(t *testing.T) {
 			asked++
 			return 0.5
 		},
-	}, f.env.JS, f.env.NS, f.env.Res, f.env.Jobs, f.env.Pauses)
+	}, f.JS, f.NS, f.Res, f.Jobs.Polls(), f.Pauses)
 	require.NoError(t, err)
 	f.track(1) // tracked queued, with no place known yet
-	f.g.Go(func() error { return po.Run(f.ctx) })
+	f.Go(po.Run)
 	f.waitTerminal(1)
 	mu.Lock()
 	defer mu.Unlock()

@@ -22,7 +22,7 @@ import (
 func tracedPoll(t testing.TB, tr *tracing.Tracer, job string) (*Service, *route.Route, *jobs.Delivery) {
 	rt, err := route.New("r", idle{}, config.Route{}, 1)
 	require.NoError(t, err)
-	s := &Service{jobs: jobs.New(events.Default, nil, &events.Resources{}, jobs.Config{Tracer: tr})}
+	s := &Service{jobs: jobs.New(events.Default, nil, &events.Resources{}, jobs.Config{Tracer: tr}).Polls()}
 	live := &events.PollState{RemoteID: "x", Model: "m", State: state.Running, Polls: 3, Trace: job}
 	return s, rt, &jobs.Delivery{Route: "r", JobID: "job-1", N: 3, Live: live}
 }

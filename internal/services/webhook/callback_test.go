@@ -16,7 +16,7 @@ import (
 	"github.com/pollux-dev/pollux/internal/core/route"
 	"github.com/pollux-dev/pollux/internal/platform/config"
 	"github.com/pollux-dev/pollux/internal/services/webhook"
-	"github.com/pollux-dev/pollux/internal/testkit/natstest"
+	"github.com/pollux-dev/pollux/internal/testkit/stack"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/provider"
 	"github.com/pollux-dev/pollux/pkg/provider/generic"
@@ -38,10 +38,8 @@ const lumaLike = `{
 func TestUnsignedCallbacksAreHints(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	srv := natstest.Server(t)
-	_, js := natstest.Connect(t, srv)
-	res, err := events.Default.Setup(ctx, js, events.Options{})
-	require.NoError(t, err)
+	st := stack.New(t, stack.Config{})
+	js, res, owner := st.JS, st.Res, st.Jobs
 	a, err := generic.New(provider.Config{Route: "luma", Kind: generic.Kind, Token: "t", Options: json.RawMessage(lumaLike)})
 	require.NoError(t, err)
 	rt, err := route.New("luma", a, config.Route{WebhookURL: "https://hooks.example/webhooks/luma"}, 1)
@@ -51,12 +49,11 @@ func TestUnsignedCallbacksAreHints(t *testing.T) {
 	u := rt.JobWebhookURL("job-1")
 	require.Contains(t, u, "token=")
 
-	owner := jobs.New(events.Default, js, res, jobs.Config{})
 	later := time.Now().Add(time.Hour).UTC()
 	track(t, owner, &state.Job{ID: "job-1", Route: "luma", RemoteID: "gen-9", State: state.Running, WebhookExpected: true, NextCheckAt: later})
 	rev := revision(t, res, "job-1")
 
-	svc, err := webhook.New(webhook.Config{Routes: map[string]*route.Route{"luma": rt}}, js, events.Default, res, owner)
+	svc, err := webhook.New(webhook.Config{Routes: map[string]*route.Route{"luma": rt}}, js, events.Default, res, owner.Webhooks())
 	require.NoError(t, err)
 	hs := httptest.NewServer(svc.Handler())
 	defer hs.Close()
@@ -95,7 +92,7 @@ func TestUnsignedCallbacksAreHints(t *testing.T) {
 func track(t *testing.T, owner *jobs.Owner, j *state.Job) {
 	t.Helper()
 	j.CreatedAt = time.Now().UTC()
-	_, created, err := owner.Accept(context.Background(), j)
+	_, created, err := owner.Intake().Accept(context.Background(), j)
 	require.NoError(t, err)
 	require.True(t, created)
 }

@@ -80,7 +80,7 @@ func TestRemovalRetriedUntilTheCheckGoes(t *testing.T) {
 	require.Error(t, err, "the webhook user cannot delete checks yet")
 
 	svc, err := webhook.New(webhook.Config{Routes: map[string]*route.Route{"rep": repRoute(t, config.Route{})}},
-		hook, events.Default, hres, jobs.New(events.Default, hook, hres, jobs.Config{}))
+		hook, events.Default, hres, jobs.New(events.Default, hook, hres, jobs.Config{}).Webhooks())
 	require.NoError(t, err)
 	code, _, _ := do(t, signedRequest(t, serve(t, svc)+"/webhooks/rep?job=job-1", "msg_1", time.Now(), prediction))
 	require.Equal(t, http.StatusOK, code)

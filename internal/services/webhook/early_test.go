@@ -15,7 +15,7 @@ import (
 	"github.com/pollux-dev/pollux/internal/core/route"
 	"github.com/pollux-dev/pollux/internal/platform/config"
 	"github.com/pollux-dev/pollux/internal/services/webhook"
-	"github.com/pollux-dev/pollux/internal/testkit/natstest"
+	"github.com/pollux-dev/pollux/internal/testkit/stack"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
@@ -35,10 +35,8 @@ type early struct {
 
 func startEarly(t *testing.T) *early {
 	t.Helper()
-	_, js := natstest.Connect(t, natstest.Server(t))
-	res, err := events.Default.Setup(context.Background(), js, events.Options{})
-	require.NoError(t, err)
-	e := &early{owner: jobs.New(events.Default, js, res, jobs.Config{}), res: res, dropped: map[string]int{}}
+	s := stack.New(t, stack.Config{})
+	e := &early{owner: s.Jobs, res: s.Res, dropped: map[string]int{}}
 	svc, err := webhook.New(webhook.Config{
 		Routes: map[string]*route.Route{"rep": repRoute(t, config.Route{})},
 		Now:    func() time.Time { return time.Now().Add(time.Duration(e.offset.Load())) },
@@ -47,7 +45,7 @@ func startEarly(t *testing.T) *early {
 			e.dropped[reason]++
 			e.mu.Unlock()
 		}},
-	}, js, events.Default, res, e.owner)
+	}, s.JS, s.NS, s.Res, e.owner.Webhooks())
 	require.NoError(t, err)
 	e.url = serve(t, svc) + "/webhooks/rep?job="
 	return e
@@ -68,7 +66,7 @@ func TestAnEarlyDeliveryIsHeldUntilItApplies(t *testing.T) {
 	e := startEarly(t)
 	ctx := context.Background()
 	now := time.Now().UTC()
-	rec, created, err := e.owner.Accept(ctx, &state.Job{ID: "job-1", Route: "rep", Model: "m", State: state.Pending,
+	rec, created, err := e.owner.Intake().Accept(ctx, &state.Job{ID: "job-1", Route: "rep", Model: "m", State: state.Pending,
 		WebhookExpected: true, CreatedAt: now, SubmitAttempts: 1, SubmitInDoubt: true, AttemptedAt: now, AttemptID: "a"})
 	require.NoError(t, err)
 	require.True(t, created)
@@ -80,7 +78,7 @@ func TestAnEarlyDeliveryIsHeldUntilItApplies(t *testing.T) {
 		return err != nil || j.State.Terminal()
 	}, 500*time.Millisecond, 50*time.Millisecond, "not applicable yet: held")
 
-	_, err = e.owner.Submitted(ctx, rec, jobs.Created{RemoteID: "p1", Due: time.Now().Add(time.Hour),
+	_, err = e.owner.Intake().Submitted(ctx, rec, jobs.Created{RemoteID: "p1", Due: time.Now().Add(time.Hour),
 		Obs: state.Observation{State: state.Queued, Source: state.FromSubmit, At: time.Now().UTC()}})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {

@@ -14,11 +14,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/pollux-dev/pollux/internal/core/jobs"
 	"github.com/pollux-dev/pollux/internal/core/route"
 	"github.com/pollux-dev/pollux/internal/platform/config"
 	"github.com/pollux-dev/pollux/internal/services/webhook"
-	"github.com/pollux-dev/pollux/internal/testkit/natstest"
+	"github.com/pollux-dev/pollux/internal/testkit/stack"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/provider"
 	"github.com/pollux-dev/pollux/pkg/provider/atlas"
@@ -46,10 +45,8 @@ const whsec = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 func TestDeliveriesThatNameOnlyTheJobAreHints(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	srv := natstest.Server(t)
-	_, js := natstest.Connect(t, srv)
-	res, err := events.Default.Setup(ctx, js, events.Options{})
-	require.NoError(t, err)
+	st := stack.New(t, stack.Config{})
+	js, res, owner := st.JS, st.Res, st.Jobs
 
 	// Atlas Cloud's JWKS, with the key k1.
 	k1 := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, ed25519.SeedSize))
@@ -72,14 +69,13 @@ func TestDeliveriesThatNameOnlyTheJobAreHints(t *testing.T) {
 		routes[name] = rt
 	}
 
-	owner := jobs.New(events.Default, js, res, jobs.Config{})
 	later := time.Now().Add(time.Hour).UTC()
 	track(t, owner, &state.Job{ID: "job-oai", Route: "oai", RemoteID: "video_1", State: state.Running, WebhookExpected: true, NextCheckAt: later})
 	track(t, owner, &state.Job{ID: "job-atlas", Route: "atlas", RemoteID: "pred1", State: state.Running, WebhookExpected: true, NextCheckAt: later})
 	track(t, owner, &state.Job{ID: "job-atlas-2", Route: "atlas", RemoteID: "pred2", State: state.Running, WebhookExpected: true, NextCheckAt: later})
 	revOAI, revAtlas := revision(t, res, "job-oai"), revision(t, res, "job-atlas")
 
-	svc, err := webhook.New(webhook.Config{Routes: routes}, js, events.Default, res, owner)
+	svc, err := webhook.New(webhook.Config{Routes: routes}, js, events.Default, res, owner.Webhooks())
 	require.NoError(t, err)
 	hs := httptest.NewServer(svc.Handler())
 	defer hs.Close()
@@ -150,10 +146,8 @@ func TestDeliveriesThatNameOnlyTheJobAreHints(t *testing.T) {
 func TestAProjectWideWebhookIsRoutedByItsRemoteID(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	srv := natstest.Server(t)
-	_, js := natstest.Connect(t, srv)
-	res, err := events.Default.Setup(ctx, js, events.Options{})
-	require.NoError(t, err)
+	st := stack.New(t, stack.Config{})
+	js, res, owner := st.JS, st.Res, st.Jobs
 	projectWide := `{
   "base_url": "https://provider.invalid/v1",
   "submit": {"path": "/videos", "model_field": "model", "id_path": "id"},
@@ -167,17 +161,16 @@ func TestAProjectWideWebhookIsRoutedByItsRemoteID(t *testing.T) {
 	rt, err := route.New("oai", gen, config.Route{WebhookURL: "https://hooks.example/webhooks/oai"}, 1)
 	require.NoError(t, err)
 
-	owner := jobs.New(events.Default, js, res, jobs.Config{})
 	later := time.Now().Add(time.Hour).UTC()
 	track(t, owner, &state.Job{ID: "job-1", Route: "oai", RemoteID: "video_9", State: state.Running, WebhookExpected: true, NextCheckAt: later})
-	require.NoError(t, owner.IndexRemote(ctx, "oai", "video_9", "job-1"))
-	got, err := owner.ByRemote(ctx, "oai", "video_9")
+	require.NoError(t, owner.Intake().IndexRemote(ctx, "oai", "video_9", "job-1"))
+	got, err := owner.Webhooks().ByRemote(ctx, "oai", "video_9")
 	require.NoError(t, err)
 	require.Equal(t, "job-1", got)
-	_, err = owner.ByRemote(ctx, "other", "video_9")
+	_, err = owner.Webhooks().ByRemote(ctx, "other", "video_9")
 	require.ErrorIs(t, err, state.ErrNotFound, "per route")
 
-	svc, err := webhook.New(webhook.Config{Routes: map[string]*route.Route{"oai": rt}}, js, events.Default, res, owner)
+	svc, err := webhook.New(webhook.Config{Routes: map[string]*route.Route{"oai": rt}}, js, events.Default, res, owner.Webhooks())
 	require.NoError(t, err)
 	hs := httptest.NewServer(svc.Handler())
 	defer hs.Close()

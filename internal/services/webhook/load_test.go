@@ -70,14 +70,14 @@ func loadRun(t *testing.T, unique, dups, senders int, restart bool) loadResult {
 	later := time.Now().Add(time.Hour)
 	for i := range unique {
 		create.Go(func() error {
-			_, _, err := owner.Accept(ctx, &state.Job{ID: fmt.Sprintf("job-%d", i), Route: "rep", RemoteID: fmt.Sprintf("p%d", i),
+			_, _, err := owner.Intake().Accept(ctx, &state.Job{ID: fmt.Sprintf("job-%d", i), Route: "rep", RemoteID: fmt.Sprintf("p%d", i),
 				State: state.Running, WebhookExpected: true, NextCheckAt: later})
 			return err
 		})
 	}
 	require.NoError(t, create.Wait())
 	svc, err := webhook.New(webhook.Config{Routes: map[string]*route.Route{"rep": repRoute(t, config.Route{})}, PublishTimeout: time.Second, Workers: 16},
-		js, events.Default, res, owner)
+		js, events.Default, res, owner.Webhooks())
 	require.NoError(t, err)
 	base := serve(t, svc) + "/webhooks/rep?job="
 

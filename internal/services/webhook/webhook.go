@@ -124,14 +124,14 @@ type Service struct {
 	cfg  Config
 	js   jetstream.JetStream
 	res  *events.Resources
-	jobs *jobs.Owner
+	jobs jobs.Webhooks
 	ns   events.Namespace
 	log  zerolog.Logger
 	rnd  *rand.Rand
 }
 
 // New validates the configuration and prepares the service.
-func New(cfg Config, js jetstream.JetStream, ns events.Namespace, res *events.Resources, owner *jobs.Owner) (*Service, error) {
+func New(cfg Config, js jetstream.JetStream, ns events.Namespace, res *events.Resources, owner jobs.Webhooks) (*Service, error) {
 	if len(cfg.Routes) == 0 {
 		return nil, errors.New("webhook: Routes: at least one route is required")
 	}
@@ -307,7 +307,7 @@ func (s *Service) serve(w http.ResponseWriter, req *http.Request, name string) i
 }
 
 // byRemote finds the job of a delivery to a route's one endpoint by its
-// remote id (jobs.Owner.ByRemote); it returns the job, or the status it
+// remote id (jobs.Webhooks.ByRemote); it returns the job, or the status it
 // answered with. A remote id no job has is answered 200 and ignored
 // (counted as dropped, unknown_job): the account's endpoint hears of every
 // job, also those other applications made, and retrying would not change

@@ -26,6 +26,7 @@ import (
 	"github.com/pollux-dev/pollux/internal/platform/config"
 	"github.com/pollux-dev/pollux/internal/services/webhook"
 	"github.com/pollux-dev/pollux/internal/testkit/natstest"
+	"github.com/pollux-dev/pollux/internal/testkit/stack"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/provider"
 	"github.com/pollux-dev/pollux/pkg/provider/replicate"
@@ -42,11 +43,7 @@ type receiver struct {
 
 func start(t *testing.T) *receiver {
 	t.Helper()
-	srv := natstest.Server(t)
-	nc, js := natstest.Connect(t, srv)
-	ctx, cancel := context.WithCancel(context.Background())
-	res, err := events.Default.Setup(ctx, js, events.Options{})
-	require.NoError(t, err)
+	s := stack.New(t, stack.Config{})
 	withHooks := repRoute(t, config.Route{WebhookMaxBody: 4 << 10})
 	pollOnly, err := route.New("quiet", withHooks.Adapter, config.Route{}, 1)
 	require.NoError(t, err)
@@ -54,10 +51,9 @@ func start(t *testing.T) *receiver {
 	svc, err := webhook.New(webhook.Config{
 		Routes:            map[string]*route.Route{"rep": withHooks, "quiet": pollOnly},
 		ReadHeaderTimeout: 300 * time.Millisecond, PublishTimeout: 500 * time.Millisecond,
-	}, js, events.Default, res, jobs.New(events.Default, js, res, jobs.Config{}))
+	}, s.JS, s.NS, s.Res, s.Jobs.Webhooks())
 	require.NoError(t, err)
-	t.Cleanup(func() { cancel(); nc.Close() }) // after the service stopped
-	r := &receiver{url: serve(t, svc), srv: srv, res: res}
+	r := &receiver{url: serve(t, svc), srv: s.Server, res: s.Res}
 	require.Eventually(t, func() bool {
 		resp, err := http.Get(r.url + "/healthz")
 		if err != nil {
@@ -238,7 +234,7 @@ func TestReceiverAsksForARetryWhateverTheJetStreamTimeout(t *testing.T) {
 	res, err := events.Default.Setup(context.Background(), js, events.Options{})
 	require.NoError(t, err)
 	svc, err := webhook.New(webhook.Config{Routes: map[string]*route.Route{"rep": repRoute(t, config.Route{})}, PublishTimeout: 200 * time.Millisecond},
-		js, events.Default, res, jobs.New(events.Default, js, res, jobs.Config{}))
+		js, events.Default, res, jobs.New(events.Default, js, res, jobs.Config{}).Webhooks())
 	require.NoError(t, err)
 	hs := httptest.NewServer(svc.Handler())
 	defer hs.Close()
@@ -276,12 +272,9 @@ func TestSlowHeadersAreCutOff(t *testing.T) {
 // applier running.
 func TestHandlerStoresTheRawDelivery(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Server(t)
-	_, js := natstest.Connect(t, srv)
-	res, err := events.Default.Setup(context.Background(), js, events.Options{})
-	require.NoError(t, err)
-	svc, err := webhook.New(webhook.Config{Routes: map[string]*route.Route{"rep": repRoute(t, config.Route{})}}, js, events.Default, res,
-		jobs.New(events.Default, js, res, jobs.Config{}))
+	s := stack.New(t, stack.Config{})
+	res := s.Res
+	svc, err := webhook.New(webhook.Config{Routes: map[string]*route.Route{"rep": repRoute(t, config.Route{})}}, s.JS, s.NS, res, s.Jobs.Webhooks())
 	require.NoError(t, err)
 	hs := httptest.NewServer(svc.Handler())
 	defer hs.Close()

@@ -40,7 +40,7 @@ func TestRepartitionLosesNothing(t *testing.T) {
 		r := *e.Env.Routes[dev.RouteName]
 		r.Partitions = parts
 		po, err := poller.New(poller.Config{Routes: map[string]*route.Route{r.Name: &r}, Options: e.Env.Options()},
-			e.Env.JS, e.Env.NS, e.Env.Res, e.Env.Jobs, e.Env.Pauses)
+			e.Env.JS, e.Env.NS, e.Env.Res, e.Env.Jobs.Polls(), e.Env.Pauses)
 		require.NoError(t, err)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)

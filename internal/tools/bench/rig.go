@@ -92,7 +92,7 @@ func (r *rig) startPoller() error {
 		}
 	}
 	po, err := poller.New(poller.Config{Routes: r.env.Routes, Options: r.env.Options(), Metrics: m},
-		r.env.JS, r.env.NS, r.env.Res, r.env.Jobs, r.env.Pauses)
+		r.env.JS, r.env.NS, r.env.Res, r.env.Jobs.Polls(), r.env.Pauses)
 	if err != nil {
 		return err
 	}

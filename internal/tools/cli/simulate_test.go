@@ -32,14 +32,14 @@ func history(t *testing.T, n int) string {
 		submitted := start.Add(time.Duration(i) * 15 * time.Second)
 		j := &state.Job{ID: fmt.Sprintf("job-%03d", i), Route: "r", Model: "m",
 			RemoteID: "x", State: state.Queued, Tracked: true, CreatedAt: submitted, SubmittedAt: submitted}
-		rec, _, err := owner.Accept(ctx, j)
+		rec, _, err := owner.Intake().Accept(ctx, j)
 		require.NoError(t, err)
 		obs := state.Observation{State: state.Succeeded, StartedAt: submitted.Add(2 * time.Second),
 			CompletedAt: submitted.Add(time.Duration(42+i%7*5) * time.Second), At: submitted.Add(time.Minute)}
 		if i%10 == 9 {
 			obs.State = state.Expired
 		}
-		_, err = owner.End(ctx, rec, obs)
+		_, err = owner.Intake().End(ctx, rec, obs, jobs.Always)
 		require.NoError(t, err)
 	}
 	return s.ClientURL()

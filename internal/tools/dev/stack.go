@@ -132,20 +132,20 @@ func Start(ctx context.Context, g *errgroup.Group, nc *nats.Conn, sc StackConfig
 		return nil, err
 	}
 	in, err := ingest.New(ingest.Config{Routes: routes, Options: env.Options(), Logger: log.With().Str("component", "ingest").Logger(),
-		Metrics: m.Ingest(), Learned: env.Stats, SweepInterval: time.Second}, env.JS, env.NS, env.Res, env.Jobs, env.Pauses)
+		Metrics: m.Ingest(), Learned: env.Stats, SweepInterval: time.Second}, env.JS, env.NS, env.Res, env.Jobs.Intake(), env.Pauses)
 	if err != nil {
 		_ = hookLn.Close()
 		return nil, err
 	}
 	po, err := poller.New(poller.Config{Routes: routes, Options: env.Options(), Logger: log.With().Str("component", "poller").Logger(), Metrics: m.Poller(), Learned: env.Stats,
 		Queue: env.Stats.ObserveQueue, QueueRate: env.Stats.QueueRate},
-		env.JS, env.NS, env.Res, env.Jobs, env.Pauses)
+		env.JS, env.NS, env.Res, env.Jobs.Polls(), env.Pauses)
 	if err != nil {
 		_ = hookLn.Close()
 		return nil, err
 	}
 	wh, err := webhook.New(webhook.Config{Routes: routes, Options: env.Options(), Logger: log.With().Str("component", "webhook").Logger(), Metrics: m.Webhook()},
-		env.JS, env.NS, env.Res, env.Jobs)
+		env.JS, env.NS, env.Res, env.Jobs.Webhooks())
 	if err != nil {
 		_ = hookLn.Close()
 		return nil, err

@@ -274,7 +274,7 @@ func TestJobWithoutTraceContext(t *testing.T) {
 		Tracked: true, CreatedAt: now, SubmittedAt: now, ChangedAt: now, Deadline: now.Add(10 * time.Minute), NextCheckAt: now}
 	j.Record(events.EventSubmitted, now)
 	// As a process without tracing stored it: no span, no trace context.
-	rec, createdJob, err := st.Env.Jobs.Accept(ctx, j)
+	rec, createdJob, err := st.Env.Jobs.Intake().Accept(ctx, j)
 	require.NoError(t, err)
 	require.True(t, createdJob)
 	require.Empty(t, rec.Trace)

@@ -41,19 +41,19 @@ func finish(t *testing.T, owner *jobs.Owner, all ...ended) {
 			j.CancelRequestedAt = at(e.end - 1)
 		}
 		j.Record(events.EventSubmitted, at(e.submit))
-		_, created, err := owner.Accept(ctx, j)
+		_, created, err := owner.Intake().Accept(ctx, j)
 		require.NoError(t, err)
 		require.True(t, created, e.id)
 		if e.state == "" {
 			continue
 		}
-		r, err := owner.Read(ctx, e.id)
+		r, err := owner.Intake().Read(ctx, e.id)
 		require.NoError(t, err)
 		obs := state.Observation{State: e.state, CompletedAt: at(e.end), At: at(e.end + 2), Source: state.FromPoll}
 		if e.start >= 0 {
 			obs.StartedAt = at(e.start)
 		}
-		_, err = owner.End(ctx, r, obs)
+		_, err = owner.Intake().End(ctx, r, obs, jobs.Always)
 		require.NoError(t, err)
 	}
 }

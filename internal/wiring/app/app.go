@@ -414,7 +414,7 @@ func hedgeEnded(ctx context.Context, owner *jobs.Owner, j *state.Job, log zerolo
 		if err != nil || o.State.Terminal() || o.RemoteID == "" {
 			return
 		}
-		if err := owner.Hint(hctx, o.Route, o.ID, o.RemoteID); err != nil && ctx.Err() == nil {
+		if err := owner.Webhooks().Hint(hctx, o.Route, o.ID, o.RemoteID); err != nil && ctx.Err() == nil {
 			log.Debug().Err(err).Str("job_id", o.ID).Msg("bringing a hedge's other job forward failed; its next poll settles it")
 		}
 	}()

@@ -210,10 +210,10 @@ routes:
 		probe := &state.Job{ID: "probe-" + user, Route: "unserved", RemoteID: "r-probe", State: state.Running,
 			WebhookExpected: true, CreatedAt: time.Now().UTC(), NextCheckAt: time.Now().Add(time.Hour)}
 		probe.Record(events.EventSubmitted, probe.CreatedAt)
-		rec, _, err := owner.Accept(ctx, probe)
+		rec, _, err := owner.Intake().Accept(ctx, probe)
 		require.NoError(t, err, "%s tracks a job: its record, its event, its check", user)
-		require.NoError(t, owner.Resume(ctx, rec), "%s resumes it: reads its latest event", user)
-		_, err = owner.Webhook(ctx, jobs.Notice{Route: "unserved", JobID: probe.ID, DeliveryID: "probe", RemoteID: "r-probe",
+		require.NoError(t, owner.Intake().Resume(ctx, rec), "%s resumes it: reads its latest event", user)
+		_, err = owner.Webhooks().Webhook(ctx, jobs.Notice{Route: "unserved", JobID: probe.ID, DeliveryID: "probe", RemoteID: "r-probe",
 			Obs: state.Observation{State: state.Succeeded}})
 		require.NoError(t, err, "%s ends it and removes its check", user)
 	}
