@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/pollux-dev/pollux/internal/core/jobs"
 	"github.com/pollux-dev/pollux/internal/edge/face"
 	"github.com/pollux-dev/pollux/internal/edge/frontdoor"
 	"github.com/pollux-dev/pollux/pkg/events"
@@ -119,7 +120,7 @@ func TestAFaceWaitsForAJob(t *testing.T) {
 	r := d.do(t, http.MethodGet, "/replicate/sim/wait/nope?for=200ms", "", nil)
 	require.Equal(t, http.StatusNotFound, r.status)
 
-	rec, created, err := d.jobs.Accept(t.Context(), &state.Job{ID: "w-1", Route: route, Model: "m", State: state.Pending, CreatedAt: time.Now().UTC()})
+	rec, created, err := d.jobs.Intake().Accept(t.Context(), &state.Job{ID: "w-1", Route: route, Model: "m", State: state.Pending, CreatedAt: time.Now().UTC()})
 	require.NoError(t, err)
 	require.True(t, created)
 	got := make(chan reply, 1)
@@ -129,7 +130,7 @@ func TestAFaceWaitsForAJob(t *testing.T) {
 		t.Fatalf("answered before the job ended: %s", r.raw)
 	case <-time.After(300 * time.Millisecond):
 	}
-	_, err = d.jobs.End(t.Context(), rec, state.Observation{State: state.Succeeded, Source: state.FromPoll, At: time.Now()})
+	_, err = d.jobs.Intake().End(t.Context(), rec, state.Observation{State: state.Succeeded, Source: state.FromPoll, At: time.Now()}, jobs.Always)
 	require.NoError(t, err)
 	select {
 	case r := <-got:
