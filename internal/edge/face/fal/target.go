@@ -154,13 +154,7 @@ func checkMethod(method, want, what string) *face.Error {
 	if method == want {
 		return nil
 	}
-	msg := what + " takes " + want + ", not " + method
-	if method == http.MethodGet && want == http.MethodPost {
-		// ServeMux redirects the mount's path without its slash, and a
-		// client follows a redirected POST as a GET.
-		msg += " (is the proxy URL missing its trailing slash?)"
-	}
-	return &face.Error{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed", Message: msg,
+	return &face.Error{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed", Message: what + " takes " + want + ", not " + method,
 		Header: http.Header{"Allow": {want}}}
 }
 

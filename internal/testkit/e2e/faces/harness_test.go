@@ -17,6 +17,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pollux-dev/pollux/internal/edge/face"
+	"github.com/pollux-dev/pollux/internal/edge/frontdoor"
 	"github.com/pollux-dev/pollux/internal/testkit/e2e/e2etest"
 	"github.com/pollux-dev/pollux/pkg/provider/sim"
 )
@@ -73,7 +75,7 @@ routes:
     workers: {submit: 8, status: 32}
     options: {idempotent: true}
     keep_inputs: true
-    faces: [replicate, fal, openai]
+    faces: [%[2]s]
   sim2:
     kind: replicate
     base_url: http://%[1]s
@@ -82,8 +84,8 @@ routes:
 model_routes:
   video:
     members: [{route: sim, model: acme/video}, {route: sim2, model: acme/video}]
-    faces: [replicate, fal, openai]
-`, simAddr)), 0o600))
+    faces: [%[2]s]
+`, simAddr, builtFaces())), 0o600))
 	tokens := filepath.Join(dir, "tokens")
 	require.NoError(t, os.WriteFile(tokens, []byte(tokenApp+" act name=app\n"+tokenRead+" read name=reader\n"), 0o600))
 	s := &stack{JS: js, Sim: simAddr, bin: bin, addr: fmt.Sprintf("127.0.0.1:%d", e2etest.FreePort(t)), tokens: tokens}
@@ -92,6 +94,18 @@ model_routes:
 	e2etest.Launch(t, "poller", s.env, filepath.Join(bin, "poller"))
 	s.StartIngest(t)
 	return s
+}
+
+// builtFaces lists the faces the front door can build (all of them, once
+// each face's package is in), for the routes' faces.
+func builtFaces() string {
+	var kinds []string
+	for _, k := range face.Kinds {
+		if _, ok := frontdoor.Builders[k]; ok {
+			kinds = append(kinds, string(k))
+		}
+	}
+	return strings.Join(kinds, ", ")
 }
 
 // StartIngest starts the ingest process with its front door and waits
