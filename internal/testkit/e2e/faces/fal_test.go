@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pollux-dev/pollux/internal/testkit/e2e/e2etest"
-	"github.com/pollux-dev/pollux/pkg/provider/sim"
+	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
@@ -203,21 +203,31 @@ func TestFalKeyedSubmitsSurviveAGatewayKill(t *testing.T) {
 	t.Parallel()
 	s := start(t)
 	const jobs = 60
-	killed := make(chan struct{})
+	killed := make(chan time.Duration, 1)
+	begun := time.Now()
 	go func() {
 		defer close(killed)
-		// Plain code, not require: this is not the test's goroutine.
-		for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-			if st, ok := simStats(s); ok && st.Creates >= 12 {
+		// Once a fifth of the submits are in the intake stream, freeze
+		// the gateway, so that each client's next submit hangs in it
+		// (each sends one every 100 ms), then kill it under them. Plain
+		// code, not require: this is not the test's goroutine.
+		for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			if intakeMsgs(t, s) >= jobs/5 {
+				_ = s.Ingest.Cmd.Process.Signal(syscall.SIGSTOP)
+				<-time.After(time.Second)
 				_ = s.Ingest.Cmd.Process.Signal(syscall.SIGKILL)
 				<-s.Ingest.Done()
+				killed <- time.Since(begun)
 				s.StartIngest(t)
 				return
 			}
 		}
 	}()
 	lines := node(t, "fal.mjs", 120*time.Second, falEnv(s, "keyed", "FAL_JOBS=60")...)
-	<-killed
+	done := time.Since(begun)
+	at, ok := <-killed
+	require.True(t, ok, "the gateway was never killed")
+	t.Logf("the gateway was killed %s in; the client was done after %s", at, done)
 	require.Len(t, lines, jobs)
 	ids, attempts, inDoubt := map[string]bool{}, 0, 0
 	for _, l := range lines {
@@ -230,7 +240,7 @@ func TestFalKeyedSubmitsSurviveAGatewayKill(t *testing.T) {
 		}
 	}
 	require.Len(t, ids, jobs, "one request per key")
-	require.Greater(t, attempts, jobs, "the kill made the client send some submits again")
+	require.GreaterOrEqual(t, attempts, jobs+6, "each of the 6 clients had a submit in the gateway when it was killed, and sent it again")
 	st := s.SimStats(t)
 	require.Equal(t, jobs, st.Predictions, "the provider has one job per key")
 	require.LessOrEqual(t, st.DuplicateCreates, inDoubt,
@@ -238,14 +248,16 @@ func TestFalKeyedSubmitsSurviveAGatewayKill(t *testing.T) {
 	t.Logf("%d submits for %d keys; the provider saw %d creates, %d of them repeated by Pollux for a create in doubt", attempts, jobs, st.Creates, st.DuplicateCreates)
 }
 
-// simStats is the simulated provider's statistics, without require (for
-// a goroutine other than the test's).
-func simStats(s *stack) (sim.Stats, bool) {
-	var st sim.Stats
-	resp, err := http.Get("http://" + s.Sim + "/_sim/stats") //nolint:noctx // a test's poll
+// intakeMsgs is the number of messages the intake stream has taken (its
+// last sequence; 0 when it cannot say).
+func intakeMsgs(t *testing.T, s *stack) uint64 {
+	st, err := s.JS.Stream(t.Context(), events.Default.IntakeStream())
 	if err != nil {
-		return st, false
+		return 0
 	}
-	defer func() { _ = resp.Body.Close() }()
-	return st, json.NewDecoder(resp.Body).Decode(&st) == nil
+	info, err := st.Info(t.Context())
+	if err != nil {
+		return 0
+	}
+	return info.State.LastSeq
 }

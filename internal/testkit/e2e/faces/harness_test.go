@@ -66,13 +66,18 @@ func start(t *testing.T) *stack {
 	env := []string{"SIM_TOKEN=sim-secret-token"}
 	_, simAddr := e2etest.SimProcess(t, bin, dir, "sim", simConfig, env, "SIM_TOKEN")
 	cfg := filepath.Join(dir, "pollux.yaml")
+	// A killed gateway's intake and checks are taken over within seconds,
+	// and a create it left in doubt is settled as soon (the tests SIGKILL
+	// it).
 	require.NoError(t, os.WriteFile(cfg, []byte(fmt.Sprintf(`
+streams: {intake_ack_wait: 6s, check_ack_wait: 4s}
 routes:
   sim:
     kind: replicate
     base_url: http://%[1]s
     token_env: SIM_TOKEN
     workers: {submit: 8, status: 32}
+    call_timeout: 2s
     options: {idempotent: true}
     keep_inputs: true
     faces: [%[2]s]
