@@ -30,10 +30,12 @@ type fakePollux struct {
 	submitErr error
 	hold      bool
 	changed   chan struct{}
+	// waits receives the id of each Wait call.
+	waits chan string
 }
 
 func newFake() *fakePollux {
-	return &fakePollux{jobs: map[string]*state.Job{}, changed: make(chan struct{})}
+	return &fakePollux{jobs: map[string]*state.Job{}, changed: make(chan struct{}), waits: make(chan string, 64)}
 }
 
 func (p *fakePollux) put(j *state.Job) {
@@ -71,6 +73,10 @@ func (p *fakePollux) Job(_ context.Context, id string) (*state.Job, error) {
 }
 
 func (p *fakePollux) Wait(ctx context.Context, id string, done func(*state.Job) bool) (*state.Job, error) {
+	select {
+	case p.waits <- id:
+	default:
+	}
 	for {
 		p.mu.Lock()
 		changed := p.changed

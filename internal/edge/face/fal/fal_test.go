@@ -321,6 +321,13 @@ func TestUnknownRequestsAreNotFound(t *testing.T) {
 	late := submit(t, f, "acme/video", `{}`)
 	got := make(chan reply, 1)
 	go func() { got <- call(t, f, http.MethodGet, requestURL(late, "/status"), "") }()
+	for waiting := ""; waiting != late; {
+		select {
+		case waiting = <-p.waits:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the status did not wait for the record")
+		}
+	}
 	sub := p.submissions()[len(p.submissions())-1]
 	p.put(&state.Job{ID: late, Route: route, State: state.Pending, Metadata: sub.Metadata})
 	select {
