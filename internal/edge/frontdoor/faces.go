@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pollux-dev/pollux/internal/edge/face"
+	"github.com/pollux-dev/pollux/internal/edge/face/fal"
 	"github.com/pollux-dev/pollux/internal/edge/face/openai"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/state"
@@ -26,6 +27,7 @@ import (
 
 // Builders are the faces this front door can serve.
 var Builders = map[face.Kind]face.New{
+	face.Fal:    fal.New,
 	face.OpenAI: openai.New,
 }
 

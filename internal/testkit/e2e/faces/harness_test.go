@@ -17,6 +17,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pollux-dev/pollux/internal/edge/face"
+	"github.com/pollux-dev/pollux/internal/edge/frontdoor"
 	"github.com/pollux-dev/pollux/internal/testkit/e2e/e2etest"
 	"github.com/pollux-dev/pollux/pkg/provider/sim"
 )
@@ -66,16 +68,21 @@ func start(t *testing.T) *stack {
 	env := []string{"SIM_TOKEN=sim-secret-token"}
 	_, simAddr := e2etest.SimProcess(t, bin, dir, "sim", simConfig, env, "SIM_TOKEN")
 	cfg := filepath.Join(dir, "pollux.yaml")
+	// A killed gateway's intake and checks are taken over within seconds,
+	// and a create it left in doubt is settled as soon (the tests SIGKILL
+	// it).
 	require.NoError(t, os.WriteFile(cfg, []byte(fmt.Sprintf(`
+streams: {intake_ack_wait: 6s, check_ack_wait: 4s}
 routes:
   sim:
     kind: replicate
     base_url: http://%[1]s
     token_env: SIM_TOKEN
     workers: {submit: 8, status: 32}
+    call_timeout: 2s
     options: {idempotent: true}
     keep_inputs: true
-    faces: [replicate, fal, openai]
+    faces: [%[2]s]
   sim2:
     kind: replicate
     base_url: http://%[1]s
@@ -84,8 +91,8 @@ routes:
 model_routes:
   video:
     members: [{route: sim, model: acme/video}, {route: sim2, model: acme/video}]
-    faces: [replicate, fal, openai]
-`, simAddr)), 0o600))
+    faces: [%[2]s]
+`, simAddr, builtFaces())), 0o600))
 	tokens := filepath.Join(dir, "tokens")
 	require.NoError(t, os.WriteFile(tokens, []byte(tokenApp+" act name=app\n"+tokenRead+" read name=reader\n"), 0o600))
 	s := &stack{JS: js, Sim: simAddr, bin: bin, addr: fmt.Sprintf("127.0.0.1:%d", e2etest.FreePort(t)), tokens: tokens}
@@ -94,6 +101,18 @@ model_routes:
 	e2etest.Launch(t, "poller", s.env, filepath.Join(bin, "poller"))
 	s.StartIngest(t)
 	return s
+}
+
+// builtFaces lists the faces the front door can build (all of them, once
+// each face's package is in), for the routes' faces.
+func builtFaces() string {
+	var kinds []string
+	for _, k := range face.Kinds {
+		if _, ok := frontdoor.Builders[k]; ok {
+			kinds = append(kinds, string(k))
+		}
+	}
+	return strings.Join(kinds, ", ")
 }
 
 // StartIngest starts the ingest process with its front door and waits

@@ -1,0 +1,67 @@
+// Package fal is Pollux's fal face: fal's queue API, served through the
+// fal client's proxy protocol, so an app written against @fal-ai/client
+// works against Pollux with
+//
+//	fal.config({credentials: POLLUX_TOKEN, proxyUrl: {url: "http://POLLUX/fal/{route}/", when: "always"}})
+//
+// The client then sends every request to that one URL with the URL it
+// meant in the x-fal-target-url header; the face dispatches on it:
+//
+//   - POST https://queue.fal.run/{owner}/{app}[/{path}] (submit) is a
+//     Pollux submission on the face's route whose model is the endpoint id
+//     ({owner}/{app}[/{path}], with a workflows/ or comfy/ namespace when
+//     it has one) and whose input is the body (a JSON object; none is {}).
+//     It is answered once durable, with fal's {request_id, response_url,
+//     status_url, cancel_url, status: IN_QUEUE, queue_position}: the
+//     request id is the job id, a version 4 UUID from face.IDBytes, so an
+//     Idempotency-Key header (the client's submit takes headers) makes a
+//     retried submit one job; the URLs are the ones the client builds.
+//   - GET …/{owner}/{app}/requests/{id}/status[?logs=1] answers from the
+//     job's record: IN_QUEUE (with queue_position, 0-based) until the
+//     provider runs it, IN_PROGRESS while it runs, COMPLETED once it has
+//     ended whatever the outcome (with metrics.inference_time when known,
+//     and error and error_type when it did not succeed), 202 before
+//     COMPLETED and 200 after, as fal answers. The client polls until
+//     COMPLETED and then asks for the result, so that is where a failure
+//     reaches the app.
+//   - GET …/requests/{id} (result): a succeeded job's outputs as fal's
+//     File objects — {"video": {url, content_type, file_name}} for the
+//     first output that is not an image, "images" for those that are, and
+//     "files" for all, in order (Pollux records outputs as URLs, not the
+//     provider's JSON) — or fal's error for one that ended otherwise (see
+//     failureOf: 422 validation error, 500, 499 client_cancelled, 504
+//     request_timeout of the user's kind, none of which the client
+//     retries).
+//   - PUT …/requests/{id}/cancel asks Pollux to cancel: 202
+//     CANCELLATION_REQUESTED, or 400 ALREADY_COMPLETED once the job has
+//     ended, 404 NOT_FOUND for an unknown id.
+//
+// Pollux is never an open proxy: it fetches nothing and forwards nothing,
+// and a target is served only when it is https://queue.fal.run/ with a
+// path of plain segments. Any other host — fal.run (fal.run()),
+// rest.fal.ai (storage uploads, tokens), a look-alike, an IP — and any
+// other scheme, a port, userinfo, percent-encoding, dot or empty
+// segments are refused with 412, as fal's own proxies refuse a foreign
+// target; a missing header is a 400.
+//
+// A request id is served only for a job this face created on its route
+// (its metadata face=fal and fal_app, its route or model route), for the
+// app the URL names; any other is 404. A request id Pollux has no record
+// of yet is waited for up to notFoundGrace before the 404: ingest takes a
+// submission within milliseconds of its answer, and the client asks for
+// its status at once.
+//
+// Errors are fal's shape, {"detail": "..."} (plus "message", which the
+// client makes its error's message of); a field at fault is a 422 whose
+// detail lists it as FastAPI does ({loc, msg, type}), which the client
+// throws as a ValidationError. The front door's own refusals come here
+// too: 401, 403, 429 and 503 with Retry-After.
+//
+// Decided where fal is silent or Pollux differs: fal_webhook is refused
+// (422; Pollux sends no fal-shaped webhooks); x-fal-request-timeout,
+// x-fal-queue-priority and x-fal-runner-hint are ignored (Pollux's
+// schedule and the route's deadline rule); status streaming
+// (…/status/stream) answers 501, so subscribe in its default polling
+// mode; logs=1 gives [] plus a line saying what a job not yet submitted
+// waits for.
+package fal
