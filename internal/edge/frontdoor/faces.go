@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pollux-dev/pollux/internal/edge/face"
+	"github.com/pollux-dev/pollux/internal/edge/face/replicate"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
@@ -24,7 +25,9 @@ import (
 // would the provider's. A face reaches Pollux only through facade, below.
 
 // Builders are the faces this front door can serve.
-var Builders = map[face.Kind]face.New{}
+var Builders = map[face.Kind]face.New{
+	face.Replicate: replicate.New,
+}
 
 // mountedFace is one face the front door serves.
 type mountedFace struct {
