@@ -34,6 +34,7 @@ var titles = map[int]string{
 	http.StatusForbidden:             "Permission denied",
 	http.StatusNotFound:              "Not found",
 	http.StatusMisdirectedRequest:    "Misdirected request",
+	http.StatusConflict:              "Conflict",
 	http.StatusRequestEntityTooLarge: "Request entity too large",
 	http.StatusUnsupportedMediaType:  "Unsupported media type",
 	http.StatusUnprocessableEntity:   "Input validation failed",

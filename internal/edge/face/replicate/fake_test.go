@@ -143,9 +143,14 @@ func (p *fakePollux) submissions() []events.Submit {
 // setup serves the face of route over a fake Pollux.
 func setup(t *testing.T) (*fakePollux, *httptest.Server) {
 	t.Helper()
+	return setupWith(t, replicate.New)
+}
+
+func setupWith(t *testing.T, build face.New) (*fakePollux, *httptest.Server) {
+	t.Helper()
 	p := newFake()
 	m := face.Mount{Kind: face.Replicate, Route: route, Prefix: face.Prefix(face.Replicate, route), Logger: zerolog.Nop()}
-	f := replicate.New(m, p)
+	f := build(m, p)
 	srv := httptest.NewServer(http.StripPrefix(m.Prefix, f.Handler()))
 	t.Cleanup(srv.Close)
 	return p, srv

@@ -35,18 +35,29 @@ const (
 	// CancelWait bounds how long a cancel waits for the job to end, so
 	// its answer says canceled when the cancel lands at once.
 	CancelWait = 2 * time.Second
+	// PendingTTL is how long a create answered before its record existed
+	// is answered "starting" by a get of this process while the record
+	// is still missing (a gateway that died holding the submission hands
+	// it on after the streams' intake_ack_wait, 60 s by default).
+	PendingTTL = 2 * time.Minute
+	// maxPending bounds those creates.
+	maxPending = 10000
 	// writeSlack is added to a held answer's write deadline.
 	writeSlack = 10 * time.Second
 )
 
 // Face is the Replicate face of one route.
 type Face struct {
-	m face.Mount
-	p face.Pollux
+	m          face.Mount
+	p          face.Pollux
+	recordWait time.Duration
+	pending    pending
 }
 
 // New builds the Replicate face of mount m over Pollux p.
-func New(m face.Mount, p face.Pollux) face.Face { return &Face{m: m, p: p} }
+func New(m face.Mount, p face.Pollux) face.Face {
+	return &Face{m: m, p: p, recordWait: RecordWait, pending: pending{by: map[string]*state.Job{}}}
+}
 
 // Handler serves Replicate's predictions endpoints below the mount's
 // prefix; any other path is answered 404 in Replicate's shape.
@@ -116,8 +127,10 @@ func (f *Face) create(w http.ResponseWriter, r *http.Request, model string) {
 	}
 	j := f.await(r.Context(), m.ID, start, hold)
 	if j == nil {
-		// Not taken yet: the submission will be; answer from the create.
-		j = &state.Job{ID: m.ID, Route: f.m.Route, Model: m.Model, State: state.Pending, CreatedAt: start, Metadata: m.Metadata}
+		// Not taken yet: the submission will be; answer from the create,
+		// and so answer a get until the record exists.
+		j = &state.Job{ID: m.ID, Route: f.m.Route, Model: m.Model, State: state.Pending, CreatedAt: start, Metadata: m.Metadata, Input: m.Input}
+		f.pending.add(j, f.m.Clock())
 	}
 	p := predictionOf(j, f.base(r), m.Input)
 	if !j.State.Terminal() {
@@ -132,7 +145,7 @@ func (f *Face) create(w http.ResponseWriter, r *http.Request, model string) {
 // RecordWait), and, when hold is set, once it has ended or hold has passed
 // since start; nil when there is no record yet.
 func (f *Face) await(ctx context.Context, id string, start time.Time, hold time.Duration) *state.Job {
-	rctx, cancel := context.WithDeadline(ctx, start.Add(max(RecordWait, hold)))
+	rctx, cancel := context.WithDeadline(ctx, start.Add(max(f.recordWait, hold)))
 	defer cancel()
 	j, err := f.p.Wait(rctx, id, func(*state.Job) bool { return true })
 	if err != nil {
@@ -269,6 +282,11 @@ func (f *Face) cancel(w http.ResponseWriter, r *http.Request) {
 		f.WriteError(w, *fe)
 		return
 	}
+	if f.pending.has(j) {
+		// A create not taken yet has no record to cancel.
+		f.WriteError(w, face.Error{Status: http.StatusConflict, Code: "not_taken_yet", Message: "the prediction is not taken yet; retry in a few seconds", RetryAfter: time.Second})
+		return
+	}
 	switch err := f.p.Cancel(r.Context(), r, j, "canceled through the Replicate face"); {
 	case errors.Is(err, face.ErrTerminal):
 	case err != nil:
@@ -292,6 +310,9 @@ func (f *Face) job(r *http.Request) (*state.Job, *face.Error) {
 	j, err := f.p.Job(r.Context(), id)
 	switch {
 	case errors.Is(err, state.ErrNotFound):
+		if p := f.pending.get(id, f.m.Clock()); p != nil {
+			return p, nil
+		}
 		e := notFound("no prediction " + id)
 		return nil, &e
 	case err != nil:

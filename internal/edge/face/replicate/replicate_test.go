@@ -213,6 +213,32 @@ func TestACreateWaitsForTheRecord(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 }
 
+// A create whose record is late (its gateway died holding the
+// submission) is answered from the create, and so is a get of it until
+// the record exists: the SDK polling it meets no 404.
+func TestARecordThatIsLate(t *testing.T) {
+	t.Parallel()
+	p, srv := setupWith(t, func(m face.Mount, p face.Pollux) face.Face { return replicate.NewWaiting(m, p, 50*time.Millisecond) })
+	p.mu.Lock()
+	p.hold = true
+	p.mu.Unlock()
+	resp, body := do(t, srv, http.MethodPost, "/v1/models/acme/video/predictions", `{"input":{"prompt":"late"}}`, nil)
+	require.Equal(t, http.StatusCreated, resp.StatusCode, body)
+	created := decode(t, body)
+	require.Equal(t, "starting", created.Status)
+	resp, body = do(t, srv, http.MethodGet, "/v1/predictions/"+created.ID, "", nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	require.Equal(t, "starting", decode(t, body).Status)
+	require.JSONEq(t, `{"prompt":"late"}`, string(decode(t, body).Input))
+	resp, body = do(t, srv, http.MethodPost, "/v1/predictions/"+created.ID+"/cancel", "", nil)
+	requireProblem(t, resp, body, http.StatusConflict, "")
+	require.Equal(t, "1", resp.Header.Get("Retry-After"))
+
+	p.put(&state.Job{ID: created.ID, Route: route, State: state.Running, CreatedAt: time.Now()})
+	_, body = do(t, srv, http.MethodGet, "/v1/predictions/"+created.ID, "", nil)
+	require.Equal(t, "processing", decode(t, body).Status, "the record, once it exists")
+}
+
 // An Idempotency-Key makes a retried create one prediction; without one
 // each create is its own.
 func TestIdempotencyKey(t *testing.T) {
