@@ -156,8 +156,14 @@ func setupWith(t *testing.T, build face.New) (*fakePollux, *httptest.Server) {
 	return p, srv
 }
 
+// answer is a response's status and headers.
+type answer struct {
+	StatusCode int
+	Header     http.Header
+}
+
 // do sends a request to the face and returns the response and its body.
-func do(t *testing.T, srv *httptest.Server, method, path, body string, h map[string]string) (*http.Response, string) {
+func do(t *testing.T, srv *httptest.Server, method, path, body string, h map[string]string) (*answer, string) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), method, srv.URL+"/replicate/"+route+path, strings.NewReader(body))
 	if err != nil {
@@ -176,5 +182,5 @@ func do(t *testing.T, srv *httptest.Server, method, path, body string, h map[str
 	if err != nil {
 		t.Fatal(err)
 	}
-	return resp, string(b)
+	return &answer{StatusCode: resp.StatusCode, Header: resp.Header}, string(b)
 }

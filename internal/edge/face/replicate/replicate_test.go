@@ -367,7 +367,7 @@ func TestWriteError(t *testing.T) {
 	}
 }
 
-func requireProblem(t *testing.T, resp *http.Response, body string, status int, field string) {
+func requireProblem(t *testing.T, resp *answer, body string, status int, field string) {
 	t.Helper()
 	require.Equal(t, status, resp.StatusCode, body)
 	require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"), body)
