@@ -14,6 +14,7 @@ import (
 	"github.com/pollux-dev/pollux/internal/edge/face"
 	"github.com/pollux-dev/pollux/internal/edge/face/fal"
 	"github.com/pollux-dev/pollux/internal/edge/face/openai"
+	"github.com/pollux-dev/pollux/internal/edge/face/replicate"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
@@ -27,8 +28,9 @@ import (
 
 // Builders are the faces this front door can serve.
 var Builders = map[face.Kind]face.New{
-	face.Fal:    fal.New,
-	face.OpenAI: openai.New,
+	face.Fal:       fal.New,
+	face.OpenAI:    openai.New,
+	face.Replicate: replicate.New,
 }
 
 // mountedFace is one face the front door serves.

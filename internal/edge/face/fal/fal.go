@@ -32,9 +32,9 @@ const notFoundGrace = 3 * time.Second
 // Face is fal's queue API, served through the fal client's proxy
 // protocol for one route.
 type Face struct {
-	m       face.Mount
-	p       face.Pollux
-	grace   time.Duration
+	m     face.Mount
+	p     face.Pollux
+	grace time.Duration
 }
 
 // New is the fal face of a mount over Pollux (a face.New).

@@ -1,0 +1,179 @@
+// Replicate's SDK (replicate@1.4.0), unchanged, against Pollux's Replicate
+// face: only its baseUrl and auth differ from an app that runs on
+// Replicate. It prints one JSON line per result, for the faces e2e test
+// (internal/testkit/e2e/faces/replicate_test.go) to check.
+//
+//   POLLUX_URL=http://127.0.0.1:8080 POLLUX_TOKEN=... MODE=main node replicate.mjs
+//
+// Modes (MODE, or the first argument):
+//   main    run() blocking and polling, predictions.create/get/cancel, wait()
+//   load    CLIENTS clients (one SDK client each) run JOBS jobs in all:
+//           even clients run() blocking, odd ones create and wait() at the
+//           SDK's default 500 ms poll interval
+//   errors  what the SDK throws for a wrong token, a read-only token
+//           (READ_TOKEN), a body without input, a webhook, an unknown id,
+//           and a token over its quota (SLOW_TOKEN)
+//   keyed   one create carrying Idempotency-Key: KEY through a custom
+//           fetch that retries a create whose connection broke, then wait()
+//   keyless one create as the SDK sends it (no key), reporting its error
+//
+// Environment: POLLUX_URL, POLLUX_TOKEN, ROUTE (sim), MODEL (acme/video),
+// CLIENTS (50), JOBS (200), READ_TOKEN, SLOW_TOKEN, KEY.
+//
+// Outputs stay URLs (useFileOutput: false): the simulated provider's
+// https URLs name no real host, and run() would download each one.
+
+import Replicate from "replicate";
+
+const env = process.env;
+const route = env.ROUTE ?? "sim";
+const baseUrl = `${env.POLLUX_URL}/replicate/${route}/v1`;
+const model = env.MODEL ?? "acme/video";
+const version = "5c7d5dc6dd8bf75c1acaa8565735e7986bc5b66206b55cca93cb72c9bf15ccaa";
+
+const client = (auth = env.POLLUX_TOKEN, extra = {}) =>
+  new Replicate({ auth, baseUrl, useFileOutput: false, ...extra });
+const print = (o) => console.log(JSON.stringify(o));
+
+// runOne runs one job with run(), returning its id from the progress
+// callback (run() itself returns only the output).
+async function runOne(replicate, ref, input, wait) {
+  let id;
+  try {
+    const output = await replicate.run(ref, { input, ...(wait ? { wait } : {}) }, (p) => {
+      id = p.id;
+    });
+    return { id, status: "succeeded", output };
+  } catch (err) {
+    return { id, status: "failed", error: String(err.message ?? err) };
+  }
+}
+
+// waitFor wait()s for a created prediction: its output, or the error
+// wait() throws (a failed prediction's, or any other).
+async function waitFor(replicate, created) {
+  try {
+    const done = await replicate.wait(created);
+    return { id: created.id, status: done.status, output: done.output };
+  } catch (err) {
+    return { id: created.id, status: "failed", error: String(err.message ?? err) };
+  }
+}
+
+// createAndWait creates a prediction and wait()s for it.
+async function createAndWait(replicate, input) {
+  const created = await replicate.predictions.create({ model, input });
+  return { created: created.status, ...(await waitFor(replicate, created)) };
+}
+
+function apiError(step, err) {
+  return {
+    step,
+    class: err?.constructor?.name,
+    name: err?.name,
+    status: err?.response?.status,
+    retry_after: err?.response?.headers?.get?.("retry-after") ?? null,
+    message: String(err?.message ?? err),
+  };
+}
+
+async function main() {
+  const replicate = client();
+  print({ step: "run-block", ...(await runOne(replicate, model, { prompt: "a cat" })) });
+  print({ step: "run-poll", ...(await runOne(replicate, `${model}:${version}`, { prompt: "a dog" }, { mode: "poll" })) });
+
+  const created = await replicate.predictions.create({ model, input: { prompt: "a bird" } });
+  const got = await replicate.predictions.get(created.id);
+  print({ step: "create-get-wait", created: created.status, got: got.id, urls: created.urls, ...(await waitFor(replicate, got)) });
+
+  const toCancel = await replicate.predictions.create({ model, input: { prompt: "a fish" } });
+  const canceled = await replicate.predictions.cancel(toCancel.id);
+  const after = await replicate.wait(canceled);
+  print({ step: "cancel", id: toCancel.id, answered: canceled.status, status: after.status });
+}
+
+async function load() {
+  const clients = Number(env.CLIENTS ?? 50);
+  const jobs = Number(env.JOBS ?? 200);
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: clients }, async (_, c) => {
+      const replicate = client();
+      while (next < jobs) {
+        const n = next++;
+        const r = c % 2 === 0
+          ? await runOne(replicate, model, { prompt: `job ${n}` })
+          : await createAndWait(replicate, { prompt: `job ${n}` });
+        print({ step: "load", client: c, n, ...r });
+      }
+    }),
+  );
+}
+
+async function errors() {
+  const steps = [
+    ["wrong-token", () => client("not-a-pollux-token-0123456789").predictions.create({ model, input: {} })],
+    ["read-only-token", () => client(env.READ_TOKEN).predictions.create({ model, input: {} })],
+    ["no-input", () => client().predictions.create({ model })],
+    ["webhook", () => client().predictions.create({ model, input: {}, webhook: "https://app.example/hook" })],
+    ["unknown-id", () => client().predictions.get("nosuchpredictionxxxxxxxxxx")],
+    ["read-only-get", () => client(env.READ_TOKEN).predictions.get("nosuchpredictionxxxxxxxxxx")],
+  ];
+  for (const [step, call] of steps) {
+    try {
+      const v = await call();
+      print({ step, unexpected: v });
+    } catch (err) {
+      print(apiError(step, err));
+    }
+  }
+  // Over its quota: the SDK retries a 429 a few times within
+  // milliseconds, ignoring Retry-After, then throws.
+  const slow = client(env.SLOW_TOKEN);
+  try {
+    await Promise.all(Array.from({ length: 20 }, () => slow.predictions.get("nosuchpredictionxxxxxxxxxx").catch((err) => {
+      if (err?.response?.status === 429) throw err;
+    })));
+    print({ step: "quota", unexpected: "no 429" });
+  } catch (err) {
+    print(apiError("quota", err));
+  }
+}
+
+// keyed: a create the app makes safe to retry, by giving it a key.
+async function keyed() {
+  let attempts = 0;
+  const retrying = async (url, init) => {
+    const deadline = Date.now() + 60_000;
+    for (;;) {
+      attempts++;
+      try {
+        return await fetch(url, { ...init, headers: { ...init.headers, "Idempotency-Key": env.KEY } });
+      } catch (err) {
+        if (Date.now() > deadline) throw err;
+        await new Promise((r) => setTimeout(r, 200));
+      }
+    }
+  };
+  const replicate = client(env.POLLUX_TOKEN, { fetch: retrying });
+  const created = await replicate.predictions.create({ model, input: { prompt: "keyed" } });
+  const creates = attempts;
+  print({ step: "keyed", create_attempts: creates, created: created.status, ...(await waitFor(replicate, created)) });
+}
+
+async function keyless() {
+  try {
+    const p = await client().predictions.create({ model, input: { prompt: "keyless" } });
+    print({ step: "keyless", unexpected: p });
+  } catch (err) {
+    print(apiError("keyless", err));
+  }
+}
+
+const modes = { main, load, errors, keyed, keyless };
+const mode = modes[process.argv[2] ?? env.MODE];
+if (!mode) {
+  console.error(`usage: node replicate.mjs ${Object.keys(modes).join("|")}`);
+  process.exit(2);
+}
+await mode();

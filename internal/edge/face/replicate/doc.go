@@ -1,0 +1,45 @@
+// Package replicate is Pollux's Replicate face: Replicate's predictions
+// API, so an application written against Replicate's SDK (replicate on
+// npm, 1.4.0 read) runs its predictions through Pollux by changing its
+// base URL to http://POLLUX/replicate/{route}/v1 and its token to a
+// Pollux token.
+//
+// It serves POST /v1/predictions (a version), POST
+// /v1/models/{owner}/{name}/predictions, GET /v1/predictions/{id} and POST
+// /v1/predictions/{id}/cancel; every other path (deployments, the
+// predictions list, trainings, files) is answered 404. A create is a
+// Pollux submission on the mount's route — the model (owner/name) or the
+// version is the job's model, the input its input — answered once the
+// job's record exists (at most RecordWait), so a get that follows never
+// finds it missing. Prefer: wait[=n] holds the answer until the job ends
+// or n seconds (at most 60, a bare "wait" 60) pass, watching the jobs
+// index. A get and a cancel are answered from the job's record: no
+// request reaches the provider, however often the SDK polls.
+//
+// What it decided, from the SDK's source:
+//
+//   - Statuses: pending and queued are starting, running processing,
+//     succeeded succeeded, canceled canceled, and failed, expired and
+//     lost are failed with the reason as error. Never "aborted": wait()
+//     polls it forever. A create answers any unfinished job as starting,
+//     since run() returns the output of any other answer at once (null
+//     for processing) instead of polling.
+//   - Ids are 26 characters of lowercase base32, derived from the route
+//     and the Idempotency-Key when the create carries one (the SDK sends
+//     none; a custom fetch can), so a retried create is one job.
+//   - output is the record's output URLs: one as a string, as video
+//     models answer; several as an array; null until success. logs says
+//     why a job waits, its queue position and its progress as a tqdm bar
+//     (which the SDK's parseProgressFromLogs reads); metrics has
+//     predict_time and total_time once the job has ended; input is the
+//     record's when the route keeps inputs (else the create's, on the
+//     create's answer, and {}); urls has get and cancel, never stream.
+//   - A create naming a webhook is refused (422): Pollux sends no
+//     Replicate webhooks.
+//   - Errors are Replicate's problem bodies ({title, detail, status}, a
+//     field at fault in invalid_fields): 401, 403 and 429 (with
+//     Retry-After) from the front door, 404 for an unknown prediction or
+//     one of another route, 400 for a body that is not a JSON object or a
+//     bad Prefer, 422 naming the field at fault, 413 beyond MaxBody, 503
+//     (Retry-After 1) when NATS is unavailable.
+package replicate
