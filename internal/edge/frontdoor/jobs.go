@@ -219,6 +219,10 @@ func (s *Server) requestCancel(ctx context.Context, r *http.Request, j *state.Jo
 // the front door submits: POST /v1/jobs and every face.
 func (s *Server) publishSubmit(ctx context.Context, r *http.Request, endpoint, route string, m events.Submit) *apiError {
 	m.By = who(r).by(r)
+	id := m.ID // the job's id: given, or derived from the idempotency key
+	if id == "" {
+		id = events.KeyID(route, m.IdempotencyKey)
+	}
 	data, err := encode(m)
 	if err != nil {
 		return invalid(err)
@@ -228,10 +232,10 @@ func (s *Server) publishSubmit(ctx context.Context, r *http.Request, endpoint, r
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 	defer cancel()
-	if err := s.publishIntake(ctx, r, endpoint, s.ns.Submit(route), route, m.ID, data); err != nil {
+	if err := s.publishIntake(ctx, r, endpoint, s.ns.Submit(route), route, id, data); err != nil {
 		return s.unavailable(err, "publishing the submission")
 	}
-	s.log.Debug().Str("job_id", m.ID).Str("route", route).Str("by", m.By).Str("endpoint", endpoint).Msg("submission published")
+	s.log.Debug().Str("job_id", id).Str("route", route).Str("by", m.By).Str("endpoint", endpoint).Msg("submission published")
 	return nil
 }
 
