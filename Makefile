@@ -4,7 +4,7 @@ GO       ?= go
 BIN      ?= bin
 FUZZTIME ?= 20s
 # The race detector on 2 cores: keep the whole suite well under 10 minutes.
-TESTFLAGS ?= -race -count=1 -timeout 10m
+TESTFLAGS ?= -race -count=1 -p 4 -parallel 4 -timeout 10m
 # The nats CLI the shell example (examples/cli) runs.
 NATSCLI  ?= v0.5.0
 # The linter make lint runs (installed into bin/ from the Go module proxy).
