@@ -14,6 +14,8 @@
 //   keyed   FAL_JOBS submits with an Idempotency-Key each, paced, retried
 //           until answered (the gateway may die under them), then their
 //           results
+//   keyless one submit without a key, retried by the client across a
+//           gateway restart
 //   errors  a wrong token, a read-only token, a malformed input, foreign
 //           x-fal-target-urls, an unknown request; and a proxy URL
 //           without its trailing slash (redirected to it)
@@ -196,4 +198,12 @@ async function errors() {
     .queue.submit(app, { input: {} }));
 }
 
-await ({ main, many, keyed, errors })[mode]();
+// keyless: one submit without a key; the client retries it on a broken
+// connection (1, 2, 4 s) while the gateway restarts: the answer it
+// finally gets.
+async function keyless() {
+  const { request_id } = await client(process.env.POLLUX_TOKEN).queue.submit(app, { input: { prompt: "no key" } });
+  out({ op: "keyless", request_id });
+}
+
+await ({ main, many, keyed, errors, keyless })[mode]();

@@ -10,6 +10,8 @@
 // MODE=keyed   JOBS creates one after another, each with an
 //              Idempotency-Key, retried by the app until answered
 // MODE=errors  a wrong token, a read-only token, a malformed create
+// MODE=keyless one create without a key, its SDK retrying across a
+//              gateway restart
 import OpenAI from 'openai';
 
 const base = `${process.env.POLLUX_URL}/openai/${process.env.ROUTE || 'sim'}/v1`;
@@ -116,5 +118,14 @@ async function errors() {
   }
 }
 
-const modes = { main, many, keyed, errors };
+// keyless: one create without a key, the SDK's own retries allowed time
+// to outlast a gateway restart (maxRetries, a client option): the answer
+// it finally gets.
+async function keyless() {
+  const openai = new OpenAI({ apiKey: process.env.TOKEN, baseURL: base, maxRetries: 10 });
+  const video = await openai.videos.create({ model, prompt: 'no key' });
+  out({ step: 'keyless', id: video.id });
+}
+
+const modes = { main, many, keyed, errors, keyless };
 await modes[process.env.MODE || 'main']();

@@ -15,6 +15,7 @@ import (
 	"github.com/pollux-dev/pollux/internal/edge/face/fal"
 	"github.com/pollux-dev/pollux/internal/edge/face/openai"
 	"github.com/pollux-dev/pollux/internal/edge/face/replicate"
+	"github.com/pollux-dev/pollux/internal/testkit/faultpoint"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
@@ -101,6 +102,7 @@ func (f facade) Submit(ctx context.Context, r *http.Request, route string, m eve
 	if e := f.s.publishSubmit(ctx, r, r.Method+" "+r.URL.Path, route, m); e != nil {
 		return e
 	}
+	faultpoint.Hit("face-submitted") // durable: a crash from here on loses only the answer
 	return nil
 }
 

@@ -275,7 +275,7 @@ func Serve(ctx context.Context, cfg ServeConfig, started func(Endpoints, *Stack)
 	g, gctx := errgroup.WithContext(runCtx)
 	models, faults := DefaultModels(), DefaultFaults()
 	stack, err := Start(gctx, g, nc, StackConfig{
-		Sim:        sim.Config{Models: models, Default: models["pollux-demo/standard"], TimeScale: cfg.TimeScale, Faults: faults},
+		Sim: sim.Config{Models: models, Default: models["pollux-demo/standard"], TimeScale: cfg.TimeScale, Faults: faults},
 		// Every provider face, so an app on a provider's SDK tries Pollux
 		// by its base URL (docs/faces.md).
 		Route:      config.Route{Workers: config.Workers{Submit: 8, Status: 32}, KeepInputs: true, Faces: config.FaceKinds},

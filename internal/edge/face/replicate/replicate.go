@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/pollux-dev/pollux/internal/edge/face"
-	"github.com/pollux-dev/pollux/internal/testkit/faultpoint"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
@@ -124,8 +123,6 @@ func (f *Face) create(w http.ResponseWriter, r *http.Request, model string) {
 		f.WriteError(w, unavailable("publishing the prediction"))
 		return
 	}
-	// The submission is durable: a crash from here on loses only the answer.
-	faultpoint.Hit("replicate-submitted")
 	if hold > 0 {
 		_ = http.NewResponseController(w).SetWriteDeadline(start.Add(hold + writeSlack))
 	}

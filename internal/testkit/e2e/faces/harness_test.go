@@ -172,3 +172,58 @@ func tail(s string) string {
 	}
 	return s
 }
+
+// startCrashingIngest starts the ingest process armed to crash (exit 137,
+// as a SIGKILL would) right after a face's first create is durable and
+// before it answers, and waits until its front door answers.
+func (s *stack) startCrashingIngest(t *testing.T) *e2etest.Proc {
+	t.Helper()
+	p := e2etest.Launch(t, "ingest-crashing", append(s.env, "POLLUX_HTTP_ADDR="+s.addr, "POLLUX_HTTP_TOKENS_FILE="+s.tokens,
+		"POLLUX_FAULTPOINTS=face-submitted:1"), filepath.Join(s.bin, "ingest"))
+	e2etest.WaitFor(t, "the front door answering", 30*time.Second, func() bool {
+		resp, err := http.Get(s.URL + "/v1/routes")
+		if err != nil {
+			return false
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusUnauthorized
+	})
+	return p
+}
+
+// startNode starts script as node does and returns a function that waits
+// for it and returns its JSON lines.
+func startNode(t *testing.T, script string, timeout time.Duration, env ...string) func() []map[string]any {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	cmd := exec.CommandContext(ctx, "node", script)
+	cmd.Dir = filepath.Join(e2etest.Root(t), "examples", "sdks")
+	cmd.Env = append(os.Environ(), env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	require.NoError(t, cmd.Start())
+	return func() []map[string]any {
+		defer cancel()
+		require.NoError(t, cmd.Wait(), "node %s: %s\n%s", script, errb.String(), tail(out.String()))
+		var lines []map[string]any
+		sc := bufio.NewScanner(&out)
+		for sc.Scan() {
+			if line := strings.TrimSpace(sc.Text()); strings.HasPrefix(line, "{") {
+				var m map[string]any
+				require.NoError(t, json.Unmarshal([]byte(line), &m), line)
+				lines = append(lines, m)
+			}
+		}
+		return lines
+	}
+}
+
+// envValue is the value of name in env.
+func envValue(env []string, name string) string {
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, name+"="); ok {
+			return v
+		}
+	}
+	return ""
+}

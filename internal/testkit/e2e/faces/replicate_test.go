@@ -1,15 +1,10 @@
 package faces_test
 
 import (
-	"bufio"
-	"bytes"
-	"context"
 	"encoding/base32"
 	"encoding/json"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -189,6 +184,11 @@ func TestReplicateCreateAcrossAGatewayCrash(t *testing.T) {
 	const key = "order-42"
 	s.Ingest.Kill(t)
 	crashing := s.startCrashingIngest(t)
+	// A message is redelivered after the ack wait it was delivered with.
+	e2etest.WaitFor(t, "the intake consumer's 2s ack wait", 30*time.Second, func() bool {
+		c, err := s.JS.Consumer(t.Context(), "POLLUX_INTAKE", "ingest-sim")
+		return err == nil && c.CachedInfo().Config.AckWait == 2*time.Second
+	})
 	wait := startNode(t, "replicate.mjs", 90*time.Second, s.replicateEnv("keyed", "KEY="+key)...)
 	select {
 	case <-crashing.Done():
@@ -222,64 +222,4 @@ func TestReplicateCreateAcrossAGatewayCrash(t *testing.T) {
 	require.Contains(t, keyless["message"], "fetch failed")
 	require.Eventually(t, func() bool { return s.SimStats(t).Creates == 2 }, 30*time.Second, 100*time.Millisecond,
 		"the submission was durable: the job runs, though its id never reached the app")
-}
-
-// startCrashingIngest starts the ingest process armed to crash (exit 137,
-// as a SIGKILL would) right after the Replicate face's first create is
-// durable, and waits until its front door answers.
-func (s *stack) startCrashingIngest(t *testing.T) *e2etest.Proc {
-	t.Helper()
-	p := e2etest.Launch(t, "ingest-crashing", append(s.env, "POLLUX_HTTP_ADDR="+s.addr, "POLLUX_HTTP_TOKENS_FILE="+s.tokens,
-		"POLLUX_FAULTPOINTS=replicate-submitted:1"), filepath.Join(s.bin, "ingest"))
-	e2etest.WaitFor(t, "the front door answering", 30*time.Second, func() bool {
-		resp, err := http.Get(s.URL + "/v1/routes")
-		if err != nil {
-			return false
-		}
-		_ = resp.Body.Close()
-		return resp.StatusCode == http.StatusUnauthorized
-	})
-	// A message is redelivered after the ack wait it was delivered with.
-	e2etest.WaitFor(t, "the intake consumer's 2s ack wait", 30*time.Second, func() bool {
-		c, err := s.JS.Consumer(t.Context(), "POLLUX_INTAKE", "ingest-sim")
-		return err == nil && c.CachedInfo().Config.AckWait == 2*time.Second
-	})
-	return p
-}
-
-// startNode starts script as node does and returns a function that waits
-// for it and returns its JSON lines.
-func startNode(t *testing.T, script string, timeout time.Duration, env ...string) func() []map[string]any {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	cmd := exec.CommandContext(ctx, "node", script)
-	cmd.Dir = filepath.Join(e2etest.Root(t), "examples", "sdks")
-	cmd.Env = append(os.Environ(), env...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	require.NoError(t, cmd.Start())
-	return func() []map[string]any {
-		defer cancel()
-		require.NoError(t, cmd.Wait(), "node %s: %s\n%s", script, errb.String(), tail(out.String()))
-		var lines []map[string]any
-		sc := bufio.NewScanner(&out)
-		for sc.Scan() {
-			if line := strings.TrimSpace(sc.Text()); strings.HasPrefix(line, "{") {
-				var m map[string]any
-				require.NoError(t, json.Unmarshal([]byte(line), &m), line)
-				lines = append(lines, m)
-			}
-		}
-		return lines
-	}
-}
-
-// envValue is the value of name in env.
-func envValue(env []string, name string) string {
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, name+"="); ok {
-			return v
-		}
-	}
-	return ""
 }
