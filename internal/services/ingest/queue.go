@@ -322,6 +322,13 @@ func (s *Service) admit(ctx context.Context, q *queue, r *route.Route, rec jobs.
 	if s.cfg.Metrics.Submission != nil && result != "waiting" {
 		s.cfg.Metrics.Submission(r.Name, events.KindSubmit, result)
 	}
+	// The ticket goes before the job stops being under way: else the
+	// admission loop could pick it again in between, start the job a
+	// second time (which would find it moved on) and charge its tenant
+	// twice.
+	if !out.IsLater() {
+		s.dropTicket(ctx, seq)
+	}
 	q.mu.Lock()
 	delete(q.inflight, rec.ID)
 	if out.IsLater() {
@@ -330,9 +337,6 @@ func (s *Service) admit(ctx context.Context, q *queue, r *route.Route, rec jobs.
 		delete(q.notBefore, rec.ID)
 	}
 	q.mu.Unlock()
-	if !out.IsLater() {
-		s.dropTicket(ctx, seq)
-	}
 }
 
 // dropTicket deletes a ticket whose job needs no more admission.
