@@ -2,6 +2,7 @@ package frontdoor_test
 
 import (
 	"context"
+	"encoding/base32"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -176,4 +177,37 @@ func TestATokensQuota(t *testing.T) {
 	require.ErrorContains(t, err, "line 1: rate=")
 	_, err = frontdoor.ParseTokens(strings.NewReader(tokenAlice + " rate=2 rate=3\n"))
 	require.ErrorContains(t, err, "line 1: rate=")
+}
+
+// A create held by Prefer: wait outlives the server's write timeout: the
+// face extends its own write deadline for the hold, and the SDK gets the
+// ended prediction, not a cut connection.
+func TestAHeldCreateOutlivesTheWriteTimeout(t *testing.T) {
+	t.Parallel()
+	d := setupWith(t, frontdoor.Config{WriteTimeout: time.Second, Faces: []face.Mount{{Kind: face.Replicate, Route: route}}}, withIndex)
+	const key = "held-order"
+	id := base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding).EncodeToString(face.IDBytes(face.Replicate, route, key, 16))
+	go func() { // ingest's part: the record, and its end 2s later
+		var rec jobs.Record
+		require.Eventually(t, func() bool {
+			m, err := d.res.Intake.GetLastMsgForSubject(context.Background(), d.ns.Submit(route))
+			if err != nil {
+				return false
+			}
+			var sub events.Submit
+			if json.Unmarshal(m.Data, &sub) != nil || sub.ID != id {
+				return false
+			}
+			rec, _, err = d.jobs.Intake().Accept(context.Background(), &state.Job{ID: id, Route: route, Model: sub.Model, State: state.Pending, CreatedAt: time.Now().UTC()})
+			return err == nil
+		}, 10*time.Second, 20*time.Millisecond)
+		time.Sleep(2 * time.Second) // longer than the write timeout
+		_, err := d.jobs.Intake().End(context.Background(), rec, state.Observation{State: state.Succeeded, Source: state.FromPoll, At: time.Now()}, jobs.Always)
+		require.NoError(t, err)
+	}()
+	r := d.do(t, http.MethodPost, "/replicate/sim/v1/models/acme/video/predictions", `{"input":{"prompt":"p"}}`,
+		map[string]string{"Prefer": "wait=8", "Idempotency-Key": key})
+	require.Equal(t, http.StatusCreated, r.status, "%s", r.raw)
+	require.Equal(t, id, r.body["id"])
+	require.Equal(t, "succeeded", r.body["status"], "%s", r.raw)
 }
