@@ -122,6 +122,9 @@ func (f facade) Cancel(ctx context.Context, r *http.Request, j *state.Job, reaso
 	ctx, cancel := context.WithTimeout(ctx, f.s.cfg.RequestTimeout)
 	defer cancel()
 	if e := f.s.requestCancel(ctx, r, j, reason); e != nil {
+		if e.detail.Code == CodeJobTerminal {
+			return face.ErrTerminal // it ended meanwhile
+		}
 		return e
 	}
 	return nil
