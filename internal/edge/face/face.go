@@ -26,6 +26,11 @@
 //     create's idempotency key when it has one, so a create retried with
 //     the same key is one job; random otherwise. Each face formats it as
 //     its provider's ids look.
+//   - IdempotencyKey and ReadBody read what every create carries — its
+//     key, and (for the JSON faces) its body, bounded — each refusal an
+//     Error the face writes in its provider's shape.
+//
+// Package facetest holds an in-memory Pollux for the faces' tests.
 package face
 
 import (

@@ -5,9 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
-	"mime"
 	"net/http"
 	"time"
 
@@ -109,20 +106,9 @@ func (f *Face) submit(w http.ResponseWriter, r *http.Request, t target) {
 // readInput reads a submit's body: a JSON object of at most
 // events.MaxMessageBytes ({} when the client sent none).
 func readInput(w http.ResponseWriter, r *http.Request) (json.RawMessage, *face.Error) {
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
-			return nil, &face.Error{Status: http.StatusUnsupportedMediaType, Code: "unsupported_media_type",
-				Message: "the input must be application/json"}
-		}
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, events.MaxMessageBytes))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, &face.Error{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large",
-				Message: fmt.Sprintf("the input is larger than %d bytes", events.MaxMessageBytes)}
-		}
-		return nil, &face.Error{Status: http.StatusBadRequest, Code: "invalid_body", Message: "reading the input failed"}
+	body, e := face.ReadBody(w, r, events.MaxMessageBytes)
+	if e != nil {
+		return nil, e
 	}
 	body = bytes.TrimSpace(body)
 	switch {

@@ -1,7 +1,6 @@
 package fal
 
 import (
-	"errors"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -12,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pollux-dev/pollux/internal/edge/face"
+	"github.com/pollux-dev/pollux/internal/edge/face/facetest"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
@@ -36,7 +36,7 @@ func TestASubmitIsAPolluxSubmission(t *testing.T) {
 	require.Equal(t, "IN_QUEUE", r.body["status"])
 	require.InDelta(t, 0, r.body["queue_position"], 0)
 
-	subs := p.submissions()
+	subs := p.Submissions()
 	require.Len(t, subs, 1)
 	require.Equal(t, id, subs[0].ID)
 	require.Equal(t, "acme/video/turbo", subs[0].Model, "the model is the endpoint id, path and all")
@@ -48,7 +48,7 @@ func TestASubmitIsAPolluxSubmission(t *testing.T) {
 	r = call(t, f, http.MethodPost, queue+"workflows/acme/flow/", `{}`)
 	require.Equal(t, http.StatusOK, r.status, r.raw)
 	require.True(t, strings.HasPrefix(r.body["status_url"].(string), "https://queue.fal.run/workflows/acme/flow/requests/"), r.raw)
-	require.Equal(t, "workflows/acme/flow", p.submissions()[1].Model)
+	require.Equal(t, "workflows/acme/flow", p.Submissions()[1].Model)
 }
 
 // An Idempotency-Key makes a retried submit one job; without one each
@@ -59,7 +59,7 @@ func TestAnIdempotencyKeyMakesOneRequest(t *testing.T) {
 	one := submit(t, f, "acme/video", `{}`, "Idempotency-Key", "k-1")
 	two := submit(t, f, "acme/video", `{}`, "Idempotency-Key", "k-1")
 	require.Equal(t, one, two)
-	require.Equal(t, "k-1", p.submissions()[0].IdempotencyKey)
+	require.Equal(t, "k-1", p.Submissions()[0].IdempotencyKey)
 	require.NotEqual(t, one, submit(t, f, "acme/video", `{}`))
 	require.NotEqual(t, submit(t, f, "acme/video", `{}`), submit(t, f, "acme/video", `{}`))
 
@@ -85,10 +85,10 @@ func TestASubmitsBodyIsChecked(t *testing.T) {
 	r = call(t, f, http.MethodPost, queue+"acme/video?fal_webhook=https%3A%2F%2Fapp.example%2Fhook", `{}`)
 	require.Equal(t, http.StatusUnprocessableEntity, r.status, r.raw)
 	require.Contains(t, r.raw, `"loc":["query","fal_webhook"]`)
-	require.Empty(t, p.submissions())
+	require.Empty(t, p.Submissions())
 
 	submit(t, f, "acme/video", "")
-	require.JSONEq(t, `{}`, string(p.submissions()[0].Input), "no body is an empty input")
+	require.JSONEq(t, `{}`, string(p.Submissions()[0].Input), "no body is an empty input")
 }
 
 // Pollux is no proxy: only https://queue.fal.run/ with plain path
@@ -138,7 +138,7 @@ func TestOnlyFalsQueueIsATarget(t *testing.T) {
 	r := call(t, f, http.MethodPost, "", `{}`)
 	require.Equal(t, http.StatusBadRequest, r.status, r.raw)
 	require.Contains(t, r.body["detail"], "missing the x-fal-target-url header")
-	require.Empty(t, p.submissions())
+	require.Empty(t, p.Submissions())
 }
 
 // FuzzTarget: whatever is accepted names fal's queue with a path of plain
@@ -207,7 +207,7 @@ func TestStatusIsTheRecordInFalsWords(t *testing.T) {
 		j, err := p.Job(t.Context(), id)
 		require.NoError(t, err)
 		c.job.ID, c.job.Route, c.job.Metadata = id, j.Route, j.Metadata
-		p.put(&c.job)
+		p.Put(&c.job)
 		r := call(t, f, http.MethodGet, requestURL(id, "/status?logs=0"), "")
 		require.Equal(t, c.code, r.status, r.raw)
 		require.Equal(t, c.status, r.body["status"], r.raw)
@@ -228,7 +228,7 @@ func TestStatusIsTheRecordInFalsWords(t *testing.T) {
 	id := submit(t, f, "acme/video", `{}`)
 	j, _ := p.Job(t.Context(), id)
 	j.WaitingFor = "route paused: rate_limit"
-	p.put(j)
+	p.Put(j)
 	r := call(t, f, http.MethodGet, requestURL(id, "/status?logs=1"), "")
 	require.Equal(t, "waiting: route paused: rate_limit", r.body["logs"].([]any)[0].(map[string]any)["message"], r.raw)
 }
@@ -244,7 +244,7 @@ func TestResultIsTheOutputOrTheError(t *testing.T) {
 		rec, err := p.Job(t.Context(), id)
 		require.NoError(t, err)
 		j.ID, j.Route, j.Metadata = id, rec.Route, rec.Metadata
-		p.put(&j)
+		p.Put(&j)
 		return id
 	}
 	id := end(state.Job{State: state.Succeeded, Outputs: []string{"https://cdn.example/a/out.mp4", "https://cdn.example/a/frame.PNG", "https://cdn.example/a/b.bin"}})
@@ -299,12 +299,12 @@ func TestUnknownRequestsAreNotFound(t *testing.T) {
 		require.Contains(t, r.body["detail"], "no request")
 	}
 	foreign := uuid([]byte("fedcba9876543210"))
-	p.put(&state.Job{ID: foreign, Route: route, State: state.Running})
+	p.Put(&state.Job{ID: foreign, Route: route, State: state.Running})
 	require.Equal(t, http.StatusNotFound, call(t, f, http.MethodGet, requestURL(foreign, "/status"), "").status, "not a fal request")
 	other := submit(t, f, "acme/video", `{}`)
 	j, _ := p.Job(t.Context(), other)
 	j.Route = "elsewhere"
-	p.put(j)
+	p.Put(j)
 	require.Equal(t, http.StatusNotFound, call(t, f, http.MethodGet, requestURL(other, "/status"), "").status, "another route's")
 	mine := submit(t, f, "acme/video", `{}`)
 	require.Equal(t, http.StatusNotFound, call(t, f, http.MethodGet, queue+"acme/image/requests/"+mine+"/status", "").status, "another app's")
@@ -312,24 +312,24 @@ func TestUnknownRequestsAreNotFound(t *testing.T) {
 	j, _ = p.Job(t.Context(), mine)
 	j.Routing = &state.Routing{Via: route}
 	j.Route = "member"
-	p.put(j)
+	p.Put(j)
 	require.Equal(t, http.StatusAccepted, call(t, f, http.MethodGet, requestURL(mine, "/status"), "").status, "through the model route")
 
 	// The record comes while the status waits for it.
 	f.grace = time.Minute
-	p.hold = true
+	p.Hold(true)
 	late := submit(t, f, "acme/video", `{}`)
 	got := make(chan reply, 1)
 	go func() { got <- call(t, f, http.MethodGet, requestURL(late, "/status"), "") }()
 	for waiting := ""; waiting != late; {
 		select {
-		case waiting = <-p.waits:
+		case waiting = <-p.Waits():
 		case <-time.After(30 * time.Second):
 			t.Fatal("the status did not wait for the record")
 		}
 	}
-	sub := p.submissions()[len(p.submissions())-1]
-	p.put(&state.Job{ID: late, Route: route, State: state.Pending, Metadata: sub.Metadata})
+	sub := p.Submissions()[len(p.Submissions())-1]
+	p.Put(&state.Job{ID: late, Route: route, State: state.Pending, Metadata: sub.Metadata})
 	select {
 	case r := <-got:
 		require.Equal(t, http.StatusAccepted, r.status, r.raw)
@@ -347,15 +347,15 @@ func TestCancel(t *testing.T) {
 	r := call(t, f, http.MethodPut, requestURL(id, "/cancel"), "")
 	require.Equal(t, http.StatusAccepted, r.status, r.raw)
 	require.Equal(t, "CANCELLATION_REQUESTED", r.body["status"])
-	require.Equal(t, []string{id}, p.cancels)
+	require.Equal(t, []string{id}, p.Cancels())
 
 	j, _ := p.Job(t.Context(), id)
 	j.State = state.Canceled
-	p.put(j)
+	p.Put(j)
 	r = call(t, f, http.MethodPut, requestURL(id, "/cancel"), "")
 	require.Equal(t, http.StatusBadRequest, r.status, r.raw)
 	require.Equal(t, "ALREADY_COMPLETED", r.body["status"])
-	require.Len(t, p.cancels, 1)
+	require.Len(t, p.Cancels(), 1)
 
 	r = call(t, f, http.MethodPut, requestURL(uuid(make([]byte, 16)), "/cancel"), "")
 	require.Equal(t, http.StatusNotFound, r.status, r.raw)
@@ -378,22 +378,22 @@ func TestErrorsAreFalShaped(t *testing.T) {
 		{face.Error{Status: 429, Code: "too_many_requests", Message: "slow down", RetryAfter: 1500 * time.Millisecond}, 429, "2"},
 		{face.Error{Status: 503, Code: "unavailable", Message: "later", RetryAfter: time.Second}, 503, "1"},
 	} {
-		p.submitErr = &frontdoorError{c.e}
+		p.FailSubmit(facetest.FrontDoorError(c.e))
 		r := call(t, f, http.MethodPost, queue+"acme/video", `{}`)
 		require.Equal(t, c.code, r.status, r.raw)
 		require.Equal(t, c.e.Message, r.body["detail"], r.raw)
 		require.Equal(t, c.e.Message, r.body["message"], "the client's error message")
 		require.Equal(t, c.retry, r.header.Get("Retry-After"))
 	}
-	p.submitErr = &frontdoorError{face.Error{Status: 400, Code: "invalid_field", Field: "metadata", Message: "metadata: too many"}}
+	p.FailSubmit(facetest.FrontDoorError(face.Error{Status: 400, Code: "invalid_field", Field: "metadata", Message: "metadata: too many"}))
 	r := call(t, f, http.MethodPost, queue+"acme/video", `{}`)
 	require.Equal(t, http.StatusUnprocessableEntity, r.status, r.raw)
 	require.Equal(t, []any{"body", "metadata"}, r.body["detail"].([]any)[0].(map[string]any)["loc"])
-	p.submitErr = &events.FieldError{Field: "model", Problem: "too long"}
+	p.FailSubmit(&events.FieldError{Field: "model", Problem: "too long"})
 	r = call(t, f, http.MethodPost, queue+"acme/video", `{}`)
 	require.Equal(t, http.StatusUnprocessableEntity, r.status, r.raw)
 	require.Equal(t, []any{"url", TargetHeader}, r.body["detail"].([]any)[0].(map[string]any)["loc"])
-	p.submitErr = errors.New("nats: gone")
+	p.FailSubmit(facetest.ErrUnavailable)
 	r = call(t, f, http.MethodPost, queue+"acme/video", `{}`)
 	require.Equal(t, http.StatusServiceUnavailable, r.status, r.raw)
 	require.Equal(t, "1", r.header.Get("Retry-After"))

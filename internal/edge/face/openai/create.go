@@ -81,7 +81,7 @@ func (f *Face) create(w http.ResponseWriter, r *http.Request) {
 		f.fail(w, err, "submitting video "+id)
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), createWait)
+	ctx, cancel := context.WithTimeout(r.Context(), f.createWait)
 	defer cancel()
 	j, err := f.p.Wait(ctx, id, func(*state.Job) bool { return true })
 	if err != nil {

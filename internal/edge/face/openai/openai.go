@@ -29,10 +29,13 @@ const idPrefix = "video_"
 type Face struct {
 	m face.Mount
 	p face.Pollux
+	// createWait bounds a create's wait for its job's record (createWait;
+	// tests shorten it).
+	createWait time.Duration
 }
 
 // New builds the face of mount m over p (a face.New).
-func New(m face.Mount, p face.Pollux) face.Face { return &Face{m: m, p: p} }
+func New(m face.Mount, p face.Pollux) face.Face { return &Face{m: m, p: p, createWait: createWait} }
 
 // Handler serves the videos API below the mount's prefix.
 func (f *Face) Handler() http.Handler {

@@ -2,108 +2,44 @@ package openai_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/pollux-dev/pollux/internal/edge/face"
+	"github.com/pollux-dev/pollux/internal/edge/face/facetest"
 	"github.com/pollux-dev/pollux/internal/edge/face/openai"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
-// fakePollux is an in-memory face.Pollux: a submission makes a pending
-// record at once (unless hold), and nothing calls a provider.
-type fakePollux struct {
-	mu      sync.Mutex
-	jobs    map[string]*state.Job
-	subs    []events.Submit
-	cancels []string
-	hold    bool  // submissions get no record
-	fail    error // Submit's error
-	now     time.Time
-}
-
-func newFake() *fakePollux {
-	return &fakePollux{jobs: map[string]*state.Job{}, now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
-}
-
-func (p *fakePollux) Submit(_ context.Context, _ *http.Request, route string, m events.Submit) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.fail != nil {
-		return p.fail
-	}
-	p.subs = append(p.subs, m)
-	if _, ok := p.jobs[m.ID]; !ok && !p.hold {
-		p.jobs[m.ID] = &state.Job{ID: m.ID, Route: route, Model: m.Model, State: state.Pending, CreatedAt: p.now, Metadata: m.Metadata, Input: m.Input}
-	}
-	return nil
-}
-
-func (p *fakePollux) Job(_ context.Context, id string) (*state.Job, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	j, ok := p.jobs[id]
-	if !ok {
-		return nil, state.ErrNotFound
-	}
-	c := *j
-	return &c, nil
-}
-
-func (p *fakePollux) Wait(ctx context.Context, id string, done func(*state.Job) bool) (*state.Job, error) {
-	j, err := p.Job(ctx, id)
-	if err == nil && done(j) {
-		return j, nil
-	}
-	return j, err
-}
-
-func (p *fakePollux) Cancel(_ context.Context, _ *http.Request, j *state.Job, _ string) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if j.State.Terminal() {
-		return face.ErrTerminal
-	}
-	p.cancels = append(p.cancels, j.ID)
-	return nil
-}
-
-func (p *fakePollux) Output(w http.ResponseWriter, r *http.Request, j *state.Job, n int) error {
-	if n >= len(j.Outputs) {
-		return face.ErrOutputNotFound
-	}
-	http.Redirect(w, r, j.Outputs[n], http.StatusFound)
-	return nil
-}
-
-func (p *fakePollux) put(j *state.Job) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.jobs[j.ID] = j
-}
-
 type rig struct {
-	p   *fakePollux
+	p   *facetest.Pollux
 	h   http.Handler
 	now time.Time
 }
 
+// setup serves the face over an in-memory Pollux, both on a fixed clock.
 func setup(t *testing.T) *rig {
 	t.Helper()
-	p := newFake()
-	f := openai.New(face.Mount{Kind: face.OpenAI, Route: "sim", Now: func() time.Time { return p.now }}, p)
-	return &rig{p: p, h: f.Handler(), now: p.now}
+	return setupWith(t, openai.New)
+}
+
+func setupWith(t *testing.T, build face.New) *rig {
+	t.Helper()
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	clock := func() time.Time { return now }
+	p := facetest.New()
+	p.Clock(clock)
+	f := build(face.Mount{Kind: face.OpenAI, Route: "sim", Now: clock}, p)
+	return &rig{p: p, h: f.Handler(), now: now}
 }
 
 type answer struct {
@@ -190,8 +126,8 @@ func TestACreateIsASubmission(t *testing.T) {
 		"created_at": float64(r.now.Unix()), "completed_at": nil, "expires_at": nil, "prompt": "a cat on a skateboard",
 		"seconds": "8", "size": "1280x720", "remixed_from_video_id": nil, "error": nil,
 	}, a.body)
-	require.Len(t, r.p.subs, 1)
-	sub := r.p.subs[0]
+	require.Len(t, r.p.Submissions(), 1)
+	sub := r.p.Submissions()[0]
 	require.Equal(t, id, sub.ID)
 	require.Equal(t, "acme/video", sub.Model)
 	require.JSONEq(t, `{"prompt": "a cat on a skateboard", "seconds": "8", "size": "1280x720"}`, string(sub.Input))
@@ -217,7 +153,7 @@ func TestAnIdempotencyKeyMakesOneVideo(t *testing.T) {
 	one := r.create(t, "k1", part{"prompt", "", "p"})
 	two := r.create(t, "k1", part{"prompt", "", "p"})
 	require.Equal(t, one.body["id"], two.body["id"])
-	require.Equal(t, "k1", r.p.subs[0].IdempotencyKey)
+	require.Equal(t, "k1", r.p.Submissions()[0].IdempotencyKey)
 	three := r.create(t, "", part{"prompt", "", "p"})
 	four := r.create(t, "", part{"prompt", "", "p"})
 	require.NotEqual(t, three.body["id"], four.body["id"])
@@ -231,8 +167,8 @@ func TestAnIdempotencyKeyMakesOneVideo(t *testing.T) {
 // answered queued from what was submitted, not as an error.
 func TestACreateAheadOfItsRecordIsQueued(t *testing.T) {
 	t.Parallel()
-	r := setup(t)
-	r.p.hold = true
+	r := setupWith(t, func(m face.Mount, p face.Pollux) face.Face { return openai.NewWaiting(m, p, 50*time.Millisecond) })
+	r.p.Hold(true)
 	a := r.create(t, "", part{"prompt", "", "p"})
 	require.Equal(t, http.StatusOK, a.status, a.raw)
 	require.Equal(t, "queued", a.body["status"])
@@ -271,17 +207,17 @@ func TestACreatesFieldsAreChecked(t *testing.T) {
 		require.Equal(t, c.param, e["param"], c.name)
 		require.Equal(t, c.code, e["code"], c.name)
 	}
-	require.Empty(t, r.p.subs, "nothing refused was submitted")
+	require.Empty(t, r.p.Submissions(), "nothing refused was submitted")
 
 	// A small image travels as a data: URI; a URL as given.
 	a := r.create(t, "", part{"prompt", "", "p"}, part{"input_reference", "a.png", png})
 	require.Equal(t, http.StatusOK, a.status, a.raw)
 	var in map[string]string
-	require.NoError(t, json.Unmarshal(r.p.subs[0].Input, &in))
+	require.NoError(t, json.Unmarshal(r.p.Submissions()[0].Input, &in))
 	require.True(t, strings.HasPrefix(in["input_reference"], "data:image/png;base64,"), in["input_reference"])
 	a = r.create(t, "", part{"prompt", "", "p"}, part{"input_reference[image_url]", "", "https://example.com/a.png"})
 	require.Equal(t, http.StatusOK, a.status, a.raw)
-	require.NoError(t, json.Unmarshal(r.p.subs[1].Input, &in))
+	require.NoError(t, json.Unmarshal(r.p.Submissions()[1].Input, &in))
 	require.Equal(t, "https://example.com/a.png", in["input_reference"])
 
 	// Not a form; a body past the bound.
@@ -331,7 +267,7 @@ func TestStatesMapToOpenAIs(t *testing.T) {
 		if c.state.Terminal() {
 			j.CompletedAt = end
 		}
-		r.p.put(j)
+		r.p.Put(j)
 		a := r.get(t, "/v1/videos/"+j.ID)
 		require.Equal(t, http.StatusOK, a.status, a.raw)
 		require.Equal(t, c.status, a.body["status"], c.state)
@@ -364,7 +300,7 @@ func TestPollAfterIsPolluxsPlan(t *testing.T) {
 		{time.Hour, state.Queued, "10000"},
 		{3 * time.Second, state.Succeeded, "0"},
 	} {
-		r.p.put(&state.Job{ID: "video_p", State: c.state, CreatedAt: r.now, NextCheckAt: r.now.Add(c.next)})
+		r.p.Put(&state.Job{ID: "video_p", State: c.state, CreatedAt: r.now, NextCheckAt: r.now.Add(c.next)})
 		a := r.get(t, "/v1/videos/video_p")
 		require.Equal(t, c.want, a.header.Get("openai-poll-after-ms"), "%+v", c)
 	}
@@ -409,7 +345,7 @@ func TestErrorsAreOpenAIs(t *testing.T) {
 	}
 
 	// A Pollux error the face does not know is a 503 the SDK retries.
-	r.p.fail = io.ErrUnexpectedEOF
+	r.p.FailSubmit(facetest.ErrUnavailable)
 	a = r.create(t, "", part{"prompt", "", "p"})
 	require.Equal(t, http.StatusServiceUnavailable, a.status)
 	require.Equal(t, "1", a.header.Get("Retry-After"))
@@ -420,9 +356,9 @@ func TestErrorsAreOpenAIs(t *testing.T) {
 func TestContent(t *testing.T) {
 	t.Parallel()
 	r := setup(t)
-	r.p.put(&state.Job{ID: "video_done", State: state.Succeeded, CreatedAt: r.now, Outputs: []string{"https://cdn.example/v.mp4"}})
-	r.p.put(&state.Job{ID: "video_run", State: state.Running, CreatedAt: r.now})
-	r.p.put(&state.Job{ID: "video_none", State: state.Succeeded, CreatedAt: r.now})
+	r.p.Put(&state.Job{ID: "video_done", State: state.Succeeded, CreatedAt: r.now, Outputs: []string{"https://cdn.example/v.mp4"}})
+	r.p.Put(&state.Job{ID: "video_run", State: state.Running, CreatedAt: r.now})
+	r.p.Put(&state.Job{ID: "video_none", State: state.Succeeded, CreatedAt: r.now})
 	a := r.get(t, "/v1/videos/video_done/content")
 	require.Equal(t, http.StatusFound, a.status)
 	require.Equal(t, "https://cdn.example/v.mp4", a.header.Get("Location"))
@@ -447,18 +383,18 @@ func TestContent(t *testing.T) {
 func TestDeleteCancels(t *testing.T) {
 	t.Parallel()
 	r := setup(t)
-	r.p.put(&state.Job{ID: "video_run", State: state.Running, CreatedAt: r.now})
-	r.p.put(&state.Job{ID: "video_done", State: state.Succeeded, CreatedAt: r.now})
-	r.p.put(&state.Job{ID: "video_gone", State: state.Canceled, CreatedAt: r.now})
+	r.p.Put(&state.Job{ID: "video_run", State: state.Running, CreatedAt: r.now})
+	r.p.Put(&state.Job{ID: "video_done", State: state.Succeeded, CreatedAt: r.now})
+	r.p.Put(&state.Job{ID: "video_gone", State: state.Canceled, CreatedAt: r.now})
 	del := func(id string) answer {
 		return r.do(t, httptest.NewRequest(http.MethodDelete, "/v1/videos/"+id, nil))
 	}
 	a := del("video_run")
 	require.Equal(t, http.StatusOK, a.status, a.raw)
 	require.Equal(t, map[string]any{"id": "video_run", "object": "video.deleted", "deleted": true}, a.body)
-	require.Equal(t, []string{"video_run"}, r.p.cancels)
+	require.Equal(t, []string{"video_run"}, r.p.Cancels())
 	require.Equal(t, false, del("video_done").body["deleted"])
 	require.Equal(t, true, del("video_gone").body["deleted"])
-	require.Equal(t, []string{"video_run"}, r.p.cancels, "an ended video is not canceled")
+	require.Equal(t, []string{"video_run"}, r.p.Cancels(), "an ended video is not canceled")
 	require.Equal(t, http.StatusNotFound, del("video_nope").status)
 }

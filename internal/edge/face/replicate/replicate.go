@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"mime"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -104,7 +102,7 @@ func (f *Face) create(w http.ResponseWriter, r *http.Request, model string) {
 		f.WriteError(w, *fe)
 		return
 	}
-	body, fe := readBody(w, r)
+	body, fe := face.ReadBody(w, r, MaxBody)
 	if fe != nil {
 		f.WriteError(w, *fe)
 		return
@@ -241,27 +239,6 @@ func preferWait(values []string) (time.Duration, *face.Error) {
 		}
 	}
 	return 0, nil
-}
-
-// readBody reads a create's JSON body, at most MaxBody bytes.
-func readBody(w http.ResponseWriter, r *http.Request) ([]byte, *face.Error) {
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
-			e := face.Error{Status: http.StatusUnsupportedMediaType, Code: "unsupported_media_type", Field: "Content-Type", Message: "the body must be application/json"}
-			return nil, &e
-		}
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			e := face.Error{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large", Message: fmt.Sprintf("the body is larger than %d bytes", MaxBody)}
-			return nil, &e
-		}
-		e := badRequest("", "reading the body failed")
-		return nil, &e
-	}
-	return body, nil
 }
 
 // get answers a prediction from its job's record.

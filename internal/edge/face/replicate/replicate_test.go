@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pollux-dev/pollux/internal/edge/face"
+	"github.com/pollux-dev/pollux/internal/edge/face/facetest"
 	"github.com/pollux-dev/pollux/internal/edge/face/replicate"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
@@ -60,7 +61,7 @@ func TestACreateIsAPredictionOfTheRoute(t *testing.T) {
 	require.NotContains(t, got.URLs, "stream", "Pollux streams nothing: the SDK's stream() must say so")
 	require.NotNil(t, got.DataRemoved)
 
-	subs := p.submissions()
+	subs := p.Submissions()
 	require.Len(t, subs, 1)
 	require.Equal(t, got.ID, subs[0].ID)
 	require.Equal(t, "acme/video", subs[0].Model)
@@ -71,9 +72,9 @@ func TestACreateIsAPredictionOfTheRoute(t *testing.T) {
 	require.Equal(t, http.StatusCreated, resp.StatusCode, body)
 	v := decode(t, body)
 	require.Equal(t, version, v.Version)
-	require.Equal(t, version, p.submissions()[1].Model, "a version create runs the version")
+	require.Equal(t, version, p.Submissions()[1].Model, "a version create runs the version")
 
-	p.update(got.ID, func(j *state.Job) {
+	p.Update(got.ID, func(j *state.Job) {
 		j.State, j.StartedAt = state.Running, time.Now()
 		pr := 0.42
 		j.Progress = &pr
@@ -113,7 +114,7 @@ func TestStatuses(t *testing.T) {
 		if tc.state.Terminal() {
 			j.CompletedAt = now
 		}
-		p.put(j)
+		p.Put(j)
 		_, body := do(t, srv, http.MethodGet, "/v1/predictions/"+j.ID, "", nil)
 		got := decode(t, body)
 		require.Equal(t, tc.status, got.Status, tc.state)
@@ -130,7 +131,7 @@ func TestStatuses(t *testing.T) {
 		}
 		require.Equal(t, tc.state.Terminal(), got.CompletedAt != nil, tc.state)
 	}
-	p.put(&state.Job{ID: "two", Route: route, State: state.Succeeded, Outputs: []string{"https://a/1", "https://a/2"}})
+	p.Put(&state.Job{ID: "two", Route: route, State: state.Succeeded, Outputs: []string{"https://a/1", "https://a/2"}})
 	_, body := do(t, srv, http.MethodGet, "/v1/predictions/two", "", nil)
 	require.Equal(t, []any{"https://a/1", "https://a/2"}, decode(t, body).Output, "several outputs: an array")
 }
@@ -150,15 +151,15 @@ func TestPreferWait(t *testing.T) {
 		resp, body := do(t, srv, http.MethodPost, "/v1/models/acme/video/predictions", `{"input":{}}`, map[string]string{"Prefer": "wait", "Idempotency-Key": "held"})
 		got <- answer{resp.StatusCode, body}
 	}()
-	require.Eventually(t, func() bool { return len(p.submissions()) == 1 }, 10*time.Second, 5*time.Millisecond)
-	id := p.submissions()[0].ID
-	p.update(id, func(j *state.Job) { j.State = state.Running })
+	require.Eventually(t, func() bool { return len(p.Submissions()) == 1 }, 10*time.Second, 5*time.Millisecond)
+	id := p.Submissions()[0].ID
+	p.Update(id, func(j *state.Job) { j.State = state.Running })
 	select {
 	case a := <-got:
 		t.Fatalf("answered before the job ended: %s", a.body)
 	case <-time.After(200 * time.Millisecond):
 	}
-	p.update(id, func(j *state.Job) {
+	p.Update(id, func(j *state.Job) {
 		j.State, j.Outputs, j.CompletedAt = state.Succeeded, []string{"https://cdn.example/v.mp4"}, time.Now()
 	})
 	select {
@@ -175,7 +176,7 @@ func TestPreferWait(t *testing.T) {
 	resp, body := do(t, srv, http.MethodPost, "/v1/models/acme/video/predictions", `{"input":{}}`, map[string]string{"Idempotency-Key": "short"})
 	require.Equal(t, http.StatusCreated, resp.StatusCode, body)
 	short := decode(t, body)
-	p.update(short.ID, func(j *state.Job) { j.State = state.Running })
+	p.Update(short.ID, func(j *state.Job) { j.State = state.Running })
 	resp, body = do(t, srv, http.MethodPost, "/v1/models/acme/video/predictions", `{"input":{}}`, map[string]string{"Prefer": "wait=1", "Idempotency-Key": "short"})
 	require.Equal(t, http.StatusCreated, resp.StatusCode, body)
 	require.Equal(t, short.ID, decode(t, body).ID, "one key, one prediction")
@@ -187,22 +188,20 @@ func TestPreferWait(t *testing.T) {
 func TestACreateWaitsForTheRecord(t *testing.T) {
 	t.Parallel()
 	p, srv := setup(t)
-	p.mu.Lock()
-	p.hold = true
-	p.mu.Unlock()
+	p.Hold(true)
 	got := make(chan string, 1)
 	go func() {
 		_, body := do(t, srv, http.MethodPost, "/v1/models/acme/video/predictions", `{"input":{}}`, nil)
 		got <- body
 	}()
-	require.Eventually(t, func() bool { return len(p.submissions()) == 1 }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return len(p.Submissions()) == 1 }, 10*time.Second, 5*time.Millisecond)
 	select {
 	case b := <-got:
 		t.Fatalf("answered before the record existed: %s", b)
 	case <-time.After(200 * time.Millisecond):
 	}
-	m := p.submissions()[0]
-	p.put(&state.Job{ID: m.ID, Route: route, Model: m.Model, State: state.Queued, CreatedAt: time.Now()})
+	m := p.Submissions()[0]
+	p.Put(&state.Job{ID: m.ID, Route: route, Model: m.Model, State: state.Queued, CreatedAt: time.Now()})
 	select {
 	case b := <-got:
 		require.Equal(t, m.ID, decode(t, b).ID)
@@ -219,9 +218,7 @@ func TestACreateWaitsForTheRecord(t *testing.T) {
 func TestARecordThatIsLate(t *testing.T) {
 	t.Parallel()
 	p, srv := setupWith(t, func(m face.Mount, p face.Pollux) face.Face { return replicate.NewWaiting(m, p, 50*time.Millisecond) })
-	p.mu.Lock()
-	p.hold = true
-	p.mu.Unlock()
+	p.Hold(true)
 	resp, body := do(t, srv, http.MethodPost, "/v1/models/acme/video/predictions", `{"input":{"prompt":"late"}}`, nil)
 	require.Equal(t, http.StatusCreated, resp.StatusCode, body)
 	created := decode(t, body)
@@ -234,7 +231,7 @@ func TestARecordThatIsLate(t *testing.T) {
 	requireProblem(t, resp, body, http.StatusConflict, "")
 	require.Equal(t, "1", resp.Header.Get("Retry-After"))
 
-	p.put(&state.Job{ID: created.ID, Route: route, State: state.Running, CreatedAt: time.Now()})
+	p.Put(&state.Job{ID: created.ID, Route: route, State: state.Running, CreatedAt: time.Now()})
 	_, body = do(t, srv, http.MethodGet, "/v1/predictions/"+created.ID, "", nil)
 	require.Equal(t, "processing", decode(t, body).Status, "the record, once it exists")
 }
@@ -251,7 +248,7 @@ func TestIdempotencyKey(t *testing.T) {
 	}
 	one, two := create(map[string]string{"Idempotency-Key": "k"}), create(map[string]string{"Idempotency-Key": "k"})
 	require.Equal(t, one, two)
-	require.Equal(t, "k", p.submissions()[0].IdempotencyKey)
+	require.Equal(t, "k", p.Submissions()[0].IdempotencyKey)
 	require.NotEqual(t, create(nil), create(nil))
 	resp, body := do(t, srv, http.MethodPost, "/v1/models/acme/video/predictions", `{"input":{}}`, map[string]string{"Idempotency-Key": strings.Repeat("k", 300)})
 	requireProblem(t, resp, body, http.StatusBadRequest, "Idempotency-Key")
@@ -262,37 +259,31 @@ func TestIdempotencyKey(t *testing.T) {
 func TestCancel(t *testing.T) {
 	t.Parallel()
 	p, srv := setup(t)
-	p.mu.Lock()
-	p.cancelEnds = true
-	p.mu.Unlock()
-	p.put(&state.Job{ID: "c1", Route: route, State: state.Running})
+	p.CancelEnds(true)
+	p.Put(&state.Job{ID: "c1", Route: route, State: state.Running})
 	resp, body := do(t, srv, http.MethodPost, "/v1/predictions/c1/cancel", "", nil)
 	require.Equal(t, http.StatusOK, resp.StatusCode, body)
 	require.Equal(t, "canceled", decode(t, body).Status)
-	p.mu.Lock()
-	require.Equal(t, []string{"c1"}, p.cancels)
-	p.mu.Unlock()
+	require.Equal(t, []string{"c1"}, p.Cancels())
 
-	p.put(&state.Job{ID: "c2", Route: route, State: state.Succeeded})
+	p.Put(&state.Job{ID: "c2", Route: route, State: state.Succeeded})
 	resp, body = do(t, srv, http.MethodPost, "/v1/predictions/c2/cancel", "", nil)
 	require.Equal(t, http.StatusOK, resp.StatusCode, body)
 	require.Equal(t, "succeeded", decode(t, body).Status)
 
 	resp, body = do(t, srv, http.MethodPost, "/v1/predictions/nope/cancel", "", nil)
 	requireProblem(t, resp, body, http.StatusNotFound, "")
-	p.put(&state.Job{ID: "other", Route: "elsewhere", State: state.Running})
+	p.Put(&state.Job{ID: "other", Route: "elsewhere", State: state.Running})
 	resp, body = do(t, srv, http.MethodPost, "/v1/predictions/other/cancel", "", nil)
 	requireProblem(t, resp, body, http.StatusNotFound, "")
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	require.Equal(t, []string{"c1"}, p.cancels, "no cancel of another route's job")
+	require.Equal(t, []string{"c1"}, p.Cancels(), "no cancel of another route's job")
 }
 
 // A model route's job is the face's: it was routed through the route.
 func TestAModelRoutesJobIsTheFaces(t *testing.T) {
 	t.Parallel()
 	p, srv := setup(t)
-	p.put(&state.Job{ID: "routed", Route: "member", Routing: &state.Routing{Via: route}, State: state.Queued})
+	p.Put(&state.Job{ID: "routed", Route: "member", Routing: &state.Routing{Via: route}, State: state.Queued})
 	resp, body := do(t, srv, http.MethodGet, "/v1/predictions/routed", "", nil)
 	require.Equal(t, http.StatusOK, resp.StatusCode, body)
 }
@@ -332,11 +323,9 @@ func TestBadRequests(t *testing.T) {
 		resp, body := do(t, srv, method, tc.path, tc.body, tc.h)
 		requireProblem(t, resp, body, tc.status, tc.field)
 	}
-	require.Empty(t, p.submissions(), "nothing refused was submitted")
+	require.Empty(t, p.Submissions(), "nothing refused was submitted")
 
-	p.mu.Lock()
-	p.failSubmit = true
-	p.mu.Unlock()
+	p.FailSubmit(facetest.ErrUnavailable)
 	resp, body := do(t, srv, http.MethodPost, "/v1/models/acme/video/predictions", `{"input":{}}`, nil)
 	requireProblem(t, resp, body, http.StatusServiceUnavailable, "")
 	require.Equal(t, "1", resp.Header.Get("Retry-After"))
@@ -346,7 +335,7 @@ func TestBadRequests(t *testing.T) {
 // with its Retry-After.
 func TestWriteError(t *testing.T) {
 	t.Parallel()
-	f := replicate.New(face.Mount{Kind: face.Replicate, Route: route}, newFake())
+	f := replicate.New(face.Mount{Kind: face.Replicate, Route: route}, facetest.New())
 	for _, e := range []face.Error{
 		{Status: 401, Code: "unauthorized", Message: "a token is required"},
 		{Status: 403, Code: "forbidden", Message: "this token may only read"},

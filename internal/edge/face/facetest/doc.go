@@ -1,0 +1,13 @@
+// Package facetest is test support for Pollux's provider faces: Pollux, an
+// in-memory face.Pollux that stands for the front door, so a face's tests
+// drive its handler without NATS.
+//
+// A submission becomes a pending record at once (unless held back, as
+// when ingest is slow); every change of a record wakes the waiters, as
+// the jobs index does; a cancel is recorded and, when asked, ends the job.
+// A test steers it with its knobs (Hold, FailSubmit, CancelEnds, Clock),
+// writes records with Put and Update, and reads what the face asked with
+// Submissions, Cancels and Waits.
+//
+// Only tests import it (depguard's test-support-stays-in-tests rule).
+package facetest

@@ -1,0 +1,206 @@
+package facetest
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/pollux-dev/pollux/internal/edge/face"
+	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/state"
+)
+
+// ErrUnavailable is a Submit failure the front door does not explain, as
+// when NATS is unavailable: a face answers it as its provider's 503.
+var ErrUnavailable = errors.New("nats: no responders")
+
+// Pollux is an in-memory face.Pollux. Its zero value is not usable: call
+// New. It is safe for use by a face's handlers and the test at once.
+type Pollux struct {
+	mu      sync.Mutex
+	jobs    map[string]*state.Job
+	subs    []events.Submit
+	cancels []string
+	// changed is closed, and replaced, on every change of a record.
+	changed chan struct{}
+	// waits receives the id of each Wait call (dropped when full).
+	waits chan string
+
+	hold       bool
+	submitErr  error
+	cancelEnds bool
+	now        func() time.Time
+}
+
+var _ face.Pollux = (*Pollux)(nil)
+
+// New returns a Pollux with no records, whose clock is time.Now.
+func New() *Pollux {
+	return &Pollux{jobs: map[string]*state.Job{}, changed: make(chan struct{}), waits: make(chan string, 64), now: time.Now}
+}
+
+// Hold keeps, when on, a submission's record from being made: the
+// submission is durable but ingest has not taken it (yet).
+func (p *Pollux) Hold(on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.hold = on
+}
+
+// FailSubmit makes Submit return err (nil: succeed again).
+func (p *Pollux) FailSubmit(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.submitErr = err
+}
+
+// CancelEnds makes, when on, a cancel end its job at once (canceled).
+func (p *Pollux) CancelEnds(on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cancelEnds = on
+}
+
+// Clock sets the clock that stamps the records Submit and a cancel make.
+func (p *Pollux) Clock(now func() time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.now = now
+}
+
+// Submit records m and, unless held or failing, makes its pending record
+// (once: a submission of an id that has a record changes nothing).
+func (p *Pollux) Submit(_ context.Context, _ *http.Request, route string, m events.Submit) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.submitErr != nil {
+		return p.submitErr
+	}
+	p.subs = append(p.subs, m)
+	if _, ok := p.jobs[m.ID]; ok || p.hold {
+		return nil
+	}
+	p.putLocked(&state.Job{ID: m.ID, Route: route, Model: m.Model, State: state.Pending, Input: m.Input,
+		Metadata: m.Metadata, IdempotencyKey: m.IdempotencyKey, CreatedAt: p.now().UTC()})
+	return nil
+}
+
+// Job returns a copy of job id's record; state.ErrNotFound when there is
+// none.
+func (p *Pollux) Job(_ context.Context, id string) (*state.Job, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	j, ok := p.jobs[id]
+	if !ok {
+		return nil, state.ErrNotFound
+	}
+	c := *j
+	return &c, nil
+}
+
+// Wait returns job id's record once done holds for it, woken by every
+// change; when ctx ends first, the latest record (state.ErrNotFound when
+// there is none). Each call is announced on Waits.
+func (p *Pollux) Wait(ctx context.Context, id string, done func(*state.Job) bool) (*state.Job, error) {
+	select {
+	case p.waits <- id:
+	default:
+	}
+	for {
+		p.mu.Lock()
+		changed := p.changed
+		p.mu.Unlock()
+		j, err := p.Job(ctx, id)
+		if err == nil && done(j) {
+			return j, nil
+		}
+		select {
+		case <-ctx.Done():
+			return j, err
+		case <-changed:
+		}
+	}
+}
+
+// Cancel records a cancel of job j (ending it when CancelEnds is on);
+// face.ErrTerminal when j has ended.
+func (p *Pollux) Cancel(_ context.Context, _ *http.Request, j *state.Job, _ string) error {
+	if j.State.Terminal() {
+		return face.ErrTerminal
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cancels = append(p.cancels, j.ID)
+	if c, ok := p.jobs[j.ID]; ok && p.cancelEnds {
+		ended := *c
+		ended.State, ended.CompletedAt = state.Canceled, p.now().UTC()
+		p.putLocked(&ended)
+	}
+	return nil
+}
+
+// Output redirects to output n's URL; face.ErrOutputNotFound when the job
+// has no such output.
+func (p *Pollux) Output(w http.ResponseWriter, r *http.Request, j *state.Job, n int) error {
+	if n < 0 || n >= len(j.Outputs) {
+		return face.ErrOutputNotFound
+	}
+	http.Redirect(w, r, j.Outputs[n], http.StatusFound)
+	return nil
+}
+
+// Put stores a copy of j as its record and wakes the waiters.
+func (p *Pollux) Put(j *state.Job) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.putLocked(j)
+}
+
+// Update changes job id's record (which must exist) and wakes the
+// waiters.
+func (p *Pollux) Update(id string, change func(*state.Job)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c := *p.jobs[id]
+	change(&c)
+	p.putLocked(&c)
+}
+
+func (p *Pollux) putLocked(j *state.Job) {
+	c := *j
+	p.jobs[j.ID] = &c
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+// Submissions returns the submissions Submit took, in order.
+func (p *Pollux) Submissions() []events.Submit {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]events.Submit(nil), p.subs...)
+}
+
+// Cancels returns the ids of the jobs Cancel was asked for, in order.
+func (p *Pollux) Cancels() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.cancels...)
+}
+
+// Waits receives the id of each Wait call, so a test knows a face is
+// waiting before it changes a record.
+func (p *Pollux) Waits() <-chan string { return p.waits }
+
+// FrontDoorError returns an error that stands for one of the front
+// door's refusals (an invalid field, a quota): face.AsError reads e from
+// it.
+func FrontDoorError(e face.Error) error { return &frontDoorError{e} }
+
+type frontDoorError struct{ e face.Error }
+
+func (e *frontDoorError) Error() string { return e.e.Code + ": " + e.e.Message }
+
+// FaceError is what face.AsError reads.
+func (e *frontDoorError) FaceError() face.Error { return e.e }
