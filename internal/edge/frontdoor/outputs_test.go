@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pollux-dev/pollux/internal/core/jobs"
+	"github.com/pollux-dev/pollux/internal/edge/face"
 	"github.com/pollux-dev/pollux/internal/edge/frontdoor"
 	"github.com/pollux-dev/pollux/internal/platform/config"
 	"github.com/pollux-dev/pollux/internal/services/custody"
@@ -31,7 +32,10 @@ func TestKeptOutputsAreServed(t *testing.T) {
 	const size = 700_000 // several object store chunks
 	tokens, err := frontdoor.ParseTokens(strings.NewReader(tokenA + " read name=dashboard\n"))
 	require.NoError(t, err)
-	d := setup(t, frontdoor.Config{Tokens: tokens})
+	// The job's id is one the OpenAI face would mint, so its content
+	// endpoint serves it too.
+	const jobID = "video_00112233445566778899aabbccddeeff"
+	d := setup(t, frontdoor.Config{Tokens: tokens, Faces: []face.Mount{{Kind: face.OpenAI, Route: route}}})
 	bearer := map[string]string{"Authorization": "Bearer " + tokenA}
 
 	s, err := sim.New(sim.Config{OutputBytes: size,
@@ -69,24 +73,24 @@ func TestKeptOutputsAreServed(t *testing.T) {
 		return json.NewDecoder(resp.Body).Decode(&p) == nil && p.Status == sim.StatusSucceeded
 	}, 10*time.Second, 5*time.Millisecond)
 
-	r := d.do(t, http.MethodGet, "/v1/jobs/job-1/outputs/0", "", bearer)
+	r := d.do(t, http.MethodGet, "/v1/jobs/"+jobID+"/outputs/0", "", bearer)
 	requireError(t, r, http.StatusNotFound, frontdoor.CodeJobNotFound, "")
 	now := time.Now().UTC()
-	j := &state.Job{ID: "job-1", Route: route, Model: "m", RemoteID: p.ID, State: state.Queued, Tracked: true,
+	j := &state.Job{ID: jobID, Route: route, Model: "m", RemoteID: p.ID, State: state.Queued, Tracked: true,
 		CreatedAt: now, SubmittedAt: now, ChangedAt: now, Deadline: now.Add(time.Hour), NextCheckAt: now.Add(time.Hour)}
 	j.Record(events.EventSubmitted, now)
 	_, _, err = d.jobs.Intake().Accept(t.Context(), j)
 	require.NoError(t, err)
-	_, err = d.jobs.Webhooks().Webhook(t.Context(), jobs.Notice{Route: route, JobID: "job-1", DeliveryID: "d1", RemoteID: p.ID,
+	_, err = d.jobs.Webhooks().Webhook(t.Context(), jobs.Notice{Route: route, JobID: jobID, DeliveryID: "d1", RemoteID: p.ID,
 		Obs: state.Observation{State: state.Succeeded, Raw: "succeeded", Outputs: []string{p.Output[0], provider.URL + "/nothing.mp4"},
 			OutputsExpireAt: now.Add(2 * time.Hour)}})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
-		j, err := d.jobs.Get(t.Context(), "job-1")
+		j, err := d.jobs.Get(t.Context(), jobID)
 		return err == nil && j.Custody != nil && !j.Custody.SavedAt.IsZero()
 	}, 20*time.Second, 10*time.Millisecond)
 
-	req, err := http.NewRequest(http.MethodGet, d.url+"/v1/jobs/job-1/outputs/0", nil)
+	req, err := http.NewRequest(http.MethodGet, d.url+"/v1/jobs/"+jobID+"/outputs/0", nil)
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer "+tokenA)
 	got, err := http.DefaultClient.Do(req)
@@ -109,13 +113,27 @@ func TestKeptOutputsAreServed(t *testing.T) {
 	_ = again.Body.Close()
 	require.Equal(t, http.StatusNotModified, again.StatusCode)
 
-	r = d.do(t, http.MethodGet, "/v1/jobs/job-1/outputs/1", "", bearer)
+	r = d.do(t, http.MethodGet, "/v1/jobs/"+jobID+"/outputs/1", "", bearer)
 	requireError(t, r, http.StatusNotFound, frontdoor.CodeOutputNotKept, "")
 	require.Contains(t, r.body["error"].(map[string]any)["message"], "gone")
-	r = d.do(t, http.MethodGet, "/v1/jobs/job-1/outputs/2", "", bearer)
+	r = d.do(t, http.MethodGet, "/v1/jobs/"+jobID+"/outputs/2", "", bearer)
 	requireError(t, r, http.StatusNotFound, frontdoor.CodeOutputNotKept, "")
-	r = d.do(t, http.MethodGet, "/v1/jobs/job-1/outputs/01", "", bearer)
+	r = d.do(t, http.MethodGet, "/v1/jobs/"+jobID+"/outputs/01", "", bearer)
 	requireError(t, r, http.StatusBadRequest, frontdoor.CodeInvalidParameter, "n")
-	r = d.do(t, http.MethodGet, "/v1/jobs/job-1/outputs/0", "", nil)
+	r = d.do(t, http.MethodGet, "/v1/jobs/"+jobID+"/outputs/0", "", nil)
 	requireError(t, r, http.StatusUnauthorized, frontdoor.CodeUnauthorized, "")
+
+	// The OpenAI face's content is the kept bytes, not a redirect to the
+	// provider.
+	req, err = http.NewRequest(http.MethodGet, d.url+"/openai/"+route+"/v1/videos/"+jobID+"/content", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+tokenA)
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	viaFace, err := noRedirect.Do(req)
+	require.NoError(t, err)
+	body, err = io.ReadAll(viaFace.Body)
+	_ = viaFace.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, viaFace.StatusCode, "%s", body)
+	require.True(t, string(want) == string(body), "the face serves the kept bytes (%d bytes, want %d)", len(body), size)
 }
