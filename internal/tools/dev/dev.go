@@ -145,7 +145,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	stack, err := Start(gctx, g, nc, StackConfig{
 		Sim: sim.Config{Models: cfg.Models, Default: cfg.Models["pollux-demo/standard"],
 			TimeScale: cfg.TimeScale, Seed: cfg.Seed, Faults: *cfg.Faults},
-		Route:      config.Route{Workers: config.Workers{Submit: 8, Status: cfg.StatusWorkers}},
+		Route:      config.Route{Workers: config.Workers{Submit: 8, Status: cfg.StatusWorkers}, Faces: config.FaceKinds},
 		NoWebhooks: cfg.NoWebhooks,
 		Logger:     log,
 	})
