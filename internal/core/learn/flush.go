@@ -64,35 +64,44 @@ import (
 // Flush writes the queued durations, queue and webhook observations; what
 // cannot be written stays queued.
 func (s *Stats) Flush(ctx context.Context) {
-	s.flushQueues(ctx)
-	s.flushWebhooks(ctx)
+	flushPending(ctx, s, &s.qpending, s.foldQueue, mergeQueue, "the queue velocity")
+	flushPending(ctx, s, &s.wpending, s.foldWebhook, mergeWebhook, "the webhook reliability")
+	flushPending(ctx, s, &s.pending, s.fold, mergeDurations, "learned durations")
+}
+
+// flushPending folds each batch of *pending, taken out under s.pmu; a
+// batch that fails goes back, with what came for its key meanwhile merged
+// into it (merge), for the next flush.
+func flushPending[B any](ctx context.Context, s *Stats, pending *map[string]*B, fold func(context.Context, string, *B) error, merge func(b, cur *B), what string) {
 	s.pmu.Lock()
-	work := s.pending
-	s.pending = map[string]*batch{}
+	work := *pending
+	*pending = map[string]*B{}
 	s.pmu.Unlock()
 	for k, b := range work {
-		if err := s.fold(ctx, k, b); err != nil {
-			s.log.Warn().Err(err).Str("route", b.route).Str("model", b.model).Msg("saving learned durations failed; will retry")
-			s.requeue(k, b)
+		if err := fold(ctx, k, b); err != nil {
+			s.log.Warn().Err(err).Str("key", k).Msg("saving " + what + " failed; will retry")
+			s.pmu.Lock()
+			if cur := (*pending)[k]; cur != nil {
+				merge(b, cur)
+			}
+			(*pending)[k] = b
+			s.pmu.Unlock()
 		}
 	}
 }
 
-func (s *Stats) requeue(k string, b *batch) {
-	s.pmu.Lock()
-	defer s.pmu.Unlock()
-	if cur := s.pending[k]; cur != nil {
-		for _, d := range cur.total {
-			b.total = appendBounded(b.total, d)
-		}
-		for _, d := range cur.run {
-			b.run = appendBounded(b.run, d)
-		}
-		b.lengths = append(b.lengths, cur.lengths[:min(len(cur.lengths), maxPending-len(b.lengths))]...)
-		b.outcomes = append(b.outcomes, cur.outcomes[:min(len(cur.outcomes), maxPending-len(b.outcomes))]...)
-		b.ends = append(b.ends, cur.ends[:min(len(cur.ends), maxPending-len(b.ends))]...)
+// mergeDurations adds cur, a batch that came while b failed to fold, into
+// b, bounded.
+func mergeDurations(b, cur *batch) {
+	for _, d := range cur.total {
+		b.total = appendBounded(b.total, d)
 	}
-	s.pending[k] = b
+	for _, d := range cur.run {
+		b.run = appendBounded(b.run, d)
+	}
+	b.lengths = append(b.lengths, cur.lengths[:min(len(cur.lengths), maxPending-len(b.lengths))]...)
+	b.outcomes = append(b.outcomes, cur.outcomes[:min(len(cur.outcomes), maxPending-len(b.outcomes))]...)
+	b.ends = append(b.ends, cur.ends[:min(len(cur.ends), maxPending-len(b.ends))]...)
 }
 
 // fold adds a batch to its record with compare-and-set.

@@ -110,24 +110,9 @@ func (s *Stats) applyQueue(e jetstream.KeyValueEntry) {
 
 func (s *Stats) installQueue(route string, q queueSnapshot) { installNewer(s, s.queues, route, q) }
 
-// flushQueues writes the queued observations; what cannot be written is
-// queued again.
-func (s *Stats) flushQueues(ctx context.Context) {
-	s.pmu.Lock()
-	work := s.qpending
-	s.qpending = map[string]*queueBatch{}
-	s.pmu.Unlock()
-	for route, b := range work {
-		if err := s.foldQueue(ctx, route, b); err != nil {
-			s.log.Warn().Err(err).Str("route", route).Msg("saving the queue velocity failed; will retry")
-			s.pmu.Lock()
-			if cur := s.qpending[route]; cur != nil {
-				b.moved, b.seconds = b.moved+cur.moved, b.seconds+cur.seconds
-			}
-			s.qpending[route] = b
-			s.pmu.Unlock()
-		}
-	}
+// mergeQueue adds cur, a batch that came while b failed to fold, into b.
+func mergeQueue(b, cur *queueBatch) {
+	b.moved, b.seconds = b.moved+cur.moved, b.seconds+cur.seconds
 }
 
 // foldQueue adds a batch to the route's record with compare-and-set.

@@ -155,26 +155,11 @@ func (s *Stats) installWebhook(route string, w webhookSnapshot) {
 	installNewer(s, s.webhooks, route, w)
 }
 
-// flushWebhooks writes the queued observations; what cannot be written is
-// queued again.
-func (s *Stats) flushWebhooks(ctx context.Context) {
-	s.pmu.Lock()
-	work := s.wpending
-	s.wpending = map[string]*webhookBatch{}
-	s.pmu.Unlock()
-	for route, b := range work {
-		if err := s.foldWebhook(ctx, route, b); err != nil {
-			s.log.Warn().Err(err).Str("route", route).Msg("saving the webhook reliability failed; will retry")
-			s.pmu.Lock()
-			if cur := s.wpending[route]; cur != nil {
-				b.delivered, b.missed = b.delivered+cur.delivered, b.missed+cur.missed
-				for _, d := range cur.late {
-					b.late = appendBounded(b.late, d)
-				}
-			}
-			s.wpending[route] = b
-			s.pmu.Unlock()
-		}
+// mergeWebhook adds cur, a batch that came while b failed to fold, into b.
+func mergeWebhook(b, cur *webhookBatch) {
+	b.delivered, b.missed = b.delivered+cur.delivered, b.missed+cur.missed
+	for _, d := range cur.late {
+		b.late = appendBounded(b.late, d)
 	}
 }
 
