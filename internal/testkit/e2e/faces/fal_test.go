@@ -1,8 +1,6 @@
 package faces_test
 
 import (
-	"encoding/json"
-	"net/http"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,21 +16,6 @@ import (
 // falEnv is examples/sdks/fal.mjs's environment for mode.
 func falEnv(s *stack, mode string, extra ...string) []string {
 	return append([]string{"POLLUX_URL=" + s.URL, "POLLUX_TOKEN=" + tokenApp, "POLLUX_READ_TOKEN=" + tokenRead, "FAL_MODE=" + mode}, extra...)
-}
-
-// falRecord reads request id's job record through the front door.
-func falRecord(t *testing.T, s *stack, id string) *state.Job {
-	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, s.URL+"/v1/jobs/"+id, nil)
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+tokenRead)
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer func() { _ = resp.Body.Close() }()
-	require.Equal(t, http.StatusOK, resp.StatusCode, "job %s", id)
-	var j state.Job
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&j))
-	return &j
 }
 
 // field walks m along keys.
@@ -55,7 +38,7 @@ func requireOutcome(t *testing.T, s *stack, line map[string]any) *state.Job {
 	t.Helper()
 	id, _ := line["requestId"].(string)
 	require.Regexp(t, `^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`, id, "%v", line)
-	j := falRecord(t, s, id)
+	j := s.record(t, id)
 	require.True(t, j.State.Terminal(), "%s is %s", id, j.State)
 	require.Equal(t, "fal", j.Metadata["face"])
 	switch j.State {
@@ -77,14 +60,6 @@ func requireOutcome(t *testing.T, s *stack, line map[string]any) *state.Job {
 	return j
 }
 
-func byOp(lines []map[string]any) map[string]map[string]any {
-	m := map[string]map[string]any{}
-	for _, l := range lines {
-		m[l["op"].(string)] = l
-	}
-	return m
-}
-
 // The fal client's calls — subscribe, queue.submit/status/result/cancel —
 // end to end through the face, each answer the job's record; and its
 // errors: a wrong or read-only token, a malformed input, a foreign
@@ -96,7 +71,7 @@ func TestFalClient(t *testing.T) {
 	t.Parallel()
 	s := start(t)
 
-	ops := byOp(node(t, "fal.mjs", 90*time.Second, falEnv(s, "main")...))
+	ops := byField("op", node(t, "fal.mjs", 90*time.Second, falEnv(s, "main")...))
 	sub := ops["subscribe"]
 	require.Equal(t, "COMPLETED", last(sub["statuses"]), "subscribe polls until COMPLETED: %v", sub)
 	requireOutcome(t, s, sub)
@@ -118,13 +93,13 @@ func TestFalClient(t *testing.T) {
 	require.Equal(t, "ALREADY_COMPLETED", field(c, "again", "body", "status"))
 
 	bad := ops["refused"]
-	j := falRecord(t, s, bad["requestId"].(string))
+	j := s.record(t, bad["requestId"].(string))
 	require.Equal(t, state.Failed, j.State)
 	require.Empty(t, j.RemoteID, "the provider never had it")
 	require.Equal(t, "ValidationError", field(bad, "error", "name"), "%v", bad)
 	require.InDelta(t, 422, field(bad, "error", "status"), 0)
 
-	ops = byOp(node(t, "fal.mjs", 60*time.Second, falEnv(s, "errors")...))
+	ops = byField("op", node(t, "fal.mjs", 60*time.Second, falEnv(s, "errors")...))
 	for op, want := range map[string]float64{"wrong-token": 401, "read-only-submit": 403, "read-only-cancel": 403, "unknown-request": 404} {
 		require.Equal(t, "ApiError", field(ops[op], "error", "name"), "%s: %v", op, ops[op])
 		require.InDelta(t, want, field(ops[op], "error", "status"), 0, "%s: %v", op, ops[op])
@@ -179,7 +154,7 @@ func TestFalClientsCostTheProviderNothing(t *testing.T) {
 	e2etest.WaitFor(t, "every record's polls counted", 30*time.Second, func() bool {
 		polls = 0
 		for id := range ids {
-			j := falRecord(t, s, id)
+			j := s.record(t, id)
 			if j.PollsOpen {
 				return false
 			}

@@ -21,6 +21,7 @@ import (
 	"github.com/pollux-dev/pollux/internal/edge/frontdoor"
 	"github.com/pollux-dev/pollux/internal/testkit/e2e/e2etest"
 	"github.com/pollux-dev/pollux/pkg/provider/sim"
+	"github.com/pollux-dev/pollux/pkg/state"
 )
 
 // Tokens of the faces' front door: an app that may submit, one that may
@@ -226,4 +227,44 @@ func envValue(env []string, name string) string {
 		}
 	}
 	return ""
+}
+
+// byField indexes a script's JSON lines by the value of field (each
+// script names its lines by "op" or "step").
+func byField(field string, lines []map[string]any) map[string]map[string]any {
+	out := map[string]map[string]any{}
+	for _, l := range lines {
+		if v, ok := l[field].(string); ok {
+			out[v] = l
+		}
+	}
+	return out
+}
+
+// lookup reads job id's record through the front door; nil when there is
+// none (yet), or while the gateway restarts.
+func (s *stack) lookup(t *testing.T, id string) *state.Job {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, s.URL+"/v1/jobs/"+id, nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+tokenRead)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return nil
+	}
+	var j state.Job
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&j))
+	return &j
+}
+
+// record is job id's record, which must exist.
+func (s *stack) record(t *testing.T, id string) *state.Job {
+	t.Helper()
+	j := s.lookup(t, id)
+	require.NotNil(t, j, "job %s has a record", id)
+	return j
 }

@@ -44,7 +44,7 @@ func TestKeylessRetriesAcrossAGatewayCrash(t *testing.T) {
 		id, _ := lines[0][c.idField].(string)
 		require.NotEmpty(t, id)
 		e2etest.WaitFor(t, c.name+": the job the app knows is created", 30*time.Second, func() bool {
-			j := record(t, s, id)
+			j := s.lookup(t, id)
 			return j != nil && j.RemoteID != ""
 		})
 		e2etest.WaitFor(t, c.name+": two jobs at the provider", 30*time.Second, func() bool { return s.SimStats(t).Creates == before+2 })

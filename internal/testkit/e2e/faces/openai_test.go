@@ -2,9 +2,7 @@ package faces_test
 
 import (
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"testing"
 	"time"
 
@@ -12,7 +10,6 @@ import (
 
 	"github.com/pollux-dev/pollux/internal/edge/face"
 	"github.com/pollux-dev/pollux/internal/testkit/e2e/e2etest"
-	"github.com/pollux-dev/pollux/pkg/state"
 )
 
 // The openai SDK (openai@7.59.0), unchanged but for its base URL and key,
@@ -107,7 +104,7 @@ func TestOpenAIFace(t *testing.T) {
 	e2etest.WaitFor(t, "every record's polls counted", 30*time.Second, func() bool {
 		polls = 0
 		for _, id := range ids {
-			j := record(t, s, id)
+			j := s.lookup(t, id)
 			if j == nil || !j.State.Terminal() || j.PollsOpen {
 				return false
 			}
@@ -140,7 +137,7 @@ func keyedAcrossAKill(t *testing.T, s *stack, env []string) []string {
 		defer func() { out <- lines }() // also when node fails the test
 		lines = node(t, "openai.mjs", 90*time.Second, append(env, "MODE=keyed", fmt.Sprintf("JOBS=%d", n), "KEY_PREFIX="+prefix)...)
 	}()
-	e2etest.WaitFor(t, "the third keyed video", 30*time.Second, func() bool { return record(t, s, idOf(2)) != nil })
+	e2etest.WaitFor(t, "the third keyed video", 30*time.Second, func() bool { return s.lookup(t, idOf(2)) != nil })
 	s.Ingest.Kill(t) // the app is creating the fourth
 	s.StartIngest(t)
 	lines := <-out
@@ -156,24 +153,4 @@ func keyedAcrossAKill(t *testing.T, s *stack, env []string) []string {
 	}
 	t.Logf("openai face: %d keyed creates across a gateway SIGKILL, %d retried by the app after the SDK's own retries", n, retried)
 	return ids
-}
-
-// record reads job id's record through the front door; nil when there is
-// none yet.
-func record(t *testing.T, s *stack, id string) *state.Job {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, s.URL+"/v1/jobs/"+id, nil)
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+tokenRead)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil // the gateway is restarting
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil
-	}
-	var j state.Job
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&j))
-	return &j
 }

@@ -2,8 +2,6 @@ package faces_test
 
 import (
 	"encoding/base32"
-	"encoding/json"
-	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -22,21 +20,6 @@ const tokenSlow = "faces-slow-token-0123456789abcdef"
 // replicateEnv is the environment of examples/sdks/replicate.mjs.
 func (s *stack) replicateEnv(mode string, env ...string) []string {
 	return append([]string{"MODE=" + mode, "POLLUX_URL=" + s.URL, "POLLUX_TOKEN=" + tokenApp, "READ_TOKEN=" + tokenRead, "SLOW_TOKEN=" + tokenSlow}, env...)
-}
-
-// record reads job id's record through the front door.
-func (s *stack) record(t *testing.T, id string) *state.Job {
-	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, s.URL+"/v1/jobs/"+id, nil)
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+tokenRead)
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode, "job %s", id)
-	var j state.Job
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&j))
-	return &j
 }
 
 // requireResult checks what an SDK call reported against the job's record:
@@ -59,15 +42,6 @@ func (s *stack) requireResult(t *testing.T, line map[string]any) {
 	}
 }
 
-// byStep indexes a script's lines by their step.
-func byStep(lines []map[string]any) map[string]map[string]any {
-	out := map[string]map[string]any{}
-	for _, l := range lines {
-		out[l["step"].(string)] = l
-	}
-	return out
-}
-
 // The SDK's own calls, end to end: run() blocking (Prefer: wait) and
 // polling, predictions.create/get/cancel and wait(); and the errors it
 // throws for what the face refuses.
@@ -83,7 +57,7 @@ func TestReplicateSDK(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, f.Close())
 
-	steps := byStep(node(t, "replicate.mjs", 60*time.Second, s.replicateEnv("main")...))
+	steps := byField("step", node(t, "replicate.mjs", 60*time.Second, s.replicateEnv("main")...))
 	s.requireResult(t, steps["run-block"])
 	s.requireResult(t, steps["run-poll"])
 	cgw := steps["create-get-wait"]
@@ -101,7 +75,7 @@ func TestReplicateSDK(t *testing.T) {
 		require.Equal(t, "app", j.SubmittedBy, "who acts is the token's name")
 	}
 
-	errs := byStep(node(t, "replicate.mjs", 60*time.Second, s.replicateEnv("errors")...))
+	errs := byField("step", node(t, "replicate.mjs", 60*time.Second, s.replicateEnv("errors")...))
 	for step, want := range map[string]struct {
 		status int
 		says   string
@@ -196,7 +170,7 @@ func TestReplicateCreateAcrossAGatewayCrash(t *testing.T) {
 		t.Fatal("the gateway did not crash after the create's submission")
 	}
 	s.StartIngest(t)
-	keyed := byStep(wait())["keyed"]
+	keyed := byField("step", wait())["keyed"]
 	require.NotNil(t, keyed)
 	require.GreaterOrEqual(t, keyed["create_attempts"], float64(2), "the create was retried: %v", keyed)
 	want := base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding).
@@ -216,7 +190,7 @@ func TestReplicateCreateAcrossAGatewayCrash(t *testing.T) {
 		t.Fatal("the gateway did not crash after the create's submission")
 	}
 	s.StartIngest(t)
-	keyless := byStep(wait())["keyless"]
+	keyless := byField("step", wait())["keyless"]
 	require.NotNil(t, keyless)
 	require.Equal(t, "TypeError", keyless["name"], "the SDK throws the broken connection, without a retry: %v", keyless)
 	require.Contains(t, keyless["message"], "fetch failed")
