@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"syscall"
@@ -37,39 +36,42 @@ type creatingFleet struct {
 	resends bool
 }
 
-// startCreatingFleet runs the fleet on the NATS servers at urls; svcURL
-// gives each service its URL (its user, for a server with accounts).
-func startCreatingFleet(t *testing.T, bin, dir string, js jetstream.JetStream, svcURL func(service string) string,
+// startCreatingFleet runs the fleet on the NATS servers js reaches;
+// svcURL gives each service its URL (its user, for a server with
+// accounts).
+func startCreatingFleet(t *testing.T, js jetstream.JetStream, svcURL func(service string) string,
 	replicas int, idempotent bool) *creatingFleet {
 	t.Helper()
-	tokenEnv := []string{"SIM_TOKEN=create-token"}
-	_, simAddr := e2etest.SimProcess(t, bin, dir, "sim", fmt.Sprintf(`
+	f := e2etest.StartSimFleet(t, e2etest.SimFleetConfig{
+		Token:     "create-token",
+		TimeScale: 50,
+		NATS:      svcURL,
+		JS:        js,
+		Sim: fmt.Sprintf(`
 time_scale: 50
 seed: 51
 latency: 5ms
 create_delay: 150ms
 default: {queue_median: 2s, queue_sigma: 0.3, run_median: 30s, run_sigma: 0.3, fail_rate: 0.05}
 faults: {webhook_missing_rate: 0.3, not_idempotent: %v}
-`, !idempotent), tokenEnv, "SIM_TOKEN")
-	hookAddr := fmt.Sprintf("127.0.0.1:%d", e2etest.FreePort(t))
-	cfg := filepath.Join(dir, "pollux.yaml")
-	require.NoError(t, os.WriteFile(cfg, []byte(fmt.Sprintf(`
+`, !idempotent),
+		Config: fmt.Sprintf(`
 streams: {replicas: %d}
 routes:
   sim:
     kind: replicate
-    base_url: http://%s
+    base_url: http://{{sim}}
     token_env: SIM_TOKEN
-    webhook_url: http://%s/webhooks/sim
+    webhook_url: http://{{webhook}}/webhooks/sim
     call_timeout: 5s
     workers: {submit: 8, status: 16}
     options: {idempotent: %v}
-`, replicas, simAddr, hookAddr, idempotent)), 0o600))
+`, replicas, idempotent),
+	})
 	for _, name := range []string{"ingest", "poller", "webhook"} {
-		e2etest.Launch(t, name, append(tokenEnv, "POLLUX_NATS_URL="+svcURL(name), "POLLUX_CONFIG="+cfg, "POLLUX_METRICS_ADDR=",
-			"POLLUX_TIME_SCALE=50", "POLLUX_WEBHOOK_ADDR="+hookAddr), filepath.Join(bin, name))
+		f.Launch(name, name)
 	}
-	return &creatingFleet{t: t, js: js, log: e2etest.FollowFleet(t, js), simURL: "http://" + simAddr, key: "create", model: "create/model"}
+	return &creatingFleet{t: t, js: js, log: e2etest.FollowFleet(t, js), simURL: f.SimURL, key: "create", model: "create/model"}
 }
 
 // submit publishes n submissions, retrying while the servers elect.
@@ -156,7 +158,7 @@ func TestChaosNATSRestartDuringCreates(t *testing.T) {
 			bin := e2etest.Binaries(t)
 			dir := t.TempDir()
 			node, url, js := stoppableNATS(t, bin, dir)
-			f := startCreatingFleet(t, bin, dir, js, func(string) string { return url }, 1, idempotent)
+			f := startCreatingFleet(t, js, func(string) string { return url }, 1, idempotent)
 			n := e2etest.Size(150, 1500)
 			f.submit(n)
 			f.whenCreating(n / 5)
@@ -181,7 +183,7 @@ func TestChaosClusterLeaderKilledDuringCreates(t *testing.T) {
 	dir := t.TempDir()
 	c := e2etest.StartShippedCluster(t, bin, dir)
 	js := c.Connect(t)
-	f := startCreatingFleet(t, bin, dir, js, c.URLsAs, 3, false)
+	f := startCreatingFleet(t, js, c.URLsAs, 3, false)
 	n := e2etest.Size(150, 1500)
 	f.submit(n)
 	f.whenCreating(n / 5)

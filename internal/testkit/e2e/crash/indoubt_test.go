@@ -3,9 +3,6 @@ package crash_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -31,41 +28,35 @@ func TestInDoubtCreateIsFoundAfterACrash(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs processes")
 	}
-	bin := e2etest.Binaries(t)
-	dir := t.TempDir()
-	natsURL, js := e2etest.NATSProcess(t, bin, dir)
-
-	tokenEnv := []string{"SIM_TOKEN=doubt-token"}
-	_, simAddr := e2etest.SimProcess(t, bin, dir, "sim", `
+	f := e2etest.StartSimFleet(t, e2etest.SimFleetConfig{
+		Token:     "doubt-token",
+		TimeScale: 50,
+		Sim: `
 time_scale: 50
 seed: 7
 default: {queue_median: 2s, queue_sigma: 0.1, run_median: 10s, run_sigma: 0.1, fail_rate: 0}
 faults: {not_idempotent: true}
-`, tokenEnv, "SIM_TOKEN")
-	simURL := "http://" + simAddr
-
-	hookAddr := fmt.Sprintf("127.0.0.1:%d", e2etest.FreePort(t))
-	cfg := filepath.Join(dir, "pollux.yaml")
-	require.NoError(t, os.WriteFile(cfg, []byte(fmt.Sprintf(`
+`,
+		Config: `
 streams: {intake_ack_wait: 2s}
 routes:
   sim:
     kind: replicate
-    base_url: %s
+    base_url: http://{{sim}}
     token_env: SIM_TOKEN
-    webhook_url: http://%s/webhooks/sim
+    webhook_url: http://{{webhook}}/webhooks/sim
     call_timeout: 1s
     options: {find_by_webhook: true}
-`, simURL, hookAddr)), 0o600))
-	svcEnv := append(tokenEnv, "POLLUX_NATS_URL="+natsURL, "POLLUX_CONFIG="+cfg, "POLLUX_METRICS_ADDR=",
-		"POLLUX_TIME_SCALE=50", "POLLUX_WEBHOOK_ADDR="+hookAddr)
+`,
+	})
+	js, simURL := f.JS, f.SimURL
 	for _, name := range []string{"poller", "webhook"} {
-		e2etest.Launch(t, name, svcEnv, filepath.Join(bin, name))
+		f.Launch(name, name)
 	}
 	log := e2etest.FollowFleet(t, js)
 
 	// The first ingest dies right after the provider's create answer.
-	crashing := e2etest.Launch(t, "ingest-crashing", append(svcEnv, faultpoint.Env+"=after-submit:1"), filepath.Join(bin, "ingest"))
+	crashing := f.Launch("ingest-crashing", "ingest", faultpoint.Env+"=after-submit:1")
 	id := events.KeyID("sim", "doubt-1")
 	msg, err := json.Marshal(events.Submit{V: 1, IdempotencyKey: "doubt-1", Model: "doubt/model", Input: json.RawMessage(`{"prompt":"once"}`)})
 	require.NoError(t, err)
@@ -88,7 +79,7 @@ routes:
 	require.Empty(t, j.RemoteID)
 
 	// The next ingest takes the submission up again.
-	e2etest.Launch(t, "ingest", svcEnv, filepath.Join(bin, "ingest"))
+	f.Launch("ingest", "ingest")
 	e2etest.WaitTerminal(t, js, log, []string{id}, 90*time.Second)
 
 	var truth []sim.Prediction

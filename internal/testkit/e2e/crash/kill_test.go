@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,54 +22,48 @@ import (
 
 // killRun is one run of the kill scenario.
 func killRun(t *testing.T, idempotent bool) {
-	bin := e2etest.Binaries(t)
-	dir := t.TempDir()
-	natsURL, js := e2etest.NATSProcess(t, bin, dir)
-
-	tokenEnv := []string{"SIM_TOKEN=kill-token"}
-	_, simAddr := e2etest.SimProcess(t, bin, dir, "sim", fmt.Sprintf(`
+	f := e2etest.StartSimFleet(t, e2etest.SimFleetConfig{
+		Token:     "kill-token",
+		TimeScale: 50,
+		Sim: fmt.Sprintf(`
 time_scale: 50
 seed: 31
 latency: 5ms
 default: {queue_median: 3s, queue_sigma: 0.5, run_median: 40s, run_sigma: 0.4, fail_rate: 0.1}
 faults: {server_error_rate: 0.02, webhook_missing_rate: 0.2, not_idempotent: %v}
-`, !idempotent), tokenEnv, "SIM_TOKEN")
-
-	hookAddr := fmt.Sprintf("127.0.0.1:%d", e2etest.FreePort(t))
-	cfg := filepath.Join(dir, "pollux.yaml")
-	require.NoError(t, os.WriteFile(cfg, []byte(fmt.Sprintf(`
+`, !idempotent),
+		Config: fmt.Sprintf(`
 streams: {intake_ack_wait: 6s, check_ack_wait: 4s}
 routes:
   sim:
     kind: replicate
-    base_url: http://%s
+    base_url: http://{{sim}}
     token_env: SIM_TOKEN
-    webhook_url: http://%s/webhooks/sim
+    webhook_url: http://{{webhook}}/webhooks/sim
     workers: {submit: 4, status: 8}
     budgets:
       submit: {concurrency: 2, lease_wait: 5s}
       status: {concurrency: 4, lease_wait: 5s}
     options: {idempotent: %v}
-`, simAddr, hookAddr, idempotent)), 0o600))
-	svcEnv := append(tokenEnv, "POLLUX_NATS_URL="+natsURL, "POLLUX_CONFIG="+cfg, "POLLUX_METRICS_ADDR=",
-		"POLLUX_TIME_SCALE=50", "POLLUX_WEBHOOK_ADDR="+hookAddr)
+`, idempotent),
+	})
+	js := f.JS
 
 	// Ingest also crashes right after the provider accepted a job, before
 	// the record knows its remote id: the window only idempotency (or
 	// reconciliation) makes safe.
-	ingestEnv := append(svcEnv, faultpoint.Env+"=after-submit:0.03")
 	var n atomic.Int64
 	var sups []*e2etest.Supervisor
 	for _, s := range []struct {
-		name string
-		env  []string
-	}{{"ingest", ingestEnv}, {"poller-a", svcEnv}, {"poller-b", svcEnv}, {"webhook", svcEnv}} {
-		bin := filepath.Join(bin, s.name)
-		if s.name[:6] == "poller" {
-			bin = filepath.Join(filepath.Dir(bin), "poller")
-		}
-		name, e := s.name, s.env
-		sups = append(sups, e2etest.Supervise(t, name, func() *e2etest.Proc { return e2etest.Launch(t, fmt.Sprintf("%s-%d", name, n.Add(1)), e, bin) }))
+		name, service string
+		env           []string
+	}{
+		{"ingest", "ingest", []string{faultpoint.Env + "=after-submit:0.03"}},
+		{"poller-a", "poller", nil}, {"poller-b", "poller", nil}, {"webhook", "webhook", nil},
+	} {
+		sups = append(sups, e2etest.Supervise(t, s.name, func() *e2etest.Proc {
+			return f.Launch(fmt.Sprintf("%s-%d", s.name, n.Add(1)), s.service, s.env...)
+		}))
 	}
 	log := e2etest.FollowFleet(t, js)
 
@@ -93,9 +85,9 @@ routes:
 	e2etest.WaitTerminal(t, js, log, ids, time.Duration(e2etest.Size(150, 900))*time.Second)
 	kills := stopKilling()
 
-	st := e2etest.SimStats(t, "http://"+simAddr)
+	st := e2etest.SimStats(t, f.SimURL)
 	var truth []sim.Prediction
-	require.NoError(t, json.Unmarshal([]byte(e2etest.Get(t, "http://"+simAddr+"/_sim/predictions")), &truth))
+	require.NoError(t, json.Unmarshal([]byte(e2etest.Get(t, f.SimURL+"/_sim/predictions")), &truth))
 	e := &e2etest.Env{JS: js, NS: events.Default, Log: log}
 	o := verifyProcesses(t, e, ids, truth, st)
 	o.Faults = kills + st.ServerErrors + st.WebhooksMissing

@@ -3,8 +3,6 @@ package crash_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -27,30 +25,32 @@ type parkingFleet struct {
 	launch  func(name string) *e2etest.Proc
 }
 
-func startParkingFleet(t *testing.T, bin, dir string, js jetstream.JetStream, svcURL func(service string) string, replicas int) *parkingFleet {
+func startParkingFleet(t *testing.T, js jetstream.JetStream, svcURL func(service string) string, replicas int) *parkingFleet {
 	t.Helper()
-	tokenEnv := []string{"SIM_TOKEN=park-token"}
-	_, simAddr := e2etest.SimProcess(t, bin, dir, "sim", `
+	f := e2etest.StartSimFleet(t, e2etest.SimFleetConfig{
+		Token: "park-token",
+		NATS:  svcURL,
+		JS:    js,
+		Sim: `
 seed: 61
 latency: 5ms
 default: {queue_median: 1s, queue_sigma: 0.3, run_median: 45s, run_sigma: 0.3, fail_rate: 0.05}
 faults: {webhook_missing_rate: 0.3}
-`, tokenEnv, "SIM_TOKEN")
-	hookAddr := fmt.Sprintf("127.0.0.1:%d", e2etest.FreePort(t))
-	cfg := filepath.Join(dir, "pollux.yaml")
-	require.NoError(t, os.WriteFile(cfg, []byte(fmt.Sprintf(`
+`,
+		Config: fmt.Sprintf(`
 streams: {replicas: %d, park_after: 15s, check_ack_wait: 4s, intake_ack_wait: 6s}
 routes:
   sim:
     kind: replicate
-    base_url: http://%s
+    base_url: http://{{sim}}
     token_env: SIM_TOKEN
-    webhook_url: http://%s/webhooks/sim
+    webhook_url: http://{{webhook}}/webhooks/sim
     call_timeout: 5s
     workers: {submit: 8, status: 16}
     poll: {min_delay: 20s, max_delay: 25s}
     options: {idempotent: true}
-`, replicas, simAddr, hookAddr)), 0o600))
+`, replicas),
+	})
 	n := 0
 	launch := func(name string) *e2etest.Proc {
 		service := name
@@ -58,13 +58,12 @@ routes:
 			service = "poller"
 		}
 		n++
-		return e2etest.Launch(t, fmt.Sprintf("%s-%d", name, n), append(tokenEnv, "POLLUX_NATS_URL="+svcURL(service), "POLLUX_CONFIG="+cfg,
-			"POLLUX_METRICS_ADDR=", "POLLUX_WEBHOOK_ADDR="+hookAddr), filepath.Join(bin, service))
+		return f.Launch(fmt.Sprintf("%s-%d", name, n), service)
 	}
 	launch("ingest")
 	launch("webhook")
 	return &parkingFleet{
-		creatingFleet: &creatingFleet{t: t, js: js, log: e2etest.FollowFleet(t, js), simURL: "http://" + simAddr, key: "park", model: "park/model"},
+		creatingFleet: &creatingFleet{t: t, js: js, log: e2etest.FollowFleet(t, js), simURL: f.SimURL, key: "park", model: "park/model"},
 		pollers:       []*e2etest.Proc{launch("poller-a"), launch("poller-b")},
 		launch:        launch,
 	}
@@ -111,7 +110,7 @@ func TestChaosParkedChecks(t *testing.T) {
 		bin := e2etest.Binaries(t)
 		dir := t.TempDir()
 		node, url, js := stoppableNATS(t, bin, dir)
-		f := startParkingFleet(t, bin, dir, js, func(string) string { return url }, 1)
+		f := startParkingFleet(t, js, func(string) string { return url }, 1)
 		n := e2etest.Size(60, 600)
 		f.submit(n)
 		e2etest.WaitFor(t, "checks parked", time.Minute, func() bool { return f.parked() >= n/2 })
@@ -132,7 +131,7 @@ func TestChaosParkedChecks(t *testing.T) {
 		dir := t.TempDir()
 		c := e2etest.StartShippedCluster(t, bin, dir)
 		js := c.Connect(t)
-		f := startParkingFleet(t, bin, dir, js, c.URLsAs, 3)
+		f := startParkingFleet(t, js, c.URLsAs, 3)
 		n := e2etest.Size(60, 600)
 		f.submit(n)
 		e2etest.WaitFor(t, "checks parked", time.Minute, func() bool { return f.parked() >= n/2 })

@@ -2,8 +2,10 @@
 // share: the in-process stack on an embedded server (Start), the follower
 // of the events stream (EventLog), the checks a fault scenario ends with
 // (Verify), the binaries built once per test package (Binaries, Main),
-// real processes (Launch, NATSProcess, SimProcess, Supervise) and the
-// three-node cluster of deploy/nats/cluster (StartShippedCluster).
+// real processes (Launch, NATSProcess, SimProcess, Supervise), a fleet's
+// common setup around one simulated provider (StartSimFleet: NATS, the
+// provider, pollux.yaml naming its address, the services' environment)
+// and the three-node cluster of deploy/nats/cluster (StartShippedCluster).
 //
 // It is a library for tests: its functions take the test and fail it.
 package e2etest

@@ -43,8 +43,7 @@ type stack struct {
 	// Ingest is the ingest process serving the front door; restart it
 	// with StartIngest after a kill.
 	Ingest *e2etest.Proc
-	bin    string
-	env    []string
+	fleet  *e2etest.SimFleet
 	addr   string
 	tokens string
 }
@@ -63,43 +62,41 @@ models:
 // start runs the stack until the test ends.
 func start(t *testing.T) *stack {
 	t.Helper()
-	bin := e2etest.Binaries(t)
-	dir := t.TempDir()
-	natsURL, js := e2etest.NATSProcess(t, bin, dir)
-	env := []string{"SIM_TOKEN=sim-secret-token"}
-	_, simAddr := e2etest.SimProcess(t, bin, dir, "sim", simConfig, env, "SIM_TOKEN")
-	cfg := filepath.Join(dir, "pollux.yaml")
 	// A killed gateway's intake and checks are taken over within seconds,
 	// and a create it left in doubt is settled as soon (the tests SIGKILL
 	// it).
-	require.NoError(t, os.WriteFile(cfg, []byte(fmt.Sprintf(`
+	f := e2etest.StartSimFleet(t, e2etest.SimFleetConfig{
+		Token:     "sim-secret-token",
+		TimeScale: 50,
+		Sim:       simConfig,
+		Config: fmt.Sprintf(`
 streams: {intake_ack_wait: 6s, check_ack_wait: 4s}
 routes:
   sim:
     kind: replicate
-    base_url: http://%[1]s
+    base_url: http://{{sim}}
     token_env: SIM_TOKEN
     workers: {submit: 8, status: 32}
     call_timeout: 2s
     options: {idempotent: true}
     keep_inputs: true
-    faces: [%[2]s]
+    faces: [%[1]s]
   sim2:
     kind: replicate
-    base_url: http://%[1]s
+    base_url: http://{{sim}}
     token_env: SIM_TOKEN
     options: {idempotent: true}
 model_routes:
   video:
     members: [{route: sim, model: acme/video}, {route: sim2, model: acme/video}]
-    faces: [%[2]s]
-`, simAddr, builtFaces())), 0o600))
-	tokens := filepath.Join(dir, "tokens")
+    faces: [%[1]s]
+`, builtFaces()),
+	})
+	tokens := filepath.Join(f.Dir, "tokens")
 	require.NoError(t, os.WriteFile(tokens, []byte(tokenApp+" act name=app\n"+tokenRead+" read name=reader\n"), 0o600))
-	s := &stack{JS: js, Sim: simAddr, bin: bin, addr: fmt.Sprintf("127.0.0.1:%d", e2etest.FreePort(t)), tokens: tokens}
+	s := &stack{JS: f.JS, Sim: f.SimAddr, fleet: f, addr: fmt.Sprintf("127.0.0.1:%d", e2etest.FreePort(t)), tokens: tokens}
 	s.URL = "http://" + s.addr
-	s.env = append(env, "POLLUX_NATS_URL="+natsURL, "POLLUX_CONFIG="+cfg, "POLLUX_METRICS_ADDR=", "POLLUX_TIME_SCALE=50")
-	e2etest.Launch(t, "poller", s.env, filepath.Join(bin, "poller"))
+	f.Launch("poller", "poller")
 	s.StartIngest(t)
 	return s
 }
@@ -120,8 +117,7 @@ func builtFaces() string {
 // until the front door answers.
 func (s *stack) StartIngest(t *testing.T) {
 	t.Helper()
-	s.Ingest = e2etest.Launch(t, "ingest", append(s.env, "POLLUX_HTTP_ADDR="+s.addr, "POLLUX_HTTP_TOKENS_FILE="+s.tokens),
-		filepath.Join(s.bin, "ingest"))
+	s.Ingest = s.fleet.Launch("ingest", "ingest", "POLLUX_HTTP_ADDR="+s.addr, "POLLUX_HTTP_TOKENS_FILE="+s.tokens)
 	e2etest.WaitFor(t, "the front door answering", 30*time.Second, func() bool {
 		resp, err := http.Get(s.URL + "/v1/routes")
 		if err != nil {
@@ -179,8 +175,8 @@ func tail(s string) string {
 // before it answers, and waits until its front door answers.
 func (s *stack) startCrashingIngest(t *testing.T) *e2etest.Proc {
 	t.Helper()
-	p := e2etest.Launch(t, "ingest-crashing", append(s.env, "POLLUX_HTTP_ADDR="+s.addr, "POLLUX_HTTP_TOKENS_FILE="+s.tokens,
-		"POLLUX_FAULTPOINTS=face-submitted:1"), filepath.Join(s.bin, "ingest"))
+	p := s.fleet.Launch("ingest-crashing", "ingest", "POLLUX_HTTP_ADDR="+s.addr, "POLLUX_HTTP_TOKENS_FILE="+s.tokens,
+		"POLLUX_FAULTPOINTS=face-submitted:1")
 	e2etest.WaitFor(t, "the front door answering", 30*time.Second, func() bool {
 		resp, err := http.Get(s.URL + "/v1/routes")
 		if err != nil {
@@ -217,16 +213,6 @@ func startNode(t *testing.T, script string, timeout time.Duration, env ...string
 		}
 		return lines
 	}
-}
-
-// envValue is the value of name in env.
-func envValue(env []string, name string) string {
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, name+"="); ok {
-			return v
-		}
-	}
-	return ""
 }
 
 // byField indexes a script's JSON lines by the value of field (each

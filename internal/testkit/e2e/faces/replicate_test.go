@@ -148,7 +148,7 @@ func TestReplicateCreateAcrossAGatewayCrash(t *testing.T) {
 	// A submission the dead gateway had taken is taken again after
 	// intake_ack_wait: 2s for this test (the harness's route settles a
 	// create in doubt after its call_timeout, 2s).
-	cfg := envValue(s.env, "POLLUX_CONFIG")
+	cfg := s.fleet.ConfigPath
 	b, err := os.ReadFile(cfg)
 	require.NoError(t, err)
 	conf := strings.Replace(string(b), "intake_ack_wait: 6s", "intake_ack_wait: 2s", 1)

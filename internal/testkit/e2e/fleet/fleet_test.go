@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -27,40 +25,36 @@ func TestFleetOfProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs processes")
 	}
-	bin := e2etest.Binaries(t)
-	dir := t.TempDir()
-
-	natsURL, js := e2etest.NATSProcess(t, bin, dir)
-
-	env := []string{"SIM_TOKEN=fleet-token"}
-	_, simAddr := e2etest.SimProcess(t, bin, dir, "sim", `
+	f := e2etest.StartSimFleet(t, e2etest.SimFleetConfig{
+		Token:     "fleet-token",
+		TimeScale: 50,
+		Sim: `
 time_scale: 50
 seed: 11
 latency: 15ms
 default: {queue_median: 3s, queue_sigma: 0.5, run_median: 40s, run_sigma: 0.4, fail_rate: 0.1}
 faults: {rate_limit_rate: 0.01, retry_after: 1s, server_error_rate: 0.02}
-`, env, "SIM_TOKEN")
-
-	cfg := filepath.Join(dir, "pollux.yaml")
-	require.NoError(t, os.WriteFile(cfg, []byte(fmt.Sprintf(`
+`,
+		Config: `
 streams: {check_ack_wait: 5s}
 routes:
   sim:
     kind: replicate
-    base_url: http://%s
+    base_url: http://{{sim}}
     token_env: SIM_TOKEN
     workers: {submit: 4, status: 8}
     budgets:
       submit: {concurrency: 2, lease_wait: 10s}
       status: {concurrency: 3, lease_wait: 10s}
     options: {idempotent: true}
-`, simAddr)), 0o600))
-	svcEnv := append(env, "POLLUX_NATS_URL="+natsURL, "POLLUX_CONFIG="+cfg, "POLLUX_METRICS_ADDR=", "POLLUX_TIME_SCALE=50")
+`,
+	})
+	js := f.JS
 
-	e2etest.Launch(t, "ingest", svcEnv, filepath.Join(bin, "ingest"))
+	f.Launch("ingest", "ingest")
 	var pollers []*e2etest.Proc
 	for i := range 4 {
-		pollers = append(pollers, e2etest.Launch(t, fmt.Sprintf("poller-%d", i), svcEnv, filepath.Join(bin, "poller")))
+		pollers = append(pollers, f.Launch(fmt.Sprintf("poller-%d", i), "poller"))
 	}
 	log := e2etest.FollowFleet(t, js)
 
@@ -84,14 +78,14 @@ routes:
 	e2etest.WaitFor(t, "a third of the jobs done", 90*time.Second, func() bool { return len(log.Terminal()) >= n/3 })
 	pollers[0].Kill(t)
 	pollers[1].Kill(t)
-	e2etest.Launch(t, "poller-4", svcEnv, filepath.Join(bin, "poller"))
+	f.Launch("poller-4", "poller")
 
 	e2etest.WaitTerminal(t, js, log, order, 150*time.Second)
 
 	for id := range ids {
 		require.Len(t, log.Terminal()[id], 1, "job %s: exactly one terminal event", id)
 	}
-	st := e2etest.SimStats(t, "http://"+simAddr)
+	st := e2etest.SimStats(t, f.SimURL)
 	t.Logf("sim: creates %d, status calls %d, peak status %d, peak creates %d, 429s %d, 5xx %d",
 		st.Creates, st.StatusCalls, st.PeakConcurrentStatus, st.PeakConcurrentCreates, st.RateLimited, st.ServerErrors)
 	require.LessOrEqual(t, st.PeakConcurrentStatus, 3, "the status budget held across the fleet")

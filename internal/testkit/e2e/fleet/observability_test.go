@@ -37,39 +37,36 @@ func TestObservability(t *testing.T) {
 	}
 	promtool := lookTool(t, "promtool")
 	prometheus := lookTool(t, "prometheus")
-	bin := e2etest.Binaries(t)
-	dir := t.TempDir()
-
-	natsURL, js := e2etest.NATSProcess(t, bin, dir)
-
-	env := []string{"OBS_TOKEN=" + obsToken, "OBS_WEBHOOK_SECRET=" + obsSecret}
-	_, simAddr := e2etest.SimProcess(t, bin, dir, "sim", `
+	f := e2etest.StartSimFleet(t, e2etest.SimFleetConfig{
+		Token:     obsToken,
+		TokenEnv:  "OBS_TOKEN",
+		Env:       []string{"OBS_WEBHOOK_SECRET=" + obsSecret},
+		TimeScale: 50,
+		Sim: `
 time_scale: 50
 seed: 5
-webhook_secret: `+obsSecret+`
+webhook_secret: ` + obsSecret + `
 default: {queue_median: 2s, run_median: 20s, run_sigma: 0.3, fail_rate: 0.2}
 models: {"slow/obs": {queue_median: 2s, run_median: 600s, run_sigma: 0.05}}
 faults: {webhook_missing_rate: 0.3, rate_limit_rate: 0.01, retry_after: 1s}
-`, env, "OBS_TOKEN")
-
-	ports := map[string]int{"ingest": e2etest.FreePort(t), "poller": e2etest.FreePort(t), "webhook": e2etest.FreePort(t)}
-	hookAddr := fmt.Sprintf("127.0.0.1:%d", e2etest.FreePort(t))
-	cfg := filepath.Join(dir, "pollux.yaml")
-	require.NoError(t, os.WriteFile(cfg, []byte(fmt.Sprintf(`
+`,
+		Config: `
 routes:
   sim:
     kind: replicate
-    base_url: http://%s
+    base_url: http://{{sim}}
     token_env: OBS_TOKEN
     webhook_secret_env: OBS_WEBHOOK_SECRET
-    webhook_url: http://%s/webhooks/sim
+    webhook_url: http://{{webhook}}/webhooks/sim
     options: {idempotent: true}
-`, simAddr, hookAddr)), 0o600))
+`,
+	})
+	dir, js := f.Dir, f.JS
+
+	ports := map[string]int{"ingest": e2etest.FreePort(t), "poller": e2etest.FreePort(t), "webhook": e2etest.FreePort(t)}
 	logs := map[string]*e2etest.Proc{}
 	for name, port := range ports {
-		penv := append(env, "POLLUX_NATS_URL="+natsURL, "POLLUX_CONFIG="+cfg, "POLLUX_TIME_SCALE=50",
-			"POLLUX_LOG_LEVEL=debug", "POLLUX_CENSUS_EVERY=1s", fmt.Sprintf("POLLUX_METRICS_ADDR=127.0.0.1:%d", port), "POLLUX_WEBHOOK_ADDR="+hookAddr)
-		logs[name] = e2etest.Launch(t, name, penv, filepath.Join(bin, name))
+		logs[name] = f.Launch(name, name, "POLLUX_LOG_LEVEL=debug", "POLLUX_CENSUS_EVERY=1s", fmt.Sprintf("POLLUX_METRICS_ADDR=127.0.0.1:%d", port))
 	}
 
 	promPort := e2etest.FreePort(t)
@@ -116,9 +113,9 @@ scrape_configs:
 	})
 
 	t.Run("Prometheus agrees with the provider's ground truth", func(t *testing.T) {
-		st := e2etest.SimStats(t, "http://"+simAddr)
+		st := e2etest.SimStats(t, f.SimURL)
 		completions := 0
-		for _, p := range predictions(t, "http://"+simAddr) {
+		for _, p := range predictions(t, f.SimURL) {
 			if p.Status == "succeeded" || p.Status == "failed" {
 				completions++
 			}
@@ -164,7 +161,7 @@ scrape_configs:
 		// Detection delays: from the provider's completion to the terminal
 		// event, job by job, summed.
 		completedAt := map[string]time.Time{}
-		for _, p := range predictions(t, "http://"+simAddr) {
+		for _, p := range predictions(t, f.SimURL) {
 			if p.CompletedAt != nil {
 				completedAt[p.ID] = *p.CompletedAt
 			}
@@ -186,7 +183,7 @@ scrape_configs:
 		// no older than the oldest job possibly open (by the provider's
 		// creation times), and within a create call of the latter.
 		createdAt := map[string]time.Time{}
-		for _, p := range predictions(t, "http://"+simAddr) {
+		for _, p := range predictions(t, f.SimURL) {
 			createdAt[p.ID] = p.CreatedAt
 		}
 		type span struct{ submitted, created, ended time.Time }

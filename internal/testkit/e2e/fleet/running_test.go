@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -33,19 +31,6 @@ func TestRunningSlotsHoldAcrossTheFleet(t *testing.T) {
 		t.Skip("builds and runs processes")
 	}
 	const running, perRoute = 5, 100
-	bin := e2etest.Binaries(t)
-	dir := t.TempDir()
-	natsURL, js := e2etest.NATSProcess(t, bin, dir)
-	tokenEnv := []string{"SIM_TOKEN=account-token"}
-	_, simAddr := e2etest.SimProcess(t, bin, dir, "sim", `
-time_scale: 50
-seed: 16
-latency: 2ms
-default: {queue_median: 1s, queue_sigma: 0.5, run_median: 8s, run_sigma: 0.5, fail_rate: 0.05}
-faults: {webhook_missing_rate: 0.3}
-`, tokenEnv, "SIM_TOKEN")
-
-	hookAddr := fmt.Sprintf("127.0.0.1:%d", e2etest.FreePort(t))
 	routes := []string{"gen-a", "gen-b", "gen-c"}
 	var conf strings.Builder
 	fmt.Fprintf(&conf, `
@@ -60,22 +45,31 @@ routes:
 		fmt.Fprintf(&conf, `  %s:
     kind: replicate
     account: acct
-    base_url: http://%s
+    base_url: http://{{sim}}
     token_env: SIM_TOKEN
-    webhook_url: http://%s/webhooks/%s
+    webhook_url: http://{{webhook}}/webhooks/%s
     workers: {submit: 4, status: 8}
     options: {idempotent: true}
-`, r, simAddr, hookAddr, r)
+`, r, r)
 	}
-	cfg := filepath.Join(dir, "pollux.yaml")
-	require.NoError(t, os.WriteFile(cfg, []byte(conf.String()), 0o600))
-	svcEnv := append(tokenEnv, "POLLUX_NATS_URL="+natsURL, "POLLUX_CONFIG="+cfg, "POLLUX_METRICS_ADDR=",
-		"POLLUX_TIME_SCALE=50", "POLLUX_WEBHOOK_ADDR="+hookAddr)
+	f := e2etest.StartSimFleet(t, e2etest.SimFleetConfig{
+		Token:     "account-token",
+		TimeScale: 50,
+		Sim: `
+time_scale: 50
+seed: 16
+latency: 2ms
+default: {queue_median: 1s, queue_sigma: 0.5, run_median: 8s, run_sigma: 0.5, fail_rate: 0.05}
+faults: {webhook_missing_rate: 0.3}
+`,
+		Config: conf.String(),
+	})
+	js := f.JS
 	var n atomic.Int64
 	var sups []*e2etest.Supervisor
 	for _, name := range []string{"ingest-a", "ingest-b", "poller-a", "poller-b", "webhook"} {
-		path := filepath.Join(bin, strings.TrimSuffix(strings.TrimSuffix(name, "-a"), "-b"))
-		sups = append(sups, e2etest.Supervise(t, name, func() *e2etest.Proc { return e2etest.Launch(t, fmt.Sprintf("%s-%d", name, n.Add(1)), svcEnv, path) }))
+		service := strings.TrimSuffix(strings.TrimSuffix(name, "-a"), "-b")
+		sups = append(sups, e2etest.Supervise(t, name, func() *e2etest.Proc { return f.Launch(fmt.Sprintf("%s-%d", name, n.Add(1)), service) }))
 	}
 	log := e2etest.FollowFleet(t, js)
 
@@ -94,7 +88,7 @@ routes:
 	e2etest.WaitTerminal(t, js, log, ids, 240*time.Second)
 	kills := stopKilling()
 
-	st := e2etest.SimStats(t, "http://"+simAddr)
+	st := e2etest.SimStats(t, f.SimURL)
 	require.LessOrEqual(t, st.PeakRunning, running, "the provider never had more jobs running than the account's cap")
 	require.Equal(t, len(ids), st.IdempotencyKeys, "every job was created once")
 	stream, err := js.Stream(context.Background(), events.Default.RunningStream(events.LevelAccount, "acct"))
@@ -119,38 +113,34 @@ func TestGlobalRunningCapAcrossAccountsChangedLive(t *testing.T) {
 		t.Skip("builds and runs processes")
 	}
 	const perRoute = 30
-	bin := e2etest.Binaries(t)
-	dir := t.TempDir()
-	natsURL, js := e2etest.NATSProcess(t, bin, dir)
-	tokenEnv := []string{"SIM_TOKEN=global-token"}
-	_, simAddr := e2etest.SimProcess(t, bin, dir, "sim", `
-time_scale: 50
-seed: 17
-default: {queue_median: 1s, run_median: 10s, run_sigma: 0.5}
-`, tokenEnv, "SIM_TOKEN")
 	route := func(name, account string) string {
 		return fmt.Sprintf(`  %s:
     kind: replicate
     account: %s
-    base_url: http://%s
+    base_url: http://{{sim}}
     token_env: SIM_TOKEN
     options: {idempotent: true}
-`, name, account, simAddr)
+`, name, account)
 	}
-	write := func(file string, running int, routes ...string) string {
-		path := filepath.Join(dir, file)
-		conf := fmt.Sprintf("budgets: {running: %d}\naccounts: {a: {}, b: {}}\nroutes:\n%s", running, strings.Join(routes, ""))
-		require.NoError(t, os.WriteFile(path, []byte(conf), 0o600))
-		return path
+	conf := func(running int, routes ...string) string {
+		return fmt.Sprintf("budgets: {running: %d}\naccounts: {a: {}, b: {}}\nroutes:\n%s", running, strings.Join(routes, ""))
 	}
-	confA, confB := write("a.yaml", 4, route("ra", "a")), write("b.yaml", 4, route("rb", "b"))
-	confAll := write("all.yaml", 4, route("ra", "a"), route("rb", "b"))
-	env := func(conf string) []string {
-		return append(tokenEnv, "POLLUX_NATS_URL="+natsURL, "POLLUX_CONFIG="+conf, "POLLUX_METRICS_ADDR=", "POLLUX_TIME_SCALE=50")
-	}
-	ingestA := e2etest.Launch(t, "ingest-a", env(confA), filepath.Join(bin, "ingest"))
-	e2etest.Launch(t, "ingest-b", env(confB), filepath.Join(bin, "ingest"))
-	e2etest.Launch(t, "poller", env(confAll), filepath.Join(bin, "poller"))
+	// The poller serves both routes (pollux.yaml), each ingest one.
+	f := e2etest.StartSimFleet(t, e2etest.SimFleetConfig{
+		Token:     "global-token",
+		TimeScale: 50,
+		Sim: `
+time_scale: 50
+seed: 17
+default: {queue_median: 1s, run_median: 10s, run_sigma: 0.5}
+`,
+		Config: conf(4, route("ra", "a"), route("rb", "b")),
+	})
+	js := f.JS
+	confA, confB := f.WriteConfig("a.yaml", conf(4, route("ra", "a"))), f.WriteConfig("b.yaml", conf(4, route("rb", "b")))
+	ingestA := f.Launch("ingest-a", "ingest", "POLLUX_CONFIG="+confA)
+	f.Launch("ingest-b", "ingest", "POLLUX_CONFIG="+confB)
+	f.Launch("poller", "poller")
 	log := e2etest.FollowFleet(t, js)
 
 	var ids []string
@@ -164,31 +154,31 @@ default: {queue_median: 1s, run_median: 10s, run_sigma: 0.5}
 		}
 	}
 	e2etest.WaitFor(t, "a third of the jobs done", 120*time.Second, func() bool { return len(log.Terminal()) >= len(ids)/3 })
-	before := e2etest.SimStats(t, "http://"+simAddr)
+	before := e2etest.SimStats(t, f.SimURL)
 	require.LessOrEqual(t, before.PeakRunning, 4, "two processes, two accounts, one global cap")
 	require.Positive(t, before.PeakRunning)
 
 	// Lower the cap and restart one ingest process with it.
-	write("a.yaml", 2, route("ra", "a"))
-	write("b.yaml", 2, route("rb", "b"))
+	f.WriteConfig("a.yaml", conf(2, route("ra", "a")))
+	f.WriteConfig("b.yaml", conf(2, route("rb", "b")))
 	ingestA.Kill(t)
-	e2etest.Launch(t, "ingest-a2", env(confA), filepath.Join(bin, "ingest"))
+	f.Launch("ingest-a2", "ingest", "POLLUX_CONFIG="+confA)
 	stream, err := js.Stream(context.Background(), events.Default.RunningStream(events.LevelGlobal, ""))
 	require.NoError(t, err)
 	e2etest.WaitFor(t, "the running jobs of the old cap end", 60*time.Second, func() bool {
 		info, err := stream.Info(context.Background())
 		return err == nil && info.Config.MaxMsgs == 2 && info.State.Msgs <= 2
 	})
-	resp, err := http.Post("http://"+simAddr+"/_sim/reset-stats", "", nil)
+	resp, err := http.Post(f.SimURL+"/_sim/reset-stats", "", nil)
 	require.NoError(t, err)
 	_ = resp.Body.Close()
 
 	e2etest.WaitTerminal(t, js, log, ids, 180*time.Second)
-	after := e2etest.SimStats(t, "http://"+simAddr)
+	after := e2etest.SimStats(t, f.SimURL)
 	require.LessOrEqual(t, after.PeakRunning, 2, "the lowered cap holds")
 	require.Positive(t, after.PeakRunning)
 	var truth []sim.Prediction
-	require.NoError(t, json.Unmarshal([]byte(e2etest.Get(t, "http://"+simAddr+"/_sim/predictions")), &truth))
+	require.NoError(t, json.Unmarshal([]byte(e2etest.Get(t, f.SimURL+"/_sim/predictions")), &truth))
 	keys := map[string]int{}
 	for _, p := range truth {
 		keys[p.IdempotencyKey]++

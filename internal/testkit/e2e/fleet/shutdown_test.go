@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -26,31 +24,30 @@ func TestGracefulShutdown(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs processes")
 	}
-	bin := e2etest.Binaries(t)
-	dir := t.TempDir()
-	natsURL, js := e2etest.NATSProcess(t, bin, dir)
-	env := []string{"SIM_TOKEN=drain-token"}
-	_, simAddr := e2etest.SimProcess(t, bin, dir, "sim", `
+	f := e2etest.StartSimFleet(t, e2etest.SimFleetConfig{
+		Token:     "drain-token",
+		TimeScale: 50,
+		Sim: `
 time_scale: 50
 seed: 12
 latency: 300ms
 default: {queue_median: 2s, run_median: 60s, run_sigma: 0.3}
-`, env, "SIM_TOKEN")
-	cfg := filepath.Join(dir, "pollux.yaml")
-	require.NoError(t, os.WriteFile(cfg, []byte(fmt.Sprintf(`
+`,
+		Config: `
 streams: {intake_ack_wait: 60s, check_ack_wait: 60s}
 routes:
   sim:
     kind: replicate
-    base_url: http://%s
+    base_url: http://{{sim}}
     token_env: SIM_TOKEN
     workers: {submit: 8, status: 8}
     options: {idempotent: true}
-`, simAddr)), 0o600))
-	svcEnv := append(env, "POLLUX_NATS_URL="+natsURL, "POLLUX_CONFIG="+cfg, "POLLUX_METRICS_ADDR=", "POLLUX_TIME_SCALE=50")
+`,
+	})
+	js := f.JS
 
-	ingest := e2etest.Launch(t, "ingest-1", svcEnv, filepath.Join(bin, "ingest"))
-	poller := e2etest.Launch(t, "poller-1", svcEnv, filepath.Join(bin, "poller"))
+	ingest := f.Launch("ingest-1", "ingest")
+	poller := f.Launch("poller-1", "poller")
 	log := e2etest.FollowFleet(t, js)
 
 	const n = 150
@@ -61,7 +58,7 @@ routes:
 		require.NoError(t, err)
 	}
 	e2etest.WaitFor(t, "submits and polls in flight", 30*time.Second, func() bool {
-		st := e2etest.SimStats(t, "http://"+simAddr)
+		st := e2etest.SimStats(t, f.SimURL)
 		return st.Creates >= 20 && st.StatusCalls >= 20
 	})
 	stopped := time.Now()
@@ -78,11 +75,11 @@ routes:
 	}
 	t.Logf("ingest and poller drained and exited %s after SIGTERM", time.Since(stopped).Round(time.Millisecond))
 
-	e2etest.Launch(t, "ingest-2", svcEnv, filepath.Join(bin, "ingest"))
-	e2etest.Launch(t, "poller-2", svcEnv, filepath.Join(bin, "poller"))
+	f.Launch("ingest-2", "ingest")
+	f.Launch("poller-2", "poller")
 	e2etest.WaitFor(t, "every job terminal, sooner than an abandoned message's ack wait", 45*time.Second,
 		func() bool { return len(log.Terminal()) >= n })
-	st := e2etest.SimStats(t, "http://"+simAddr)
+	st := e2etest.SimStats(t, f.SimURL)
 	require.Equal(t, n, st.IdempotencyKeys)
 	require.Zero(t, st.DuplicateCreates, "no submission was made twice")
 }
