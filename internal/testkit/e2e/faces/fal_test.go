@@ -186,17 +186,15 @@ func TestFalKeyedSubmitsSurviveAGatewayKill(t *testing.T) {
 		// the gateway, so that each client's next submit hangs in it
 		// (each sends one every 100 ms), then kill it under them. Plain
 		// code, not require: this is not the test's goroutine.
-		for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-			if intakeMsgs(t, s) >= jobs/5 {
-				_ = s.Ingest.Cmd.Process.Signal(syscall.SIGSTOP)
-				<-time.After(time.Second)
-				_ = s.Ingest.Cmd.Process.Signal(syscall.SIGKILL)
-				<-s.Ingest.Done()
-				killed <- time.Since(begun)
-				s.StartIngest(t)
-				return
-			}
+		if !e2etest.Eventually(func() bool { return intakeMsgs(t, s) >= jobs/5 }, 60*time.Second) {
+			return
 		}
+		_ = s.Ingest.Cmd.Process.Signal(syscall.SIGSTOP)
+		<-time.After(time.Second) // the clients' next submits hang in the frozen gateway
+		_ = s.Ingest.Cmd.Process.Signal(syscall.SIGKILL)
+		<-s.Ingest.Done()
+		killed <- time.Since(begun)
+		s.StartIngest(t)
 	}()
 	lines := node(t, "fal.mjs", 120*time.Second, falEnv(s, "keyed", "FAL_JOBS=60")...)
 	done := time.Since(begun)
