@@ -17,7 +17,8 @@
 // service, its intake consumers and dispatch), submit.go (a submission's
 // first step), pipeline.go (the loop over the steps nextStep names: no
 // step calls another), attempt.go (the submit step, its answer recorded
-// or its failure carried out), doubt.go (a create with no answer), hold.go
+// or its failure carried out), doubt.go (a create with no answer),
+// underway.go (one handling of a job at a time in a process), hold.go
 // (a paused route's submissions), queue.go (the admission queue of routes
 // with running caps), model.go (model routes and hedges), track.go,
 // cancel.go, sweep.go (unserved intake, slot repair), trace.go.

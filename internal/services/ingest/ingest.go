@@ -27,7 +27,8 @@ const startupTimeout = 30 * time.Second
 type Metrics struct {
 	// Submission counts intake messages by route, kind and outcome
 	// (submitted, tracked, canceled, duplicate, rejected, retry, lost,
-	// failed, held: waiting for its paused route).
+	// failed, held: waiting for its paused route; busy: its job under way
+	// in this process).
 	Submission func(route, kind, outcome string)
 	// ProviderCall observes a submit, find or cancel call by route,
 	// operation and result class ("ok" or a provider error class).
@@ -103,6 +104,8 @@ type Service struct {
 	waiting jetstream.Stream
 	// models are the model routes served (model.go).
 	models map[string]*route.ModelRoute
+	// underWay are the jobs this process is handling (underway.go).
+	underWay underWay
 }
 
 // New validates the configuration and prepares the service.

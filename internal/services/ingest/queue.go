@@ -318,7 +318,9 @@ func (s *Service) admit(ctx context.Context, q *queue, r *route.Route, rec jobs.
 		q.poke()
 	}()
 	in := intake{kind: events.KindSubmit, routeName: r.Name, route: r, seq: rec.IntakeSeq, attempt: uint64(rec.SubmitAttempts) + 1, queued: true}
-	out, result := s.drive(ctx, in, decided(rec), in.logger(s.log, rec.ID))
+	out, result := s.exclusively(rec.ID, func() (events.Outcome, string) {
+		return s.drive(ctx, in, decided(rec), in.logger(s.log, rec.ID))
+	})
 	if s.cfg.Metrics.Submission != nil && result != "waiting" {
 		s.cfg.Metrics.Submission(r.Name, events.KindSubmit, result)
 	}

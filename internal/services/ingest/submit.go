@@ -33,7 +33,9 @@ func (s *Service) submit(ctx context.Context, in intake) (events.Outcome, string
 // step (first) leads into the pipeline (pipeline.go).
 func (s *Service) submitJob(ctx context.Context, in intake, m *events.Submit, id string, routing *state.Routing) (events.Outcome, string) {
 	log := in.logger(s.log, id)
-	return s.drive(ctx, in, s.first(ctx, in, m, id, routing, log), log)
+	return s.exclusively(id, func() (events.Outcome, string) {
+		return s.drive(ctx, in, s.first(ctx, in, m, id, routing, log), log)
+	})
 }
 
 // first is a submission's first step: its job, validated, is stored —

@@ -53,17 +53,24 @@ type Config struct {
 	// Hooks observe the owner. Its running slots are always freed through
 	// the fleet's releaser, as in the binaries.
 	Hooks jobs.Hooks
+	// Restartable runs the stack on a server the test can stop and start
+	// again on its port and files (Stack.NATS), as an operator restarts
+	// one; the stack's connection reconnects forever.
+	Restartable bool
 }
 
 // Stack is one namespace on an embedded server, with the parts the
 // services are built from.
 type Stack struct {
-	// Server is the embedded server (a test may shut it down).
+	// Server is the embedded server (a test may shut it down); nil on a
+	// restartable stack, whose server is NATS.
 	Server *server.Server
-	NC     *nats.Conn
-	JS     jetstream.JetStream
-	NS     events.Namespace
-	Res    *events.Resources
+	// NATS is a restartable stack's server (Config.Restartable).
+	NATS *natstest.Restartable
+	NC   *nats.Conn
+	JS   jetstream.JetStream
+	NS   events.Namespace
+	Res  *events.Resources
 	// Options are the streams' options of the configuration.
 	Options events.Options
 	// Jobs is the jobs' owner; each service takes its view (Jobs.Intake(),
@@ -85,7 +92,18 @@ type Stack struct {
 // the test ends.
 func New(t testing.TB, cfg Config) *Stack {
 	t.Helper()
-	srv, nc, js := natstest.JetStream(t)
+	var (
+		srv  *server.Server
+		rsrv *natstest.Restartable
+		nc   *nats.Conn
+		js   jetstream.JetStream
+	)
+	if cfg.Restartable {
+		rsrv = natstest.NewRestartable(t)
+		nc, js = rsrv.Connect(t)
+	} else {
+		srv, nc, js = natstest.JetStream(t)
+	}
 	c := cfg.Pollux
 	if c == nil {
 		c = &config.Config{}
@@ -97,7 +115,7 @@ func New(t testing.TB, cfg Config) *Stack {
 	// first, then the connection and the server (registered before).
 	ctx := t.Context()
 	g, gctx := errgroup.WithContext(ctx)
-	s := &Stack{Server: srv, NC: nc, JS: js, NS: ns, Options: opts, Routes: map[string]*route.Route{}, t: t, ctx: gctx, g: g}
+	s := &Stack{Server: srv, NATS: rsrv, NC: nc, JS: js, NS: ns, Options: opts, Routes: map[string]*route.Route{}, t: t, ctx: gctx, g: g}
 	t.Cleanup(func() { require.NoError(t, g.Wait(), "a service of the stack failed") })
 
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
