@@ -12,6 +12,8 @@
 // MODE=errors  a wrong token, a read-only token, a malformed create
 // MODE=keyless one create without a key, its SDK retrying across a
 //              gateway restart
+// MODE=list    every video of the route, LIMIT a page, through the
+//              SDK's auto-pagination
 import OpenAI from 'openai';
 
 const base = `${process.env.POLLUX_URL}/openai/${process.env.ROUTE || 'sim'}/v1`;
@@ -127,5 +129,11 @@ async function keyless() {
   out({ step: 'keyless', id: video.id });
 }
 
-const modes = { main, many, keyed, errors, keyless };
+async function list() {
+  for await (const v of client().videos.list({ limit: Number(process.env.LIMIT || 20) })) {
+    out({ id: v.id, status: v.status });
+  }
+}
+
+const modes = { main, many, keyed, errors, keyless, list };
 await modes[process.env.MODE || 'main']();

@@ -16,6 +16,7 @@
 //   keyed   one create carrying Idempotency-Key: KEY through a custom
 //           fetch that retries a create whose connection broke, then wait()
 //   keyless one create as the SDK sends it (no key), reporting its error
+//   list    every prediction of the route, through paginate(predictions.list)
 //
 // Environment: POLLUX_URL, POLLUX_TOKEN, ROUTE (sim), MODEL (acme/video),
 // CLIENTS (50), JOBS (200), READ_TOKEN, SLOW_TOKEN, KEY.
@@ -170,7 +171,17 @@ async function keyless() {
   }
 }
 
-const modes = { main, load, errors, keyed, keyless };
+async function list() {
+  const replicate = client();
+  let pages = 0;
+  for await (const page of replicate.paginate(replicate.predictions.list)) {
+    pages++;
+    for (const p of page) print({ step: "list", id: p.id, status: p.status });
+  }
+  print({ step: "pages", pages });
+}
+
+const modes = { main, load, errors, keyed, keyless, list };
 const mode = modes[process.argv[2] ?? env.MODE];
 if (!mode) {
   console.error(`usage: node replicate.mjs ${Object.keys(modes).join("|")}`);

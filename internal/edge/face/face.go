@@ -15,8 +15,8 @@
 // between a face and the front door:
 //
 //   - Pollux is what a face may ask of Pollux: publish a submission, read a
-//     record, wait for a record to change, ask for a cancel, serve an
-//     output. A face never calls a provider: a status request is answered
+//     record, list the records the face made, wait for a record to
+//     change, ask for a cancel, serve an output. A face never calls a provider: a status request is answered
 //     from the job's record (kept current by Pollux's polls and webhooks).
 //   - Face is what the front door asks of a face: its handler, and how to
 //     write an error in the provider's own shape (the front door's own
@@ -107,7 +107,13 @@ var (
 	ErrTerminal = errors.New("the job has ended")
 	// ErrOutputNotFound: the job has no output of that index.
 	ErrOutputNotFound = errors.New("no such output")
+	// ErrNoSuchJob: a list was asked for the jobs after one it does not
+	// hold.
+	ErrNoSuchJob = errors.New("no such job")
 )
+
+// MaxList is the most jobs a list answers at once.
+const MaxList = 100
 
 // Pollux is what a face asks of Pollux; the front door implements it.
 // Each method is answered from Pollux's own state: none calls a provider.
@@ -128,6 +134,12 @@ type Pollux interface {
 	// Cancel asks for job j's cancel on request r's behalf; ErrTerminal
 	// when the job has ended.
 	Cancel(ctx context.Context, r *http.Request, j *state.Job, reason string) error
+	// List returns the jobs face k made on route, newest first: at most
+	// limit (1 to MaxList), those after job after when it is not "", and
+	// whether more follow. ErrNoSuchJob when after names no job of the
+	// list. Jobs made elsewhere (a submission over NATS, POST /v1/jobs)
+	// are not a face's.
+	List(ctx context.Context, k Kind, route, after string, limit int) (jobs []*state.Job, more bool, err error)
 	// Output writes output n of job j: the bytes output custody kept,
 	// else a redirect to the provider's URL; ErrOutputNotFound when the
 	// job has no such output. Nothing is written when it returns an

@@ -15,6 +15,7 @@ import (
 	"github.com/pollux-dev/pollux/internal/edge/face/fal"
 	"github.com/pollux-dev/pollux/internal/edge/face/openai"
 	"github.com/pollux-dev/pollux/internal/edge/face/replicate"
+	"github.com/pollux-dev/pollux/internal/edge/index"
 	"github.com/pollux-dev/pollux/internal/testkit/faultpoint"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/state"
@@ -146,6 +147,64 @@ func (f facade) Output(w http.ResponseWriter, r *http.Request, j *state.Job, n i
 	}
 	http.Redirect(w, r, u.String(), http.StatusFound)
 	return nil
+}
+
+// listReads bounds the records one List reads for a face mounted on a
+// model route, whose jobs the index finds among every route's.
+const listReads = 4 * face.MaxList
+
+func (f facade) List(ctx context.Context, k face.Kind, route, after string, limit int) ([]*state.Job, bool, error) {
+	x := f.s.cfg.Index
+	if x == nil {
+		return nil, false, noIndex()
+	}
+	q := index.Query{Route: route, Face: k, Limit: max(1, min(limit, face.MaxList))}
+	via := slices.Contains(f.s.cfg.ModelRoutes, route)
+	if via {
+		// The index knows the member route a job went to, not the model
+		// route it came through: the records say.
+		q.Route = ""
+	}
+	if after != "" {
+		c, ok := x.CursorAt(after)
+		if !ok {
+			return nil, false, face.ErrNoSuchJob
+		}
+		q.Cursor = c
+	}
+	ctx, cancel := context.WithTimeout(ctx, f.s.cfg.RequestTimeout)
+	defer cancel()
+	var out []*state.Job
+	reads := 0
+	for {
+		page, err := x.List(q)
+		if err != nil {
+			return nil, false, err
+		}
+		for i, e := range page.Jobs {
+			if reads == listReads {
+				return out, true, nil
+			}
+			reads++
+			j, err := f.s.jobs.Get(ctx, e.ID)
+			switch {
+			case errors.Is(err, state.ErrNotFound):
+				continue // its record is gone; the index forgets it soon
+			case err != nil:
+				return nil, false, f.s.unavailable(err, "reading job "+e.ID)
+			case via && (j.Routing == nil || j.Routing.Via != route):
+				continue
+			}
+			out = append(out, j)
+			if len(out) == q.Limit {
+				return out, i < len(page.Jobs)-1 || page.Next != "", nil
+			}
+		}
+		if page.Next == "" {
+			return out, false, nil
+		}
+		q.Cursor = page.Next
+	}
 }
 
 func (f facade) Wait(ctx context.Context, id string, done func(*state.Job) bool) (*state.Job, error) {

@@ -5,7 +5,9 @@ import (
 	"encoding/base32"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -52,6 +54,20 @@ func (f *probeFace) Handler() http.Handler {
 		}
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]string{"id": id})
+	})
+	mux.HandleFunc("GET /list", func(w http.ResponseWriter, r *http.Request) {
+		limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
+		jobs, more, err := f.p.List(r.Context(), f.m.Kind, f.m.Route, r.URL.Query().Get("after"), limit)
+		if errors.Is(err, face.ErrNoSuchJob) {
+			f.WriteError(w, face.Error{Status: 400, Code: "no_such_job"})
+			return
+		}
+		ids := []string{}
+		for _, j := range jobs {
+			ids = append(ids, j.ID)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"ids": ids, "more": more})
 	})
 	mux.HandleFunc("GET /wait/{id}", func(w http.ResponseWriter, r *http.Request) {
 		d, _ := time.ParseDuration(r.URL.Query().Get("for"))
@@ -214,4 +230,55 @@ func TestAHeldCreateOutlivesTheWriteTimeout(t *testing.T) {
 	require.Equal(t, http.StatusCreated, r.status, "%s", r.raw)
 	require.Equal(t, id, r.body["id"])
 	require.Equal(t, "succeeded", r.body["status"], "%s", r.raw)
+}
+
+// A face lists the jobs it made on its route from the jobs index, newest
+// first, a page after the last id; on a model route, the jobs routed
+// through it. Jobs made elsewhere, or by another face, are not its.
+func TestAFaceListsTheJobsItMade(t *testing.T) {
+	t.Parallel()
+	const via = "models"
+	d := setupWith(t, frontdoor.Config{ModelRoutes: []string{via},
+		Faces: []face.Mount{{Kind: face.Replicate, Route: route}, {Kind: face.Replicate, Route: via}}, FaceBuilders: probeBuilders()}, withIndex)
+	at := time.Now().UTC().Add(-time.Hour)
+	accept := func(id string, meta map[string]string, routing *state.Routing, i int) {
+		on := route
+		if routing != nil {
+			on = "other"
+		}
+		j := &state.Job{ID: id, Route: on, Model: "m", State: state.Queued, CreatedAt: at.Add(time.Duration(i) * time.Second), Metadata: meta, Routing: routing}
+		_, created, err := d.jobs.Intake().Accept(t.Context(), j)
+		require.NoError(t, err)
+		require.True(t, created)
+		d.publish(t, j, "queued", 1, state.Queued)
+	}
+	mine := map[string]string{"face": "replicate"}
+	for i := range 5 {
+		accept(fmt.Sprintf("mine-%d", i), mine, nil, i)
+	}
+	accept("routed", mine, &state.Routing{Via: via}, 10)
+	accept("nats-made", nil, nil, 11)
+	accept("fal-made", map[string]string{"face": "fal"}, nil, 12)
+	require.Eventually(t, func() bool { n, _ := d.index.Size(); return n >= 8 }, 10*time.Second, 10*time.Millisecond, "the index has the jobs")
+
+	list := func(path string) (ids []string, more bool) {
+		t.Helper()
+		r := d.do(t, http.MethodGet, path, "", nil)
+		require.Equal(t, http.StatusOK, r.status, "%s", r.raw)
+		for _, id := range r.body["ids"].([]any) {
+			ids = append(ids, id.(string))
+		}
+		return ids, r.body["more"].(bool)
+	}
+	ids, more := list("/replicate/sim/list?limit=3")
+	require.Equal(t, []string{"mine-4", "mine-3", "mine-2"}, ids)
+	require.True(t, more)
+	ids, more = list("/replicate/sim/list?limit=3&after=mine-2")
+	require.Equal(t, []string{"mine-1", "mine-0"}, ids)
+	require.False(t, more)
+	ids, more = list("/replicate/" + via + "/list?limit=3")
+	require.Equal(t, []string{"routed"}, ids, "the model route's: the job routed through it")
+	require.False(t, more)
+	r := d.do(t, http.MethodGet, "/replicate/sim/list?after=nope", "", nil)
+	require.Equal(t, 400, r.status, "after names no job: %s", r.raw)
 }

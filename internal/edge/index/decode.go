@@ -48,6 +48,10 @@ type snapshot struct {
 	DetectedBy     state.Source `json:"detected_by"`
 	// WebhookExpected is whether the job asked for a webhook.
 	WebhookExpected bool `json:"webhook_expected"`
+	// Metadata is read for the face that made the job only.
+	Metadata struct {
+		Face string `json:"face"`
+	} `json:"metadata"`
 }
 
 // decodeEvent parses a job's event.

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/pollux-dev/pollux/internal/edge/face"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
@@ -62,6 +63,9 @@ type Entry struct {
 	// RejectionError says why. A rejected entry has no State.
 	Rejected       bool   `json:"rejected,omitempty"`
 	RejectionError string `json:"rejection_error,omitempty"`
+	// Face is the provider face that made the job (its record's metadata
+	// "face"), when it names one (face.Kinds).
+	Face face.Kind `json:"-"`
 	// Seq is the job's event sequence number the entry reflects (0 for a
 	// rejection).
 	Seq uint64 `json:"seq"`
@@ -243,6 +247,7 @@ func entryOf(ev *event, seq uint64) Entry {
 		e.Model, e.RemoteID, e.IdempotencyKey = j.Model, j.RemoteID, j.IdempotencyKey
 		e.Tracked, e.Polls, e.Progress, e.QueuePosition, e.Reason = j.Tracked, j.Polls, j.Progress, j.QueuePosition, j.Reason
 		e.WaitingFor = j.WaitingFor
+		e.Face = faceOf(j.Metadata.Face)
 		if !j.CreatedAt.IsZero() {
 			e.CreatedAt = j.CreatedAt
 		}
@@ -257,6 +262,17 @@ func entryOf(ev *event, seq uint64) Entry {
 		}
 	}
 	return e
+}
+
+// faceOf is the face named v, as the face package spells it (so that an
+// entry keeps no string of its own), or "" when v names none.
+func faceOf(v string) face.Kind {
+	for _, k := range face.Kinds {
+		if string(k) == v {
+			return k
+		}
+	}
+	return ""
 }
 
 // applyEvent applies a job's event, at stream sequence seq; it reports

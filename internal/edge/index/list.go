@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pollux-dev/pollux/internal/edge/face"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
@@ -25,6 +26,8 @@ type Query struct {
 	// CreatedAfter and CreatedBefore keep jobs created strictly after and
 	// strictly before them (zero = no bound).
 	CreatedAfter, CreatedBefore time.Time
+	// Face keeps the jobs a provider face made (Entry.Face).
+	Face face.Kind
 	// Search keeps the jobs whose id, idempotency key or remote id is
 	// exactly this.
 	Search string
@@ -126,7 +129,7 @@ func (x *Index) List(q Query) (Page, error) {
 	// by its indexes alone.
 	for _, o := range lists {
 		w := newWalker([]*ordered{o}, q.CreatedAfter, before)
-		if o.dead == 0 && q.Model == "" && q.Search == "" {
+		if o.dead == 0 && q.Model == "" && q.Face == "" && q.Search == "" {
 			p.Total += w.pos[0] - w.lo[0]
 			continue
 		}
@@ -167,7 +170,7 @@ func (x *Index) sources(q Query, m matcher) []*ordered {
 // countFor returns the query's total from the running counts, when it
 // filters by nothing but route, states and model.
 func (x *Index) countFor(q Query, m matcher) (int, bool) {
-	if q.Search != "" || !q.CreatedAfter.IsZero() || !q.CreatedBefore.IsZero() {
+	if q.Search != "" || q.Face != "" || !q.CreatedAfter.IsZero() || !q.CreatedBefore.IsZero() {
 		return 0, false
 	}
 	n := 0
@@ -213,13 +216,14 @@ func (x *Index) searched(s string) []*item {
 // matcher tests entries against a query's filters (not its search).
 type matcher struct {
 	route, model string
+	face         face.Kind
 	states       []state.State
 	after        time.Time
 	before       time.Time
 }
 
 func newMatcher(q Query) matcher {
-	m := matcher{route: q.Route, model: q.Model, after: q.CreatedAfter, before: q.CreatedBefore}
+	m := matcher{route: q.Route, model: q.Model, face: q.Face, after: q.CreatedAfter, before: q.CreatedBefore}
 	for _, s := range q.States {
 		if !slices.Contains(m.states, s) {
 			m.states = append(m.states, s)
@@ -232,12 +236,23 @@ func (m matcher) match(e *Entry) bool {
 	switch {
 	case m.route != "" && e.Route != m.route,
 		m.model != "" && e.Model != m.model,
+		m.face != "" && e.Face != m.face,
 		len(m.states) > 0 && !slices.Contains(m.states, e.State),
 		!m.after.IsZero() && !e.CreatedAt.After(m.after),
 		!m.before.IsZero() && !e.CreatedAt.Before(m.before):
 		return false
 	}
 	return true
+}
+
+// CursorAt returns the cursor of the page after job id (a list that
+// names its pages by their last item's id, as provider APIs do).
+func (x *Index) CursorAt(id string) (string, bool) {
+	e, ok := x.Get(id)
+	if !ok {
+		return "", false
+	}
+	return cursorOf(e), true
 }
 
 // A cursor is "<created unix nanoseconds>.<id>" in unpadded base64url: the

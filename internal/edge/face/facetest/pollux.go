@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -149,6 +151,40 @@ func (p *Pollux) Output(w http.ResponseWriter, r *http.Request, j *state.Job, n 
 	}
 	http.Redirect(w, r, j.Outputs[n], http.StatusFound)
 	return nil
+}
+
+// List returns the records face k made on route (metadata "face" names
+// k; the job is on route or came through it), newest first by CreatedAt
+// then id, after job after; face.ErrNoSuchJob when after is not one of
+// them.
+func (p *Pollux) List(_ context.Context, k face.Kind, route, after string, limit int) ([]*state.Job, bool, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var all []*state.Job
+	for _, j := range p.jobs {
+		if j.Metadata["face"] == string(k) && (j.Route == route || j.Routing != nil && j.Routing.Via == route) {
+			c := *j
+			all = append(all, &c)
+		}
+	}
+	slices.SortFunc(all, func(a, b *state.Job) int {
+		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(b.ID, a.ID)
+	})
+	if after != "" {
+		i := slices.IndexFunc(all, func(j *state.Job) bool { return j.ID == after })
+		if i < 0 {
+			return nil, false, face.ErrNoSuchJob
+		}
+		all = all[i+1:]
+	}
+	limit = max(1, min(limit, face.MaxList))
+	if len(all) > limit {
+		return all[:limit], true, nil
+	}
+	return all, false, nil
 }
 
 // Put stores a copy of j as its record and wakes the waiters.

@@ -30,8 +30,12 @@
 //     of a video that ended — its history is not the app's to erase — so
 //     a delete of one answers deleted: false (true for a canceled one, so
 //     a retried delete says the same).
-//   - GET /v1/videos (list) is 404: the face keeps no index of an app's
-//     videos.
+//   - GET /v1/videos: the videos this face made on the route, newest
+//     first, from the front door's jobs index (limit 1 to 100, default
+//     20; after a video id; has_more), so the SDK's list() and its
+//     auto-pagination work. Videos are not an app's: every token of the
+//     front door lists every video of the route, as GET /v1/jobs does.
+//     order=asc is 400 (newest first only).
 //
 // Every video answer carries openai-poll-after-ms: until Pollux's own next
 // check of the job (face.PollAfter), 1 to 10 s — the interval the SDK's

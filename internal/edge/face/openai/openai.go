@@ -249,8 +249,58 @@ func (f *Face) delete(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, deleted{ID: j.ID, Object: "video.deleted", Deleted: j.State == state.Canceled})
 }
 
-// list is not served: Pollux's face keeps no per-app index of videos.
-func (f *Face) list(w http.ResponseWriter, _ *http.Request) {
-	f.WriteError(w, face.Error{Status: http.StatusNotFound, Code: "unsupported_endpoint",
-		Message: "Pollux's OpenAI face does not list videos: keep the ids videos.create returns"})
+// listLimit is a list's page size when the request names none.
+const listLimit = 20
+
+// videoList is OpenAI's page of videos.
+type videoList struct {
+	Object  string  `json:"object"`
+	Data    []video `json:"data"`
+	FirstID *string `json:"first_id"`
+	LastID  *string `json:"last_id"`
+	HasMore bool    `json:"has_more"`
+}
+
+// list answers GET /v1/videos: the videos this face made on its route,
+// newest first, limit at a time (1 to face.MaxList, default 20), after
+// the video after names — the SDK's list() and its auto-pagination.
+// Pollux lists newest first only: order=asc is refused.
+func (f *Face) list(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	limit := listLimit
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > face.MaxList {
+			f.WriteError(w, face.Error{Status: http.StatusBadRequest, Code: "invalid_value", Field: "limit",
+				Message: "limit must be a whole number from 1 to " + strconv.Itoa(face.MaxList) + ", not " + strconv.Quote(v)})
+			return
+		}
+		limit = n
+	}
+	if o := q.Get("order"); o != "" && o != "desc" {
+		f.WriteError(w, face.Error{Status: http.StatusBadRequest, Code: "invalid_value", Field: "order",
+			Message: "Pollux lists videos newest first only: order must be desc, not " + strconv.Quote(o)})
+		return
+	}
+	after := q.Get("after")
+	jobs, more, err := f.p.List(r.Context(), face.OpenAI, f.m.Route, after, limit)
+	switch {
+	case errors.Is(err, face.ErrNoSuchJob):
+		f.WriteError(w, face.Error{Status: http.StatusBadRequest, Code: "invalid_value", Field: "after",
+			Message: "after names no video of this list: " + strconv.Quote(after)})
+		return
+	case err != nil:
+		f.fail(w, err, "listing videos")
+		return
+	}
+	page := videoList{Object: "list", Data: []video{}, HasMore: more}
+	for _, j := range jobs {
+		if strings.HasPrefix(j.ID, idPrefix) { // made by this face, not only labelled so
+			page.Data = append(page.Data, videoOf(j))
+		}
+	}
+	if n := len(page.Data); n > 0 {
+		page.FirstID, page.LastID = &page.Data[0].ID, &page.Data[n-1].ID
+	}
+	writeJSON(w, http.StatusOK, page)
 }

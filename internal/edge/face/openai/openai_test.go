@@ -306,7 +306,7 @@ func TestPollAfterIsPolluxsPlan(t *testing.T) {
 	}
 }
 
-// An unknown id, an unserved endpoint and the front door's refusals are
+// An unknown id, an unserved path and the front door's refusals are
 // OpenAI's errors; a quota's wait is in both headers the SDK reads.
 func TestErrorsAreOpenAIs(t *testing.T) {
 	t.Parallel()
@@ -316,9 +316,9 @@ func TestErrorsAreOpenAIs(t *testing.T) {
 		require.Equal(t, http.StatusNotFound, a.status, path)
 		require.Equal(t, "video_not_found", errorOf(t, a)["code"], path)
 	}
-	a := r.get(t, "/v1/videos")
+	a := r.get(t, "/v1/files")
 	require.Equal(t, http.StatusNotFound, a.status)
-	require.Equal(t, "unsupported_endpoint", errorOf(t, a)["code"])
+	require.Equal(t, "unknown_url", errorOf(t, a)["code"])
 
 	f := openai.New(face.Mount{Kind: face.OpenAI, Route: "sim"}, r.p)
 	for _, c := range []struct {

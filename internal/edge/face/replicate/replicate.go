@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -69,10 +70,11 @@ func (f *Face) Handler() http.Handler {
 		}
 		f.create(w, r, owner+"/"+name)
 	})
+	mux.HandleFunc("GET /v1/predictions", f.list)
 	mux.HandleFunc("GET /v1/predictions/{id}", f.get)
 	mux.HandleFunc("POST /v1/predictions/{id}/cancel", f.cancel)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		f.WriteError(w, notFound("Pollux's Replicate face serves creating, getting and canceling predictions; "+r.Method+" "+r.URL.Path+" is not among them"))
+		f.WriteError(w, notFound("Pollux's Replicate face serves creating, getting, listing and canceling predictions; "+r.Method+" "+r.URL.Path+" is not among them"))
 	})
 	return mux
 }
@@ -249,6 +251,46 @@ func (f *Face) get(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, predictionOf(j, f.base(r), nil))
+}
+
+// predictionList is Replicate's page of predictions.
+type predictionList struct {
+	Previous *string      `json:"previous"`
+	Next     *string      `json:"next"`
+	Results  []prediction `json:"results"`
+}
+
+// list answers GET /v1/predictions: the predictions this face made on
+// its route, newest first, face.MaxList a page; next is the URL of the
+// page after (its cursor the last prediction's id), which the SDK's
+// paginate() follows. Pollux names no previous page.
+func (f *Face) list(w http.ResponseWriter, r *http.Request) {
+	cursor := r.URL.Query().Get("cursor")
+	jobs, more, err := f.p.List(r.Context(), face.Replicate, f.m.Route, cursor, face.MaxList)
+	switch {
+	case errors.Is(err, face.ErrNoSuchJob):
+		f.WriteError(w, face.Error{Status: http.StatusBadRequest, Code: "invalid_cursor", Field: "cursor",
+			Message: "cursor names no prediction of this list: " + strconv.Quote(cursor) + "; start again without it"})
+		return
+	case err != nil:
+		if e, ok := face.AsError(err); ok {
+			f.WriteError(w, e)
+			return
+		}
+		f.m.Logger.Warn().Err(err).Msg("listing predictions failed")
+		f.WriteError(w, unavailable("listing the predictions"))
+		return
+	}
+	base := f.base(r)
+	page := predictionList{Results: make([]prediction, 0, len(jobs))}
+	for _, j := range jobs {
+		page.Results = append(page.Results, predictionOf(j, base, nil))
+	}
+	if more && len(jobs) > 0 {
+		next := base + "/v1/predictions?cursor=" + url.QueryEscape(jobs[len(jobs)-1].ID)
+		page.Next = &next
+	}
+	writeJSON(w, http.StatusOK, page)
 }
 
 // cancel asks for a prediction's cancel and answers it as it stands once

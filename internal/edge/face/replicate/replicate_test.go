@@ -314,7 +314,7 @@ func TestBadRequests(t *testing.T) {
 		{"not JSON content", "/v1/models/acme/video/predictions", `{"input":{}}`, map[string]string{"Content-Type": "text/plain"}, 415, "Content-Type"},
 		{"too large", "/v1/models/acme/video/predictions", `{"input":{"x":"` + strings.Repeat("x", replicate.MaxBody) + `"}}`, nil, 413, ""},
 		{"deployments", "/v1/deployments/acme/video/predictions", `{"input":{}}`, nil, 404, ""},
-		{"list", "/v1/predictions", "", nil, 404, ""},
+		{"trainings", "/v1/trainings", "", nil, 404, ""},
 	} {
 		method := http.MethodPost
 		if tc.body == "" {

@@ -94,6 +94,19 @@ func TestOpenAIFace(t *testing.T) {
 		clientPolls += int(l["polls"].(float64))
 	}
 	require.Len(t, seen, 200, "every video reached its client")
+
+	// The SDK's list() auto-pagination walks every video the face made
+	// on the route, seven a page.
+	listed := map[string]bool{}
+	for _, l := range node(t, "openai.mjs", 30*time.Second, append(env, "MODE=list", "LIMIT=7")...) {
+		require.False(t, listed[l["id"].(string)], "listed once: %v", l)
+		listed[l["id"].(string)] = true
+	}
+	want := map[string]bool{}
+	for _, id := range ids {
+		want[id] = true
+	}
+	require.Equal(t, want, listed, "the list is the face's videos on the route")
 	lines = node(t, "openai.mjs", 30*time.Second, append(env, "MODE=many", "CLIENTS=1", "JOBS=1", "ROUTE=video", "MODEL=acme/video")...)
 	require.Len(t, lines, 1)
 	ids = append(ids, lines[0]["id"].(string))

@@ -114,6 +114,21 @@ func TestReplicateSDKUnderLoad(t *testing.T) {
 	}
 	require.Len(t, ids, 200, "every job reached its client, once")
 
+	// The SDK's paginate(predictions.list) walks every prediction the
+	// face made, a hundred a page, following the face's next URLs.
+	listed := map[string]bool{}
+	pages := 0.0
+	for _, l := range node(t, "replicate.mjs", 30*time.Second, s.replicateEnv("list")...) {
+		if l["step"] == "pages" {
+			pages = l["pages"].(float64)
+			continue
+		}
+		require.False(t, listed[l["id"].(string)], "listed once: %v", l)
+		listed[l["id"].(string)] = true
+	}
+	require.Equal(t, ids, listed, "the list is the face's predictions")
+	require.Equal(t, 2.0, pages)
+
 	// The provider's ground truth: its status calls are the ones Pollux's
 	// records count (exact once every check has ended), whatever the
 	// clients polled.
