@@ -31,9 +31,6 @@ type creatingFleet struct {
 	ids    []string
 	// key prefixes the submissions' idempotency keys; model is theirs.
 	key, model string
-	// resends allows creates sent again with their key (in doubt after a
-	// server's SIGKILL, on a provider that dedupes keys).
-	resends bool
 }
 
 // startCreatingFleet runs the fleet on the NATS servers js reaches;
@@ -106,15 +103,8 @@ func (f *creatingFleet) check(timeout time.Duration) sim.Stats {
 	f.t.Helper()
 	e2etest.WaitTerminal(f.t, f.js, f.log, f.ids, timeout)
 	st := e2etest.SimStats(f.t, f.simURL)
-	if f.resends {
-		// A create sent again with its key is a replay at the provider:
-		// it counts as a create, and makes no prediction.
-		f.t.Logf("creates in doubt, sent again with their key: %d", st.DuplicateCreates)
-		require.Equal(f.t, len(f.ids), st.Predictions, "every job created once")
-	} else {
-		require.Zero(f.t, st.DuplicateCreates, "no job sent to the provider twice")
-		require.Equal(f.t, len(f.ids), st.Creates, "every job created once")
-	}
+	require.Zero(f.t, st.DuplicateCreates, "no job sent to the provider twice")
+	require.Equal(f.t, len(f.ids), st.Creates, "every job created once")
 	terminal := f.log.Terminal()
 	for _, id := range f.ids {
 		evs := terminal[id]
