@@ -131,13 +131,28 @@ const (
 // timeout, at most this.
 const doubtMargin = 10 * time.Second
 
+// reconnectGrace is how long after NATS comes back a doubt about an
+// attempt made before it waits: the attempt's process may hold the
+// provider's answer and be retrying its write, which lands within this
+// once NATS answers (its retries back off to 5 s, and a write waits for
+// its request's timeout).
+const reconnectGrace = 15 * time.Second
+
 // resolve decides what to do with a submission whose last call's outcome
 // is unknown. Not before the call is surely over: until then the call may
-// still be creating the job, or its process recording it. Then a provider
-// that can find the job decides; one that deduplicates is simply asked
-// again; otherwise the job is lost rather than risk a second create.
-func resolve(j *state.Job, info provider.Info, canFind bool, callTimeout time.Duration, now time.Time) (resolution, time.Time) {
-	if at := j.AttemptedAt.Add(callTimeout + min(callTimeout, doubtMargin)); now.Before(at) {
+// still be creating the job, or its process recording it — nor, for an
+// attempt made before this process's NATS connection was last
+// re-established (reconnected), before reconnectGrace has passed since:
+// NATS was away, and the attempt's process may be landing the answer it
+// held meanwhile. Then a provider that can find the job decides; one that
+// deduplicates is simply asked again; otherwise the job is lost rather
+// than risk a second create.
+func resolve(j *state.Job, info provider.Info, canFind bool, callTimeout time.Duration, now, reconnected time.Time) (resolution, time.Time) {
+	at := j.AttemptedAt.Add(callTimeout + min(callTimeout, doubtMargin))
+	if j.AttemptedAt.Before(reconnected) {
+		at = later(at, reconnected.Add(reconnectGrace))
+	}
+	if now.Before(at) {
 		return resolveWait, at
 	}
 	switch {
@@ -253,4 +268,11 @@ func deadline(r *route.Route, at time.Time, timeoutS float64, now time.Time) (ti
 		return time.Time{}, &events.FieldError{Field: "deadline", Problem: fmt.Sprintf("more than route %s's max_deadline (%s) away", r.Name, r.MaxDeadline)}
 	}
 	return d, nil
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

@@ -85,12 +85,30 @@ func TestResolve(t *testing.T) {
 		"can find, once the call is over": {provider.Info{}, true, at.Add(timeout + doubtMargin), resolveFind},
 		"finding wins over retrying":      {provider.Info{Idempotent: true}, true, at.Add(time.Hour), resolveFind},
 	} {
-		got, until := resolve(j, tc.info, tc.canFind, timeout, tc.now)
+		got, until := resolve(j, tc.info, tc.canFind, timeout, tc.now, time.Time{})
 		require.Equal(t, tc.want, got, name)
 		if got == resolveWait {
 			require.Equal(t, at.Add(timeout+min(timeout, doubtMargin)), until, name)
 		}
 	}
+}
+
+// An attempt made before NATS came back waits reconnectGrace past the
+// reconnect however long its call is over: its process may be landing
+// the answer it held. One made after the reconnect does not.
+func TestResolveWaitsOutAReconnect(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	j := &state.Job{AttemptedAt: at}
+	timeout := 5 * time.Second
+	back := at.Add(time.Minute)
+	got, until := resolve(j, provider.Info{}, false, timeout, back.Add(time.Second), back)
+	require.Equal(t, resolveWait, got)
+	require.Equal(t, back.Add(reconnectGrace), until)
+	got, _ = resolve(j, provider.Info{}, false, timeout, back.Add(reconnectGrace), back)
+	require.Equal(t, resolveLost, got, "the grace over")
+	got, _ = resolve(j, provider.Info{}, false, timeout, at.Add(time.Hour), at.Add(-time.Second))
+	require.Equal(t, resolveLost, got, "an attempt after the reconnect: its call's timeout alone")
 }
 
 func TestCancelNext(t *testing.T) {

@@ -3,6 +3,8 @@ package ingest
 import (
 	"context"
 	"errors"
+	"sync"
+	"time"
 
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/trace"
@@ -23,7 +25,7 @@ import (
 // calls do not follow each other in a loop.
 func (s *Service) inDoubt(ctx context.Context, in intake, rec jobs.Record, interrupted bool, log zerolog.Logger) move {
 	r := in.route
-	res, until := resolve(rec.Job, r.Adapter.Info(), r.CanFind(), s.callTimeout(r), s.cfg.Now())
+	res, until := resolve(rec.Job, r.Adapter.Info(), r.CanFind(), s.callTimeout(r), s.cfg.Now(), s.reconnected())
 	switch {
 	case res == resolveWait:
 		return end(events.Later(until.Sub(s.cfg.Now())), "retry")
@@ -85,4 +87,42 @@ func (s *Service) find(ctx context.Context, r *route.Route, j *state.Job) route.
 		endCall(span, provider.Status{}, ans.Err)
 	}
 	return ans
+}
+
+// reconnects is when this process's NATS connection was last
+// re-established, as far as it has seen (reconnected).
+type reconnects struct {
+	mu   sync.Mutex
+	seen uint64
+	at   time.Time
+}
+
+// reconnected returns when this process's NATS connection was last
+// re-established (zero if never): resolve holds a doubt about an attempt
+// made before it for reconnectGrace, as another process may hold that
+// attempt's answer. watchReconnects notices a reconnect within a second;
+// a doubt checked before it does notices it itself.
+func (s *Service) reconnected() time.Time {
+	n := s.js.Conn().Stats().Reconnects
+	s.reconnects.mu.Lock()
+	defer s.reconnects.mu.Unlock()
+	if n != s.reconnects.seen {
+		s.reconnects.seen, s.reconnects.at = n, s.cfg.Now()
+	}
+	return s.reconnects.at
+}
+
+// watchReconnects keeps reconnected's time within a second of the
+// reconnect, until ctx ends.
+func (s *Service) watchReconnects(ctx context.Context) error {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			s.reconnected()
+		}
+	}
 }

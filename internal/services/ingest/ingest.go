@@ -106,6 +106,8 @@ type Service struct {
 	models map[string]*route.ModelRoute
 	// underWay are the jobs this process is handling (underway.go).
 	underWay underWay
+	// reconnects says when NATS last came back for this process (doubt.go).
+	reconnects reconnects
 }
 
 // New validates the configuration and prepares the service.
@@ -190,6 +192,7 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	g.Go(func() error { return s.sweep(ctx) })
 	g.Go(func() error { return s.repair(ctx) })
+	g.Go(func() error { return s.watchReconnects(ctx) })
 	for _, q := range s.queues {
 		g.Go(func() error { return s.admitLoop(ctx, q) })
 	}

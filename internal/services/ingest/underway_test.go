@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/pollux-dev/pollux/internal/core/jobs"
 	"github.com/pollux-dev/pollux/internal/platform/config"
 	"github.com/pollux-dev/pollux/internal/services/ingest"
 	"github.com/pollux-dev/pollux/internal/testkit/stack"
@@ -77,4 +78,53 @@ func TestARedeliveryWaitsForTheAnswerItsProcessHolds(t *testing.T) {
 	r.intakeDone()
 	require.Equal(t, 1, f.createsOf("w"), "one create")
 	t.Logf("deliveries that found the job under way: %d", busy.Load())
+}
+
+// Another process of the fleet held a create's answer while NATS was
+// away: once NATS is back, this process, redelivered the submission, must
+// not give the job up before that process has had time to land its
+// write. Red without the reconnect grace (resolve): the job is lost at
+// once, and the answer that lands after it only keeps its remote id.
+func TestADoubtWaitsForAnotherProcessAfterAReconnect(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	s := stack.New(t, stack.Config{
+		Restartable: true,
+		Pollux:      &config.Config{Routes: map[string]config.Route{"fake": {}}},
+		Adapters:    map[string]provider.Adapter{"fake": f},
+	})
+	handled := new(atomic.Int64)
+	cfg := ingest.Config{Routes: s.Routes, Options: s.Options, CallTimeout: time.Second}
+	cfg.Metrics.Submission = func(_, _, _ string) { handled.Add(1) }
+	svc, err := ingest.New(cfg, s.JS, s.NS, s.Res, s.Jobs.Intake(), s.Pauses)
+	require.NoError(t, err)
+	s.Go(svc.Run)
+
+	require.Eventually(t, func() bool {
+		_, err := s.Res.Intake.Consumer(t.Context(), "ingest-fake")
+		return err == nil
+	}, 20*time.Second, 10*time.Millisecond, "ingest consumes the route")
+
+	// Process A made its attempt long ago; then NATS went away and came
+	// back.
+	s.NATS.Restart(t, 500*time.Millisecond)
+	require.Eventually(t, func() bool { return s.NC.IsConnected() }, 20*time.Second, 10*time.Millisecond)
+	j := &state.Job{ID: "a", Route: "fake", Model: "m", State: state.Pending, IdempotencyKey: "key-a", IntakeSeq: 1,
+		CreatedAt: time.Now().Add(-time.Hour).UTC(), AttemptedAt: time.Now().Add(-time.Hour).UTC(), SubmitAttempts: 1, SubmitInDoubt: true, AttemptID: "process-a"}
+	rec, created, err := s.Jobs.Intake().Accept(t.Context(), j)
+	require.NoError(t, err)
+	require.True(t, created)
+	// Its submission, redelivered here.
+	r := &rig{Stack: s, t: t}
+	r.submit("a")
+	require.Eventually(t, func() bool { return handled.Load() > 0 }, 20*time.Second, 10*time.Millisecond, "this process took up the doubt")
+	require.False(t, s.Job("a").State.Terminal(), "given up while process A may hold the answer: %s", s.Job("a").Reason)
+
+	// A lands the answer it held.
+	got, err := s.Jobs.Intake().Submitted(t.Context(), rec, jobs.Created{RemoteID: "rem-a", Due: time.Now().Add(time.Hour),
+		Obs: state.Observation{State: state.Queued, Source: state.FromSubmit, At: time.Now().UTC()}})
+	require.NoError(t, err)
+	require.Equal(t, state.Queued, got.State)
+	require.Equal(t, "rem-a", got.RemoteID)
+	require.Zero(t, f.createsOf("a"), "never created here")
 }
