@@ -2,9 +2,11 @@
 // in-memory face.Pollux that stands for the front door, so a face's tests
 // drive its handler without NATS.
 //
-// A submission becomes a pending record at once (unless held back, as
-// when ingest is slow); every change of a record wakes the waiters, as
-// the jobs index does; a cancel is recorded and, when asked, ends the job.
+// A submission is checked as the front door checks it, then becomes a
+// pending record at once (unless held back, as when ingest is slow); a
+// record read shares nothing with the stored one; every change of a
+// record wakes the waiters, as the jobs index does; a cancel is recorded
+// and, when asked, ends the job.
 // A test steers it with its knobs (Hold, FailSubmit, CancelEnds, Clock),
 // writes records with Put and Update, and reads what the face asked with
 // Submissions, Cancels and Waits.

@@ -2,6 +2,7 @@ package facetest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"slices"
@@ -72,9 +73,16 @@ func (p *Pollux) Clock(now func() time.Time) {
 	p.now = now
 }
 
-// Submit records m and, unless held or failing, makes its pending record
-// (once: a submission of an id that has a record changes nothing).
+// Submit checks m as the front door does (a contract violation, or no
+// ID, is an error both errors.As reads as an *events.FieldError and
+// face.AsError as a 400 naming the field), then, unless failing, records
+// m and, unless held, makes its pending record (once: a submission of an
+// id that has a record changes nothing). A refused or failed submission
+// is not recorded.
 func (p *Pollux) Submit(_ context.Context, _ *http.Request, route string, m events.Submit) error {
+	if err := check(m); err != nil {
+		return err
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.submitErr != nil {
@@ -89,8 +97,8 @@ func (p *Pollux) Submit(_ context.Context, _ *http.Request, route string, m even
 	return nil
 }
 
-// Job returns a copy of job id's record; state.ErrNotFound when there is
-// none.
+// Job returns a copy of job id's record (sharing nothing with it, as a
+// record read from the bucket); state.ErrNotFound when there is none.
 func (p *Pollux) Job(_ context.Context, id string) (*state.Job, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -98,8 +106,7 @@ func (p *Pollux) Job(_ context.Context, id string) (*state.Job, error) {
 	if !ok {
 		return nil, state.ErrNotFound
 	}
-	c := *j
-	return &c, nil
+	return clone(j), nil
 }
 
 // Wait returns job id's record once done holds for it, woken by every
@@ -127,18 +134,23 @@ func (p *Pollux) Wait(ctx context.Context, id string, done func(*state.Job) bool
 }
 
 // Cancel records a cancel of job j (ending it when CancelEnds is on);
-// face.ErrTerminal when j has ended.
+// face.ErrTerminal when j has ended, or its record has since (as the
+// front door's cancel finds it ended meanwhile): nothing is recorded then.
 func (p *Pollux) Cancel(_ context.Context, _ *http.Request, j *state.Job, _ string) error {
 	if j.State.Terminal() {
 		return face.ErrTerminal
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	c, ok := p.jobs[j.ID]
+	if ok && c.State.Terminal() {
+		return face.ErrTerminal
+	}
 	p.cancels = append(p.cancels, j.ID)
-	if c, ok := p.jobs[j.ID]; ok && p.cancelEnds {
-		ended := *c
+	if ok && p.cancelEnds {
+		ended := clone(c)
 		ended.State, ended.CompletedAt = state.Canceled, p.now().UTC()
-		p.putLocked(&ended)
+		p.putLocked(ended)
 	}
 	return nil
 }
@@ -199,16 +211,68 @@ func (p *Pollux) Put(j *state.Job) {
 func (p *Pollux) Update(id string, change func(*state.Job)) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	c := *p.jobs[id]
-	change(&c)
-	p.putLocked(&c)
+	c := clone(p.jobs[id])
+	change(c)
+	p.putLocked(c)
 }
 
 func (p *Pollux) putLocked(j *state.Job) {
-	c := *j
-	p.jobs[j.ID] = &c
+	p.jobs[j.ID] = clone(j)
 	close(p.changed)
 	p.changed = make(chan struct{})
+}
+
+// clone copies j through JSON, as the jobs bucket stores it, so the copy
+// shares no slice, map or pointer with j. A record that does not encode
+// is a broken test.
+func clone(j *state.Job) *state.Job {
+	b, err := json.Marshal(j)
+	if err != nil {
+		panic("facetest: a record that does not encode: " + err.Error())
+	}
+	var c state.Job
+	if err := json.Unmarshal(b, &c); err != nil {
+		panic("facetest: a record that does not decode: " + err.Error())
+	}
+	return &c
+}
+
+// check refuses a submission the front door would: one without an ID
+// (a face sets it) or one events.DecodeSubmit refuses.
+func check(m events.Submit) error {
+	if m.ID == "" {
+		return invalidSubmit{&events.FieldError{Field: "id", Problem: "required: a face sets the job id"}}
+	}
+	b, err := json.Marshal(m)
+	if err == nil {
+		_, err = events.DecodeSubmit(b)
+	}
+	var fe *events.FieldError
+	if err != nil && !errors.As(err, &fe) {
+		fe = &events.FieldError{Problem: err.Error()}
+	}
+	if fe != nil {
+		return invalidSubmit{fe}
+	}
+	return nil
+}
+
+// invalidSubmit is a submission the front door refuses: an
+// *events.FieldError (the face.Pollux contract) that face.AsError reads
+// as the front door's 400 (invalid_field, or invalid_body when no field
+// is at fault).
+type invalidSubmit struct{ fe *events.FieldError }
+
+func (e invalidSubmit) Error() string { return e.fe.Error() }
+func (e invalidSubmit) Unwrap() error { return e.fe }
+
+// FaceError is what face.AsError reads.
+func (e invalidSubmit) FaceError() face.Error {
+	code := "invalid_field"
+	if e.fe.Field == "" {
+		code = "invalid_body"
+	}
+	return face.Error{Status: http.StatusBadRequest, Code: code, Field: e.fe.Field, Message: e.fe.Error()}
 }
 
 // Submissions returns the submissions Submit took, in order.

@@ -3,8 +3,9 @@
 // of the events stream (EventLog), the checks a fault scenario ends with
 // (Verify), the binaries built once per test package (Binaries, Main),
 // real processes (Launch, NATSProcess, SimProcess, Supervise), a fleet's
-// common setup around one simulated provider (StartSimFleet: NATS, the
-// provider, pollux.yaml naming its address, the services' environment)
+// common setup around a simulated provider or several (StartSimFleet:
+// NATS, the providers, pollux.yaml naming their addresses, the services'
+// environment)
 // and the three-node cluster of deploy/nats/cluster (StartShippedCluster).
 //
 // It is a library for tests: its functions take the test and fail it.

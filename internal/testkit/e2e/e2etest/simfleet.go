@@ -13,16 +13,20 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// SimFleetConfig is a fleet of real processes against one simulated
-// provider, for StartSimFleet.
+// SimFleetConfig is a fleet of real processes against a simulated
+// provider (or several), for StartSimFleet.
 type SimFleetConfig struct {
 	// Sim is the simulated provider's YAML configuration.
 	Sim string
+	// Sims, when set, are the simulated providers instead of Sim: each
+	// YAML configuration by its provider's name (a route each, say).
+	Sims map[string]string
 	// Config is the services' pollux.yaml, in which {{sim}} stands for
-	// the simulated provider's host:port and {{webhook}} for the webhook
-	// receiver's (a route reaches the provider at http://{{sim}}).
+	// the simulated provider's host:port ({{sim.NAME}} for provider NAME
+	// of Sims) and {{webhook}} for the webhook receiver's (a route
+	// reaches the provider at http://{{sim}}).
 	Config string
-	// Token is the provider's API token, in the environment as TokenEnv.
+	// Token is the providers' API token, in the environment as TokenEnv.
 	Token string
 	// TokenEnv is the variable that holds Token, which the routes'
 	// token_env name; default SIM_TOKEN.
@@ -51,12 +55,16 @@ type SimFleet struct {
 	NATSURL string
 	// JS reaches the NATS servers.
 	JS jetstream.JetStream
-	// SimAddr is the simulated provider's host:port, SimURL its base URL.
+	// SimAddr is the simulated provider's host:port, SimURL its base URL
+	// (empty with SimFleetConfig.Sims).
 	SimAddr, SimURL string
 	// HookAddr is the host:port the webhook receiver listens on.
 	HookAddr string
-	// Sim is the simulated provider's process.
+	// Sim is the simulated provider's process (nil with
+	// SimFleetConfig.Sims).
 	Sim *Proc
+	// Sims are the simulated providers of SimFleetConfig.Sims, by name.
+	Sims map[string]SimProvider
 	// ConfigPath is the services' pollux.yaml (SimFleetConfig.Config).
 	ConfigPath string
 	// Env is every service's environment: the token, SimFleetConfig.Env,
@@ -67,11 +75,21 @@ type SimFleet struct {
 
 	t       *testing.T
 	natsURL func(service string) string
+	// placeholders are Config's, each with what it stands for.
+	placeholders []string
+}
+
+// SimProvider is one of the simulated providers of a fleet.
+type SimProvider struct {
+	// Proc is its process.
+	Proc *Proc
+	// Addr is its host:port, URL its base URL.
+	Addr, URL string
 }
 
 // StartSimFleet builds the binaries, starts NATS (unless cfg.NATS names
-// servers), starts the simulated provider and writes the services'
-// configuration. Everything it starts stops when the test ends.
+// servers), starts the simulated provider (or cfg.Sims) and writes the
+// services' configuration. Everything it starts stops when the test ends.
 func StartSimFleet(t *testing.T, cfg SimFleetConfig) *SimFleet {
 	t.Helper()
 	f := &SimFleet{Bin: Binaries(t), Dir: t.TempDir(), JS: cfg.JS, t: t, natsURL: cfg.NATS}
@@ -82,9 +100,21 @@ func StartSimFleet(t *testing.T, cfg SimFleetConfig) *SimFleet {
 	require.NotNil(t, f.JS, "SimFleetConfig.JS reaches the servers SimFleetConfig.NATS names")
 	tokenEnv := cmp.Or(cfg.TokenEnv, "SIM_TOKEN")
 	env := append([]string{tokenEnv + "=" + cfg.Token}, cfg.Env...)
-	f.Sim, f.SimAddr = SimProcess(t, f.Bin, f.Dir, "sim", cfg.Sim, env, tokenEnv)
-	f.SimURL = "http://" + f.SimAddr
+	if cfg.Sims == nil {
+		f.Sim, f.SimAddr = SimProcess(t, f.Bin, f.Dir, "sim", cfg.Sim, env, tokenEnv)
+		f.SimURL = "http://" + f.SimAddr
+		f.placeholders = []string{"{{sim}}", f.SimAddr}
+	} else {
+		require.Empty(t, cfg.Sim, "SimFleetConfig: Sim or Sims, not both")
+		f.Sims = map[string]SimProvider{}
+		for name, conf := range cfg.Sims {
+			p, addr := SimProcess(t, f.Bin, f.Dir, "sim-"+name, conf, env, tokenEnv)
+			f.Sims[name] = SimProvider{Proc: p, Addr: addr, URL: "http://" + addr}
+			f.placeholders = append(f.placeholders, "{{sim."+name+"}}", addr)
+		}
+	}
 	f.HookAddr = fmt.Sprintf("127.0.0.1:%d", FreePort(t))
+	f.placeholders = append(f.placeholders, "{{webhook}}", f.HookAddr)
 	f.ConfigPath = f.WriteConfig("pollux.yaml", cfg.Config)
 	f.Env = append(slices.Clip(env), "POLLUX_CONFIG="+f.ConfigPath, "POLLUX_METRICS_ADDR=", "POLLUX_WEBHOOK_ADDR="+f.HookAddr)
 	if cfg.TimeScale != 0 {
@@ -113,8 +143,8 @@ func (f *SimFleet) Launch(name, service string, env ...string) *Proc {
 func (f *SimFleet) WriteConfig(name, conf string) string {
 	f.t.Helper()
 	path := filepath.Join(f.Dir, name)
-	conf = strings.NewReplacer("{{sim}}", f.SimAddr, "{{webhook}}", f.HookAddr).Replace(conf)
-	require.NotContains(f.t, conf, "{{", "%s: a placeholder other than {{sim}} and {{webhook}}", name)
+	conf = strings.NewReplacer(f.placeholders...).Replace(conf)
+	require.NotContains(f.t, conf, "{{", "%s: a placeholder of no provider, or other than {{webhook}}", name)
 	require.NoError(f.t, os.WriteFile(path, []byte(conf), 0o600))
 	return path
 }

@@ -117,7 +117,15 @@ func builtFaces() string {
 // until the front door answers.
 func (s *stack) StartIngest(t *testing.T) {
 	t.Helper()
-	s.Ingest = s.fleet.Launch("ingest", "ingest", "POLLUX_HTTP_ADDR="+s.addr, "POLLUX_HTTP_TOKENS_FILE="+s.tokens)
+	s.Ingest = s.launchIngest(t, "ingest")
+}
+
+// launchIngest starts an ingest process named name serving the front
+// door, with env added to the fleet's, and waits until the front door
+// answers (a request without a token refused, so its routes are served).
+func (s *stack) launchIngest(t *testing.T, name string, env ...string) *e2etest.Proc {
+	t.Helper()
+	p := s.fleet.Launch(name, "ingest", append([]string{"POLLUX_HTTP_ADDR=" + s.addr, "POLLUX_HTTP_TOKENS_FILE=" + s.tokens}, env...)...)
 	e2etest.WaitFor(t, "the front door answering", 30*time.Second, func() bool {
 		resp, err := http.Get(s.URL + "/v1/routes")
 		if err != nil {
@@ -126,6 +134,7 @@ func (s *stack) StartIngest(t *testing.T) {
 		_ = resp.Body.Close()
 		return resp.StatusCode == http.StatusUnauthorized
 	})
+	return p
 }
 
 // SimStats is the simulated provider's ground truth.
@@ -175,17 +184,7 @@ func tail(s string) string {
 // before it answers, and waits until its front door answers.
 func (s *stack) startCrashingIngest(t *testing.T) *e2etest.Proc {
 	t.Helper()
-	p := s.fleet.Launch("ingest-crashing", "ingest", "POLLUX_HTTP_ADDR="+s.addr, "POLLUX_HTTP_TOKENS_FILE="+s.tokens,
-		"POLLUX_FAULTPOINTS=face-submitted:1")
-	e2etest.WaitFor(t, "the front door answering", 30*time.Second, func() bool {
-		resp, err := http.Get(s.URL + "/v1/routes")
-		if err != nil {
-			return false
-		}
-		_ = resp.Body.Close()
-		return resp.StatusCode == http.StatusUnauthorized
-	})
-	return p
+	return s.launchIngest(t, "ingest-crashing", "POLLUX_FAULTPOINTS=face-submitted:1")
 }
 
 // startNode starts script as node does and returns a function that waits

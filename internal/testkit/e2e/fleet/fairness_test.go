@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -36,16 +34,9 @@ func TestFairness(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs processes")
 	}
-	bin := e2etest.Binaries(t)
-	dir := t.TempDir()
-
-	natsURL, js := e2etest.NATSProcess(t, bin, dir)
-
-	env := []string{"SIM_TOKEN=fair-token"}
-	sims := map[string]string{}
-	var slowSim *e2etest.Proc
-	for name, conf := range map[string]string{
-		"busy": `
+	f := e2etest.StartSimFleet(t, e2etest.SimFleetConfig{
+		Sims: map[string]string{
+			"busy": `
 time_scale: 50
 seed: 5
 latency: 5ms
@@ -53,22 +44,14 @@ models:
   early/model: {queue_median: 20s, queue_sigma: 0.3, run_median: 100s, run_sigma: 0.3}
 default: {queue_median: 20s, run_median: 200s}
 `,
-		"slow":   "latency: 3m\n",
-		"paused": "faults: {rate_limit_rate: 1, retry_after: 5m}\n",
-	} {
-		p, addr := e2etest.SimProcess(t, bin, dir, "sim-"+name, conf, env, "SIM_TOKEN")
-		sims[name] = "http://" + addr
-		if name == "slow" {
-			slowSim = p
-		}
-	}
-
-	cfg := filepath.Join(dir, "pollux.yaml")
-	require.NoError(t, os.WriteFile(cfg, []byte(fmt.Sprintf(`
+			"slow":   "latency: 3m\n",
+			"paused": "faults: {rate_limit_rate: 1, retry_after: 5m}\n",
+		},
+		Config: `
 routes:
   busy:
     kind: replicate
-    base_url: %s
+    base_url: http://{{sim.busy}}
     token_env: SIM_TOKEN
     workers: {submit: 4, status: 8}
     budgets:
@@ -77,20 +60,22 @@ routes:
     options: {idempotent: true}
   slow:
     kind: replicate
-    base_url: %s
+    base_url: http://{{sim.slow}}
     token_env: SIM_TOKEN
     call_timeout: 5m
     options: {idempotent: true}
   paused:
     kind: replicate
-    base_url: %s
+    base_url: http://{{sim.paused}}
     token_env: SIM_TOKEN
     options: {idempotent: true}
-`, sims["busy"], sims["slow"], sims["paused"])), 0o600))
-	svcEnv := append(env, "POLLUX_NATS_URL="+natsURL, "POLLUX_CONFIG="+cfg, "POLLUX_METRICS_ADDR=", "POLLUX_TIME_SCALE=50")
-
-	ingest := e2etest.Launch(t, "ingest", svcEnv, filepath.Join(bin, "ingest"))
-	e2etest.Launch(t, "poller", svcEnv, filepath.Join(bin, "poller"))
+`,
+		Token:     "fair-token",
+		TimeScale: 50,
+	})
+	js := f.JS
+	ingest := f.Launch("ingest", "ingest")
+	f.Launch("poller", "poller")
 	log := e2etest.FollowFleet(t, js)
 
 	submit := func(route, key, model string) string {
@@ -143,7 +128,7 @@ routes:
 	}
 	slices.Sort(delays)
 	require.NotEmpty(t, delays)
-	busy := e2etest.SimStats(t, sims["busy"])
+	busy := e2etest.SimStats(t, f.Sims["busy"].URL)
 	t.Logf("early jobs done with %d of %d burst jobs created; detection delay median %v, worst %v",
 		busy.Creates-len(early), burst, delays[len(delays)/2], delays[len(delays)-1])
 	require.Less(t, busy.Creates, len(early)+burst/2, "the early jobs finished while most of the burst still waited")
@@ -163,13 +148,13 @@ routes:
 		require.Empty(t, log.Terminal()[id], "job %s on a stuck route cannot have finished", id)
 		require.False(t, submitted(id), "job %s on a stuck route cannot have been submitted", id)
 	}
-	paused := e2etest.SimStats(t, sims["paused"])
+	paused := e2etest.SimStats(t, f.Sims["paused"].URL)
 	require.Positive(t, paused.RateLimited, "the paused route met its 429")
 	require.Zero(t, paused.CallsBeforeRetryAfter, "nothing was sent to the paused route after its 429")
-	require.Positive(t, e2etest.SimStats(t, sims["slow"]).PeakConcurrentCreates, "the slow route's calls were under way")
+	require.Positive(t, e2etest.SimStats(t, f.Sims["slow"].URL).PeakConcurrentCreates, "the slow route's calls were under way")
 
 	// A graceful stop would wait out the hung calls (ingest's 15 s drain,
 	// the slow provider's own shutdown): the claim is shown, so kill.
 	ingest.Kill(t)
-	slowSim.Kill(t)
+	f.Sims["slow"].Proc.Kill(t)
 }
