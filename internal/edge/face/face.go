@@ -121,7 +121,8 @@ type Pollux interface {
 	// Submit publishes submission m (its ID set) on route, as request r's
 	// caller; it returns once the message is durable in the intake
 	// stream, so the job will be created and is never created twice.
-	// A contract violation is an *events.FieldError naming the field.
+	// A contract violation is an error face.AsError reads as a 400
+	// naming the field.
 	Submit(ctx context.Context, r *http.Request, route string, m events.Submit) error
 	// Job reads job id's record; state.ErrNotFound when there is none
 	// (yet: a submission has a record once ingest has taken it).

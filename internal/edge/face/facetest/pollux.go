@@ -175,8 +175,7 @@ func (p *Pollux) List(_ context.Context, k face.Kind, route, after string, limit
 	var all []*state.Job
 	for _, j := range p.jobs {
 		if j.Metadata["face"] == string(k) && (j.Route == route || j.Routing != nil && j.Routing.Via == route) {
-			c := *j
-			all = append(all, &c)
+			all = append(all, clone(j))
 		}
 	}
 	slices.SortFunc(all, func(a, b *state.Job) int {

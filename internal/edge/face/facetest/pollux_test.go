@@ -350,3 +350,40 @@ func (w *untouched) Write(b []byte) (int, error) {
 }
 
 func (w *untouched) WriteHeader(int) { w.touched = true }
+
+// List is the face's records on the route (or routed through it), newest
+// first, after an id, at most limit; an unknown after is ErrNoSuchJob.
+func TestList(t *testing.T) {
+	t.Parallel()
+	p := facetest.New()
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	mine := map[string]string{"face": string(face.OpenAI)}
+	p.Put(&state.Job{ID: "a", Route: "sim", CreatedAt: at, Metadata: mine})
+	p.Put(&state.Job{ID: "b", Route: "member", Routing: &state.Routing{Via: "sim"}, CreatedAt: at.Add(time.Second), Metadata: mine})
+	p.Put(&state.Job{ID: "c", Route: "sim", CreatedAt: at.Add(2 * time.Second), Metadata: mine})
+	p.Put(&state.Job{ID: "other-face", Route: "sim", CreatedAt: at, Metadata: map[string]string{"face": string(face.Fal)}})
+	p.Put(&state.Job{ID: "no-face", Route: "sim", CreatedAt: at})
+	p.Put(&state.Job{ID: "other-route", Route: "other", CreatedAt: at, Metadata: mine})
+
+	ids := func(jobs []*state.Job) (out []string) {
+		for _, j := range jobs {
+			out = append(out, j.ID)
+		}
+		return out
+	}
+	jobs, more, err := p.List(t.Context(), face.OpenAI, "sim", "", 2)
+	require.NoError(t, err)
+	require.Equal(t, []string{"c", "b"}, ids(jobs))
+	require.True(t, more)
+	jobs, more, err = p.List(t.Context(), face.OpenAI, "sim", "b", 2)
+	require.NoError(t, err)
+	require.Equal(t, []string{"a"}, ids(jobs))
+	require.False(t, more)
+	_, _, err = p.List(t.Context(), face.OpenAI, "sim", "no-face", 2)
+	require.ErrorIs(t, err, face.ErrNoSuchJob)
+
+	jobs[0].Metadata["face"] = "changed"
+	again, _, err := p.List(t.Context(), face.OpenAI, "sim", "b", 2)
+	require.NoError(t, err)
+	require.Equal(t, []string{"a"}, ids(again), "a listed record is a copy")
+}
