@@ -101,8 +101,10 @@ func TestADoubtWaitsForAnotherProcessAfterAReconnect(t *testing.T) {
 	s.Go(svc.Run)
 
 	require.Eventually(t, func() bool {
-		_, err := s.Res.Intake.Consumer(t.Context(), "ingest-fake")
-		return err == nil
+		// Set up and fetching: a restart during the setup's own calls
+		// would leave them waiting out their timeout.
+		c, err := s.Res.Intake.Consumer(t.Context(), "ingest-fake")
+		return err == nil && c.CachedInfo().NumWaiting > 0
 	}, 20*time.Second, 10*time.Millisecond, "ingest consumes the route")
 
 	// Process A made its attempt long ago; then NATS went away and came
