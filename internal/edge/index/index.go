@@ -61,11 +61,13 @@ type Entry struct {
 	WaitingFor string `json:"waiting_for,omitempty"`
 	// Rejected marks a refused intake message (its event's Rejection);
 	// RejectionError says why. A rejected entry has no State.
-	Rejected       bool   `json:"rejected,omitempty"`
+	Rejected bool `json:"rejected,omitempty"`
+	// face is the provider face that made the job (its record's metadata
+	// "face"): 1 + its place in face.Kinds, 0 for none. A byte beside a
+	// bool, so it takes no room of its own in an index of millions
+	// (Face).
+	face           uint8
 	RejectionError string `json:"rejection_error,omitempty"`
-	// Face is the provider face that made the job (its record's metadata
-	// "face"), when it names one (face.Kinds).
-	Face face.Kind `json:"-"`
 	// Seq is the job's event sequence number the entry reflects (0 for a
 	// rejection).
 	Seq uint64 `json:"seq"`
@@ -247,7 +249,7 @@ func entryOf(ev *event, seq uint64) Entry {
 		e.Model, e.RemoteID, e.IdempotencyKey = j.Model, j.RemoteID, j.IdempotencyKey
 		e.Tracked, e.Polls, e.Progress, e.QueuePosition, e.Reason = j.Tracked, j.Polls, j.Progress, j.QueuePosition, j.Reason
 		e.WaitingFor = j.WaitingFor
-		e.Face = faceOf(j.Metadata.Face)
+		e.face = faceOf(j.Metadata.Face)
 		if !j.CreatedAt.IsZero() {
 			e.CreatedAt = j.CreatedAt
 		}
@@ -264,15 +266,23 @@ func entryOf(ev *event, seq uint64) Entry {
 	return e
 }
 
-// faceOf is the face named v, as the face package spells it (so that an
-// entry keeps no string of its own), or "" when v names none.
-func faceOf(v string) face.Kind {
-	for _, k := range face.Kinds {
+// faceOf is Entry.face of the face named v (0 when v names none).
+func faceOf(v string) uint8 {
+	for i, k := range face.Kinds {
 		if string(k) == v {
-			return k
+			return uint8(i + 1)
 		}
 	}
-	return ""
+	return 0
+}
+
+// Face is the provider face that made the job ("" for none: made over
+// NATS or POST /v1/jobs).
+func (e Entry) Face() face.Kind {
+	if e.face == 0 {
+		return ""
+	}
+	return face.Kinds[e.face-1]
 }
 
 // applyEvent applies a job's event, at stream sequence seq; it reports

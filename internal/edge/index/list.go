@@ -236,7 +236,7 @@ func (m matcher) match(e *Entry) bool {
 	switch {
 	case m.route != "" && e.Route != m.route,
 		m.model != "" && e.Model != m.model,
-		m.face != "" && e.Face != m.face,
+		m.face != "" && e.Face() != m.face,
 		len(m.states) > 0 && !slices.Contains(m.states, e.State),
 		!m.after.IsZero() && !e.CreatedAt.After(m.after),
 		!m.before.IsZero() && !e.CreatedAt.Before(m.before):
