@@ -58,6 +58,18 @@ func (r *rig) fired(id string, within time.Duration) (*jobs.Delivery, jetstream.
 	return nil, nil
 }
 
+// firedOnce checks, once the fired check is acknowledged, that no
+// message is left to fire it again.
+func (r *rig) firedOnce() {
+	r.t.Helper()
+	require.Eventually(r.t, func() bool { msgs, _ := r.stored(); return msgs == 0 }, 10*time.Second, 50*time.Millisecond)
+	b, err := r.cons.Fetch(1, jetstream.FetchMaxWait(3*time.Second))
+	require.NoError(r.t, err)
+	for m := range b.Messages() {
+		r.t.Fatalf("fired twice: %s", m.Subject())
+	}
+}
+
 // stored is how many messages the checks stream holds, and how many of
 // them the consumer holds ack-pending.
 func (r *rig) stored() (msgs uint64, pending int) {
@@ -258,9 +270,12 @@ func TestAParkedCheckOutlastsARestart(t *testing.T) {
 
 	srv.Restart(t, time.Until(due)) // down past the fire time
 	fd, fm := r.fired("p4", 30*time.Second)
-	require.EqualValues(t, 1, fd.N)
+	// A delivery to a pull request the restart cut off is delivered again
+	// (N > 1; make test saw 3): the check is still one message, fired once.
+	t.Logf("delivered %d times", fd.N)
 	require.Equal(t, 1, fd.Live.Polls)
 	require.NoError(t, fm.Ack())
+	r.firedOnce()
 }
 
 // A parked check outlasts the failover of the checks stream's leader on
@@ -290,10 +305,5 @@ func TestAParkedCheckFiresOnceAcrossAFailover(t *testing.T) {
 	t.Logf("delivered %d times", fd.N)
 	require.Equal(t, 1, fd.Live.Polls)
 	require.NoError(t, fm.Ack())
-	require.Eventually(t, func() bool { msgs, _ := r.stored(); return msgs == 0 }, 10*time.Second, 50*time.Millisecond)
-	b, err := r.cons.Fetch(1, jetstream.FetchMaxWait(3*time.Second))
-	require.NoError(t, err)
-	for m := range b.Messages() {
-		t.Fatalf("fired twice: %s", m.Subject())
-	}
+	r.firedOnce()
 }
