@@ -152,8 +152,9 @@ func TestReplicateSDKUnderLoad(t *testing.T) {
 
 // A create carrying an Idempotency-Key, whose gateway dies after the
 // submission is durable and before the answer, retried by the app: one
-// job, one create at the provider. The SDK's own keyless create is not
-// retried: it throws, and the job it asked for runs all the same.
+// job, one create at the provider. The SDK's own keyless create throws
+// (or a retry of it, made at once, reaches the new gateway: a second job),
+// and the job it asked for runs all the same.
 func TestReplicateCreateAcrossAGatewayCrash(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the fleet and node")
@@ -207,8 +208,19 @@ func TestReplicateCreateAcrossAGatewayCrash(t *testing.T) {
 	s.StartIngest(t)
 	keyless := byField("step", wait())["keyless"]
 	require.NotNil(t, keyless)
-	require.Equal(t, "TypeError", keyless["name"], "the SDK throws the broken connection, without a retry: %v", keyless)
-	require.Contains(t, keyless["message"], "fetch failed")
-	require.Eventually(t, func() bool { return s.SimStats(t).Creates == 2 }, 30*time.Second, 100*time.Millisecond,
+	// The SDK tries the broken create five times more at once: they
+	// usually all fail before the new gateway listens, and it throws; one
+	// that reaches it is a second job (no key), as docs/faces.md says.
+	jobs := 2
+	if keyless["name"] != "TypeError" {
+		p, ok := keyless["unexpected"].(map[string]any)
+		require.True(t, ok, "the SDK throws the broken connection or answers a retry: %v", keyless)
+		require.NotEmpty(t, p["id"])
+		t.Logf("a keyless retry reached the new gateway: job %v", p["id"])
+		jobs = 3
+	} else {
+		require.Contains(t, keyless["message"], "fetch failed")
+	}
+	require.Eventually(t, func() bool { return s.SimStats(t).Creates == jobs }, 30*time.Second, 100*time.Millisecond,
 		"the submission was durable: the job runs, though its id never reached the app")
 }
