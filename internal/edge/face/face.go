@@ -91,6 +91,39 @@ type Mount struct {
 	Logger zerolog.Logger
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
+	// RecordGrace is how long Record waits for a record that does not
+	// exist yet (DefaultRecordGrace when zero).
+	RecordGrace time.Duration
+}
+
+// DefaultRecordGrace is how long a face waits for a job's record that
+// does not exist yet before it answers that there is no such job: a
+// create is answered once its submission is durable, or once its record
+// exists within a bound, and ingest — behind a slow moment, or seen from
+// another gateway than the one that answered — may take the submission
+// a little after the app asks about it.
+const DefaultRecordGrace = 3 * time.Second
+
+// Record reads job id's record, waiting up to the mount's RecordGrace for
+// one that does not exist yet; state.ErrNotFound when there is none then.
+func (m Mount) Record(ctx context.Context, p Pollux, id string) (*state.Job, error) {
+	j, err := p.Job(ctx, id)
+	if !errors.Is(err, state.ErrNotFound) {
+		return j, err
+	}
+	return m.AwaitRecord(ctx, p, id)
+}
+
+// AwaitRecord is Record's wait alone, for a face that has read the record
+// already.
+func (m Mount) AwaitRecord(ctx context.Context, p Pollux, id string) (*state.Job, error) {
+	grace := m.RecordGrace
+	if grace == 0 {
+		grace = DefaultRecordGrace
+	}
+	wctx, cancel := context.WithTimeout(ctx, grace)
+	defer cancel()
+	return p.Wait(wctx, id, func(*state.Job) bool { return true })
 }
 
 // Clock returns the mount's clock.

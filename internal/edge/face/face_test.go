@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pollux-dev/pollux/internal/edge/face"
+	"github.com/pollux-dev/pollux/internal/edge/face/facetest"
 	"github.com/pollux-dev/pollux/internal/platform/config"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
@@ -64,4 +65,39 @@ func TestPollAfter(t *testing.T) {
 	j.State = state.Succeeded
 	require.Zero(t, face.PollAfter(j, now, time.Second, 10*time.Second))
 	require.Equal(t, time.Second, face.PollAfter(nil, now, time.Second, 10*time.Second))
+}
+
+// Record waits the mount's grace for a record that does not exist yet:
+// one that comes meanwhile is read, and none is state.ErrNotFound once
+// the grace is over.
+func TestRecordWaitsForARecordToCome(t *testing.T) {
+	t.Parallel()
+	p := facetest.New()
+	m := face.Mount{Kind: face.Replicate, Route: "sim", RecordGrace: time.Minute}
+	got := make(chan *state.Job, 1)
+	go func() {
+		j, err := m.Record(t.Context(), p, "late")
+		if err != nil {
+			j = nil
+		}
+		got <- j
+	}()
+	select {
+	case w := <-p.Waits():
+		require.Equal(t, "late", w)
+	case j := <-got:
+		t.Fatalf("returned %v without waiting for the record", j)
+	}
+	p.Put(&state.Job{ID: "late", Route: "sim", State: state.Pending})
+	select {
+	case j := <-got:
+		require.NotNil(t, j)
+		require.Equal(t, "late", j.ID)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the record came and was not read")
+	}
+
+	m.RecordGrace = 20 * time.Millisecond
+	_, err := m.Record(t.Context(), p, "never")
+	require.ErrorIs(t, err, state.ErrNotFound)
 }

@@ -47,9 +47,9 @@
 // A request id is served only for a job this face created on its route
 // (its metadata face=fal and fal_app, its route or model route), for the
 // app the URL names; any other is 404. A request id Pollux has no record
-// of yet is waited for up to notFoundGrace before the 404: ingest takes a
-// submission within milliseconds of its answer, and the client asks for
-// its status at once.
+// of yet is waited for (face.Mount.Record, 3 s) before the 404: ingest
+// takes a submission within milliseconds of its answer, and the client
+// asks for its status at once.
 //
 // Errors are fal's shape, {"detail": "..."} (plus "message", which the
 // client makes its error's message of); a field at fault is a 422 whose

@@ -20,23 +20,16 @@ const (
 	MetaApp  = "fal_app"
 )
 
-// notFoundGrace is how long a status, result or cancel of a request id
-// Pollux has no record of waits for one: ingest takes a submission within
-// milliseconds of its submit's answer, and the fal client asks for the
-// status at once.
-const notFoundGrace = 3 * time.Second
-
 // Face is fal's queue API, served through the fal client's proxy
 // protocol for one route.
 type Face struct {
-	m     face.Mount
-	p     face.Pollux
-	grace time.Duration
+	m face.Mount
+	p face.Pollux
 }
 
 // New is the fal face of a mount over Pollux (a face.New).
 func New(m face.Mount, p face.Pollux) face.Face {
-	return &Face{m: m, p: p, grace: notFoundGrace}
+	return &Face{m: m, p: p}
 }
 
 // Handler serves the proxy endpoint: any request to the mount's "/",
@@ -123,18 +116,13 @@ func readInput(w http.ResponseWriter, r *http.Request) (json.RawMessage, *face.E
 
 // job reads the record of the target's request: one this face created on
 // its route for the target's app, else 404. A record not there yet is
-// waited for a moment (notFoundGrace).
+// waited for a moment (face.Mount.Record).
 func (f *Face) job(ctx context.Context, t target) (*state.Job, *face.Error) {
 	missing := &face.Error{Status: http.StatusNotFound, Code: "not_found", Message: "no request " + t.id + " of " + t.app}
 	if !uuidRe.MatchString(t.id) {
 		return nil, missing
 	}
-	j, err := f.p.Job(ctx, t.id)
-	if errors.Is(err, state.ErrNotFound) {
-		wctx, cancel := context.WithTimeout(ctx, f.grace)
-		j, err = f.p.Wait(wctx, t.id, func(*state.Job) bool { return true })
-		cancel()
-	}
+	j, err := f.m.Record(ctx, f.p, t.id)
 	switch {
 	case errors.Is(err, state.ErrNotFound):
 		return nil, missing

@@ -316,7 +316,7 @@ func TestUnknownRequestsAreNotFound(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, call(t, f, http.MethodGet, requestURL(mine, "/status"), "").status, "through the model route")
 
 	// The record comes while the status waits for it.
-	f.grace = time.Minute
+	f.m.RecordGrace = time.Minute
 	p.Hold(true)
 	late := submit(t, f, "acme/video", `{}`)
 	got := make(chan reply, 1)

@@ -22,7 +22,7 @@ func setup(t *testing.T) (*Face, *facetest.Pollux) {
 	t.Helper()
 	p := facetest.New()
 	f := New(face.Mount{Kind: face.Fal, Route: route, Prefix: face.Prefix(face.Fal, route)}, p).(*Face)
-	f.grace = 50 * time.Millisecond
+	f.m.RecordGrace = 50 * time.Millisecond
 	return f, p
 }
 

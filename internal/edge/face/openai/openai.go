@@ -153,7 +153,7 @@ func (f *Face) job(w http.ResponseWriter, r *http.Request) *state.Job {
 		f.WriteError(w, notFound(id))
 		return nil
 	}
-	j, err := f.p.Job(r.Context(), id)
+	j, err := f.m.Record(r.Context(), f.p, id)
 	switch {
 	case errors.Is(err, state.ErrNotFound):
 		f.WriteError(w, notFound(id))

@@ -38,7 +38,7 @@ func setupWith(t *testing.T, build face.New) *rig {
 	clock := func() time.Time { return now }
 	p := facetest.New()
 	p.Clock(clock)
-	f := build(face.Mount{Kind: face.OpenAI, Route: "sim", Now: clock}, p)
+	f := build(face.Mount{Kind: face.OpenAI, Route: "sim", Now: clock, RecordGrace: 50 * time.Millisecond}, p)
 	return &rig{p: p, h: f.Handler(), now: now}
 }
 

@@ -5,9 +5,10 @@
 // Pollux token.
 //
 // It serves POST /v1/predictions (a version), POST
-// /v1/models/{owner}/{name}/predictions, GET /v1/predictions/{id} and POST
-// /v1/predictions/{id}/cancel; every other path (deployments, the
-// predictions list, trainings, files) is answered 404. A create is a
+// /v1/models/{owner}/{name}/predictions, GET /v1/predictions (the face's
+// predictions, newest first), GET /v1/predictions/{id} and POST
+// /v1/predictions/{id}/cancel; every other path (deployments, trainings,
+// files) is answered 404. A create is a
 // Pollux submission on the mount's route — the model (owner/name) or the
 // version is the job's model, the input its input — answered once the
 // job's record exists (at most RecordWait), so a get that follows never
@@ -38,8 +39,9 @@
 //     Replicate webhooks.
 //   - Errors are Replicate's problem bodies ({title, detail, status}, a
 //     field at fault in invalid_fields): 401, 403 and 429 (with
-//     Retry-After) from the front door, 404 for an unknown prediction or
-//     one of another route, 400 for a body that is not a JSON object or a
+//     Retry-After) from the front door, 404 for an unknown prediction
+//     (after face.Mount.Record's wait for a record still to come) or one
+//     of another route, 400 for a body that is not a JSON object or a
 //     bad Prefer, 422 naming the field at fault, 413 beyond MaxBody, 503
 //     (Retry-After 1) when NATS is unavailable.
 package replicate

@@ -328,11 +328,15 @@ func (f *Face) cancel(w http.ResponseWriter, r *http.Request) {
 func (f *Face) job(r *http.Request) (*state.Job, *face.Error) {
 	id := r.PathValue("id")
 	j, err := f.p.Job(r.Context(), id)
+	if errors.Is(err, state.ErrNotFound) {
+		if p := f.pending.get(id, f.m.Clock()); p != nil {
+			return p, nil // this process answered its create
+		}
+		// Another gateway may have answered it a moment ago.
+		j, err = f.m.AwaitRecord(r.Context(), f.p, id)
+	}
 	switch {
 	case errors.Is(err, state.ErrNotFound):
-		if p := f.pending.get(id, f.m.Clock()); p != nil {
-			return p, nil
-		}
 		e := notFound("no prediction " + id)
 		return nil, &e
 	case err != nil:

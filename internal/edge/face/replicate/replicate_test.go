@@ -236,6 +236,35 @@ func TestARecordThatIsLate(t *testing.T) {
 	require.Equal(t, "processing", decode(t, body).Status, "the record, once it exists")
 }
 
+// A get of a prediction another gateway answered before ingest took it
+// waits a moment for its record instead of a 404 the SDK would throw.
+func TestAGetWaitsForAnotherGatewaysCreate(t *testing.T) {
+	t.Parallel()
+	p, srv := setupWith(t, func(m face.Mount, p face.Pollux) face.Face {
+		m.RecordGrace = time.Minute
+		return replicate.New(m, p)
+	})
+	const id = "abcdefghijklmnopqrstuvwxyz"
+	got := make(chan int, 1)
+	go func() {
+		resp, _ := do(t, srv, http.MethodGet, "/v1/predictions/"+id, "", nil)
+		got <- resp.StatusCode
+	}()
+	select {
+	case w := <-p.Waits():
+		require.Equal(t, id, w)
+	case status := <-got:
+		t.Fatalf("answered %d without waiting for the record", status)
+	}
+	p.Put(&state.Job{ID: id, Route: route, State: state.Queued, CreatedAt: time.Now()})
+	select {
+	case status := <-got:
+		require.Equal(t, http.StatusOK, status)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the record came and the get did not answer it")
+	}
+}
+
 // An Idempotency-Key makes a retried create one prediction; without one
 // each create is its own.
 func TestIdempotencyKey(t *testing.T) {

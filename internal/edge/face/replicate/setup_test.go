@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -25,7 +26,7 @@ func setup(t *testing.T) (*facetest.Pollux, *httptest.Server) {
 func setupWith(t *testing.T, build face.New) (*facetest.Pollux, *httptest.Server) {
 	t.Helper()
 	p := facetest.New()
-	m := face.Mount{Kind: face.Replicate, Route: route, Prefix: face.Prefix(face.Replicate, route), Logger: zerolog.Nop()}
+	m := face.Mount{Kind: face.Replicate, Route: route, Prefix: face.Prefix(face.Replicate, route), Logger: zerolog.Nop(), RecordGrace: 50 * time.Millisecond}
 	f := build(m, p)
 	srv := httptest.NewServer(http.StripPrefix(m.Prefix, f.Handler()))
 	t.Cleanup(srv.Close)
