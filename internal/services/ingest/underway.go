@@ -19,9 +19,10 @@ import (
 // provider runs it.
 //
 // Another process of the fleet cannot see this set: a redelivery there
-// waits out the attempt's call (resolve, decide.go) and then resolves the
-// doubt; an answer recorded after a job was given up keeps its remote id
-// (jobs.Intake.Submitted).
+// waits out the attempt's call and, when its own connection came back
+// since the attempt, reconnectGrace past the reconnect (resolve,
+// decide.go), then resolves the doubt; an answer recorded after a job was
+// given up keeps its remote id (jobs.Intake.Submitted).
 type underWay struct {
 	mu  sync.Mutex
 	ids map[string]struct{}
