@@ -39,6 +39,22 @@ type creatingFleet struct {
 func startCreatingFleet(t *testing.T, js jetstream.JetStream, svcURL func(service string) string,
 	replicas int, idempotent bool) *creatingFleet {
 	t.Helper()
+	return startCreatingFleetWith(t, js, svcURL, creating{replicas: replicas, idempotent: idempotent, ingests: 1, intakeAckWait: time.Minute})
+}
+
+// creating shapes a creating fleet: its streams' replicas, whether its
+// provider deduplicates keys, how many ingest processes it runs and how
+// long an intake message waits for its ack.
+type creating struct {
+	replicas      int
+	idempotent    bool
+	ingests       int
+	intakeAckWait time.Duration
+}
+
+func startCreatingFleetWith(t *testing.T, js jetstream.JetStream, svcURL func(service string) string, c creating) *creatingFleet {
+	t.Helper()
+	replicas, idempotent := c.replicas, c.idempotent
 	f := e2etest.StartSimFleet(t, e2etest.SimFleetConfig{
 		Token:     "create-token",
 		TimeScale: 50,
@@ -53,7 +69,7 @@ default: {queue_median: 2s, queue_sigma: 0.3, run_median: 30s, run_sigma: 0.3, f
 faults: {webhook_missing_rate: 0.3, not_idempotent: %v}
 `, !idempotent),
 		Config: fmt.Sprintf(`
-streams: {replicas: %d}
+streams: {replicas: %d, intake_ack_wait: %s}
 routes:
   sim:
     kind: replicate
@@ -63,9 +79,12 @@ routes:
     call_timeout: 5s
     workers: {submit: 8, status: 16}
     options: {idempotent: %v}
-`, replicas, idempotent),
+`, replicas, c.intakeAckWait, idempotent),
 	})
-	for _, name := range []string{"ingest", "poller", "webhook"} {
+	for i := range c.ingests {
+		f.Launch(fmt.Sprintf("ingest-%d", i+1), "ingest")
+	}
+	for _, name := range []string{"poller", "webhook"} {
 		f.Launch(name, name)
 	}
 	return &creatingFleet{t: t, js: js, log: e2etest.FollowFleet(t, js), simURL: f.SimURL, key: "create", model: "create/model"}
@@ -158,6 +177,31 @@ func TestChaosNATSRestartDuringCreates(t *testing.T) {
 				n, st.Creates, st.DuplicateCreates)
 		})
 	}
+}
+
+// TestChaosLongNATSOutageDuringCreates keeps the nats-server down (SIGKILL)
+// for longer than the intake's ack wait and the creates' call timeout with
+// margin, while two ingest processes create jobs at a provider that can
+// neither be asked for a job nor deduplicates a retry: the answers the
+// processes held through the outage are recorded once NATS is back, and
+// the submissions redelivered meanwhile — to the process holding the
+// answer or to the other — wait for them instead of giving the jobs up.
+// Nothing lost that the provider has, nothing created twice.
+func TestChaosLongNATSOutageDuringCreates(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs processes")
+	}
+	t.Parallel()
+	bin := e2etest.Binaries(t)
+	dir := t.TempDir()
+	node, url, js := stoppableNATS(t, bin, dir)
+	f := startCreatingFleetWith(t, js, func(string) string { return url }, creating{replicas: 1, ingests: 2, intakeAckWait: 3 * time.Second})
+	n := e2etest.Size(150, 1500)
+	f.submit(n)
+	f.whenCreating(n / 5)
+	node.Restart(syscall.SIGKILL, 15*time.Second) // past 3 s ack wait and 5 s + 5 s of a call in doubt
+	st := f.check(3 * time.Minute)
+	t.Logf("FAULTS %-28s jobs %d · creates %d · duplicate creates %d", "NATS down 15 s mid-create, 2 ingests", n, st.Creates, st.DuplicateCreates)
 }
 
 // TestChaosClusterLeaderKilledDuringCreates runs the fleet on the three
