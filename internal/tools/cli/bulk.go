@@ -2,18 +2,13 @@ package cli
 
 import (
 	"bufio"
-	"bytes"
-	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"strings"
 	"time"
 
 	"github.com/pollux-dev/pollux/internal/edge/frontdoor"
-	"github.com/pollux-dev/pollux/internal/platform/problem"
 )
 
 // BulkFilter selects jobs for a bulk action as `pollux jobs` does.
@@ -130,43 +125,6 @@ func confirm(g *Globals, question string) error {
 		return nil
 	}
 	return errors.New("not confirmed; nothing done")
-}
-
-// post sends body as JSON to path and decodes a 2xx answer into v.
-func (f FrontDoor) post(ctx context.Context, path string, body, v any) error {
-	tok, err := f.token()
-	if err != nil {
-		return err
-	}
-	b, err := json.Marshal(body)
-	if err != nil {
-		return err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(f.HTTPURL, "/")+path, bytes.NewReader(b))
-	if err != nil {
-		return fmt.Errorf("--http-url: %w", err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if tok != "" {
-		req.Header.Set("Authorization", "Bearer "+tok)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("the front door at %s: %w (pollux serve runs one; elsewhere set --http-url or POLLUX_HTTP_URL)", f.HTTPURL, err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return fmt.Errorf("the front door at %s: %w", f.HTTPURL, err)
-	}
-	if resp.StatusCode/100 != 2 {
-		var p problem.Body
-		if json.Unmarshal(data, &p) != nil || p.Error.Message == "" {
-			return fmt.Errorf("the front door at %s answered %s", f.HTTPURL, resp.Status)
-		}
-		return fmt.Errorf("the front door at %s: %s (%s)", f.HTTPURL, p.Error.Message, p.Error.Code)
-	}
-	return json.Unmarshal(data, v)
 }
 
 // ResubmitCmd is `pollux resubmit`: failed, lost or expired jobs submitted

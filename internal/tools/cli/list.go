@@ -49,6 +49,18 @@ func (f FrontDoor) token() (string, error) {
 
 // get reads path (with query) from the front door into v.
 func (f FrontDoor) get(ctx context.Context, path string, query url.Values, v any) error {
+	return f.call(ctx, http.MethodGet, path, query, nil, v)
+}
+
+// post sends body as JSON to path and decodes a 2xx answer into v.
+func (f FrontDoor) post(ctx context.Context, path string, body, v any) error {
+	return f.call(ctx, http.MethodPost, path, nil, body, v)
+}
+
+// call makes a request of the front door — path with query, body as JSON
+// when not nil, the token's — and decodes a 2xx answer into v; any other
+// is an error that says what the front door said.
+func (f FrontDoor) call(ctx context.Context, method, path string, query url.Values, body, v any) error {
 	tok, err := f.token()
 	if err != nil {
 		return err
@@ -57,9 +69,20 @@ func (f FrontDoor) get(ctx context.Context, path string, query url.Values, v any
 	if len(query) > 0 {
 		u += "?" + query.Encode()
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
 	if err != nil {
 		return fmt.Errorf("--http-url: %w", err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	if tok != "" {
 		req.Header.Set("Authorization", "Bearer "+tok)
@@ -69,13 +92,13 @@ func (f FrontDoor) get(ctx context.Context, path string, query url.Values, v any
 		return fmt.Errorf("the front door at %s: %w (pollux serve runs one; elsewhere set --http-url or POLLUX_HTTP_URL)", f.HTTPURL, err)
 	}
 	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
 		return fmt.Errorf("the front door at %s: %w", f.HTTPURL, err)
 	}
-	if resp.StatusCode != http.StatusOK {
+	if resp.StatusCode/100 != 2 {
 		var p problem.Body
-		if json.Unmarshal(body, &p) != nil || p.Error.Message == "" {
+		if json.Unmarshal(data, &p) != nil || p.Error.Message == "" {
 			return fmt.Errorf("the front door at %s answered %s", f.HTTPURL, resp.Status)
 		}
 		msg := p.Error.Message
@@ -84,7 +107,7 @@ func (f FrontDoor) get(ctx context.Context, path string, query url.Values, v any
 		}
 		return fmt.Errorf("the front door at %s: %s (%s)", f.HTTPURL, msg, p.Error.Code)
 	}
-	return json.Unmarshal(body, v)
+	return json.Unmarshal(data, v)
 }
 
 // JobsCmd is `pollux jobs`: a page of jobs from a front door's index.
