@@ -13,6 +13,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/pollux-dev/pollux/internal/tools/dev"
 )
 
 // Sections of the bench, in the order they run.
@@ -115,6 +118,25 @@ func (r *runner) progress(format string, args ...any) {
 
 // withServer runs fn against a fresh nats-server (a three-node cluster
 // when cluster is true), stopped afterwards.
+// withStack runs fn on a whole Pollux in process (dev.Start: the services,
+// the front door, the simulated provider) over a fresh single server;
+// everything stops when fn returns.
+func (r *runner) withStack(ctx context.Context, sc dev.StackConfig, fn func(st *dev.Stack, js jetstream.JetStream) error) error {
+	return r.withServer(ctx, false, func(_ *server, nc *nats.Conn, js jetstream.JetStream) error {
+		sctx, cancel := context.WithCancel(ctx)
+		g, gctx := errgroup.WithContext(sctx)
+		defer func() {
+			cancel()
+			_ = g.Wait()
+		}()
+		st, err := dev.Start(gctx, g, nc, sc)
+		if err != nil {
+			return err
+		}
+		return fn(st, js)
+	})
+}
+
 func (r *runner) withServer(ctx context.Context, cluster bool, fn func(s *server, nc *nats.Conn, js jetstream.JetStream) error) error {
 	dir, err := os.MkdirTemp(r.dir, "nats-")
 	if err != nil {

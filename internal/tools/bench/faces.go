@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 
@@ -42,22 +41,12 @@ const (
 )
 
 func (r *runner) faces(ctx context.Context) error {
-	return r.withServer(ctx, false, func(_ *server, nc *nats.Conn, _ jetstream.JetStream) error {
-		sctx, cancel := context.WithCancel(ctx)
-		g, gctx := errgroup.WithContext(sctx)
-		defer func() {
-			cancel()
-			_ = g.Wait()
-		}()
-		st, err := dev.Start(gctx, g, nc, dev.StackConfig{
-			Sim: sim.Config{Seed: 5, TimeScale: 20, Default: sim.Model{QueueMedian: sim.Duration(time.Second), RunMedian: sim.Duration(20 * time.Second), RunSigma: 0.3}},
-			Route: config.Route{Workers: config.Workers{Submit: 16, Status: 32}, Faces: []string{"replicate"},
-				Poll: config.Poll{MaxDelay: 5 * time.Second}},
-			NoWebhooks: true,
-		})
-		if err != nil {
-			return err
-		}
+	return r.withStack(ctx, dev.StackConfig{
+		Sim: sim.Config{Seed: 5, TimeScale: 20, Default: sim.Model{QueueMedian: sim.Duration(time.Second), RunMedian: sim.Duration(20 * time.Second), RunSigma: 0.3}},
+		Route: config.Route{Workers: config.Workers{Submit: 16, Status: 32}, Faces: []string{"replicate"},
+			Poll: config.Poll{MaxDelay: 5 * time.Second}},
+		NoWebhooks: true,
+	}, func(st *dev.Stack, _ jetstream.JetStream) error {
 		base := st.HTTPURL + "/replicate/" + dev.RouteName + "/v1"
 		client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 256}, Timeout: 30 * time.Second}
 

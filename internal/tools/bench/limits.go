@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/pollux-dev/pollux/internal/core/route/budget"
 	"github.com/pollux-dev/pollux/internal/platform/config"
@@ -34,25 +32,15 @@ const (
 )
 
 func (r *runner) limits(ctx context.Context) error {
-	return r.withServer(ctx, false, func(_ *server, nc *nats.Conn, js jetstream.JetStream) error {
-		sctx, cancel := context.WithCancel(ctx)
-		g, gctx := errgroup.WithContext(sctx)
-		defer func() {
-			cancel()
-			_ = g.Wait()
-		}()
-		st, err := dev.Start(gctx, g, nc, dev.StackConfig{
-			Sim: sim.Config{Seed: 3, Limits: sim.Limits{Running: hiddenRunning, Rate: hiddenRate},
-				Default: sim.Model{QueueMedian: sim.Duration(500 * time.Millisecond), RunMedian: sim.Duration(4 * time.Second), RunSigma: 0.3}},
-			// Polls priced low, so that the jobs ask for more calls than
-			// the hidden rate takes: both limits bind.
-			Route: config.Route{Budgets: config.Budgets{LearnRunning: true, LearnRate: true}, Workers: config.Workers{Submit: 8},
-				Poll: config.Poll{PollCost: 100 * time.Millisecond, MaxDelay: 2 * time.Second}},
-			NoWebhooks: true,
-		})
-		if err != nil {
-			return err
-		}
+	return r.withStack(ctx, dev.StackConfig{
+		Sim: sim.Config{Seed: 3, Limits: sim.Limits{Running: hiddenRunning, Rate: hiddenRate},
+			Default: sim.Model{QueueMedian: sim.Duration(500 * time.Millisecond), RunMedian: sim.Duration(4 * time.Second), RunSigma: 0.3}},
+		// Polls priced low, so that the jobs ask for more calls than
+		// the hidden rate takes: both limits bind.
+		Route: config.Route{Budgets: config.Budgets{LearnRunning: true, LearnRate: true}, Workers: config.Workers{Submit: 8},
+			Poll: config.Poll{PollCost: 100 * time.Millisecond, MaxDelay: 2 * time.Second}},
+		NoWebhooks: true,
+	}, func(st *dev.Stack, js jetstream.JetStream) error {
 		for i := range limitsJobs {
 			msg, err := json.Marshal(events.Submit{V: events.Version, IdempotencyKey: fmt.Sprintf("limits-%04d", i), Model: "m/model", Input: json.RawMessage(`{}`)})
 			if err != nil {
