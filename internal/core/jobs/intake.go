@@ -226,6 +226,10 @@ func (o *Owner) recordCreated(ctx context.Context, cur *state.Job, c Created, lo
 		// operators.
 		log.Error().Str("state", string(cur.State)).Msg("the job was given up as in doubt while its create succeeded; the remote id is recorded, the job stays " + string(cur.State))
 		cur.RemoteID, cur.ProviderRef, cur.SubmitInDoubt = c.RemoteID, c.Ref, false
+		if cur.State == state.Lost {
+			cur.Reason += fmt.Sprintf("; the create's answer came after all: the provider has the job as %s, which Pollux does not follow (pollux track --route %s --remote-id %s --model %s does)",
+				c.RemoteID, cur.Route, c.RemoteID, cur.Model)
+		}
 		return nil
 	}
 	now := c.Obs.At

@@ -233,3 +233,30 @@ func TestGiveUpYieldsToARecordedResult(t *testing.T) {
 	require.Equal(t, state.Lost, got.State, "judged on the current attempt")
 	require.True(t, got.SubmitInDoubt, "whether the provider has it is still not known")
 }
+
+// An answer that lands after its job was given up in doubt (another
+// process took the submission over while this one had no NATS) leaves the
+// job lost — a terminal state absorbs — but keeps the remote id, and the
+// reason says the provider has the job and how to follow it.
+func TestAnAnswerAfterTheJobWasGivenUpIsKept(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	j := submission("j9", false)
+	j.SubmitAttempts, j.SubmitInDoubt, j.AttemptedAt = 1, true, time.Now().UTC()
+	rec, created, err := r.o.Intake().Accept(r.ctx, j)
+	require.NoError(t, err)
+	require.True(t, created)
+	lost, err := r.o.Intake().End(r.ctx, rec, state.Observation{State: state.Lost, Reason: "the outcome of an interrupted submit call is unknown", Source: state.FromPollux, At: time.Now().UTC()}, jobs.UnlessSettled)
+	require.NoError(t, err)
+	require.Equal(t, state.Lost, lost.State)
+
+	got, err := r.o.Intake().Submitted(r.ctx, rec, jobs.Created{RemoteID: "rem-late", Due: time.Now().Add(time.Hour),
+		Obs: state.Observation{State: state.Queued, Source: state.FromSubmit, At: time.Now().UTC()}})
+	require.NoError(t, err)
+	require.Equal(t, state.Lost, got.State, "a terminal state absorbs")
+	require.Equal(t, "rem-late", got.RemoteID)
+	require.False(t, got.SubmitInDoubt)
+	require.Contains(t, got.Reason, "the provider has the job as rem-late")
+	require.Contains(t, got.Reason, "pollux track --route "+got.Route+" --remote-id rem-late")
+	require.Equal(t, []string{events.EventLost}, types(r.events("j9")), "one terminal event, nothing after it")
+}
