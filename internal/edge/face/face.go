@@ -39,6 +39,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -179,6 +180,21 @@ type Pollux interface {
 	// job has no such output. Nothing is written when it returns an
 	// error.
 	Output(w http.ResponseWriter, r *http.Request, j *state.Job, n int) error
+}
+
+// OutputURL is output n of job j as a URL a face may send an app to: an
+// http or https URL with a host, else (or when the job has no output n)
+// ErrOutputNotFound. The record holds what the provider said, which is
+// not to be trusted as a redirect target.
+func OutputURL(j *state.Job, n int) (string, error) {
+	if n < 0 || n >= len(j.Outputs) {
+		return "", ErrOutputNotFound
+	}
+	u, err := url.Parse(j.Outputs[n])
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return "", ErrOutputNotFound
+	}
+	return u.String(), nil
 }
 
 // Error is an error a face writes in its provider's shape.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -141,11 +140,11 @@ func (f facade) Output(w http.ResponseWriter, r *http.Request, j *state.Job, n i
 		}
 		return nil
 	}
-	u, err := url.Parse(j.Outputs[n])
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return face.ErrOutputNotFound
+	u, err := face.OutputURL(j, n)
+	if err != nil {
+		return err
 	}
-	http.Redirect(w, r, u.String(), http.StatusFound)
+	http.Redirect(w, r, u, http.StatusFound)
 	return nil
 }
 

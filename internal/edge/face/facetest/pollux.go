@@ -158,10 +158,11 @@ func (p *Pollux) Cancel(_ context.Context, _ *http.Request, j *state.Job, _ stri
 // Output redirects to output n's URL; face.ErrOutputNotFound when the job
 // has no such output.
 func (p *Pollux) Output(w http.ResponseWriter, r *http.Request, j *state.Job, n int) error {
-	if n < 0 || n >= len(j.Outputs) {
-		return face.ErrOutputNotFound
+	u, err := face.OutputURL(j, n)
+	if err != nil {
+		return err
 	}
-	http.Redirect(w, r, j.Outputs[n], http.StatusFound)
+	http.Redirect(w, r, u, http.StatusFound)
 	return nil
 }
 

@@ -316,13 +316,13 @@ func TestCancelOfAJobThatEndedMeanwhile(t *testing.T) {
 func TestOutput(t *testing.T) {
 	t.Parallel()
 	p := facetest.New()
-	j := &state.Job{ID: "a", Route: route, State: state.Succeeded, Outputs: []string{"https://x/0", "https://x/1"}}
+	j := &state.Job{ID: "a", Route: route, State: state.Succeeded, Outputs: []string{"https://x/0", "https://x/1", "javascript:alert(1)", "/relative"}}
 	w := httptest.NewRecorder()
 	require.NoError(t, p.Output(w, httptest.NewRequestWithContext(t.Context(), http.MethodGet, "/", nil), j, 1))
 	require.Equal(t, http.StatusFound, w.Code)
 	require.Equal(t, "https://x/1", w.Header().Get("Location"))
 
-	for _, n := range []int{-1, 2} {
+	for _, n := range []int{-1, 2, 3, 4} {
 		var w untouched
 		err := p.Output(&w, httptest.NewRequestWithContext(t.Context(), http.MethodGet, "/", nil), j, n)
 		require.ErrorIs(t, err, face.ErrOutputNotFound, "output %d", n)
