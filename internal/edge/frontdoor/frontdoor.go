@@ -98,6 +98,8 @@ type Config struct {
 	Console http.Handler
 	// Logger receives the front door's log lines (default: none).
 	Logger zerolog.Logger
+	// Metrics observes its requests (metrics.go).
+	Metrics Metrics
 	// Now is the clock a submission's deadline is checked against
 	// (default time.Now).
 	Now func() time.Time
@@ -224,7 +226,7 @@ func (s *Server) handler(closing context.Context) http.Handler {
 		mux.Handle("/{$}", http.RedirectHandler("/console/", http.StatusFound))
 	}
 	mux.Handle("/", problem.NotFound("see api/openapi.yaml"))
-	return s.access(mux)
+	return s.measure(mux, s.access(mux))
 }
 
 // only adapts a handler that returns its error response, and answers 405

@@ -51,6 +51,9 @@ func (e *Env) FrontDoor(ctx context.Context, g *errgroup.Group, cfg frontdoor.Co
 	}
 	cfg.Policies = policies
 	cfg.Faces = e.Faces()
+	if e.Metrics != nil {
+		cfg.Metrics = e.Metrics.FrontDoor()
+	}
 	cfg.Learned = func(route, model, configKey string) (total, run *schedule.Dist) {
 		return e.Stats.Lookup(route, model, configKey, 0) // the model's own, not a length's
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/pollux-dev/pollux/internal/core/route"
+	"github.com/pollux-dev/pollux/internal/edge/frontdoor"
 	"github.com/pollux-dev/pollux/internal/platform/version"
 	"github.com/pollux-dev/pollux/internal/services/custody"
 	"github.com/pollux-dev/pollux/internal/services/ingest"
@@ -69,6 +70,8 @@ type Metrics struct {
 	slotRepairs     *prometheus.CounterVec
 	queueWaiting    *prometheus.GaugeVec
 	queueOldest     *prometheus.GaugeVec
+	httpRequests    *prometheus.CounterVec
+	httpDuration    *prometheus.HistogramVec
 	buildInfo       *prometheus.GaugeVec
 
 	mu     sync.Mutex
@@ -226,6 +229,16 @@ func New() *Metrics {
 		Help: "Running slots no job held (left by a process that died) that the repair freed, by level.",
 	}, []string{"level"})
 
+	m.httpRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pollux_http_requests_total",
+		Help: "Requests the HTTP front door answered, by the pattern that serves them (a face's mount for a face), method and status (refusals included).",
+	}, []string{"handler", "method", "code"})
+	m.httpDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "pollux_http_request_duration_seconds",
+		Help:    "How long the HTTP front door took to answer, by pattern and method (an event stream: its whole life; a create held by Prefer: wait: its hold).",
+		Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
+	}, []string{"handler", "method"})
+
 	m.buildInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "pollux_build_info",
 		Help: "Always 1: the version, revision and Go version of the running binary (--version).",
@@ -247,7 +260,7 @@ func (m *Metrics) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.submissions, m.providerCalls, m.statusCalls, m.completions,
 		m.pollsPerJob, m.finishedPolls, m.detectionDelay, m.lateness, m.pauses, m.pausedSeconds, m.eventsPublished,
 		m.webhooks, m.webhooksApplied, m.webhooksDropped, m.notifyDelivered, m.notifyCalls, m.notifyOpen, m.custodyOutputs, m.custodyBytes, m.outputsExpiring, m.reconciled, m.callbackHints, m.overrun, m.deadlineCancels, m.drift, m.webhookMiss, m.webhookLate, m.age, m.orphans,
-		m.slotWaits, m.slotRepairs, m.queueWaiting, m.queueOldest, m.buildInfo}
+		m.slotWaits, m.slotRepairs, m.queueWaiting, m.queueOldest, m.httpRequests, m.httpDuration, m.buildInfo}
 }
 
 // The label values known in advance, for the series Routes starts.
@@ -412,6 +425,15 @@ func (m *Metrics) Published(_, typ string) { m.eventsPublished.WithLabelValues(t
 
 // Terminal records a job that reached its terminal state.
 func (m *Metrics) Terminal(j *state.Job) { m.terminal(j) }
+
+// FrontDoor returns the hooks that feed pollux_http_requests_total and
+// pollux_http_request_duration_seconds.
+func (m *Metrics) FrontDoor() frontdoor.Metrics {
+	return frontdoor.Metrics{Request: func(handler, method string, code int, d time.Duration) {
+		m.httpRequests.WithLabelValues(handler, method, strconv.Itoa(code)).Inc()
+		m.httpDuration.WithLabelValues(handler, method).Observe(d.Seconds())
+	}}
+}
 
 // Ingest returns the hooks of the ingest service.
 func (m *Metrics) Ingest() ingest.Metrics {

@@ -132,3 +132,34 @@ func TestOrphansCountedByStream(t *testing.T) {
 	}
 	require.Equal(t, map[string]float64{"intake": 2, "checks": 4, "webhooks": 5}, got)
 }
+
+func TestFrontDoorRequestsAreCounted(t *testing.T) {
+	m := metrics.New()
+	fd := m.FrontDoor()
+	fd.Request("/v1/jobs/{id}", "GET", 404, 3*time.Millisecond)
+	fd.Request("/v1/jobs/{id}", "GET", 404, time.Millisecond)
+	fd.Request("/replicate/sim/", "POST", 201, time.Second)
+	mfs, err := m.Registry().Gather()
+	require.NoError(t, err)
+	got := map[string]float64{}
+	var observed uint64
+	for _, mf := range mfs {
+		for _, s := range mf.GetMetric() {
+			labels := ""
+			for _, l := range s.GetLabel() {
+				labels += l.GetName() + "=" + l.GetValue() + " "
+			}
+			switch mf.GetName() {
+			case "pollux_http_requests_total":
+				got[labels] = s.GetCounter().GetValue()
+			case "pollux_http_request_duration_seconds":
+				observed += s.GetHistogram().GetSampleCount()
+			}
+		}
+	}
+	require.Equal(t, map[string]float64{
+		"code=404 handler=/v1/jobs/{id} method=GET ":    2,
+		"code=201 handler=/replicate/sim/ method=POST ": 1,
+	}, got)
+	require.Equal(t, uint64(3), observed)
+}
