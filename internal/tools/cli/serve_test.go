@@ -24,9 +24,12 @@ func startServe(t *testing.T, args ...string) (httpURL string, stderr *output) {
 	var stdout output
 	stderr = &output{}
 	done := make(chan error, 1)
+	// The data directory first: cleanups run last-registered first, so
+	// its removal must come after the interrupt below has stopped serve.
+	dir := t.TempDir()
 	go func() {
 		done <- pollux(t, &stdout, stderr, append([]string{"serve", "--nats-addr", "127.0.0.1:0",
-			"--metrics-addr", "127.0.0.1:0", "--data-dir", t.TempDir()}, args...)...)
+			"--metrics-addr", "127.0.0.1:0", "--data-dir", dir}, args...)...)
 	}()
 	t.Cleanup(func() {
 		interrupt(t)

@@ -194,8 +194,11 @@ func TestReplicateCreateAcrossAGatewayCrash(t *testing.T) {
 	require.Equal(t, want, keyed["id"], "the key makes the id")
 	s.requireResult(t, keyed)
 	st := s.SimStats(t)
-	require.Equal(t, 1, st.Creates, "one job at the provider")
-	require.Zero(t, st.DuplicateCreates)
+	// The dead gateway's own ingest may have sent the create as it died:
+	// in doubt, it is sent again with its key, and this provider dedupes
+	// keys (a replay counts as a create, and makes no prediction).
+	t.Logf("creates %d, sent again with their key %d", st.Creates, st.DuplicateCreates)
+	require.Equal(t, 1, st.Predictions, "one job at the provider")
 
 	s.Ingest.Kill(t)
 	crashing = s.startCrashingIngest(t)
@@ -221,6 +224,6 @@ func TestReplicateCreateAcrossAGatewayCrash(t *testing.T) {
 	} else {
 		require.Contains(t, keyless["message"], "fetch failed")
 	}
-	require.Eventually(t, func() bool { return s.SimStats(t).Creates == jobs }, 30*time.Second, 100*time.Millisecond,
+	require.Eventually(t, func() bool { return s.SimStats(t).Predictions == jobs }, 30*time.Second, 100*time.Millisecond,
 		"the submission was durable: the job runs, though its id never reached the app")
 }
