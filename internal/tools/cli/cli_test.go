@@ -285,9 +285,10 @@ func TestServeDefaultsToNATSsPort(t *testing.T) {
 func TestServePrintsWhatTheClientsRead(t *testing.T) {
 	var stdout, stderr output
 	done := make(chan error, 1)
+	dir := t.TempDir() // not from the goroutine: t's methods belong to the test's
 	go func() {
 		done <- pollux(t, &stdout, &stderr, "serve", "--nats-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0",
-			"--metrics-addr", "127.0.0.1:0", "--data-dir", t.TempDir())
+			"--metrics-addr", "127.0.0.1:0", "--data-dir", dir)
 	}()
 	var url string
 	require.Eventually(t, func() bool {
