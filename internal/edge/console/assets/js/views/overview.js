@@ -239,7 +239,7 @@ function metric(label, value, sub, cls = '') {
 
 // A sparkline with its title, its peak and its time span under it.
 function chart(title, sub, svg, peak) {
-  return h(`figure.chart${peak ? '' : '.chart-empty'}`, h('figcaption', h('span', title), sub ? h('span.muted', sub) : null), svg,
+  return h(`figure.chart${peak ? '' : '.chart-empty'}`, h('figcaption', h('span', title), sub ? h('span.muted', { title: sub }, sub) : null), svg,
     h('div.chart-scale', h('span', '60 min ago'), h('span', peak ? `peak ${peak}` : ''), h('span', 'now')));
 }
 
