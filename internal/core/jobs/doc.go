@@ -115,7 +115,9 @@
 // job once, with its final count.
 //
 // The count is exact (e2etest.RequireExactPolls checks it in every
-// end-to-end scenario) but for three cases, each bounded:
+// end-to-end scenario, allowing the first case below, which a loaded
+// machine meets, in a few jobs of a run) but for three cases, each
+// bounded:
 //
 //	exception                                     bound                guarded by
 //	a delivery lost in transit (a restart, a      one poll per lost    TestALostDeliveryCountsOnePoll;
