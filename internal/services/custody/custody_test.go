@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -189,6 +190,17 @@ func (r *rig) saved(id string) *state.Job {
 	return j
 }
 
+// requireEvents waits until job id's events are want, in order: a record
+// is written before the events it carries are published.
+func (r *rig) requireEvents(route, id string, want []string, msg string) {
+	r.t.Helper()
+	var got []string
+	require.Eventually(r.t, func() bool {
+		got = types(r.events(route, id))
+		return slices.Equal(got, want)
+	}, 10*time.Second, 20*time.Millisecond, "%s: events %v, want %v", msg, &got, want)
+}
+
 // events returns job id's events, in order.
 func (r *rig) events(route, id string) []events.Event {
 	r.t.Helper()
@@ -335,7 +347,7 @@ func TestTheEndIsNotHeldUp(t *testing.T) {
 	require.Nil(t, j.Custody)
 	release()
 	r.saved("job")
-	require.Equal(t, []string{"submitted", "succeeded", "outputs_saved"}, types(r.events("r", "job")))
+	r.requireEvents("r", "job", []string{"submitted", "succeeded", "outputs_saved"}, "saved")
 }
 
 // A restart while a copy is under way loses nothing: the job stays in the
@@ -357,7 +369,7 @@ func TestARestartMidCopyLosesNothing(t *testing.T) {
 	o := r.saved("job").Custody.Outputs[0]
 	require.Equal(t, state.OutputSaved, o.Status, o.Reason)
 	require.Equal(t, digest(sim.OutputFile(remote, fileSize)), o.Digest)
-	require.Equal(t, []string{"submitted", "succeeded", "outputs_saved"}, types(r.events("r", "job")), "recorded once")
+	r.requireEvents("r", "job", []string{"submitted", "succeeded", "outputs_saved"}, "recorded once")
 }
 
 // A download that fails is retried with backoff: an output the provider
@@ -425,7 +437,7 @@ func TestOutputsExpiringUnsaved(t *testing.T) {
 
 	r.saved("saved")
 	require.Eventually(t, func() bool { return time.Now().After(expire) }, 10*time.Second, 50*time.Millisecond)
-	require.Equal(t, []string{"submitted", "succeeded", "outputs_saved"}, types(r.events("r", "saved")), "saved: no warning")
+	r.requireEvents("r", "saved", []string{"submitted", "succeeded", "outputs_saved"}, "saved: no warning")
 	require.Equal(t, []string{"submitted", "succeeded"}, types(r.events("w", "forever")), "no expiry: no warning")
 	require.EqualValues(t, 1, r.expiring.Load(), "once")
 }
@@ -546,6 +558,6 @@ func TestAFailingCopyIsGivenUpAtExpiry(t *testing.T) {
 	require.Contains(t, o.Reason, "given up at")
 	require.Contains(t, o.Reason, "HTTP 503")
 	require.Greater(t, calls.Load(), int32(3))
-	require.Equal(t, []string{"submitted", "succeeded", "outputs_expiring", "outputs_saved"}, types(r.events("r", "job")))
+	r.requireEvents("r", "job", []string{"submitted", "succeeded", "outputs_expiring", "outputs_saved"}, "given up")
 	require.True(t, kept.Load(), "counted as a kept route's")
 }
