@@ -226,7 +226,7 @@ func (s *Server) handler(closing context.Context) http.Handler {
 		mux.Handle("/{$}", http.RedirectHandler("/console/", http.StatusFound))
 	}
 	mux.Handle("/", problem.NotFound("see api/openapi.yaml"))
-	return s.measure(mux, s.access(mux))
+	return s.measure(mux, s.access)
 }
 
 // only adapts a handler that returns its error response, and answers 405

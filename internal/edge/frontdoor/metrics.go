@@ -16,19 +16,30 @@ type Metrics struct {
 	Request func(handler, method string, code int, d time.Duration)
 }
 
-// measure observes every request next answers, named by mux's pattern for
-// it: few values, set by the configuration, never by the request.
-func (s *Server) measure(mux *http.ServeMux, next http.Handler) http.Handler {
+// measure observes every request the front door answers — guard, its
+// checks in front of mux (the Host, tokens, origin, quota), answers some
+// itself — named by mux's pattern for it: few values, set by the
+// configuration, never by the request. A request mux served says its
+// pattern on the way out; only one guard refused is matched again.
+func (s *Server) measure(mux *http.ServeMux, guard func(http.Handler) http.Handler) http.Handler {
 	observe := s.cfg.Metrics.Request
 	if observe == nil {
-		return next
+		return guard(mux)
 	}
+	next := guard(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mux.ServeHTTP(w, r) // sets r.Pattern
+		if sw, ok := w.(*statusWriter); ok {
+			sw.pattern = r.Pattern
+		}
+	}))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		_, pattern := mux.Handler(r)
 		sw := &statusWriter{ResponseWriter: w}
 		next.ServeHTTP(sw, r)
-		observe(handlerLabel(pattern), methodLabel(r.Method), sw.code(), time.Since(start))
+		if sw.pattern == "" {
+			_, sw.pattern = mux.Handler(r)
+		}
+		observe(handlerLabel(sw.pattern), methodLabel(r.Method), sw.code(), time.Since(start))
 	})
 }
 
@@ -58,6 +69,8 @@ func methodLabel(m string) string {
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	// pattern is the mux's pattern for the request, once mux served it.
+	pattern string
 }
 
 func (w *statusWriter) WriteHeader(code int) {

@@ -13,6 +13,7 @@ import (
 	"github.com/pollux-dev/pollux/internal/core/route"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/provider"
+	"github.com/pollux-dev/pollux/pkg/schedule"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
@@ -115,14 +116,8 @@ func (s *Service) reconnected() time.Time {
 // watchReconnects keeps reconnected's time within a second of the
 // reconnect, until ctx ends.
 func (s *Service) watchReconnects(ctx context.Context) error {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-			s.reconnected()
-		}
+	for schedule.Sleep(ctx, time.Second) {
+		s.reconnected()
 	}
+	return nil
 }
