@@ -254,12 +254,15 @@ func (p *Pauses) After(ctx context.Context, r *Route, op string, callErr error) 
 		return 0
 	}
 	if err != nil {
-		// The pause is not shared; this process waits all the same.
-		log.Warn().Err(err).Msg("recording the route pause failed")
+		// The pause is not shared (NATS is away): this process waits all
+		// the same.
+		log.Warn().Err(err).Msg("recording the route pause failed; this process holds its calls for it")
 		d := DefaultRateLimitPause
 		if provider.ClassOf(callErr) == provider.RateLimited {
 			d = cmp.Or(provider.RetryAfterOf(callErr), d)
 		}
+		now := p.now().UTC()
+		p.remember(route, Pause{Until: now.Add(d), Kind: PauseRateLimit, Reason: provider.MessageOf(callErr), Since: now})
 		return p.spread(d)
 	}
 	d := ps.Until.Sub(p.now())
@@ -378,7 +381,7 @@ func (p *Pauses) extend(ctx context.Context, route string, next func(Pause, time
 			cur.Since = now
 		}
 		want := next(cur, now)
-		if !want.Until.After(cur.Until) && want.Strikes == cur.Strikes && want.RateStrikes == cur.RateStrikes {
+		if covers(cur, want, now) {
 			p.remember(route, cur)
 			return cur, false, nil
 		}
@@ -398,6 +401,22 @@ func (p *Pauses) extend(ctx context.Context, route string, next func(Pause, time
 		return want, true, nil
 	}
 	return Pause{}, false, fmt.Errorf("pause route %s: too many concurrent writers", route)
+}
+
+// covers reports whether pause cur, in force at now, makes want's write
+// needless: the same strikes, and an end no earlier than want's but for
+// the spread every process adds to a pause's end anyway (spread: a tenth
+// of it, at least 100 ms). A storm of rate limits across the fleet — each
+// call refused at once, each asking for the same Retry-After a few
+// milliseconds later than the last — then writes the pause once, instead
+// of every writer contending for the key (which ran out of tries: "too
+// many concurrent writers").
+func covers(cur, want Pause, now time.Time) bool {
+	if want.Strikes != cur.Strikes || want.RateStrikes != cur.RateStrikes {
+		return false
+	}
+	slack := max(want.Until.Sub(now)/10, 100*time.Millisecond)
+	return !want.Until.After(cur.Until.Add(slack))
 }
 
 // remember applies a pause locally at once, before the watch brings it.

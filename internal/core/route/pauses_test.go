@@ -3,6 +3,7 @@ package route_test
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -78,6 +79,38 @@ func TestConcurrentPausesKeepTheLatestEnd(t *testing.T) {
 			ps, ok := p.Active("r")
 			return ok && time.Until(ps.Until) > 3*time.Second
 		}, 5*time.Second, 5*time.Millisecond)
+	}
+}
+
+// A storm of rate limits across the fleet — four processes, each of
+// whose calls the provider refuses with the same Retry-After — records the
+// pause without the writers running out of tries, and every process holds
+// its calls for it. Red when every refusal writes a pause a few
+// milliseconds longer than the last: the writers contend for the key and
+// fail ("too many concurrent writers").
+func TestARateLimitStormPausesEveryProcess(t *testing.T) {
+	t.Parallel()
+	ps := fleet(t, 4)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	var failed atomic.Int32
+	for _, p := range ps {
+		for range 25 {
+			wg.Go(func() {
+				if _, err := p.RateLimited(ctx, "r", time.Minute, "slow down"); err != nil {
+					failed.Add(1)
+					t.Log(err)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	require.Zero(t, failed.Load(), "every refusal's pause recorded")
+	for _, p := range ps {
+		require.Eventually(t, func() bool {
+			ps, ok := p.Active("r")
+			return ok && time.Until(ps.Until) > 50*time.Second
+		}, 5*time.Second, 5*time.Millisecond, "every process holds its calls")
 	}
 }
 
