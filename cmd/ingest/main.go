@@ -61,7 +61,7 @@ func run(args []string, stderr io.Writer) int {
 			Routes: env.Routes, ModelRoutes: env.ModelRoutes, NotifyURLs: env.Config.Notify.Submissions != nil, Options: env.Options(), Logger: env.Log, Metrics: env.Metrics.Ingest(), Learned: env.Stats,
 			Sweep:          env.Config.Streams.SweepInterval,
 			RepairInterval: env.Config.RunningRepair.Interval, RepairGrace: env.Config.RunningRepair.Grace,
-		}, env.JS, env.NS, env.Res, env.Jobs.Intake(), env.Pauses)
+		}, env.JS, env.NS, env.Res, env.Jobs.Intake(), env.Gates)
 		if err != nil {
 			return err
 		}

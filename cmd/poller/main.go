@@ -37,7 +37,7 @@ func main() {
 		svc, err := poller.New(poller.Config{
 			Routes: env.Routes, Options: env.Options(), Logger: env.Log, Metrics: env.Metrics.Poller(), Learned: env.Stats, ModelRoutes: env.ModelRoutes,
 			Queue: env.Stats.ObserveQueue, QueueRate: env.Stats.QueueRate, Sweep: env.Config.Streams.SweepInterval,
-		}, env.JS, env.NS, env.Res, env.Jobs.Polls(), env.Pauses)
+		}, env.JS, env.NS, env.Res, env.Jobs.Polls(), env.Gates)
 		if err != nil {
 			return err
 		}

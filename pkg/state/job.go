@@ -134,6 +134,11 @@ type Job struct {
 	// submission that finds an attempt without a remote id knows the outcome
 	// of that call is in doubt.
 	SubmitAttempts int `json:"submit_attempts,omitempty"`
+	// SubmitFailures counts the submit calls that failed for the job's
+	// own sake — answered with a 5xx, or left in doubt and tried again —
+	// which grow the wait before the next (not a rate limit or refused
+	// credentials: those pause the route, not the job).
+	SubmitFailures int `json:"submit_failures,omitempty"`
 	// SubmitInDoubt is set before a Submit call and cleared once its
 	// outcome is known. Found set, it means the provider may have the job
 	// although the record has no remote id.

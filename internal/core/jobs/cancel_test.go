@@ -1,6 +1,7 @@
 package jobs_test
 
 import (
+	"cmp"
 	"testing"
 	"time"
 
@@ -17,8 +18,9 @@ func TestACancelsReasonIsTheJobsReason(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	rec := r.submit("c1", false, time.Now().Add(time.Hour))
-	_, err := r.o.Intake().RequestCancelBy(r.ctx, "r", "c1", "the user closed the tab", "")
+	_, ended, err := r.o.Intake().RequestCancelBy(r.ctx, "r", "c1", "the user closed the tab", "")
 	require.NoError(t, err)
+	require.False(t, ended, "a submitted job waits for its provider cancel")
 	_, err = r.o.Intake().Canceled(r.ctx, rec, state.Observation{State: state.Canceled, Raw: "canceled", Reason: "canceled at Replicate", Source: state.FromCancel, At: time.Now()})
 	require.NoError(t, err)
 	j := r.get("c1")
@@ -31,26 +33,43 @@ func TestACancelsReasonIsTheJobsReason(t *testing.T) {
 	require.Equal(t, "the user closed the tab", last.Job.Reason)
 }
 
-// A job canceled before it reached the provider carries the request's
-// reason too; without one it keeps what the canceling write says.
-func TestAWithdrawnJobCarriesTheCancelsReason(t *testing.T) {
+// A cancel request ends a job that never reached the provider in the
+// same write, with the request's reason (without one, CanceledBeforeSubmit);
+// a job whose create is under way keeps the request for its submission.
+func TestACancelRequestEndsAJobThatNeverReachedTheProvider(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	for id, reason := range map[string]string{"w1": "changed my mind", "w2": ""} {
-		rec, _, err := r.o.Intake().Accept(r.ctx, submission(id, false))
+		_, _, err := r.o.Intake().Accept(r.ctx, held(id, "route paused by bob"))
 		require.NoError(t, err)
-		_, err = r.o.Intake().RequestCancelBy(r.ctx, "r", id, reason, "")
+		rec, ended, err := r.o.RequestCancel(r.ctx, "r", id, reason, "alice")
 		require.NoError(t, err)
-		_, err = r.o.Intake().End(r.ctx, rec, state.Observation{State: state.Canceled, Reason: "canceled before it was submitted", Source: state.FromCancel, At: time.Now()}, jobs.Always)
-		require.NoError(t, err)
-		want := reason
-		if want == "" {
-			want = "canceled before it was submitted"
-		}
+		require.True(t, ended, id)
+		require.Equal(t, state.Canceled, rec.State, id)
+		want := cmp.Or(reason, jobs.CanceledBeforeSubmit)
 		require.Equal(t, want, r.get(id).Reason, id)
+		require.Equal(t, "alice", r.get(id).CancelRequestedBy, id)
 		evs := r.events(id)
+		require.Equal(t, events.EventCanceled, evs[len(evs)-1].Type, id)
 		require.Equal(t, want, evs[len(evs)-1].Job.Reason, id)
+
+		_, ended, err = r.o.RequestCancel(r.ctx, "r", id, reason, "alice")
+		require.NoError(t, err)
+		require.False(t, ended, "a second request finds the job ended")
 	}
+
+	_, _, err := r.o.Intake().Accept(r.ctx, submission("w3", false)) // its first attempt marked
+	require.NoError(t, err)
+	rec, ended, err := r.o.RequestCancel(r.ctx, "r", "w3", "", "")
+	require.NoError(t, err)
+	require.False(t, ended, "its create is under way: the submission carries the cancel out")
+	require.Equal(t, state.Pending, rec.State)
+	require.False(t, rec.CancelRequestedAt.IsZero())
+
+	_, _, err = r.o.RequestCancel(r.ctx, "other", "w3", "", "")
+	require.ErrorIs(t, err, jobs.ErrOtherRoute)
+	_, _, err = r.o.RequestCancel(r.ctx, "r", "nope", "", "")
+	require.ErrorIs(t, err, state.ErrNotFound)
 }
 
 // End with UnlessSubmitted (a cancel or an expiry of a job that waited)

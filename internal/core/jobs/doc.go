@@ -36,13 +36,16 @@
 //
 //	caller    view                  verbs                                   file
 //	ingest    Owner.Intake()        Accept Hold Attempt Submitted           intake.go
-//	                                IndexRemote Refused Requeue End
+//	                                IndexRemote Refused Failed Requeue End
 //	                                Canceled RequestCancelBy Resume
 //	                                Reject Read
 //	poller    Owner.Polls()         Open Wait Postpone Polled Settle;       poll.go
 //	                                Delivery.Fold
 //	webhook   Owner.Webhooks()      ByRemote Webhook Hint                   webhook.go
 //	custody   Owner.Custody()       SaveOutputs OutputsExpiring             custody.go
+//	cancels   the Owner (and        RequestCancel (RequestCancelBy)          cancel.go
+//	          Intake): front door,
+//	          ingest
 //	readers   the Owner             Get Each Check Namespace Tracer         read.go
 //
 // End takes a Guard: Always, UnlessSubmitted (withdraw a job that never

@@ -52,20 +52,28 @@ func TestAWaitingJobHasAWaitingEvent(t *testing.T) {
 }
 
 // A cancel recorded before a submit attempt wins: the attempt is not
-// marked, so no create is made, and the job ends canceled.
+// marked, so no create is made, and the job ends canceled. (A cancel
+// request ends a job that never reached the provider at once; this one's
+// first create was under way, and failed, when it came.)
 func TestAnAttemptAfterACancelRequestIsNotMade(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	rec, _, err := r.o.Intake().Accept(r.ctx, held("h2", "route paused by alice"))
 	require.NoError(t, err)
-	_, err = r.o.Intake().RequestCancelBy(r.ctx, "r", "h2", "not now", "")
+	rec, err = r.o.Intake().Attempt(r.ctx, rec, "a1", nil, true)
 	require.NoError(t, err)
-	after, err := r.o.Intake().Attempt(r.ctx, rec, "a1", nil, true)
+	_, ended, err := r.o.Intake().RequestCancelBy(r.ctx, "r", "h2", "not now", "")
 	require.NoError(t, err)
-	require.NotEqual(t, "a1", after.AttemptID, "the attempt is refused")
+	require.False(t, ended, "its create is under way")
+	rec, err = r.o.Intake().Failed(r.ctx, rec, "503")
+	require.NoError(t, err)
+	require.Equal(t, 1, rec.SubmitFailures)
+	after, err := r.o.Intake().Attempt(r.ctx, rec, "a2", nil, true)
+	require.NoError(t, err)
+	require.NotEqual(t, "a2", after.AttemptID, "the attempt is refused")
 	require.False(t, after.SubmitInDoubt)
 	require.False(t, after.CancelRequestedAt.IsZero())
-	after, err = r.o.Intake().End(r.ctx, after, state.Observation{State: state.Canceled, Reason: "canceled before it was submitted", Source: state.FromCancel, At: time.Now()}, jobs.UnlessSubmitted)
+	after, err = r.o.Intake().End(r.ctx, after, state.Observation{State: state.Canceled, Reason: jobs.CanceledBeforeSubmit, Source: state.FromCancel, At: time.Now()}, jobs.UnlessSubmitted)
 	require.NoError(t, err)
 	require.Equal(t, state.Canceled, after.State)
 }

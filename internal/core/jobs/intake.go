@@ -124,6 +124,9 @@ func (in Intake) Attempt(ctx context.Context, r Record, attempt string, slots []
 				return errNoWrite
 			}
 			cur.SubmitAttempts++
+			if cur.SubmitInDoubt {
+				cur.SubmitFailures++ // the attempt it follows got no answer
+			}
 			cur.SubmitInDoubt = true
 			cur.AttemptedAt = now
 			cur.AttemptID = attempt
@@ -251,9 +254,26 @@ func (o *Owner) recordCreated(ctx context.Context, cur *state.Job, c Created, lo
 // the job: the attempt is no longer in doubt. With final, the job ends
 // with it (the provider refused the submission itself).
 func (in Intake) Refused(ctx context.Context, r Record, lastError string, final *state.Observation) (Record, error) {
+	return in.refused(ctx, r, lastError, final, false)
+}
+
+// Failed records a submit call the provider answered with a failure of
+// the job's own (a 5xx): the attempt is no longer in doubt, and the job's
+// SubmitFailures, which its next try's backoff grows with, counts one
+// more.
+func (in Intake) Failed(ctx context.Context, r Record, lastError string) (Record, error) {
+	return in.refused(ctx, r, lastError, nil, true)
+}
+
+func (in Intake) refused(ctx context.Context, r Record, lastError string, final *state.Observation, failed bool) (Record, error) {
 	o := in.o
+	attempt := r.AttemptID
 	apply := func(cur *state.Job) bool {
 		changed := cur.SubmitInDoubt || cur.LastError != lastError
+		if failed && cur.SubmitInDoubt && cur.AttemptID == attempt {
+			cur.SubmitFailures++ // once per attempt: a retried write finds it counted
+			changed = true
+		}
 		cur.SubmitInDoubt, cur.LastError = false, lastError
 		if final != nil && cur.Apply(*final) != "" {
 			changed = true
@@ -335,25 +355,10 @@ func (in Intake) End(ctx context.Context, r Record, obs state.Observation, guard
 // ErrOtherRoute is returned for a request about a job on another route.
 var ErrOtherRoute = errors.New("the job is on another route")
 
-// RequestCancelBy records a cancel request for job id on route, with its
-// reason and who asked (events.Cancel.By; "" when not known), and returns
-// the record; a terminal job, or one with a request already, is returned
-// unchanged. state.ErrNotFound and ErrOtherRoute say it is not route's.
-func (in Intake) RequestCancelBy(ctx context.Context, route, id, reason, by string) (Record, error) {
-	o := in.o
-	now := o.now().UTC()
-	r, err := o.store.mutate(ctx, id, Record{}, func(cur *state.Job) error {
-		if cur.Route != route || cur.State.Terminal() || !cur.CancelRequestedAt.IsZero() {
-			return errNoWrite
-		}
-		cur.CancelRequestedAt = now
-		cur.CancelReason, cur.CancelRequestedBy = reason, by
-		return nil
-	})
-	if err == nil && r.Route != route {
-		return r, fmt.Errorf("job %s: %w %s", id, ErrOtherRoute, r.Route)
-	}
-	return r, err
+// RequestCancelBy is Owner.RequestCancel, for a cancel request's
+// message.
+func (in Intake) RequestCancelBy(ctx context.Context, route, id, reason, by string) (Record, bool, error) {
+	return in.o.RequestCancel(ctx, route, id, reason, by)
 }
 
 // Canceled records the provider's answer to a cancel call: the job ends

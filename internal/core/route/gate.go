@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/pollux-dev/pollux/internal/core/route/budget"
+	"github.com/pollux-dev/pollux/internal/platform/tracing"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/provider"
 	"github.com/pollux-dev/pollux/pkg/schedule"
@@ -44,58 +45,80 @@ type Call struct {
 	Request provider.SubmitRequest
 	// Ref names the job of a status or cancel call.
 	Ref provider.Ref
+	// Job, when set, is the job the call is about: its span is in the
+	// job's trace and names it.
+	Job *state.Job
 	// Ready, when set, runs once the call is admitted — its leases held,
-	// the route not paused — right before the call: it returns the
-	// context to make the call in (a span's) and whether to make it. A
-	// caller records what it is about to do here (a submit's attempt),
-	// so that nothing is recorded for a call that was never admitted.
-	// False: no call, the leases go back unused (Answer.Skipped).
-	Ready func(ctx context.Context) (context.Context, bool)
+	// the route not paused — right before the call. A caller records what
+	// it is about to do here (a submit's attempt), so that nothing is
+	// recorded for a call that was never admitted, and returns the job as
+	// recorded (it replaces Job; nil keeps Job). An error declines the
+	// call: no call, the leases go back unused, and Call returns the
+	// error wrapped with ErrDeclined.
+	Ready func(ctx context.Context) (*state.Job, error)
 	// Log, when set, receives the call's lines (default: the gate's).
 	Log *zerolog.Logger
 }
 
-// Answer is what became of a call.
-type Answer struct {
-	// Called reports whether the provider was called.
-	Called bool
-	// Paused: the route is paused; Wait is until the pause ends.
-	Paused bool
-	// Busy: the budget had no lease free across the fleet at some level
-	// (or ctx ended while one was awaited, Err says which); Wait is a
-	// short, jittered wait (GateConfig.BusyWait).
-	Busy bool
-	// Skipped: Call.Ready declined the call.
-	Skipped bool
-	// Wait is how long to wait before calling again, when not called.
+// Held says why a call was not made.
+type Held string
+
+// Why a gate holds a call.
+const (
+	// HeldPaused: the route (its account, an operator) is paused.
+	HeldPaused Held = "paused"
+	// HeldBusy: the budget had no lease free across the fleet at some
+	// level (or ctx ended while one was awaited).
+	HeldBusy Held = "budget_busy"
+)
+
+// HeldError is a call the gate held back: it was not made, and may be
+// made after Wait. Callers find it with errors.As.
+type HeldError struct {
+	// Why is why it was held.
+	Why Held
+	// Wait is how long to wait before calling again: until the pause
+	// ends, or a short, jittered wait for a lease (GateConfig.BusyWait).
 	Wait time.Duration
-	// Status is the provider's answer (a find's when Found).
-	Status provider.Status
-	// Found is a find's answer: the provider has the job.
-	Found bool
-	// Err is the provider's error when called; the budget's when Busy.
+	// Err is why no lease came, when busy.
 	Err error
-	// Pause is how long the route is paused after the answer (a rate
-	// limit, refused credentials; Pauses.After), 0 when it is not.
-	Pause time.Duration
 }
+
+func (e *HeldError) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("call held (%s) for %s: %v", e.Why, e.Wait, e.Err)
+	}
+	return fmt.Sprintf("call held (%s) for %s", e.Why, e.Wait)
+}
+
+func (e *HeldError) Unwrap() error { return e.Err }
+
+// Errors of a call that the provider did not answer with an error.
+var (
+	// ErrDeclined wraps the error with which Call.Ready declined a call.
+	ErrDeclined = errors.New("call declined")
+	// ErrNoSuchJob is a find's answer: the provider has no job from the
+	// request.
+	ErrNoSuchJob = errors.New("the provider has no job from the request")
+)
 
 // GateConfig configures a process's gates. Zero values mean the defaults
 // on each field.
 type GateConfig struct {
-	// Submit sets up the submit budgets and the running slots (ingest);
-	// without it a gate makes status, cancel and find calls only.
-	Submit bool
 	// CallTimeout bounds one call where the route sets none
-	// (Route.CallTimeout; default 30s).
+	// (Route.CallTimeout; default: 30s for a submit or a find, 20s for a
+	// status or a cancel).
 	CallTimeout time.Duration
 	// BusyWait is the wait (jittered) after a call found no lease free
-	// (default 500ms).
+	// (default: 250ms for a status call, 500ms for the others).
 	BusyWait time.Duration
 	// Observe, when set, observes each call made by route, op, result
-	// class ("ok" or a provider error class) and duration. It must not
-	// block.
+	// class ("ok" or a provider error class) and duration, and each call
+	// held for want of a lease (class "budget_busy", duration 0). It must
+	// not block.
 	Observe func(route string, op Op, class string, d time.Duration)
+	// Tracer, when set, makes each call a span (see trace.go).
+	Tracer *tracing.Tracer
 	// Logger receives the gates' lines (default: none).
 	Logger zerolog.Logger
 	// Rand jitters the waits (default: a random seed).
@@ -122,11 +145,12 @@ type Gates struct {
 	m  map[string]*Gate
 }
 
-// NewGates returns a process's gates over the namespace's slots stream;
-// Open opens each route's. Close returns the leases kept for reuse.
+// NewGates returns a process's gates over the namespace's slots stream,
+// which hold calls while pauses say so; Open opens each route's. A
+// process has one (package app builds it), whichever services it runs:
+// a budget is one pool of leases in the process. Close returns the
+// leases kept for reuse.
 func NewGates(js jetstream.JetStream, ns events.Namespace, slots jetstream.Stream, o events.Options, pauses *Pauses, cfg GateConfig) *Gates {
-	cfg.CallTimeout = cmp.Or(cfg.CallTimeout, 30*time.Second)
-	cfg.BusyWait = cmp.Or(cfg.BusyWait, 500*time.Millisecond)
 	if cfg.Rand == nil {
 		cfg.Rand = schedule.NewRand(0)
 	}
@@ -135,28 +159,44 @@ func NewGates(js jetstream.JetStream, ns events.Namespace, slots jetstream.Strea
 	return &Gates{cfg: cfg, pool: pool, pauses: pauses, m: map[string]*Gate{}}
 }
 
-// Open sets up route r's budgets at every level (once: a second Open
-// returns the same gate) and returns its gate.
+// Pauses are the route pauses the gates hold calls by.
+func (gs *Gates) Pauses() *Pauses { return gs.pauses }
+
+// Open sets up route r's status budgets at every level (once: a second
+// Open returns the same gate) and returns its gate, which makes status,
+// cancel and find calls.
 func (gs *Gates) Open(ctx context.Context, r *Route) (*Gate, error) {
+	return gs.open(ctx, r, false)
+}
+
+// OpenSubmit is Open with the route's submit budgets and running slots
+// set up too: its gate also makes creates (ingest's).
+func (gs *Gates) OpenSubmit(ctx context.Context, r *Route) (*Gate, error) {
+	return gs.open(ctx, r, true)
+}
+
+func (gs *Gates) open(ctx context.Context, r *Route, submit bool) (*Gate, error) {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
-	if g, ok := gs.m[r.Name]; ok {
-		return g, nil
+	g, ok := gs.m[r.Name]
+	if !ok {
+		g = &Gate{Route: r, cfg: &gs.cfg, pauses: gs.pauses}
+		var err error
+		if g.status, err = gs.pool.Calls(ctx, r.Levels, events.SlotStatus); err != nil {
+			return nil, fmt.Errorf("route %s: %w", r.Name, err)
+		}
+		gs.m[r.Name] = g
 	}
-	g := &Gate{Route: r, cfg: &gs.cfg, pauses: gs.pauses}
-	var err error
-	if g.status, err = gs.pool.Calls(ctx, r.Levels, events.SlotStatus); err != nil {
-		return nil, fmt.Errorf("route %s: %w", r.Name, err)
-	}
-	if gs.cfg.Submit {
+	if submit && !g.submits {
+		var err error
 		if g.submit, err = gs.pool.Calls(ctx, r.Levels, events.SlotSubmit); err != nil {
 			return nil, fmt.Errorf("route %s: %w", r.Name, err)
 		}
 		if g.running, err = gs.pool.Running(ctx, r.Levels); err != nil {
 			return nil, fmt.Errorf("route %s: %w", r.Name, err)
 		}
+		g.submits = true
 	}
-	gs.m[r.Name] = g
 	return g, nil
 }
 
@@ -218,14 +258,19 @@ type Gate struct {
 
 	cfg     *GateConfig
 	pauses  *Pauses
+	submits bool // the submit budgets and running slots are set up (OpenSubmit)
 	submit  budget.Chain
 	status  budget.Chain
 	running budget.Slots
 }
 
-// Timeout is the route's provider call timeout.
-func (g *Gate) Timeout() time.Duration {
-	return cmp.Or(g.Route.CallTimeout, g.cfg.CallTimeout)
+// Timeout is the route's timeout of a call op.
+func (g *Gate) Timeout(op Op) time.Duration {
+	def := 20 * time.Second
+	if op == OpSubmit || op == OpFind {
+		def = 30 * time.Second
+	}
+	return cmp.Or(g.Route.CallTimeout, g.cfg.CallTimeout, def)
 }
 
 // Hold is how long calls on the route wait now (Pauses.Hold), and why
@@ -242,10 +287,13 @@ func (g *Gate) Hold() (time.Duration, string) {
 // its leases are awaited, nor after), nor without a lease at every level
 // (a submit's budgets for a submit, the status budgets for the others).
 // It never blocks longer than the budget's wait and the route's timeout.
-func (g *Gate) Call(ctx context.Context, c Call) Answer {
+// It returns the provider's answer (a find's: ErrNoSuchJob when the
+// provider has no such job), or a *HeldError when the call was not made
+// (paused, budget busy), or Ready's error wrapped with ErrDeclined.
+func (g *Gate) Call(ctx context.Context, c Call) (provider.Status, error) {
 	r := g.Route
 	if d := g.pauses.Hold(r); d > 0 {
-		return Answer{Paused: true, Wait: d}
+		return provider.Status{}, &HeldError{Why: HeldPaused, Wait: d}
 	}
 	chain := g.status
 	if c.Op == OpSubmit {
@@ -253,68 +301,98 @@ func (g *Gate) Call(ctx context.Context, c Call) Answer {
 	}
 	leases, err := chain.Acquire(ctx)
 	if err != nil {
-		return Answer{Busy: true, Wait: schedule.Jitter(g.cfg.BusyWait, schedule.RetryJitter, g.cfg.Rand), Err: err}
+		g.observe(c.Op, string(HeldBusy), 0)
+		return provider.Status{}, &HeldError{Why: HeldBusy, Wait: g.busyWait(c.Op), Err: err}
 	}
 	if d := g.pauses.Hold(r); d > 0 {
 		leases.Unused() // paused while the leases were awaited
-		return Answer{Paused: true, Wait: d}
+		return provider.Status{}, &HeldError{Why: HeldPaused, Wait: d}
 	}
-	callCtx := ctx
 	if c.Ready != nil {
-		var ok bool
-		if callCtx, ok = c.Ready(ctx); !ok {
+		j, err := c.Ready(ctx)
+		if err != nil {
 			leases.Unused()
-			return Answer{Skipped: true}
+			return provider.Status{}, fmt.Errorf("%w: %w", ErrDeclined, err)
 		}
+		c.Job = cmp.Or(j, c.Job)
 	}
 	var before []int
 	if c.Op == OpSubmit {
 		before = g.running.Before(ctx)
 	}
-	a := Answer{Called: true}
-	cctx, cancel := context.WithTimeout(callCtx, g.Timeout())
+	sctx, span := g.span(ctx, c)
+	cctx, cancel := context.WithTimeout(sctx, g.Timeout(c.Op))
 	start := time.Now()
-	a.Status, a.Found, a.Err = g.call(cctx, c)
+	st, callErr := g.call(cctx, c)
 	d := time.Since(start)
 	cancel()
-	leases.Answered(a.Err)
-	if g.cfg.Observe != nil {
-		class := "ok"
-		if a.Err != nil {
-			class = provider.ClassOf(a.Err).String()
-		}
-		g.cfg.Observe(r.Name, c.Op, class, d)
+	endSpan(span, st, answered(callErr))
+	if errors.Is(callErr, ErrNoSuchJob) {
+		leases.Answered(nil) // the provider answered
+	} else {
+		leases.Answered(callErr)
 	}
-	a.Pause = g.pauses.After(ctx, r, string(c.Op), a.Err)
+	class := "ok"
+	if callErr != nil && !errors.Is(callErr, ErrNoSuchJob) {
+		class = provider.ClassOf(callErr).String()
+	}
+	g.observe(c.Op, class, d)
+	g.pauses.After(ctx, r, string(c.Op), answered(callErr))
 	if c.Op == OpSubmit {
 		log := cmp.Or(c.Log, &g.cfg.Logger)
-		g.learn(ctx, a.Err, before, leases, *log)
+		g.learn(ctx, callErr, before, leases, *log)
 	}
-	return a
+	return st, callErr
+}
+
+// answered is a call's error as the route's pauses read it: a find that
+// found nothing was answered.
+func answered(err error) error {
+	if errors.Is(err, ErrNoSuchJob) {
+		return nil
+	}
+	return err
+}
+
+// observe hands a call's outcome to GateConfig.Observe.
+func (g *Gate) observe(op Op, class string, d time.Duration) {
+	if g.cfg.Observe != nil {
+		g.cfg.Observe(g.Route.Name, op, class, d)
+	}
+}
+
+// busyWait is the jittered wait after a call op found no lease free.
+func (g *Gate) busyWait(op Op) time.Duration {
+	def := 500 * time.Millisecond
+	if op == OpStatus {
+		def = 250 * time.Millisecond
+	}
+	return schedule.Jitter(cmp.Or(g.cfg.BusyWait, def), schedule.RetryJitter, g.cfg.Rand)
 }
 
 // call is the adapter's call: the one place in Pollux's services that
 // calls a provider.
-func (g *Gate) call(ctx context.Context, c Call) (st provider.Status, found bool, err error) {
+func (g *Gate) call(ctx context.Context, c Call) (provider.Status, error) {
 	a := g.Route.Adapter
 	switch c.Op {
 	case OpSubmit:
-		st, err = a.Submit(ctx, c.Request)
-		return st, err == nil, err
+		return a.Submit(ctx, c.Request)
 	case OpStatus:
-		st, err = a.Status(ctx, c.Ref)
-		return st, err == nil, err
+		return a.Status(ctx, c.Ref)
 	case OpCancel:
-		st, err = a.Cancel(ctx, c.Ref)
-		return st, err == nil, err
+		return a.Cancel(ctx, c.Ref)
 	case OpFind:
 		f, ok := a.(provider.Finder)
 		if !ok {
-			return st, false, fmt.Errorf("route %s: %w", g.Route.Name, errCannotFind)
+			return provider.Status{}, fmt.Errorf("route %s: %w", g.Route.Name, errCannotFind)
 		}
-		return f.Find(ctx, c.Request)
+		st, found, err := f.Find(ctx, c.Request)
+		if err == nil && !found {
+			err = ErrNoSuchJob
+		}
+		return st, err
 	}
-	return st, false, fmt.Errorf("route %s: unknown call %q", g.Route.Name, c.Op)
+	return provider.Status{}, fmt.Errorf("route %s: unknown call %q", g.Route.Name, c.Op)
 }
 
 // errCannotFind is a find on a route whose adapter cannot find jobs.

@@ -2,6 +2,7 @@ package route_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -9,10 +10,13 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/pollux-dev/pollux/internal/core/route"
 	"github.com/pollux-dev/pollux/internal/core/route/budget"
 	"github.com/pollux-dev/pollux/internal/platform/config"
+	"github.com/pollux-dev/pollux/internal/platform/tracing"
 	"github.com/pollux-dev/pollux/internal/testkit/natstest"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/provider"
@@ -84,6 +88,12 @@ type observed struct {
 // does.
 func gateSetup(t *testing.T, f *gateFake, rc config.Route) (*route.Gate, *route.Pauses, *[]observed) {
 	t.Helper()
+	return tracedGate(t, f, rc, nil)
+}
+
+// tracedGate is gateSetup's gate, whose calls tracer traces.
+func tracedGate(t *testing.T, f *gateFake, rc config.Route, tracer *tracing.Tracer) (*route.Gate, *route.Pauses, *[]observed) {
+	t.Helper()
 	_, _, js := natstest.JetStream(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	res, err := events.Default.Setup(ctx, js, events.Options{})
@@ -102,7 +112,7 @@ func gateSetup(t *testing.T, f *gateFake, rc config.Route) (*route.Gate, *route.
 	var mu sync.Mutex
 	var seen []observed
 	gates := route.NewGates(js, events.Default, res.Slots, events.Options{}, pauses, route.GateConfig{
-		Submit: true, BusyWait: 10 * time.Millisecond,
+		BusyWait: 10 * time.Millisecond, Tracer: tracer,
 		Observe: func(routeName string, op route.Op, class string, _ time.Duration) {
 			require.Equal(t, "r", routeName)
 			mu.Lock()
@@ -113,9 +123,10 @@ func gateSetup(t *testing.T, f *gateFake, rc config.Route) (*route.Gate, *route.
 	t.Cleanup(gates.Close)
 	g, err := gates.Open(ctx, r)
 	require.NoError(t, err)
-	again, err := gates.Open(ctx, r)
+	again, err := gates.OpenSubmit(ctx, r)
 	require.NoError(t, err)
 	require.Same(t, g, again, "a route's budgets are built once")
+	require.Same(t, pauses, gates.Pauses())
 	return g, pauses, &seen
 }
 
@@ -127,18 +138,17 @@ func TestGateCallsUnderALease(t *testing.T) {
 	g, _, seen := gateSetup(t, f, config.Route{})
 	ctx := context.Background()
 	for _, op := range []route.Op{route.OpSubmit, route.OpStatus, route.OpCancel, route.OpStatus} {
-		a := g.Call(ctx, route.Call{Op: op})
-		require.True(t, a.Called, op)
-		require.NoError(t, a.Err)
-		require.Equal(t, "remote-1", a.Status.RemoteID)
-		require.Zero(t, a.Pause)
+		st, err := g.Call(ctx, route.Call{Op: op})
+		require.NoError(t, err, op)
+		require.Equal(t, "remote-1", st.RemoteID)
 	}
 	require.Equal(t, int32(4), f.calls.Load(), "each lease came back: no call waited for one")
 	require.Equal(t, []observed{{route.OpSubmit, "ok"}, {route.OpStatus, "ok"}, {route.OpCancel, "ok"}, {route.OpStatus, "ok"}}, *seen)
 }
 
-// While the route is paused, nothing reaches the provider, and the answer
-// says how long to wait. A rate limit the provider answers pauses it.
+// While the route is paused, nothing reaches the provider, and the held
+// error says how long to wait. A rate limit the provider answers pauses
+// it.
 func TestGateHoldsWhileThePauseLasts(t *testing.T) {
 	t.Parallel()
 	f := &gateFake{}
@@ -146,19 +156,19 @@ func TestGateHoldsWhileThePauseLasts(t *testing.T) {
 	ctx := context.Background()
 
 	f.set(&provider.Error{Class: provider.RateLimited, HTTPStatus: 429, RetryAfter: time.Minute, Message: "slow down"}, nil)
-	a := g.Call(ctx, route.Call{Op: route.OpStatus})
-	require.True(t, a.Called)
-	require.Equal(t, provider.RateLimited, provider.ClassOf(a.Err))
-	require.Greater(t, a.Pause, 50*time.Second, "the answer paused the route for its Retry-After")
-	require.Greater(t, pauses.Hold(g.Route), 50*time.Second)
+	_, err := g.Call(ctx, route.Call{Op: route.OpStatus})
+	require.Equal(t, provider.RateLimited, provider.ClassOf(err))
+	var held *route.HeldError
+	require.False(t, errors.As(err, &held), "the provider was called")
+	require.Greater(t, pauses.Hold(g.Route), 50*time.Second, "the answer paused the route for its Retry-After")
 
 	f.set(nil, nil)
 	ready := false
 	for _, op := range []route.Op{route.OpSubmit, route.OpStatus, route.OpCancel, route.OpFind} {
-		a = g.Call(ctx, route.Call{Op: op, Ready: func(ctx context.Context) (context.Context, bool) { ready = true; return ctx, true }})
-		require.False(t, a.Called, op)
-		require.True(t, a.Paused, op)
-		require.Greater(t, a.Wait, 50*time.Second, op)
+		_, err = g.Call(ctx, route.Call{Op: op, Ready: func(context.Context) (*state.Job, error) { ready = true; return nil, nil }})
+		require.ErrorAs(t, err, &held, op)
+		require.Equal(t, route.HeldPaused, held.Why, op)
+		require.Greater(t, held.Wait, 50*time.Second, op)
 	}
 	require.False(t, ready, "nothing is recorded for a call that is not admitted")
 	require.Equal(t, int32(1), f.calls.Load(), "no call while paused")
@@ -168,54 +178,58 @@ func TestGateHoldsWhileThePauseLasts(t *testing.T) {
 }
 
 // With every lease out, a call waits for none beyond its context: it is
-// not made, and the answer says the budget is busy.
+// not made, and the held error says the budget is busy.
 func TestGateWithoutALeaseMakesNoCall(t *testing.T) {
 	t.Parallel()
 	f := &gateFake{}
-	g, _, _ := gateSetup(t, f, config.Route{})
+	g, _, seen := gateSetup(t, f, config.Route{})
 	ctx := context.Background()
 
 	block := make(chan struct{})
 	f.set(nil, block)
-	done := make(chan route.Answer)
-	go func() { done <- g.Call(ctx, route.Call{Op: route.OpStatus}) }()
+	done := make(chan error)
+	go func() {
+		_, err := g.Call(ctx, route.Call{Op: route.OpStatus})
+		done <- err
+	}()
 	require.Eventually(t, func() bool { return f.calls.Load() == 1 }, 10*time.Second, 5*time.Millisecond)
 
 	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
-	a := g.Call(short, route.Call{Op: route.OpCancel})
-	require.False(t, a.Called)
-	require.True(t, a.Busy)
-	require.Error(t, a.Err)
-	require.Positive(t, a.Wait)
+	_, err := g.Call(short, route.Call{Op: route.OpCancel})
+	var held *route.HeldError
+	require.ErrorAs(t, err, &held)
+	require.Equal(t, route.HeldBusy, held.Why)
+	require.Error(t, held.Err, "why no lease came")
+	require.Positive(t, held.Wait)
 	require.Equal(t, int32(1), f.calls.Load())
 
 	close(block)
-	require.True(t, (<-done).Called)
+	require.NoError(t, <-done)
+	require.Contains(t, *seen, observed{route.OpCancel, "budget_busy"}, "a call held for a lease is observed")
 }
 
-// A call Ready declines is not made, and its lease goes back unused at
-// once; Ready's context is the call's.
+// A call Ready declines is not made, its lease goes back unused at once,
+// and the error says it was declined and why.
 func TestGateReadyDecides(t *testing.T) {
 	t.Parallel()
 	f := &gateFake{}
 	g, _, _ := gateSetup(t, f, config.Route{})
 	ctx := context.Background()
 
-	a := g.Call(ctx, route.Call{Op: route.OpSubmit, Ready: func(ctx context.Context) (context.Context, bool) { return ctx, false }})
-	require.False(t, a.Called)
-	require.True(t, a.Skipped)
+	moved := errors.New("the record moved on")
+	_, err := g.Call(ctx, route.Call{Op: route.OpSubmit, Ready: func(context.Context) (*state.Job, error) { return nil, moved }})
+	require.ErrorIs(t, err, route.ErrDeclined)
+	require.ErrorIs(t, err, moved)
 	require.Zero(t, f.calls.Load())
 
 	// The budget allows one call at a time: the declined call's lease
 	// came back, or this one would wait for it.
 	short, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	a = g.Call(short, route.Call{Op: route.OpSubmit, Ready: func(ctx context.Context) (context.Context, bool) {
-		return context.WithValue(ctx, ctxKey{}, "span"), true
-	}})
-	require.True(t, a.Called)
-	require.True(t, f.tagged.Load(), "the call is made in Ready's context")
+	_, err = g.Call(short, route.Call{Op: route.OpSubmit, Ready: func(context.Context) (*state.Job, error) { return nil, nil }})
+	require.NoError(t, err)
+	require.Equal(t, int32(1), f.calls.Load())
 }
 
 // A call that outlives the route's timeout is cut at it.
@@ -223,12 +237,23 @@ func TestGateTimesCallsOut(t *testing.T) {
 	t.Parallel()
 	f := &gateFake{}
 	g, _, seen := gateSetup(t, f, config.Route{CallTimeout: 200 * time.Millisecond})
-	require.Equal(t, 200*time.Millisecond, g.Timeout())
+	require.Equal(t, 200*time.Millisecond, g.Timeout(route.OpStatus))
+	require.Equal(t, 200*time.Millisecond, g.Timeout(route.OpSubmit))
 	f.set(nil, make(chan struct{})) // never answers
-	a := g.Call(context.Background(), route.Call{Op: route.OpStatus})
-	require.True(t, a.Called)
-	require.ErrorIs(t, a.Err, context.DeadlineExceeded)
+	_, err := g.Call(context.Background(), route.Call{Op: route.OpStatus})
+	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.Len(t, *seen, 1)
+}
+
+// Without a route's own timeout, a create or a lookup may take longer
+// than a status call or a cancel.
+func TestGateTimeoutsByCall(t *testing.T) {
+	t.Parallel()
+	g, _, _ := gateSetup(t, &gateFake{}, config.Route{})
+	require.Equal(t, 30*time.Second, g.Timeout(route.OpSubmit))
+	require.Equal(t, 30*time.Second, g.Timeout(route.OpFind))
+	require.Equal(t, 20*time.Second, g.Timeout(route.OpStatus))
+	require.Equal(t, 20*time.Second, g.Timeout(route.OpCancel))
 }
 
 // A find on a provider that cannot find jobs is refused without a call.
@@ -237,10 +262,68 @@ func TestGateFindNeedsAFinder(t *testing.T) {
 	f := &gateFake{}
 	g, _, _ := gateSetup(t, f, config.Route{})
 	require.False(t, g.Route.CanFind())
-	a := g.Call(context.Background(), route.Call{Op: route.OpFind})
-	require.Error(t, a.Err)
-	require.False(t, a.Found)
+	_, err := g.Call(context.Background(), route.Call{Op: route.OpFind})
+	require.Error(t, err)
+	require.NotErrorIs(t, err, route.ErrNoSuchJob)
 	require.Zero(t, f.calls.Load())
+}
+
+// finderFake is a gateFake that can find jobs: found says whether it
+// has the one asked for.
+type finderFake struct {
+	gateFake
+	found bool
+}
+
+func (f *finderFake) Find(ctx context.Context, _ provider.SubmitRequest) (provider.Status, bool, error) {
+	st, err := f.answer(ctx)
+	return st, f.found, err
+}
+
+// A find answers the job found, or ErrNoSuchJob — an answer, observed
+// as one, not a failure.
+func TestGateFind(t *testing.T) {
+	t.Parallel()
+	f := &finderFake{found: true}
+	g, _, seen := gateSetup(t, &f.gateFake, config.Route{})
+	g.Route.Adapter = f
+	st, err := g.Call(context.Background(), route.Call{Op: route.OpFind})
+	require.NoError(t, err)
+	require.Equal(t, "remote-1", st.RemoteID)
+	f.found = false
+	_, err = g.Call(context.Background(), route.Call{Op: route.OpFind})
+	require.ErrorIs(t, err, route.ErrNoSuchJob)
+	require.Equal(t, []observed{{route.OpFind, "ok"}, {route.OpFind, "ok"}}, *seen)
+}
+
+// A call is a span in the job's trace, naming the job as Ready recorded
+// it; a call with neither a job nor a caller's span makes none.
+func TestGateTracesCalls(t *testing.T) {
+	t.Parallel()
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	g, _, _ := tracedGate(t, &gateFake{}, config.Route{}, tracing.New(tp))
+	const jobTrace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	_, err := g.Call(context.Background(), route.Call{Op: route.OpSubmit, Job: &state.Job{ID: "j"},
+		Ready: func(context.Context) (*state.Job, error) {
+			return &state.Job{ID: "j", Model: "m", Trace: jobTrace, SubmitAttempts: 2}, nil
+		}})
+	require.NoError(t, err)
+	_, err = g.Call(context.Background(), route.Call{Op: route.OpStatus})
+	require.NoError(t, err)
+	spans := exp.GetSpans()
+	require.Len(t, spans, 1)
+	sp := spans[0]
+	require.Equal(t, "provider submit", sp.Name)
+	require.Equal(t, tracing.Parse(jobTrace).TraceID(), sp.SpanContext.TraceID())
+	got := map[string]any{}
+	for _, kv := range sp.Attributes {
+		got[string(kv.Key)] = kv.Value.AsInterface()
+	}
+	require.Equal(t, "j", got["pollux.job.id"])
+	require.Equal(t, int64(2), got["pollux.submit.attempt"])
+	require.Equal(t, "remote-1", got["pollux.remote_id"])
 }
 
 // The running slots are the gate's: a level full names itself, and a

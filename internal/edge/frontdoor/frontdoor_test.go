@@ -200,7 +200,8 @@ func TestGetOfAFinishedJobHasNoNextCheck(t *testing.T) {
 func TestCancel(t *testing.T) {
 	t.Parallel()
 	d := setup(t, frontdoor.Config{})
-	d.createJob(t, "running", state.Running)
+	now := time.Now().UTC()
+	d.storeJob(t, &state.Job{ID: "running", Route: route, Model: "m", RemoteID: "rem-1", State: state.Running, CreatedAt: now, Deadline: now.Add(time.Hour)})
 	d.createJob(t, "done", state.Succeeded)
 
 	r := d.do(t, "POST", "/v1/jobs/running/cancel", `{"reason":"user left"}`, nil)

@@ -176,8 +176,13 @@ func (d *door) lastIntake(t *testing.T, subject string) []byte {
 // createJob stores a job record as ingest would.
 func (d *door) createJob(t *testing.T, id string, st state.State) *state.Job {
 	t.Helper()
-	j := &state.Job{ID: id, Route: route, Model: "m", State: st, Input: json.RawMessage(`{"secret":"input"}`),
-		CreatedAt: time.Now().UTC(), Outbox: []state.OutboxEvent{{Seq: 9, Type: "queued", State: state.Queued, At: time.Now()}}}
+	return d.storeJob(t, &state.Job{ID: id, Route: route, Model: "m", State: st, Input: json.RawMessage(`{"secret":"input"}`),
+		CreatedAt: time.Now().UTC(), Outbox: []state.OutboxEvent{{Seq: 9, Type: "queued", State: state.Queued, At: time.Now()}}})
+}
+
+// storeJob stores job j's record as ingest would.
+func (d *door) storeJob(t *testing.T, j *state.Job) *state.Job {
+	t.Helper()
 	_, created, err := d.jobs.Intake().Accept(context.Background(), j)
 	require.NoError(t, err)
 	require.True(t, created)

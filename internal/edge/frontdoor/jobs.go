@@ -206,6 +206,22 @@ func (s *Server) requestCancel(ctx context.Context, r *http.Request, j *state.Jo
 	if _, err := events.DecodeCancel(data); err != nil {
 		return invalid(err)
 	}
+	// The request is recorded first: a job that never reached the
+	// provider (held behind a pause, waiting for a slot) ends at once,
+	// whatever waits before the message in the route's intake; the
+	// message carries a provider cancel out.
+	rec, ended, err := s.jobs.RequestCancel(ctx, j.Route, j.ID, reason, who(r).by(r))
+	switch {
+	case errors.Is(err, state.ErrNotFound):
+		return fail(http.StatusNotFound, CodeJobNotFound, "", "no job "+j.ID)
+	case err != nil:
+		return s.unavailable(err, "recording the cancel request")
+	case ended:
+		s.log.Info().Str("job_id", j.ID).Str("route", j.Route).Str("by", who(r).by(r)).Msg("canceled before it was submitted")
+		return nil
+	case rec.State.Terminal():
+		return fail(http.StatusConflict, CodeJobTerminal, "", fmt.Sprintf("job %s has finished (%s)", j.ID, rec.State))
+	}
 	if _, err := s.js.Publish(ctx, s.ns.Cancel(j.Route), data); err != nil {
 		return s.unavailable(err, "publishing the cancel request")
 	}

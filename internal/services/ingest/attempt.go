@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pollux-dev/pollux/internal/core/jobs"
 	"github.com/pollux-dev/pollux/internal/core/route"
@@ -21,13 +20,22 @@ import (
 // The submit step and what its answer leads to: a create recorded, or a
 // failure carried out.
 
-// submitAgain makes another submit call for a job whose submission is
-// not known to have reached the provider: its running slots, a lease, the
-// attempt marked, then the call — unless the record moved on meanwhile.
+// attempt is the submit step: another submit call for a job whose
+// submission is not known to have reached the provider — a first
+// delivery's job, unstored (m.fresh), or a stored one (m.rec). Its
+// running slots, a lease, the attempt marked (the record created with it
+// for a fresh job), then the call — unless the record moved on meanwhile.
 // A job that never reached the provider and whose deadline has passed
-// (it waited for a slot that long) expires instead, without a create.
-func (s *Service) submitAgain(ctx context.Context, in intake, rec jobs.Record, log zerolog.Logger) move {
-	if !rec.SubmitInDoubt && !s.cfg.Now().Before(rec.Deadline) {
+// (it waited for a slot that long) expires instead, without a create; one
+// whose route is paused is held (hold.go); one that finds a level's
+// running slots taken, or others queued before it, waits (stepWait).
+func (s *Service) attempt(ctx context.Context, in intake, m move, log zerolog.Logger) move {
+	r, rec, fresh := in.route, m.rec, m.fresh
+	j := rec.Job
+	if fresh != nil {
+		j = fresh
+	}
+	if fresh == nil && !rec.SubmitInDoubt && !s.cfg.Now().Before(rec.Deadline) {
 		obs := state.Observation{State: state.Expired, Reason: "the deadline passed before the job could be submitted", Source: state.FromPollux, At: s.cfg.Now().UTC()}
 		if _, err := s.jobs.End(ctx, rec, obs, jobs.Always); err != nil {
 			return end(s.retry(log, err, "recording the job expired"))
@@ -35,36 +43,76 @@ func (s *Service) submitAgain(ctx context.Context, in intake, rec jobs.Record, l
 		log.Info().Str("waited_for", rec.WaitingFor).Msg("expired before it was submitted")
 		return end(events.Done(), "expired")
 	}
-	if d, why := s.paused(in.route); why != "" && !rec.SubmitInDoubt {
-		return s.hold(ctx, in, rec, d, why, log)
+	if d, why := s.paused(r); why != "" && !j.SubmitInDoubt {
+		return s.hold(ctx, in, m, d, why, log)
 	}
-	g := s.gate[in.routeName]
-	slots, full, err := g.Take(ctx, rec.ID, rec.Slots)
+	if q := s.queues[r.Queue()]; fresh != nil && q != nil && q.busy() {
+		// Others wait for the slots: it queues behind them.
+		fresh.WaitingFor = "queue " + q.name
+		return move{to: stepWait, fresh: fresh}
+	}
+	g := s.gate[r.Name]
+	slots, full, err := g.Take(ctx, j.ID, j.Slots)
 	if err != nil {
 		return end(s.retry(log, err, "taking a running slot"))
 	}
 	if full != "" {
+		if fresh != nil {
+			fresh.WaitingFor = full
+			return move{to: stepWait, fresh: fresh}
+		}
 		if rec, err = s.jobs.Hold(ctx, rec, full); err != nil {
 			return end(s.retry(log, err, "recording the job waiting for a running slot"))
 		}
 		return move{to: stepWait, rec: rec}
 	}
-	// Exclusive unless resolving a doubt: a job the queue and a
-	// redelivery start at once is attempted once.
-	attempt := s.attemptID()
-	ans, rec, err := s.create(ctx, in.route, rec.Job, log, func(ctx context.Context) (jobs.Record, bool, error) {
-		rec, err := s.jobs.Attempt(ctx, rec, attempt, slots, !rec.SubmitInDoubt)
-		return rec, err == nil && rec.AttemptID == attempt, err
-	})
-	if m, ok := s.createdOr(ans, rec, err, "recording the submit attempt", log); ok {
-		return m
+	id := s.attemptID()
+	mark := func(ctx context.Context) (jobs.Record, bool, error) {
+		// Exclusive unless resolving a doubt: a job the queue and a
+		// redelivery start at once is attempted once.
+		after, err := s.jobs.Attempt(ctx, rec, id, slots, !rec.SubmitInDoubt)
+		return after, err == nil && after.AttemptID == id, err
 	}
-	// Changed meanwhile: another process's attempt, or the job moved on.
-	if rec.SubmitInDoubt && rec.RemoteID == "" && !rec.State.Terminal() {
-		return end(events.Later(s.callTimeout(in.route)), "retry")
+	if fresh != nil {
+		mark = func(ctx context.Context) (jobs.Record, bool, error) {
+			fresh.Slots = slots
+			fresh.SubmitAttempts, fresh.SubmitInDoubt, fresh.AttemptedAt, fresh.AttemptID = 1, true, s.cfg.Now().UTC(), id
+			after, created, err := s.jobs.Accept(ctx, fresh)
+			return after, err == nil && created, err
+		}
 	}
-	return decided(rec)
+	st, after, err := s.create(ctx, r, j, mark, log)
+	var held *route.HeldError
+	switch {
+	case errors.As(err, &held):
+		// Not admitted (paused meanwhile, no lease): a slot taken stays
+		// the job's, and its next delivery finds it.
+		return end(events.Later(held.Wait), "retry")
+	case errors.Is(err, errMovedOn):
+	case errors.Is(err, route.ErrDeclined):
+		return end(s.retry(log, err, "recording the submit attempt"))
+	case err != nil:
+		return move{to: stepFailed, rec: after, err: err}
+	default:
+		faultpoint.Hit("after-submit") // the provider has the job; the record does not know yet
+		return move{to: stepCreated, rec: after, status: st}
+	}
+	// The record moved on meanwhile: another process's attempt, a cancel,
+	// or the job created or ended (a duplicate, a redelivery).
+	if st := nextStep(after.Job, in.routeName, in.seq); st == stepFinished || st == stepResume {
+		// The slots just taken that its record does not name are nobody's.
+		if err := g.Free(ctx, j.ID, after.Slots); err != nil {
+			log.Warn().Err(err).Msg("freeing running slots taken for a job created already failed; the repair frees them")
+		}
+	}
+	if fresh == nil && after.SubmitInDoubt && after.RemoteID == "" && !after.State.Terminal() {
+		return end(events.Later(s.callTimeout(r)), "retry") // another process's attempt under way
+	}
+	return decided(after)
 }
+
+// errMovedOn declines a create whose attempt found the record moved on.
+var errMovedOn = errors.New("the job's record moved on")
 
 // request is what a create (or a find) of job j sends the provider.
 func (s *Service) request(r *route.Route, j *state.Job) provider.SubmitRequest {
@@ -78,50 +126,31 @@ func (s *Service) request(r *route.Route, j *state.Job) provider.SubmitRequest {
 }
 
 // create asks the route's gate for a create of job j. Once the call is
-// admitted, attempt records it (the record's attempt marked) and says
-// whether to make it; the record it returns is the one create returns,
-// with attempt's error.
-func (s *Service) create(ctx context.Context, r *route.Route, j *state.Job, log zerolog.Logger, attempt func(context.Context) (jobs.Record, bool, error)) (route.Answer, jobs.Record, error) {
+// admitted, mark records it (the record's attempt marked) and says
+// whether to make it; create returns the provider's answer (or the
+// gate's: a *route.HeldError, errMovedOn when mark declined, mark's own
+// error wrapped with route.ErrDeclined) and the record mark returned.
+func (s *Service) create(ctx context.Context, r *route.Route, j *state.Job, mark func(context.Context) (jobs.Record, bool, error), log zerolog.Logger) (provider.Status, jobs.Record, error) {
 	var rec jobs.Record
-	var err error
-	var span trace.Span
-	ans := s.gate[r.Name].Call(ctx, route.Call{Op: route.OpSubmit, Request: s.request(r, j), Log: &log,
-		Ready: func(ctx context.Context) (context.Context, bool) {
+	st, err := s.gate[r.Name].Call(ctx, route.Call{Op: route.OpSubmit, Request: s.request(r, j), Job: j, Log: &log,
+		Ready: func(ctx context.Context) (*state.Job, error) {
 			var ok bool
-			if rec, ok, err = attempt(ctx); !ok {
-				return ctx, false
+			var err error
+			if rec, ok, err = mark(ctx); err != nil {
+				return nil, err
 			}
-			ctx, span = s.callSpan(ctx, r, "submit", rec.Job)
-			return ctx, true
+			if !ok {
+				return nil, errMovedOn
+			}
+			return rec.Job, nil
 		}})
-	if ans.Called {
-		endCall(span, ans.Status, ans.Err)
-	}
-	return ans, rec, err
-}
-
-// createdOr is where a create leads: its answer (created, or failed), a
-// wait when it was not admitted (the route paused, the budget busy), a
-// retry when its attempt could not be recorded (what); false when the
-// attempt found the record moved on, which the caller takes up.
-func (s *Service) createdOr(ans route.Answer, rec jobs.Record, err error, what string, log zerolog.Logger) (move, bool) {
-	switch {
-	case ans.Called && ans.Err != nil:
-		return move{to: stepFailed, rec: rec, err: ans.Err}, true
-	case ans.Called:
-		faultpoint.Hit("after-submit") // the provider has the job; the record does not know yet
-		return move{to: stepCreated, rec: rec, status: ans.Status}, true
-	case !ans.Skipped:
-		return end(events.Later(ans.Wait), "retry"), true
-	case err != nil:
-		return end(s.retry(log, err, what)), true
-	}
-	return move{}, false
+	return st, rec, err
 }
 
 // created records the provider's acceptance of the job (the owner keeps
-// retrying until it lands) and cancels the job at once if a cancel came
-// meanwhile.
+// retrying until it lands). A cancel that came meanwhile, whose own
+// message found the job without a remote id, is carried out by the
+// resume step the record leads to (rearm).
 func (s *Service) created(ctx context.Context, in intake, rec jobs.Record, st provider.Status, log zerolog.Logger) move {
 	r := in.route
 	now := s.cfg.Now().UTC()
@@ -143,21 +172,8 @@ func (s *Service) created(ctx context.Context, in intake, rec jobs.Record, st pr
 	}
 	log.Info().Str("remote_id", rec.RemoteID).Str("state", string(rec.State)).Msg("submitted")
 	s.indexRemote(ctx, r, rec.Job, log)
-	if !rec.CancelRequestedAt.IsZero() && !rec.State.Terminal() {
-		// The cancel's own message has gone: this one carries it out.
-		for {
-			err := s.cancelRemote(ctx, r, rec, log)
-			var p *paused
-			if !errors.As(err, &p) {
-				if err != nil {
-					log.Warn().Err(err).Msg("canceling the job after it was submitted failed; polling follows it")
-				}
-				break
-			}
-			if !schedule.Sleep(ctx, p.wait) {
-				break
-			}
-		}
+	if cancelPending(rec.Job) {
+		return decided(rec)
 	}
 	return end(events.Done(), "submitted")
 }
@@ -194,10 +210,11 @@ func (s *Service) submitFailed(ctx context.Context, in intake, rec jobs.Record, 
 		d, _ := s.paused(r)
 		return end(events.Later(d+schedule.Jitter(100*time.Millisecond, schedule.RetryJitter, s.rnd)), "retry")
 	case outAnswered:
-		if _, uerr := s.jobs.Refused(ctx, rec, provider.MessageOf(err), nil); uerr != nil {
+		after, uerr := s.jobs.Failed(ctx, rec, provider.MessageOf(err))
+		if uerr != nil {
 			return end(s.retry(log, uerr, "clearing the attempt"))
 		}
-		backoff := s.backoff(in)
+		backoff := s.backoff(after.SubmitFailures)
 		log.Warn().Err(err).Dur("retry_in", backoff).Msg("submit failed; retrying")
 		return end(events.Later(backoff), "retry")
 	}

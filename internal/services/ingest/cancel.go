@@ -2,12 +2,12 @@ package ingest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pollux-dev/pollux/internal/core/jobs"
 	"github.com/pollux-dev/pollux/internal/core/route"
@@ -24,7 +24,7 @@ func (s *Service) cancel(ctx context.Context, in intake) (events.Outcome, string
 		return s.reject(ctx, in, rejectionID(in.kind, in.routeName, data, in.seq, in.stored), err)
 	}
 	log := in.logger(s.log, m.ID)
-	rec, err := s.jobs.RequestCancelBy(ctx, in.routeName, m.ID, m.Reason, m.By)
+	rec, ended, err := s.jobs.RequestCancelBy(ctx, in.routeName, m.ID, m.Reason, m.By)
 	switch {
 	case errors.Is(err, state.ErrNotFound):
 		return s.reject(ctx, in, m.ID, &events.FieldError{Field: "id", Problem: "no such job"})
@@ -32,70 +32,70 @@ func (s *Service) cancel(ctx context.Context, in intake) (events.Outcome, string
 		return s.reject(ctx, in, m.ID, &events.FieldError{Field: "id", Problem: fmt.Sprintf("the job is on route %s, not %s", rec.Route, in.routeName)})
 	case err != nil:
 		return s.retry(log, err, "recording the cancel request")
+	case ended:
+		// It never reached the provider (held, waiting for a slot, between
+		// tries): the request ended it.
+		log.Info().Msg("canceled before it was submitted")
+		return events.Done(), "canceled"
 	}
 	switch cancelNext(rec.Job, in.route.Adapter.Info().Cancel) {
 	case cancelFinished:
 		log.Info().Str("state", string(rec.State)).Msg("cancel of a finished job ignored")
 		return events.Done(), "duplicate"
 	case cancelUnsubmitted:
-		if !rec.SubmitInDoubt {
-			// Not reaching the provider (waiting for a slot, or between
-			// tries): it ends now; a call that starts meanwhile sees the
-			// request instead.
-			obs := state.Observation{State: state.Canceled, Reason: "canceled before it was submitted", Source: state.FromCancel, At: s.cfg.Now().UTC()}
-			if _, err := s.jobs.End(ctx, rec, obs, jobs.UnlessSubmitted); err != nil {
-				return s.retry(log, err, "recording the cancel")
-			}
-		}
-		log.Info().Msg("cancel requested before submission")
+		// Its create is under way, or in doubt: the submission sees the
+		// request, and cancels the job once it is created (rearm).
+		log.Info().Msg("cancel requested while the job's create is under way")
 		return events.Done(), "canceled"
 	case cancelUnsupported:
 		return s.reject(ctx, in, m.ID, fmt.Errorf("route %s's provider cannot cancel jobs; the job is still tracked", in.routeName))
 	}
 	err = s.cancelRemote(ctx, in.route, rec, log)
-	var p *paused
+	var held *route.HeldError
 	switch {
-	case errors.As(err, &p):
-		return events.Later(p.wait), "retry"
+	case errors.As(err, &held):
+		return events.Later(held.Wait), "retry"
 	case err != nil:
-		return events.Later(s.backoff(in)), "retry"
+		return events.Later(s.backoff(int(in.attempt))), "retry"
 	}
 	return events.Done(), "canceled"
 }
 
-// paused is the refusal of a call because the route is paused: wait is
-// how long until it may be made.
-type paused struct{ wait time.Duration }
+// cancelPending reports whether job j, created, has a cancel request that
+// its own message may have found before the remote id was recorded.
+func cancelPending(j *state.Job) bool {
+	return !j.CancelRequestedAt.IsZero() && j.RemoteID != "" && !j.State.Terminal()
+}
 
-func (p *paused) Error() string { return fmt.Sprintf("the route is paused for %s", p.wait) }
+// cancelAgain publishes a cancel request for job j, once per create
+// attempt (Nats-Msg-Id): its handling calls the provider.
+func (s *Service) cancelAgain(ctx context.Context, j *state.Job) error {
+	b, err := json.Marshal(events.Cancel{V: events.Version, ID: j.ID, Reason: j.CancelReason, By: j.CancelRequestedBy})
+	if err != nil {
+		return err
+	}
+	_, err = s.js.Publish(ctx, s.ns.Cancel(j.Route), b, jetstream.WithMsgID("cancel-created:"+j.ID+":"+j.AttemptID))
+	return err
+}
 
 // cancelRemote asks the provider to cancel the job and hands its answer to
-// the owner.
+// the owner; a *route.HeldError when the gate held the call.
 func (s *Service) cancelRemote(ctx context.Context, r *route.Route, rec jobs.Record, log zerolog.Logger) error {
-	var span trace.Span
-	ans := s.gate[r.Name].Call(ctx, route.Call{Op: route.OpCancel, Ref: provider.JobRef(rec.Job), Log: &log,
-		Ready: func(ctx context.Context) (context.Context, bool) {
-			ctx, span = s.callSpan(ctx, r, "cancel", nil)
-			return ctx, true
-		}})
+	st, err := s.gate[r.Name].Call(ctx, route.Call{Op: route.OpCancel, Ref: provider.JobRef(rec.Job), Job: rec.Job, Log: &log})
+	var held *route.HeldError
 	switch {
-	case ans.Paused:
-		return &paused{wait: ans.Wait}
-	case !ans.Called:
-		return ans.Err
-	}
-	endCall(span, provider.Status{}, ans.Err)
-	if err := ans.Err; err != nil {
-		if provider.ClassOf(err) == provider.NotFound {
-			log.Warn().Msg("cancel: the provider does not know the job; polling will reconcile")
-			return nil
-		}
+	case errors.As(err, &held):
+		return err
+	case err != nil && provider.ClassOf(err) == provider.NotFound:
+		log.Warn().Msg("cancel: the provider does not know the job; polling will reconcile")
+		return nil
+	case err != nil:
 		log.Warn().Err(err).Msg("cancel call failed")
 		return err
 	}
-	obs := ans.Status.Observation
+	obs := st.Observation
 	obs.Source, obs.At = state.FromCancel, s.cfg.Now().UTC()
-	rec, err := s.jobs.Canceled(ctx, rec, obs)
+	rec, err = s.jobs.Canceled(ctx, rec, obs)
 	if err != nil {
 		return err
 	}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pollux-dev/pollux/internal/core/jobs"
 	"github.com/pollux-dev/pollux/internal/core/route"
@@ -31,27 +30,30 @@ func (s *Service) inDoubt(ctx context.Context, in intake, rec jobs.Record, inter
 	case res == resolveWait:
 		return end(events.Later(until.Sub(s.cfg.Now())), "retry")
 	case interrupted && res == resolveRetry:
-		return end(events.Later(s.backoff(in)), "retry")
+		return end(events.Later(s.backoff(rec.SubmitFailures+1)), "retry")
 	}
 	switch res {
 	case resolveLost:
 		return move{to: stepLost, rec: rec, reason: lostReason(r, rec.Job)}
 	case resolveFind:
-		ans := s.find(ctx, r, rec.Job)
-		switch err := ans.Err; {
+		st, err := s.find(ctx, r, rec.Job)
+		var held *route.HeldError
+		switch {
+		case err == nil:
+			log.Info().Str("remote_id", st.RemoteID).Msg("the submission in doubt was found at the provider")
+			return move{to: stepCreated, rec: rec, status: st}
+		case errors.Is(err, route.ErrNoSuchJob):
+			log.Info().Msg("the provider does not have the submission in doubt; submitting it")
 		case errors.Is(err, provider.ErrCannotTell) && r.Adapter.Info().Idempotent:
 			log.Info().Err(err).Msg("the provider cannot tell whether it has the submission in doubt; it deduplicates, so submitting it again")
-			return move{to: stepSubmit, rec: rec}
 		case errors.Is(err, provider.ErrCannotTell):
 			return move{to: stepLost, rec: rec, reason: cannotTellReason(r, rec.Job, err)}
-		case err != nil || !ans.Called:
-			log.Warn().Err(err).Bool("paused", ans.Paused).Msg("looking the submission in doubt up at the provider failed; retrying")
-			return end(events.Later(s.backoff(in)), "retry")
-		case ans.Found:
-			log.Info().Str("remote_id", ans.Status.RemoteID).Msg("the submission in doubt was found at the provider")
-			return move{to: stepCreated, rec: rec, status: ans.Status}
+		case errors.As(err, &held):
+			return end(events.Later(held.Wait), "retry")
+		default:
+			log.Warn().Err(err).Msg("looking the submission in doubt up at the provider failed; retrying")
+			return end(events.Later(s.backoff(rec.SubmitFailures+1)), "retry")
 		}
-		log.Info().Msg("the provider does not have the submission in doubt; submitting it")
 	}
 	// Submit again: the provider deduplicates, or it said it has no such
 	// job.
@@ -74,20 +76,12 @@ func (s *Service) giveUp(ctx context.Context, rec jobs.Record, reason string, lo
 }
 
 // find asks the provider for the job a submission created, under the
-// status budget.
-func (s *Service) find(ctx context.Context, r *route.Route, j *state.Job) route.Answer {
+// status budget: its status when found, route.ErrNoSuchJob when not.
+func (s *Service) find(ctx context.Context, r *route.Route, j *state.Job) (provider.Status, error) {
 	g := s.gate[r.Name]
 	req := s.request(r, j)
-	req.AttemptedAt, req.AttemptEnded = j.AttemptedAt, j.AttemptedAt.Add(g.Timeout())
-	var span trace.Span
-	ans := g.Call(ctx, route.Call{Op: route.OpFind, Request: req, Ready: func(ctx context.Context) (context.Context, bool) {
-		ctx, span = s.callSpan(ctx, r, "find", nil)
-		return ctx, true
-	}})
-	if ans.Called {
-		endCall(span, provider.Status{}, ans.Err)
-	}
-	return ans
+	req.AttemptedAt, req.AttemptEnded = j.AttemptedAt, j.AttemptedAt.Add(g.Timeout(route.OpSubmit))
+	return g.Call(ctx, route.Call{Op: route.OpFind, Request: req, Job: j})
 }
 
 // reconnects is when this process's NATS connection was last

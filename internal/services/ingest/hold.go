@@ -33,12 +33,23 @@ func (s *Service) paused(r *route.Route) (time.Duration, string) {
 	return s.gate[r.Name].Hold()
 }
 
-// hold keeps a stored job that is not submitted waiting for its route's
-// pause to end (d, why): its record says so, and its message comes back
-// then. A job that moved on meanwhile (a cancel ended it) is taken from
-// where it stands.
-func (s *Service) hold(ctx context.Context, in intake, rec jobs.Record, d time.Duration, why string, log zerolog.Logger) move {
-	after, err := s.jobs.Hold(ctx, rec, why)
+// hold is the held step: a job not yet submitted waits for its route's
+// pause to end (d, why). Its record says so — a first delivery's job is
+// stored waiting, the one write of its delivery — and its message comes
+// back then. A job that moved on meanwhile (a cancel ended it) is taken
+// from where it stands.
+func (s *Service) hold(ctx context.Context, in intake, m move, d time.Duration, why string, log zerolog.Logger) move {
+	var after jobs.Record
+	var err error
+	if m.fresh != nil {
+		m.fresh.WaitingFor = why
+		var created bool
+		if after, created, err = s.jobs.Accept(ctx, m.fresh); err == nil && !created {
+			return decided(after) // stored already: its record says what is next
+		}
+	} else {
+		after, err = s.jobs.Hold(ctx, m.rec, why)
+	}
 	if err != nil {
 		return end(s.retry(log, err, "recording the job held"))
 	}

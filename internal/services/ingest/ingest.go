@@ -30,9 +30,6 @@ type Metrics struct {
 	// failed, held: waiting for its paused route; busy: its job under way
 	// in this process).
 	Submission func(route, kind, outcome string)
-	// ProviderCall observes a submit, find or cancel call by route,
-	// operation and result class ("ok" or a provider error class).
-	ProviderCall func(route, op, class string, d time.Duration)
 	// Orphans counts intake messages removed although acknowledged
 	// (consume.SweepOrphans).
 	Orphans func(n int)
@@ -65,8 +62,6 @@ type Config struct {
 	// Sweep is how often the consumers' orphans are looked for (default
 	// consume.DefaultSweep).
 	Sweep time.Duration
-	// CallTimeout bounds one provider call (default 30s).
-	CallTimeout time.Duration
 	// RepairInterval is how often running slots no job holds are looked
 	// for (default route.RepairInterval), and RepairGrace how old a slot
 	// no record names must be to be freed (default route.RepairGrace).
@@ -85,17 +80,17 @@ type Config struct {
 
 // Service is a running ingester.
 type Service struct {
-	cfg    Config
-	js     jetstream.JetStream
-	res    *events.Resources
-	jobs   jobs.Intake
-	pauses *route.Pauses
-	ns     events.Namespace
-	log    zerolog.Logger
-	rnd    *rand.Rand
+	cfg  Config
+	js   jetstream.JetStream
+	res  *events.Resources
+	jobs jobs.Intake
+	ns   events.Namespace
+	log  zerolog.Logger
+	rnd  *rand.Rand
 
-	// gates are the routes' gates to their providers (budgets at every
-	// level, running slots), set up by Run; gate is each route's.
+	// gates are the process's gates to the providers (budgets at every
+	// level, running slots, pauses); gate is each route's, opened by Run
+	// with its submit budgets.
 	gates *route.Gates
 	gate  map[string]*route.Gate
 	// queues are the admission queues of the capped routes, by queue
@@ -110,19 +105,22 @@ type Service struct {
 	reconnects reconnects
 }
 
-// New validates the configuration and prepares the service.
-func New(cfg Config, js jetstream.JetStream, ns events.Namespace, res *events.Resources, owner jobs.Intake, pauses *route.Pauses) (*Service, error) {
+// New validates the configuration and prepares the service, which calls
+// the providers through the process's gates.
+func New(cfg Config, js jetstream.JetStream, ns events.Namespace, res *events.Resources, owner jobs.Intake, gates *route.Gates) (*Service, error) {
 	if len(cfg.Routes) == 0 {
 		return nil, errors.New("ingest: Routes: at least one route is required")
 	}
+	if gates == nil {
+		return nil, errors.New("ingest: the process's gates are required")
+	}
 	cfg.SweepInterval = cmp.Or(cfg.SweepInterval, 5*time.Second)
-	cfg.CallTimeout = cmp.Or(cfg.CallTimeout, 30*time.Second)
 	cfg.RepairInterval = cmp.Or(cfg.RepairInterval, route.RepairInterval)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
 	return &Service{
-		cfg: cfg, js: js, res: res, jobs: owner, pauses: pauses, ns: ns,
+		cfg: cfg, js: js, res: res, jobs: owner, gates: gates, ns: ns,
 		log: cfg.Logger, rnd: schedule.NewRand(cfg.Seed),
 	}, nil
 }
@@ -131,16 +129,7 @@ func New(cfg Config, js jetstream.JetStream, ns events.Namespace, res *events.Re
 // before any route starts: a setup that fails returns with nothing left
 // running.
 func (s *Service) Run(ctx context.Context) error {
-	s.gates = route.NewGates(s.js, s.ns, s.res.Slots, s.cfg.Options, s.pauses, route.GateConfig{
-		Submit: true, CallTimeout: s.cfg.CallTimeout, Logger: s.log, Rand: s.rnd,
-		Observe: func(routeName string, op route.Op, class string, d time.Duration) {
-			if s.cfg.Metrics.ProviderCall != nil {
-				s.cfg.Metrics.ProviderCall(routeName, string(op), class, d)
-			}
-		},
-	})
 	s.gate, s.queues = map[string]*route.Gate{}, map[string]*queue{}
-	defer s.gates.Close() // leases kept for reuse go back to the fleet now
 	consumers := map[string]jetstream.Consumer{}
 	for _, r := range s.cfg.Routes {
 		if err := s.setup(ctx, r, consumers); err != nil {
@@ -204,7 +193,7 @@ func (s *Service) Run(ctx context.Context) error {
 func (s *Service) setup(ctx context.Context, r *route.Route, consumers map[string]jetstream.Consumer) error {
 	sctx, cancel := context.WithTimeout(ctx, startupTimeout)
 	defer cancel()
-	g, err := s.gates.Open(sctx, r)
+	g, err := s.gates.OpenSubmit(sctx, r)
 	if err != nil {
 		return err
 	}
@@ -300,10 +289,12 @@ func (s *Service) retry(log zerolog.Logger, err error, what string) (events.Outc
 	return events.Later(schedule.Jitter(time.Second, schedule.RetryJitter, s.rnd)), "retry"
 }
 
-// backoff is the wait before the next attempt of a provider call that
-// failed on the message's attempt-th delivery.
-func (s *Service) backoff(in intake) time.Duration {
-	return schedule.Backoff{Base: time.Second, Max: time.Minute}.Next(int(in.attempt), s.rnd)
+// backoff is the wait before the next try of a provider call that
+// failed n times in a row for reasons of its own: a create's are the job's
+// SubmitFailures, never the tries a route pause sent back (those wait for
+// the pause alone), a cancel's its message's deliveries.
+func (s *Service) backoff(n int) time.Duration {
+	return schedule.Backoff{Base: time.Second, Max: time.Minute}.Next(n, s.rnd)
 }
 
 // reject publishes a rejected event naming the problem; the message ends.
@@ -330,7 +321,7 @@ func (s *Service) attemptID() string {
 	return strconv.FormatUint(s.rnd.Uint64(), 36)
 }
 
-// callTimeout is the route's provider call timeout.
+// callTimeout is the route's timeout of a create.
 func (s *Service) callTimeout(r *route.Route) time.Duration {
-	return s.gate[r.Name].Timeout()
+	return s.gate[r.Name].Timeout(route.OpSubmit)
 }

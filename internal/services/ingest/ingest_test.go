@@ -131,12 +131,12 @@ func startWith(t *testing.T, a provider.Adapter, rc config.Route, tune func(*sta
 		tune(st)
 	}
 	repaired := new(atomic.Int64)
-	cfg := ingest.Config{Routes: st.Routes, Options: st.Options, CallTimeout: time.Second, RepairInterval: time.Second}
+	cfg := ingest.Config{Routes: st.Routes, Options: st.Options, RepairInterval: time.Second}
 	cfg.Metrics.Repaired = func(_ string, n int) { repaired.Add(int64(n)) }
 	if set != nil {
 		set(&cfg)
 	}
-	svc, err := ingest.New(cfg, st.JS, st.NS, st.Res, st.Jobs.Intake(), st.Pauses)
+	svc, err := ingest.New(cfg, st.JS, st.NS, st.Res, st.Jobs.Intake(), st.Gates(route.GateConfig{CallTimeout: time.Second}))
 	require.NoError(t, err)
 	st.Go(svc.Run)
 	return &rig{Stack: st, t: t, repaired: repaired}
@@ -372,7 +372,7 @@ func TestRunFailingOnASecondRouteLeavesNothingRunning(t *testing.T) {
 	_, err := s.Res.Intake.CreateConsumer(s.Ctx(), jetstream.ConsumerConfig{Durable: s.NS.IngestConsumer("bad"),
 		FilterSubject: s.NS.Submit("bad"), AckPolicy: jetstream.AckExplicitPolicy})
 	require.NoError(t, err)
-	svc, err := ingest.New(ingest.Config{Routes: s.Routes, Options: s.Options}, s.JS, s.NS, s.Res, s.Jobs.Intake(), s.Pauses)
+	svc, err := ingest.New(ingest.Config{Routes: s.Routes, Options: s.Options}, s.JS, s.NS, s.Res, s.Jobs.Intake(), s.Gates(route.GateConfig{}))
 	require.NoError(t, err)
 	var ie *events.IncompatibleError
 	require.ErrorAs(t, svc.Run(s.Ctx()), &ie)

@@ -93,7 +93,7 @@ func (s *Service) choose(mr *route.ModelRoute, id string, m *events.Submit, in i
 	now := s.cfg.Now().UTC()
 	states := make([]route.MemberState, len(mr.Members))
 	for i, mb := range mr.Members {
-		states[i].Paused = s.pauses.Hold(mb.Route) > 0
+		states[i].Paused = s.gates.Pauses().Hold(mb.Route) > 0
 		if q := s.queues[mb.Route.Queue()]; q != nil && q.busy() {
 			states[i].Waiting = true
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/pollux-dev/pollux/internal/core/route"
 	"github.com/pollux-dev/pollux/internal/platform/config"
 	"github.com/pollux-dev/pollux/internal/services/ingest"
 	"github.com/pollux-dev/pollux/internal/testkit/stack"
@@ -67,7 +68,7 @@ func startModels(t *testing.T) *models {
 	})
 	known := &knowing{median: map[string]float64{}}
 	svc, err := ingest.New(ingest.Config{Routes: st.Routes, ModelRoutes: st.ModelRoutes, Learned: known, Options: st.Options,
-		CallTimeout: time.Second, SweepInterval: 50 * time.Millisecond}, st.JS, st.NS, st.Res, st.Jobs.Intake(), st.Pauses)
+		SweepInterval: 50 * time.Millisecond}, st.JS, st.NS, st.Res, st.Jobs.Intake(), st.Gates(route.GateConfig{CallTimeout: time.Second}))
 	require.NoError(t, err)
 	st.Go(svc.Run)
 	return &models{rig: &rig{Stack: st, t: t}, a: fa, b: fb, known: known}

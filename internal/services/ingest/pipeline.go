@@ -20,14 +20,17 @@ import (
 // job's record needs; each step does one thing — a provider call through
 // the route's gate, or a decision handed to the jobs' owner as a value —
 // and returns a move: the record as it now stands (the loop decides
-// again), the step its result leads to (a create's answer, a loss), or
-// the end of the handling, with the message's outcome. No step calls
-// another; the loop alone goes from one to the next.
+// again), the step its result leads to (a create's answer, a loss, a
+// wait), or the end of the handling, with the message's outcome. No step
+// calls another; the loop alone goes from one to the next.
 //
-//	first delivery (submit.go) ──► decide ──► submit (attempt.go) ──► created ──► end
-//	                                 │  ▲            │     │
-//	                                 │  └── record ──┘     └─► failed ──► in doubt (doubt.go) ──► lost
-//	                                 └─► resume, finished, duplicate, reject, cancel, wait ──► end
+//	first delivery (submit.go) ─────────────┐ the job, unstored
+//	redelivery ──► decide ──► submit (attempt.go) ──► created ──► end
+//	                 │  ▲      │    │     │
+//	                 │  │      │    │     └─► failed ──► in doubt (doubt.go) ──► lost
+//	                 │  │      │    └─► wait (submit.go: the admission queue) ──► end
+//	                 │  └──────┴─► held (hold.go: the route is paused) ──► end
+//	                 └─► resume, finished, duplicate, reject, cancel ──► end
 
 // Steps a step leads to; nextStep never answers them.
 const (
@@ -39,7 +42,7 @@ const (
 	stepFailed
 	// stepLost: the submission in doubt is given up (move.reason).
 	stepLost
-	// stepWait: the stored job waits for a running slot: queue it.
+	// stepWait: the job waits for a running slot: queue it.
 	stepWait
 )
 
@@ -48,6 +51,9 @@ const (
 type move struct {
 	to  step
 	rec jobs.Record
+	// fresh is a first delivery's job, not stored yet (rec is then
+	// empty), for stepSubmit and stepWait.
+	fresh *state.Job
 	// status is a create's (or a find's) answer, for stepCreated.
 	status provider.Status
 	// err is a create's error, for stepFailed.
@@ -111,9 +117,9 @@ func (s *Service) step(ctx context.Context, in intake, m move, log zerolog.Logge
 	case stepLost:
 		return s.giveUp(ctx, m.rec, m.reason, log)
 	case stepWait:
-		return s.enqueue(ctx, in, m.rec.Job, true, log)
+		return s.enqueue(ctx, in, m, log)
 	}
-	return s.submitAgain(ctx, in, m.rec, log)
+	return s.attempt(ctx, in, m, log)
 }
 
 // taken ends a submission whose id a job on another route has.
@@ -127,17 +133,27 @@ func (s *Service) taken(ctx context.Context, in intake, rec jobs.Record) move {
 }
 
 // rearm makes sure a created or finished job's events are out and its
-// check armed (a redelivery after a crash), ending as result.
+// check armed (a redelivery after a crash), ending as result. A cancel
+// recorded while its create was under way (its own message found no
+// remote id to cancel) is handed to a cancel message of its own, so it
+// waits out a pause, and retries, as any cancel does (cancel.go).
 func (s *Service) rearm(ctx context.Context, rec jobs.Record, result, what string, log zerolog.Logger) move {
 	if err := s.jobs.Resume(ctx, rec); err != nil {
 		return end(s.retry(log, err, what))
+	}
+	if cancelPending(rec.Job) {
+		if err := s.cancelAgain(ctx, rec.Job); err != nil {
+			return end(s.retry(log, err, "sending the cancel requested during the create"))
+		}
+		log.Info().Msg("the cancel requested while the job was being created is sent")
+		result = "submitted"
 	}
 	return end(events.Done(), result)
 }
 
 // withdraw ends a job whose cancel came before it was submitted.
 func (s *Service) withdraw(ctx context.Context, rec jobs.Record, log zerolog.Logger) move {
-	obs := state.Observation{State: state.Canceled, Reason: "canceled before it was submitted", Source: state.FromCancel, At: s.cfg.Now().UTC()}
+	obs := state.Observation{State: state.Canceled, Reason: jobs.CanceledBeforeSubmit, Source: state.FromCancel, At: s.cfg.Now().UTC()}
 	if _, err := s.jobs.End(ctx, rec, obs, jobs.Always); err != nil {
 		return end(s.retry(log, err, "recording the cancel"))
 	}

@@ -9,7 +9,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
-	"github.com/pollux-dev/pollux/internal/core/jobs"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
@@ -38,9 +37,13 @@ func (s *Service) submitJob(ctx context.Context, in intake, m *events.Submit, id
 	})
 }
 
-// first is a submission's first step: its job, validated, is stored —
-// on a first delivery with its first attempt marked, right before the
-// call — or, where that cannot be, stored to wait, or found stored.
+// first is a submission's first step: it builds its job, validated, and
+// moves to the submit step (attempt.go) with it unstored — the record is
+// created with the first attempt marked, right before the call, so a
+// first delivery costs one write. A redelivery, or a submission whose
+// deadline passed while it waited in the intake, is stored (most often
+// it is already: waiting, in doubt, created) and taken from where its
+// record stands.
 func (s *Service) first(ctx context.Context, in intake, m *events.Submit, id string, routing *state.Routing, log zerolog.Logger) move {
 	now := s.cfg.Now().UTC()
 	r := in.route
@@ -64,53 +67,12 @@ func (s *Service) first(ctx context.Context, in intake, m *events.Submit, id str
 		Routing:          routing,
 		SubmittedBy:      m.By, SubmitReason: m.Reason, ResubmitOf: m.ResubmitOf,
 	}
-	if _, why := s.paused(r); why != "" {
-		// Stored to wait (seen, and cancelable, meanwhile): submitAgain
-		// holds it until the pause ends.
-		j.WaitingFor = why
-		return s.store(ctx, j, log)
-	}
 	if in.attempt > 1 || !now.Before(dl) {
-		// A redelivery: the job is most likely stored already (waiting for
-		// a slot or a pause's end, in doubt, created); its record says
-		// what is next. One whose deadline passed while it waited expires
-		// without a create (submitAgain).
+		// A redelivery: its record says what is next. One whose deadline
+		// passed while it waited expires without a create (attempt).
 		return s.store(ctx, j, log)
 	}
-	// The record is created with its first attempt marked and its running
-	// slots named, right before the call: a slot must be free at every
-	// level, and the route free to call.
-	if q := s.queues[r.Queue()]; q != nil && q.busy() {
-		// Others wait for the slots: it queues behind them.
-		j.WaitingFor = "queue " + q.name
-		return s.enqueue(ctx, in, j, false, log)
-	}
-	g := s.gate[r.Name]
-	slots, full, err := g.Take(ctx, id, nil)
-	if err != nil {
-		return end(s.retry(log, err, "taking a running slot"))
-	}
-	if full != "" {
-		j.WaitingFor = full
-		return s.enqueue(ctx, in, j, false, log)
-	}
-	j.Slots = slots
-	ans, rec, err := s.create(ctx, r, j, log, func(ctx context.Context) (jobs.Record, bool, error) {
-		j.SubmitAttempts, j.SubmitInDoubt, j.AttemptedAt, j.AttemptID = 1, true, now, s.attemptID()
-		rec, created, err := s.jobs.Accept(ctx, j)
-		return rec, err == nil && created, err
-	})
-	if m, ok := s.createdOr(ans, rec, err, "creating the job", log); ok {
-		return m // a slot taken and not recorded stays the job's: its next delivery finds it
-	}
-	if st := nextStep(rec.Job, in.routeName, in.seq); st == stepFinished || st == stepResume {
-		// Created or ended already (a redelivery): the slots just taken
-		// that its record does not name are nobody's.
-		if err := g.Free(ctx, id, rec.Slots); err != nil {
-			log.Warn().Err(err).Msg("freeing running slots taken for a job created already failed; the repair frees them")
-		}
-	}
-	return decided(rec)
+	return move{to: stepSubmit, fresh: j}
 }
 
 // store stores a submission's job without a submit attempt, and takes it
@@ -123,24 +85,27 @@ func (s *Service) store(ctx context.Context, j *state.Job, log zerolog.Logger) m
 	return decided(rec)
 }
 
-// enqueue stores a submission's job, waiting (so that it can be seen,
-// and canceled, while it waits), and publishes its admission ticket: the
-// job waits in JetStream for the admission queue (queue.go) to start it.
-// The intake message is done then. A job stored already is taken from
-// where it stands; one handled by the queue itself just goes back to it.
-func (s *Service) enqueue(ctx context.Context, in intake, j *state.Job, stored bool, log zerolog.Logger) move {
+// enqueue is the wait step: the job waits for a running slot in the
+// admission queue (queue.go). It is stored waiting first when it is not
+// yet (fresh: a first delivery that found the slots taken, or others
+// queued before it), so that it can be seen, and canceled, while it
+// waits; then its admission ticket is published, and the intake message
+// is done. A job the queue itself started just goes back to it.
+func (s *Service) enqueue(ctx context.Context, in intake, m move, log zerolog.Logger) move {
 	r := in.route
 	if in.queued {
 		return end(events.Later(slotWait), "waiting")
 	}
-	if !stored {
-		rec, created, err := s.jobs.Accept(ctx, j)
+	j := m.rec.Job
+	if m.fresh != nil {
+		rec, created, err := s.jobs.Accept(ctx, m.fresh)
 		if err != nil {
 			return end(s.retry(log, err, "creating the job"))
 		}
 		if !created && nextStep(rec.Job, in.routeName, in.seq) != stepSubmit {
 			return decided(rec) // moved on meanwhile
 		}
+		j = m.fresh
 	}
 	b, err := json.Marshal(events.Ticket{V: events.Version, JobID: j.ID, Route: r.Name})
 	if err != nil {

@@ -2,6 +2,7 @@ package ingest_test
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pollux-dev/pollux/internal/core/jobs"
+	"github.com/pollux-dev/pollux/internal/core/route"
 	"github.com/pollux-dev/pollux/internal/platform/config"
 	"github.com/pollux-dev/pollux/internal/services/ingest"
 	"github.com/pollux-dev/pollux/internal/testkit/stack"
@@ -51,13 +53,13 @@ func TestARedeliveryWaitsForTheAnswerItsProcessHolds(t *testing.T) {
 	var later atomic.Int64 // how far the service's clock is ahead
 	now := func() time.Time { return time.Now().Add(time.Duration(later.Load())) }
 	busy := new(atomic.Int64)
-	cfg := ingest.Config{Routes: s.Routes, Options: s.Options, CallTimeout: 5 * time.Second, Now: now}
+	cfg := ingest.Config{Routes: s.Routes, Options: s.Options, Now: now}
 	cfg.Metrics.Submission = func(_, _, result string) {
 		if result == "busy" {
 			busy.Add(1)
 		}
 	}
-	svc, err := ingest.New(cfg, s.JS, s.NS, s.Res, s.Jobs.Intake(), s.Pauses)
+	svc, err := ingest.New(cfg, s.JS, s.NS, s.Res, s.Jobs.Intake(), s.Gates(route.GateConfig{CallTimeout: 5 * time.Second}))
 	require.NoError(t, err)
 	s.Go(svc.Run)
 
@@ -94,9 +96,9 @@ func TestADoubtWaitsForAnotherProcessAfterAReconnect(t *testing.T) {
 		Adapters:    map[string]provider.Adapter{"fake": f},
 	})
 	handled := new(atomic.Int64)
-	cfg := ingest.Config{Routes: s.Routes, Options: s.Options, CallTimeout: time.Second}
+	cfg := ingest.Config{Routes: s.Routes, Options: s.Options}
 	cfg.Metrics.Submission = func(_, _, _ string) { handled.Add(1) }
-	svc, err := ingest.New(cfg, s.JS, s.NS, s.Res, s.Jobs.Intake(), s.Pauses)
+	svc, err := ingest.New(cfg, s.JS, s.NS, s.Res, s.Jobs.Intake(), s.Gates(route.GateConfig{CallTimeout: time.Second}))
 	require.NoError(t, err)
 	s.Go(svc.Run)
 
@@ -129,4 +131,60 @@ func TestADoubtWaitsForAnotherProcessAfterAReconnect(t *testing.T) {
 	require.Equal(t, state.Queued, got.State)
 	require.Equal(t, "rem-a", got.RemoteID)
 	require.Zero(t, f.createsOf("a"), "never created here")
+}
+
+// JetStream can be away while the connection stays up (a stream leader
+// election in a cluster): the handling that holds a create's answer
+// retries its write for longer than the call's timeout and margin, and
+// the submission comes again meanwhile — no reconnect, so no reconnect
+// grace — here because its InProgress no longer keeps it (the consumer's
+// ack wait is cut below the keeper's interval). The redelivery must come
+// back later ("busy"), not take the create for one in doubt. Red without
+// the process's jobs under way (underway.go): the redelivery, its clock
+// past the attempt's call and margin, has the job lost while the provider
+// runs it.
+func TestARedeliveryWithNATSUpWaitsForTheHandling(t *testing.T) {
+	t.Parallel()
+	f := held{fake: newFake(), entered: make(chan struct{}, 4), answer: make(chan struct{})}
+	s := stack.New(t, stack.Config{
+		Pollux: &config.Config{
+			Streams: config.Streams{IntakeAckWait: time.Second},
+			Routes:  map[string]config.Route{"fake": {}},
+		},
+		Adapters: map[string]provider.Adapter{"fake": f},
+	})
+	var later atomic.Int64 // how far the service's clock is ahead
+	now := func() time.Time { return time.Now().Add(time.Duration(later.Load())) }
+	busy := new(atomic.Int64)
+	cfg := ingest.Config{Routes: s.Routes, Options: s.Options, Now: now}
+	cfg.Metrics.Submission = func(_, _, result string) {
+		if result == "busy" {
+			busy.Add(1)
+		}
+	}
+	svc, err := ingest.New(cfg, s.JS, s.NS, s.Res, s.Jobs.Intake(), s.Gates(route.GateConfig{CallTimeout: 5 * time.Second}))
+	require.NoError(t, err)
+	s.Go(svc.Run)
+
+	release := sync.OnceFunc(func() { close(f.answer) })
+	t.Cleanup(release) // before the stack stops: the create returns
+	r := &rig{Stack: s, t: t}
+	r.submit("w")
+	<-f.entered
+	// The call is long over, as far as a redelivery can tell, and the
+	// message is no longer kept.
+	later.Store(int64(time.Minute))
+	c, err := s.Res.Intake.Consumer(t.Context(), s.NS.IngestConsumer("fake"))
+	require.NoError(t, err)
+	short := c.CachedInfo().Config
+	short.AckWait = 100 * time.Millisecond
+	_, err = s.Res.Intake.UpdateConsumer(t.Context(), short)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return busy.Load() > 0 }, 20*time.Second, 10*time.Millisecond,
+		"the submission comes again while its handling holds the answer")
+	release()
+
+	j := s.Until("w", func(j *state.Job) bool { return j.State.Terminal() || submitted(j) })
+	require.Equal(t, state.Queued, j.State, "the answer in hand is recorded: %s", j.Reason)
+	require.Equal(t, 1, f.createsOf("w"), "one create")
 }

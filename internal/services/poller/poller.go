@@ -25,7 +25,6 @@
 package poller
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"math/rand/v2"
@@ -35,7 +34,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
-	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/pollux-dev/pollux/internal/core/jobs"
@@ -51,9 +49,6 @@ const startupTimeout = 30 * time.Second
 
 // Metrics observe the service; nil fields are ignored. They must not block.
 type Metrics struct {
-	// StatusCall observes a status call by route and result class ("ok" or
-	// a provider error class; "budget_busy" when no lease came free).
-	StatusCall func(route, class string, d time.Duration)
 	// Lateness observes how late a check was delivered against its due time.
 	Lateness func(route string, d time.Duration)
 	// Age observes an unfinished job's age when its check comes due.
@@ -79,8 +74,6 @@ type Config struct {
 	Routes map[string]*route.Route
 	// Options size the streams (see events.Options).
 	Options events.Options
-	// CallTimeout bounds one status or cancel call (default 20s).
-	CallTimeout time.Duration
 	// Sweep is how often the consumers' orphans are looked for (default
 	// consume.DefaultSweep).
 	Sweep time.Duration
@@ -122,22 +115,26 @@ type Service struct {
 	// dues are the due times of the checks this process sent back.
 	dues dues
 
-	// gate is each route's gate to its provider (its status budgets at
-	// every level), set up by Run.
-	gate map[string]*route.Gate
+	// gates are the process's gates to the providers; gate is each
+	// route's, opened by Run (its status budgets at every level).
+	gates *route.Gates
+	gate  map[string]*route.Gate
 }
 
-// New validates the configuration and prepares the service.
-func New(cfg Config, js jetstream.JetStream, ns events.Namespace, res *events.Resources, owner jobs.Polls, pauses *route.Pauses) (*Service, error) {
+// New validates the configuration and prepares the service, which calls
+// the providers through the process's gates.
+func New(cfg Config, js jetstream.JetStream, ns events.Namespace, res *events.Resources, owner jobs.Polls, gates *route.Gates) (*Service, error) {
 	if len(cfg.Routes) == 0 {
 		return nil, errors.New("poller: Routes: at least one route is required")
 	}
-	cfg.CallTimeout = cmp.Or(cfg.CallTimeout, 20*time.Second)
+	if gates == nil {
+		return nil, errors.New("poller: the process's gates are required")
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
 	return &Service{
-		cfg: cfg, js: js, res: res, jobs: owner, pauses: pauses, ns: ns, log: cfg.Logger,
+		cfg: cfg, js: js, res: res, jobs: owner, gates: gates, pauses: gates.Pauses(), ns: ns, log: cfg.Logger,
 		rnd: schedule.NewRand(cfg.Seed),
 	}, nil
 }
@@ -145,20 +142,11 @@ func New(cfg Config, js jetstream.JetStream, ns events.Namespace, res *events.Re
 // Run polls every route until ctx ends. Everything is set up before any
 // route starts: a setup that fails returns with nothing left running.
 func (s *Service) Run(ctx context.Context) error {
-	gates := route.NewGates(s.js, s.ns, s.res.Slots, s.cfg.Options, s.pauses, route.GateConfig{
-		CallTimeout: s.cfg.CallTimeout, BusyWait: budgetBusyWait, Logger: s.log, Rand: s.rnd,
-		Observe: func(routeName string, op route.Op, class string, d time.Duration) {
-			if op == route.OpStatus && s.cfg.Metrics.StatusCall != nil {
-				s.cfg.Metrics.StatusCall(routeName, class, d)
-			}
-		},
-	})
 	s.gate = map[string]*route.Gate{}
-	defer gates.Close() // leases kept for reuse go back to the fleet now
 	consumers := map[string][]jetstream.Consumer{}
 	for _, r := range s.cfg.Routes {
 		sctx, cancel := context.WithTimeout(ctx, startupTimeout)
-		g, err := gates.Open(sctx, r)
+		g, err := s.gates.Open(sctx, r)
 		if err == nil {
 			s.gate[r.Name] = g
 			consumers[r.Name], err = s.repartition(sctx, r)
@@ -204,9 +192,6 @@ const (
 	// unsubmittedWait is how long a check of a job not yet submitted
 	// waits before it looks again.
 	unsubmittedWait = 5 * time.Second
-	// budgetBusyWait is how long a check waits when the route's status
-	// budget has no lease free across the fleet.
-	budgetBusyWait = 250 * time.Millisecond
 	// refusedLimit is how many status calls in a row the provider must
 	// refuse as invalid (400/422) before the job fails with its reason:
 	// one refusal is confirmed by the next before the job ends.
@@ -301,31 +286,24 @@ func (s *Service) observeDue(r *route.Route, d *jobs.Delivery, last due, known b
 // prev is when the job was polled before, as well as this process knows.
 func (s *Service) poll(ctx context.Context, r *route.Route, d *jobs.Delivery, prev time.Time) events.Outcome {
 	var hs hedgeSettle
-	var span trace.Span
-	pctx := ctx
-	ans := s.gate[r.Name].Call(ctx, route.Call{Op: route.OpStatus,
-		Ref: provider.Ref{ID: d.Live.RemoteID, Model: d.Live.Model, Data: d.Live.Ref},
-		Ready: func(ctx context.Context) (context.Context, bool) {
-			// Admitted: a hedge's other job is read first, then the poll's
-			// span starts (the call and what is recorded of it).
-			if d.Live.HedgedBy != "" || d.Live.HedgeOf != "" {
-				hs = s.settleHedges(ctx, r, &hedgeView{id: d.JobID, live: d.Live}, s.jobLog(r, d))
-			}
-			pctx, span = s.pollSpan(ctx, r, d)
-			return pctx, true
-		}})
-	switch {
-	case ans.Busy:
-		// The route's budget is in use across the fleet: come back soon.
-		if s.cfg.Metrics.StatusCall != nil {
-			s.cfg.Metrics.StatusCall(r.Name, "budget_busy", 0)
-		}
-		return s.jobs.Postpone(ctx, d, s.cfg.Now().Add(ans.Wait))
-	case ans.Paused:
-		return s.jobs.Postpone(ctx, d, s.cfg.Now().Add(ans.Wait))
+	if d.Live.HedgedBy != "" || d.Live.HedgeOf != "" {
+		// A hedge's other job is read first: it may have settled this one.
+		hs = s.settleHedges(ctx, r, &hedgeView{id: d.JobID, live: d.Live}, s.jobLog(r, d))
 	}
-	ctx = pctx
-	st, callErr, pause := ans.Status, ans.Err, ans.Pause
+	ctx, span := s.pollSpan(ctx, r, d)
+	st, callErr := s.gate[r.Name].Call(ctx, route.Call{Op: route.OpStatus,
+		Ref: provider.Ref{ID: d.Live.RemoteID, Model: d.Live.Model, Data: d.Live.Ref}})
+	var held *route.HeldError
+	if errors.As(callErr, &held) {
+		// The route is paused, or its budget is in use across the fleet:
+		// no poll was made; come back then.
+		heldPoll(span, held)
+		return s.jobs.Postpone(ctx, d, s.cfg.Now().Add(held.Wait))
+	}
+	var pause time.Duration
+	if callErr != nil {
+		pause, _ = s.gate[r.Name].Hold() // the pause the answer caused, if any
+	}
 
 	now := s.cfg.Now().UTC()
 	if callErr == nil {
@@ -455,16 +433,17 @@ func (s *Service) cancelAtProvider(ctx context.Context, r *route.Route, j *state
 	if !r.Adapter.Info().Cancel {
 		return "unsupported"
 	}
-	ans := s.gate[r.Name].Call(ctx, route.Call{Op: route.OpCancel, Ref: provider.JobRef(j), Log: &log})
+	_, err := s.gate[r.Name].Call(ctx, route.Call{Op: route.OpCancel, Ref: provider.JobRef(j), Job: j, Log: &log})
+	var held *route.HeldError
 	switch {
-	case ans.Busy:
-		log.Warn().Err(ans.Err).Msg("no budget to cancel " + what + " at the provider")
+	case errors.As(err, &held) && held.Why == route.HeldBusy:
+		log.Warn().Err(held.Err).Msg("no budget to cancel " + what + " at the provider")
 		return "held"
-	case ans.Paused:
+	case errors.As(err, &held):
 		log.Info().Msg("the route is paused: " + what + " is not canceled at the provider")
 		return "held"
-	case ans.Err != nil:
-		log.Warn().Err(ans.Err).Msg("canceling " + what + " at the provider failed")
+	case err != nil:
+		log.Warn().Err(err).Msg("canceling " + what + " at the provider failed")
 		return "failed"
 	}
 	return "canceled"

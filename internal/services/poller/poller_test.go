@@ -101,7 +101,7 @@ func (f *fleet) track(n int) {
 func (f *fleet) poll(k int) {
 	f.t.Helper()
 	for range k {
-		po, err := poller.New(poller.Config{Routes: f.Routes, Options: f.Options}, f.JS, f.NS, f.Res, f.Jobs.Polls(), f.Pauses)
+		po, err := poller.New(poller.Config{Routes: f.Routes, Options: f.Options}, f.JS, f.NS, f.Res, f.Jobs.Polls(), f.Gates(route.GateConfig{}))
 		require.NoError(f.t, err)
 		f.Go(po.Run)
 	}
@@ -260,7 +260,7 @@ func TestRunFailingOnASecondRouteLeavesNothingRunning(t *testing.T) {
 	_, err = events.EnsureConsumer(f.Ctx(), f.Res.Checks, jetstream.ConsumerConfig{
 		Durable: "squatter", FilterSubject: f.NS.Checks("broken"), AckPolicy: jetstream.AckExplicitPolicy})
 	require.NoError(t, err)
-	po, err := poller.New(poller.Config{Routes: routes, Options: f.Options}, f.JS, f.NS, f.Res, f.Jobs.Polls(), f.Pauses)
+	po, err := poller.New(poller.Config{Routes: routes, Options: f.Options}, f.JS, f.NS, f.Res, f.Jobs.Polls(), f.Gates(route.GateConfig{}))
 	require.NoError(t, err)
 	require.Error(t, po.Run(f.Ctx()))
 }
@@ -294,7 +294,7 @@ func TestQueuedJobsTeachTheQueuesVelocity(t *testing.T) {
 			asked++
 			return 0.5
 		},
-	}, f.JS, f.NS, f.Res, f.Jobs.Polls(), f.Pauses)
+	}, f.JS, f.NS, f.Res, f.Jobs.Polls(), f.Gates(route.GateConfig{}))
 	require.NoError(t, err)
 	f.track(1) // tracked queued, with no place known yet
 	f.Go(po.Run)

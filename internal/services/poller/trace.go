@@ -13,7 +13,8 @@ import (
 	"github.com/pollux-dev/pollux/pkg/provider"
 )
 
-// Each poll — one status call and what follows from it — is a span in its
+// Each poll — one status call (its own span, "provider status", is the
+// gate's) and what follows from it — is a span in its
 // job's trace (see package tracing): a child of the trace context the
 // check's poll state carries, so a poll an hour after the submission, in
 // another process, lands in the submitter's trace. A job whose check has
@@ -36,6 +37,17 @@ func (s *Service) pollSpan(ctx context.Context, r *route.Route, d *jobs.Delivery
 		attribute.Int("pollux.poll", d.Live.Polls+1),
 		attribute.Int64("pollux.delivery", int64(d.N)),
 	))
+}
+
+// heldPoll ends the span of a poll the route's gate held back: no call
+// was made, so it is not a poll ("poll held").
+func heldPoll(span trace.Span, held *route.HeldError) {
+	if span == nil {
+		return
+	}
+	span.SetName("poll held")
+	span.SetAttributes(attribute.String("pollux.held", string(held.Why)))
+	span.End()
 }
 
 // endPoll ends a poll's span with what the poll learned and decided.

@@ -13,6 +13,7 @@ import (
 	"github.com/pollux-dev/pollux/internal/services/poller"
 	"github.com/pollux-dev/pollux/internal/testkit/e2e/e2etest"
 	"github.com/pollux-dev/pollux/internal/tools/dev"
+	"github.com/pollux-dev/pollux/internal/wiring/app"
 	"github.com/pollux-dev/pollux/pkg/provider/sim"
 )
 
@@ -40,7 +41,7 @@ func TestRepartitionLosesNothing(t *testing.T) {
 		r := *e.Env.Routes[dev.RouteName]
 		r.Partitions = parts
 		po, err := poller.New(poller.Config{Routes: map[string]*route.Route{r.Name: &r}, Options: e.Env.Options()},
-			e.Env.JS, e.Env.NS, e.Env.Res, e.Env.Jobs.Polls(), e.Env.Pauses)
+			e.Env.JS, e.Env.NS, e.Env.Res, e.Env.Jobs.Polls(), processGates(t, e.Env))
 		require.NoError(t, err)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
@@ -83,4 +84,12 @@ func TestRepartitionLosesNothing(t *testing.T) {
 	o := e2etest.Verify(t, e, ids, nil, e.Sim.Predictions(), e.Sim.Stats())
 	require.Zero(t, o.Lost)
 	t.Logf("repartitioned 1 → 4 → 2 under load: %s", o)
+}
+
+// processGates are the gates of another poller process on env's
+// namespace: its own pool of leases, closed when the test ends.
+func processGates(t *testing.T, env *app.Env) *route.Gates {
+	gs := route.NewGates(env.JS, env.NS, env.Res.Slots, env.Options(), env.Pauses, route.GateConfig{})
+	t.Cleanup(gs.Close)
+	return gs
 }

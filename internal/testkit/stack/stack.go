@@ -7,7 +7,7 @@
 //
 //	s := stack.One(t, "fake", adapter, config.Route{})
 //	svc, err := ingest.New(ingest.Config{Routes: s.Routes, Options: s.Options},
-//		s.JS, s.NS, s.Res, s.Jobs.Intake(), s.Pauses)
+//		s.JS, s.NS, s.Res, s.Jobs.Intake(), s.Gates(route.GateConfig{}))
 //	require.NoError(t, err)
 //	s.Go(svc.Run)
 //	s.Publish(s.NS.Submit("fake"), events.Submit{...})
@@ -148,6 +148,16 @@ func One(t testing.TB, name string, a provider.Adapter, rc config.Route) *Stack 
 		Pollux:   &config.Config{Routes: map[string]config.Route{name: rc}},
 		Adapters: map[string]provider.Adapter{name: a},
 	})
+}
+
+// Gates returns the process's gates as package app builds them: one pool
+// of leases over the stack's slots stream, holding calls by the stack's
+// pauses; they close when the test ends, after the services. Every
+// service of a test process shares one, as the binaries' services do.
+func (s *Stack) Gates(cfg route.GateConfig) *route.Gates {
+	gs := route.NewGates(s.JS, s.NS, s.Res.Slots, s.Options, s.Pauses, cfg)
+	s.t.Cleanup(gs.Close)
+	return gs
 }
 
 // Go runs fn (a service's Run) until the test ends; an error it returns

@@ -148,7 +148,7 @@ func (r *runner) submissions(ctx context.Context, s *server, nc *nats.Conn, n in
 		}
 	}
 	svc, err := ingest.New(ingest.Config{Routes: rg.env.Routes, Options: rg.env.Options(), Metrics: m},
-		rg.env.JS, rg.env.NS, rg.env.Res, rg.env.Jobs.Intake(), rg.env.Pauses)
+		rg.env.JS, rg.env.NS, rg.env.Res, rg.env.Jobs.Intake(), rg.env.Gates)
 	if err != nil {
 		return rate{}, 0, err
 	}

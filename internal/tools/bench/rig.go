@@ -35,7 +35,8 @@ type rig struct {
 	g      *errgroup.Group
 	ctx    context.Context
 	cancel context.CancelFunc
-	// calls counts status calls made by in-process pollers.
+	// calls counts the status calls the rig's gates made (in-process
+	// pollers').
 	calls atomic.Int64
 	// lateness, when set, observes each check's lateness.
 	lateness func(time.Duration)
@@ -58,13 +59,20 @@ func openRig(ctx context.Context, nc *nats.Conn, streams config.Streams, rc conf
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	g, gctx := errgroup.WithContext(rctx)
+	rg := &rig{route: r, g: g, ctx: gctx, cancel: cancel}
+	opts = append(opts, app.WithCalls(func(_ string, op route.Op, class string, _ time.Duration) {
+		if op == route.OpStatus && class != string(route.HeldBusy) {
+			rg.calls.Add(1)
+		}
+	}))
 	env, err := app.Open(gctx, g, cfg, nc, map[string]*route.Route{benchRoute: r}, metrics.New(), zerolog.Nop(), opts...)
 	if err != nil {
 		cancel()
 		_ = g.Wait()
 		return nil, err
 	}
-	return &rig{env: env, route: r, g: g, ctx: gctx, cancel: cancel}, nil
+	rg.env = env
+	return rg, nil
 }
 
 // seed writes n running jobs whose first checks are spread evenly over
@@ -79,11 +87,6 @@ func (r *rig) seed(ctx context.Context, n int, spread time.Duration, remote func
 // startPoller runs a poller in this process, its status calls counted.
 func (r *rig) startPoller() error {
 	m := r.env.Metrics.Poller()
-	observe := m.StatusCall
-	m.StatusCall = func(route, class string, d time.Duration) {
-		r.calls.Add(1)
-		observe(route, class, d)
-	}
 	if r.lateness != nil {
 		late := m.Lateness
 		m.Lateness = func(route string, d time.Duration) {
@@ -92,7 +95,7 @@ func (r *rig) startPoller() error {
 		}
 	}
 	po, err := poller.New(poller.Config{Routes: r.env.Routes, Options: r.env.Options(), Metrics: m},
-		r.env.JS, r.env.NS, r.env.Res, r.env.Jobs.Polls(), r.env.Pauses)
+		r.env.JS, r.env.NS, r.env.Res, r.env.Jobs.Polls(), r.env.Gates)
 	if err != nil {
 		return err
 	}
@@ -113,6 +116,7 @@ func (r *rig) teardown() error {
 	if errors.Is(err, context.Canceled) {
 		err = nil
 	}
+	r.env.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, s := range r.env.NS.Streams(events.Options{}) {

@@ -126,7 +126,7 @@ func countWrites(ctx context.Context, nc *nats.Conn, n int) (written, error) {
 		}
 	})
 	svc, err := ingest.New(ingest.Config{Routes: rg.env.Routes, Options: rg.env.Options(), Metrics: rg.env.Metrics.Ingest()},
-		rg.env.JS, rg.env.NS, rg.env.Res, rg.env.Jobs.Intake(), rg.env.Pauses)
+		rg.env.JS, rg.env.NS, rg.env.Res, rg.env.Jobs.Intake(), rg.env.Gates)
 	if err != nil {
 		return written{}, err
 	}

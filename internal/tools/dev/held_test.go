@@ -3,6 +3,7 @@ package dev_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -12,7 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pollux-dev/pollux/internal/edge/frontdoor"
+	"github.com/pollux-dev/pollux/internal/testkit/natstest"
 	"github.com/pollux-dev/pollux/internal/tools/dev"
+	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/provider/sim"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
@@ -93,4 +96,74 @@ func TestAPausedRoutesSubmissionsAreHeldListedAndCancelable(t *testing.T) {
 		return err == nil && info.State.Msgs == 0
 	}, 20*time.Second, 20*time.Millisecond, "the held submissions' messages are done")
 	require.Equal(t, 1, st.Sim.Stats().Creates)
+}
+
+// A cancel of a held job takes effect at once however many submissions
+// the paused route holds. The route's intake consumer has at most 1,024
+// messages out, here all held submissions: a cancel message would wait
+// behind them until the pause ended, and then race its job's create. The
+// front door records the request first, which ends a job that never
+// reached the provider in the same write. Red without it: the job stays
+// pending while the route is paused.
+func TestACancelOfAHeldJobAtTheIntakeCapTakesEffectAtOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, js := startStack(t, dev.StackConfig{
+		Sim:        sim.Config{Seed: 6, TimeScale: 1, Default: sim.Model{QueueMedian: sim.Duration(50 * time.Millisecond), RunMedian: sim.Duration(100 * time.Millisecond)}},
+		NoWebhooks: true,
+	})
+	st.Env.Pauses.SetRecheck(300 * time.Millisecond)
+	post := func(path, body string) int {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, st.HTTPURL+path, strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		require.NoError(t, resp.Body.Close())
+		return resp.StatusCode
+	}
+	require.Equal(t, http.StatusOK, post("/v1/routes/"+dev.RouteName+"/pause", `{"reason":"incident 8"}`))
+	require.Eventually(t, func() bool { return st.Env.Pauses.Why(st.Env.Routes[dev.RouteName]) != "" }, 10*time.Second, 10*time.Millisecond)
+
+	const n = 1100 // beyond the intake consumer's 1,024 out
+	id := func(i int) string { return fmt.Sprintf("cap-%04d", i) }
+	natstest.PublishMany(t, js, n, func(i int) (string, []byte) {
+		b, err := json.Marshal(events.Submit{V: events.Version, ID: id(i), Model: "m/fast", Input: json.RawMessage(`{}`)})
+		require.NoError(t, err)
+		return st.Env.NS.Submit(dev.RouteName), b
+	})
+	c, err := st.Env.Res.Intake.Consumer(ctx, st.Env.NS.IngestConsumer(dev.RouteName))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		ci, err := c.Info(ctx)
+		return err == nil && ci.NumAckPending == 1024
+	}, 60*time.Second, 50*time.Millisecond, "the route's intake holds 1,024 submissions")
+	const target = 7
+	require.Eventually(t, func() bool {
+		j, err := st.Env.Jobs.Get(ctx, id(target))
+		return err == nil && j.WaitingFor != ""
+	}, 20*time.Second, 20*time.Millisecond, "the job is held, and listed")
+
+	require.Equal(t, http.StatusAccepted, post("/v1/jobs/"+id(target)+"/cancel", `{"reason":"not now"}`))
+	j, err := st.Env.Jobs.Get(ctx, id(target))
+	require.NoError(t, err)
+	require.Equal(t, state.Canceled, j.State, "canceled by the time the cancel is answered, the route still paused")
+	require.Equal(t, "not now", j.Reason)
+
+	require.Equal(t, http.StatusOK, post("/v1/routes/"+dev.RouteName+"/resume", `{}`))
+	require.Eventually(t, func() bool {
+		j, err := st.Env.Jobs.Get(ctx, id(target+1))
+		return err == nil && j.RemoteID != ""
+	}, 60*time.Second, 50*time.Millisecond, "the held jobs are created after the resume")
+	require.Eventually(t, func() bool {
+		ci, err := c.Info(ctx)
+		return err == nil && ci.NumAckPending == 0 && ci.NumPending == 0
+	}, 120*time.Second, 100*time.Millisecond, "every held submission is handled")
+	j, err = st.Env.Jobs.Get(ctx, id(target))
+	require.NoError(t, err)
+	require.Equal(t, state.Canceled, j.State)
+	require.Empty(t, j.RemoteID, "the canceled job was never created")
+	require.Equal(t, n-1, st.Sim.Stats().Creates, "every other held job was created once")
 }

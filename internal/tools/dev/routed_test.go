@@ -76,10 +76,10 @@ func startRouted(t *testing.T, hedge bool, steadyRun time.Duration, neverFinish 
 	env, err := app.Open(gctx, g, cfg, nc, routes, metrics.New(), zerolog.Nop())
 	require.NoError(t, err)
 	in, err := ingest.New(ingest.Config{Routes: routes, ModelRoutes: env.ModelRoutes, Options: env.Options(), Learned: env.Stats,
-		Logger: zerolog.Nop()}, env.JS, env.NS, env.Res, env.Jobs.Intake(), env.Pauses)
+		Logger: zerolog.Nop()}, env.JS, env.NS, env.Res, env.Jobs.Intake(), env.Gates)
 	require.NoError(t, err)
 	po, err := poller.New(poller.Config{Routes: routes, ModelRoutes: env.ModelRoutes, Options: env.Options(), Learned: env.Stats,
-		Logger: zerolog.Nop()}, env.JS, env.NS, env.Res, env.Jobs.Polls(), env.Pauses)
+		Logger: zerolog.Nop()}, env.JS, env.NS, env.Res, env.Jobs.Polls(), env.Gates)
 	require.NoError(t, err)
 	g.Go(func() error { return in.Run(gctx) })
 	g.Go(func() error { return po.Run(gctx) })

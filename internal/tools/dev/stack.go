@@ -59,6 +59,10 @@ type StackConfig struct {
 	// Tracer traces the jobs' lives (nil, the default: tracing off; see
 	// package tracing).
 	Tracer *tracing.Tracer
+	// Calls, when set, sees every provider call the process's one set of
+	// gates makes — ingest's and the poller's alike — besides their
+	// metrics (app.WithCalls). It must not block.
+	Calls func(route string, op route.Op, class string, d time.Duration)
 }
 
 // Stack is the simulated provider, all three services and the HTTP front
@@ -126,20 +130,20 @@ func Start(ctx context.Context, g *errgroup.Group, nc *nats.Conn, sc StackConfig
 	}
 	routes := map[string]*route.Route{RouteName: r}
 	m := metrics.New()
-	env, err := app.Open(ctx, g, &config.Config{Streams: sc.Streams, Routes: map[string]config.Route{RouteName: rc}}, nc, routes, m, log, app.WithTracer(sc.Tracer))
+	env, err := app.Open(ctx, g, &config.Config{Streams: sc.Streams, Routes: map[string]config.Route{RouteName: rc}}, nc, routes, m, log, app.WithTracer(sc.Tracer), app.WithCalls(sc.Calls))
 	if err != nil {
 		_ = hookLn.Close()
 		return nil, err
 	}
 	in, err := ingest.New(ingest.Config{Routes: routes, Options: env.Options(), Logger: log.With().Str("component", "ingest").Logger(),
-		Metrics: m.Ingest(), Learned: env.Stats, SweepInterval: time.Second}, env.JS, env.NS, env.Res, env.Jobs.Intake(), env.Pauses)
+		Metrics: m.Ingest(), Learned: env.Stats, SweepInterval: time.Second}, env.JS, env.NS, env.Res, env.Jobs.Intake(), env.Gates)
 	if err != nil {
 		_ = hookLn.Close()
 		return nil, err
 	}
 	po, err := poller.New(poller.Config{Routes: routes, Options: env.Options(), Logger: log.With().Str("component", "poller").Logger(), Metrics: m.Poller(), Learned: env.Stats,
 		Queue: env.Stats.ObserveQueue, QueueRate: env.Stats.QueueRate},
-		env.JS, env.NS, env.Res, env.Jobs.Polls(), env.Pauses)
+		env.JS, env.NS, env.Res, env.Jobs.Polls(), env.Gates)
 	if err != nil {
 		_ = hookLn.Close()
 		return nil, err
@@ -162,8 +166,16 @@ func Start(ctx context.Context, g *errgroup.Group, nc *nats.Conn, sc StackConfig
 		_ = hookLn.Close()
 		return nil, err
 	}
-	g.Go(func() error { return in.Run(ctx) })
-	g.Go(func() error { return po.Run(ctx) })
+	g.Go(func() error {
+		// Ingest and the poller share the process's gates: their idle
+		// leases go back once both have stopped.
+		sg, sctx := errgroup.WithContext(ctx)
+		sg.Go(func() error { return in.Run(sctx) })
+		sg.Go(func() error { return po.Run(sctx) })
+		err := sg.Wait()
+		env.Close()
+		return err
+	})
 	g.Go(func() error { return wh.Run(ctx, hookLn) })
 	g.Go(func() error { return fd.Run(ctx, httpLn) })
 	return &Stack{Env: env, Sim: simSrv, SimURL: simURL, Metrics: m, SimToken: token, HTTPURL: frontdoor.BaseURL(httpLn.Addr())}, nil

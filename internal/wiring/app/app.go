@@ -75,9 +75,13 @@ type Env struct {
 	ModelRoutes map[string]*route.ModelRoute
 	Jobs        *jobs.Owner
 	Pauses      *route.Pauses
-	Stats       *learn.Stats
-	Metrics     *metrics.Metrics
-	Log         zerolog.Logger
+	// Gates are the process's one set of gates to the providers (one pool
+	// of budget leases), handed to every service the process runs; Close
+	// returns their idle leases.
+	Gates   *route.Gates
+	Stats   *learn.Stats
+	Metrics *metrics.Metrics
+	Log     zerolog.Logger
 }
 
 // Options returns the stream options of the configuration.
@@ -244,11 +248,26 @@ func Open(ctx context.Context, g *errgroup.Group, cfg *config.Config, nc *nats.C
 	if err != nil {
 		return nil, err
 	}
+	observe := m.Gate()
+	if calls := openOptions(opts).calls; calls != nil {
+		metric := observe
+		observe = func(r string, op route.Op, class string, d time.Duration) {
+			metric(r, op, class, d)
+			calls(r, op, class, d)
+		}
+	}
+	gates := route.NewGates(js, ns, res.Slots, cfg.Streams.Options(), pauses, route.GateConfig{
+		Observe: observe, Tracer: openOptions(opts).tracer, Logger: log,
+	})
 	return &Env{
 		Config: cfg, NC: nc, JS: js, NS: ns, Res: res, Routes: routes, ModelRoutes: models, Pauses: pauses, Stats: stats,
-		Metrics: m, Log: log, Jobs: owner,
+		Metrics: m, Log: log, Jobs: owner, Gates: gates,
 	}, nil
 }
+
+// Close returns what the environment's services held of the fleet's:
+// the gates' idle budget leases. Call it once its services have stopped.
+func (e *Env) Close() { e.Gates.Close() }
 
 // Run is a service binary's main: it loads the configuration, connects,
 // serves metrics, runs the service until SIGINT or SIGTERM, then drains the
@@ -324,7 +343,9 @@ func serve(f Flags, component string, log zerolog.Logger, run func(context.Conte
 		log.Info().Str("addr", ln.Addr().String()).Msg("serving metrics")
 	}
 	g.Go(func() error { return run(gctx, env) })
-	return g.Wait()
+	err = g.Wait()
+	env.Close() // the services have stopped: their idle leases go back
+	return err
 }
 
 // drain flushes and closes the connection, bounded in time.

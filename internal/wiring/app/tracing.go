@@ -6,6 +6,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/pollux-dev/pollux/internal/core/route"
 	"github.com/pollux-dev/pollux/internal/platform/tracing"
 )
 
@@ -14,6 +15,14 @@ type Option func(*options)
 
 type options struct {
 	tracer *tracing.Tracer
+	calls  func(route string, op route.Op, class string, d time.Duration)
+}
+
+// WithCalls hands fn every provider call the environment's gates observe,
+// besides its metrics (route.GateConfig.Observe): a measurement counts
+// them. fn must not block; nil hands them to no one.
+func WithCalls(fn func(route string, op route.Op, class string, d time.Duration)) Option {
+	return func(o *options) { o.calls = fn }
 }
 
 // WithTracer traces the lives of the jobs the environment touches with t

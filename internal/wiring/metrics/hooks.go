@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/pollux-dev/pollux/internal/core/route"
 	"github.com/pollux-dev/pollux/internal/edge/frontdoor"
 	"github.com/pollux-dev/pollux/internal/services/custody"
 	"github.com/pollux-dev/pollux/internal/services/ingest"
@@ -26,22 +27,34 @@ func (m *Metrics) FrontDoor() frontdoor.Metrics {
 	}}
 }
 
+// Gate returns the observer of the process's provider calls
+// (route.GateConfig.Observe): a status call feeds
+// pollux_status_call_seconds, the others (submit, find, cancel — ingest's,
+// and the poller's cancels at a deadline) pollux_provider_call_seconds;
+// a call held for want of a budget lease is observed as "budget_busy".
+func (m *Metrics) Gate() func(route string, op route.Op, class string, d time.Duration) {
+	return func(r string, op route.Op, class string, d time.Duration) {
+		if op == route.OpStatus {
+			m.statusCalls.WithLabelValues(r, class).Observe(d.Seconds())
+			return
+		}
+		m.providerCalls.WithLabelValues(r, string(op), class).Observe(d.Seconds())
+	}
+}
+
 // Ingest returns the hooks of the ingest service.
 func (m *Metrics) Ingest() ingest.Metrics {
 	m.serviceStarts(func(r string) {
 		for _, op := range callOps {
-			for _, class := range callClasses {
+			for _, class := range slices.Concat(callClasses, []string{"budget_busy"}) {
 				m.providerCalls.WithLabelValues(r, op, class)
 			}
 		}
 	})
 	return ingest.Metrics{
 		Submission: func(route, kind, outcome string) { m.submissions.WithLabelValues(route, kind, outcome).Inc() },
-		ProviderCall: func(route, op, class string, d time.Duration) {
-			m.providerCalls.WithLabelValues(route, op, class).Observe(d.Seconds())
-		},
-		Orphans: m.orphansOf("intake"),
-		Waiting: func(level string) { m.slotWaits.WithLabelValues(level).Inc() },
+		Orphans:    m.orphansOf("intake"),
+		Waiting:    func(level string) { m.slotWaits.WithLabelValues(level).Inc() },
 		Repaired: func(level string, n int) {
 			m.slotRepairs.WithLabelValues(level).Add(float64(n))
 		},
@@ -65,9 +78,6 @@ func (m *Metrics) Poller() poller.Metrics {
 		}
 	})
 	return poller.Metrics{
-		StatusCall: func(route, class string, d time.Duration) {
-			m.statusCalls.WithLabelValues(route, class).Observe(d.Seconds())
-		},
 		Lateness: func(route string, d time.Duration) { m.lateness.WithLabelValues(route).Observe(max(d.Seconds(), 0)) },
 		Age:      func(route string, d time.Duration) { m.age.WithLabelValues(route).Observe(max(d.Seconds(), 0)) },
 		Orphans:  m.orphansOf("checks"),

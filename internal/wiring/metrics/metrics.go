@@ -86,12 +86,12 @@ func New() *Metrics {
 	}, []string{"route", "kind", "outcome"})
 	m.providerCalls = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "pollux_provider_call_seconds",
-		Help:    "Submit and cancel calls to providers, by route, operation and result class.",
+		Help:    "Submit, find and cancel calls to providers, by route, operation and result class (budget_busy: held, no budget lease free).",
 		Buckets: prometheus.ExponentialBuckets(0.01, 2, 12),
 	}, []string{"route", "op", "class"})
 	m.statusCalls = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "pollux_status_call_seconds",
-		Help:    "Status calls to providers, by route and result class (ok, transient, rate_limited, auth, invalid, not_found).",
+		Help:    "Status calls to providers, by route and result class (ok, transient, rate_limited, auth, invalid, not_found; budget_busy: held, no budget lease free).",
 		Buckets: prometheus.ExponentialBuckets(0.005, 2, 12),
 	}, []string{"route", "class"})
 	m.completions = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -268,7 +268,7 @@ var (
 	// provider.Class.
 	callClasses = []string{"ok", provider.Transient.String(), provider.RateLimited.String(),
 		provider.Auth.String(), provider.Invalid.String(), provider.NotFound.String()}
-	// callOps are ingest's provider calls (ingest.Metrics.ProviderCall).
+	// callOps are the provider calls other than status (Metrics.Gate).
 	callOps = []string{"submit", "find", "cancel"}
 	// dropReasons are webhook.Metrics.Dropped's reasons.
 	dropReasons = []string{"mismatch", "unknown_job", "unreadable"}
