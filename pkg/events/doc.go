@@ -19,8 +19,10 @@
 //
 // KV buckets: pollux-jobs (the job records, see package state),
 // pollux-routes (route pauses), pollux-stats (learned durations),
-// pollux-limits (learned call rates, key LimitsKey) and pollux-deliveries
-// (webhook delivery ids seen).
+// pollux-limits (learned call rates, key LimitsKey), pollux-deliveries
+// (webhook delivery ids seen) and, where outbound webhooks are configured,
+// pollux-outbox (each job's delivery state at each endpoint,
+// OutboxDelivery, read with OutboxDeliveries).
 //
 // # Messages
 //

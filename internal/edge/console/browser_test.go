@@ -15,7 +15,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
-	"github.com/pollux-dev/pollux/internal/services/notify"
 	"github.com/pollux-dev/pollux/internal/tools/dev"
 	"github.com/pollux-dev/pollux/pkg/events"
 )
@@ -120,7 +119,7 @@ func TestOperatorConsole(t *testing.T) {
 		// Its outbound webhook deliveries, as package notify keeps them.
 		kv, err := events.EnsureBucket(t.Context(), f.js, events.Default.OutboxBucketConfig(events.Options{}))
 		require.NoError(t, err)
-		dl, err := json.Marshal(notify.Delivery{Endpoint: "app", State: notify.StateDelivering, Seq: 4, Attempts: 2, Total: 5,
+		dl, err := json.Marshal(events.OutboxDelivery{Endpoint: "app", State: events.OutboxDelivering, Seq: 4, Attempts: 2, Total: 5,
 			Last: "HTTP 503", LastAt: time.Now().UTC(), NextAt: time.Now().Add(time.Minute).UTC()})
 		require.NoError(t, err)
 		_, err = kv.Put(t.Context(), events.OutboxKey(quick, "app"), dl)
