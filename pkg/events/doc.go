@@ -19,8 +19,28 @@
 //
 // KV buckets: pollux-jobs (the job records, see package state),
 // pollux-routes (route pauses), pollux-stats (learned durations),
-// pollux-limits (learned call rates, key LimitsKey) and pollux-deliveries
-// (webhook delivery ids seen).
+// pollux-limits (learned call rates, key LimitsKey), pollux-deliveries
+// (webhook delivery ids seen) and, where outbound webhooks are configured,
+// pollux-outbox (each job's delivery state at each endpoint,
+// OutboxDelivery, read with OutboxDeliveries).
+//
+// # A submission's way
+//
+// What each party uses of the package, as Example runs it:
+//
+//	party        does                                   with
+//	any process  provisions the streams, buckets and    Namespace.Setup, EnsureConsumer
+//	             consumers (one not Pollux's: an        (Setup is idempotent and safe
+//	             *IncompatibleError, left alone)        to run concurrently)
+//	a client     publishes a submission on its route    Submit, Namespace.Submit
+//	ingest       takes it from the route's consumer     Namespace.IngestConsumerConfig,
+//	                                                    Namespace.ParseIntake
+//	             decodes it (bad input: *FieldError,    DecodeSubmit, KeyID
+//	             answered with a rejected event)
+//	             settles the message in one place       Done, Later, Stop; Outcome.Settle
+//	the owner    publishes each event of the job once   NewEvent, Event.Encode, MsgID
+//	             on the job's subject                   (Nats-Msg-Id), Namespace.Event
+//	subscribers  read a job's events                    Namespace.EventsStream, DecodeEvent
 //
 // # Messages
 //
@@ -62,4 +82,17 @@
 // Handlers return an Outcome (Done, Later, Stop) rather than settling
 // messages themselves; Outcome.Settle is the one place that turns it into
 // Ack, NakWithDelay or Term.
+//
+// # Invariants and the tests that guard them
+//
+//	a decoder refuses bad input, naming the field      TestDecodeSubmit, TestDecodeTrackAndCancel,
+//	                                                   FuzzDecodeSubmit, FuzzDecodeTrack, FuzzDecodeCheck
+//	the Go types and the published JSON Schemas agree  TestGoValuesMatchSchemas, TestSchemaFieldsMatchGoTypes,
+//	                                                   TestInvalidMessagesRefusedByBoth
+//	subject tokens are bounded, names are one scheme   TestValidToken, TestNamespace
+//	Setup is idempotent and leaves what is not         TestSetupIdempotentAndConcurrent,
+//	Pollux's alone                                     TestSetupReportsIncompatibleStream
+//	a job has one check message                        TestChecksStreamHoldsOneMessagePerJob
+//	an outcome settles as it says                      TestOutcomeSettle
+//	an event published twice is stored once            Example
 package events

@@ -58,14 +58,15 @@ func (t *Tally) Merge(o Tally) {
 	t.ByPoll += o.ByPoll
 }
 
-// PollsPerCompletion is the status calls of every ended job over the jobs
-// ended: what finding out how a job ended costs, a lost job's polls
-// included (0 when none ended).
+// PollsPerCompletion is the status calls of every ended job over the
+// completions: what each job its provider finished cost in polls, the
+// polls of the jobs that ended without one (canceled, expired, lost)
+// included, for they were spent all the same (0 when none completed).
 func (t Tally) PollsPerCompletion() float64 {
-	if t.Ended == 0 {
+	if t.Completions == 0 {
 		return 0
 	}
-	return float64(t.Polls) / float64(t.Ended)
+	return float64(t.Polls) / float64(t.Completions)
 }
 
 // WebhookCoverage is the share of the completions expecting a webhook

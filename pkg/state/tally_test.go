@@ -28,8 +28,39 @@ func TestTally(t *testing.T) {
 	b.Add(state.Running, 7, false, "") // not ended: not counted
 	a.Merge(b)
 	require.Equal(t, state.Tally{Ended: 5, Polls: 12, Completions: 3, Expecting: 2, ByWebhook: 1, ByPoll: 1}, a)
-	require.InDelta(t, 12.0/5, a.PollsPerCompletion(), 1e-9)
+	require.InDelta(t, 12.0/3, a.PollsPerCompletion(), 1e-9)
 	require.InDelta(t, 0.5, a.WebhookCoverage(), 1e-9)
 	require.Zero(t, state.Tally{}.WebhookCoverage())
 	require.Zero(t, state.Tally{}.PollsPerCompletion())
+}
+
+// Polls per completion divides every ended job's polls by the
+// completions (succeeded or failed), not by the jobs ended: a run's
+// canceled, expired and lost jobs add their polls, not completions.
+func TestPollsPerCompletion(t *testing.T) {
+	t.Parallel()
+	type end struct {
+		state state.State
+		polls int
+	}
+	for _, tc := range []struct {
+		name string
+		ends []end
+		want float64
+	}{
+		{"completions only", []end{{state.Succeeded, 3}, {state.Failed, 1}}, 4.0 / 2},
+		{"a canceled job's polls count, not the job", []end{{state.Succeeded, 3}, {state.Canceled, 3}}, 6.0 / 1},
+		{"expired and lost alike", []end{{state.Succeeded, 2}, {state.Failed, 2}, {state.Expired, 4}, {state.Lost, 4}}, 12.0 / 2},
+		{"ended without a completion", []end{{state.Canceled, 2}, {state.Expired, 1}}, 0},
+		{"none ended", nil, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var tl state.Tally
+			for _, e := range tc.ends {
+				tl.Add(e.state, e.polls, false, state.FromPoll)
+			}
+			require.InDelta(t, tc.want, tl.PollsPerCompletion(), 1e-9)
+		})
+	}
 }

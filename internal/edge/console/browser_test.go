@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +16,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
-	"github.com/pollux-dev/pollux/internal/services/notify"
 	"github.com/pollux-dev/pollux/internal/tools/dev"
 	"github.com/pollux-dev/pollux/pkg/events"
 )
@@ -120,7 +120,7 @@ func TestOperatorConsole(t *testing.T) {
 		// Its outbound webhook deliveries, as package notify keeps them.
 		kv, err := events.EnsureBucket(t.Context(), f.js, events.Default.OutboxBucketConfig(events.Options{}))
 		require.NoError(t, err)
-		dl, err := json.Marshal(notify.Delivery{Endpoint: "app", State: notify.StateDelivering, Seq: 4, Attempts: 2, Total: 5,
+		dl, err := json.Marshal(events.OutboxDelivery{Endpoint: "app", State: events.OutboxDelivering, Seq: 4, Attempts: 2, Total: 5,
 			Last: "HTTP 503", LastAt: time.Now().UTC(), NextAt: time.Now().Add(time.Minute).UTC()})
 		require.NoError(t, err)
 		_, err = kv.Put(t.Context(), events.OutboxKey(quick, "app"), dl)
@@ -324,6 +324,36 @@ func TestOpenFrontDoorConsole(t *testing.T) {
 	b.do("cancel", chromedp.Click(chromedp.CSS("#cancel")))
 	b.confirm("cancel-open", "")
 	b.waitJS("the canceled event", `document.querySelector('li.ev[data-type=canceled]')`, live)
+
+	t.Run("PollsPerCompletionCountsCompletions", func(t *testing.T) {
+		b := b.on(t)
+		// The hour holds one completion and one canceled job: both jobs'
+		// polls count, over the one completion (state.Tally), not over
+		// the two jobs ended.
+		var fl struct {
+			Routes []struct {
+				Activity struct {
+					Ended, Completions int
+					Minutes            []struct{ Polls int }
+				}
+			}
+		}
+		require.Eventually(t, func() bool {
+			return f.call(t, http.MethodGet, "/v1/routes", nil, &fl) == http.StatusOK && len(fl.Routes) == 1 &&
+				fl.Routes[0].Activity.Ended == 2 && fl.Routes[0].Activity.Completions == 1
+		}, live, 50*time.Millisecond, "the completion and the cancel counted")
+		polls := 0
+		for _, m := range fl.Routes[0].Activity.Minutes {
+			polls += m.Polls
+		}
+		require.Positive(t, polls, "a poll-only route polls its jobs")
+		want := strconv.Itoa(polls) // over one completion
+		b.open("#/", "section.route")
+		b.waitJS("polls per completion", fmt.Sprintf(`[...document.querySelectorAll('section.route .metric')].find(m => m.textContent.startsWith('Polls / completion')).querySelector('.metric-value').textContent === %q`, want), live)
+		require.Equal(t, want, eval[string](b, `[...document.querySelectorAll('.summary .stat')].find(s => s.textContent.startsWith('Polls / completion')).querySelector('.stat-value').textContent`))
+		require.Contains(t, eval[string](b, `[...document.querySelectorAll('.summary .stat')].find(s => s.textContent.startsWith('Completions')).textContent`), "1 more ended")
+		b.shot("overview-polls-per-completion")
+	})
 
 	t.Run("DNSRebindingIsRefused", func(t *testing.T) {
 		// A page on a foreign name that resolves to 127.0.0.1 is, to the

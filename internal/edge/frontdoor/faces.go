@@ -15,7 +15,7 @@ import (
 	"github.com/pollux-dev/pollux/internal/edge/face/openai"
 	"github.com/pollux-dev/pollux/internal/edge/face/replicate"
 	"github.com/pollux-dev/pollux/internal/edge/index"
-	"github.com/pollux-dev/pollux/internal/testkit/faultpoint"
+	"github.com/pollux-dev/pollux/internal/platform/faultpoint"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/state"
 )

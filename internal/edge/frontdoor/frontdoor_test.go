@@ -15,7 +15,6 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/pollux-dev/pollux/internal/edge/frontdoor"
-	"github.com/pollux-dev/pollux/internal/services/notify"
 	"github.com/pollux-dev/pollux/internal/testkit/natstest"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/state"
@@ -156,9 +155,9 @@ func TestDeliveries(t *testing.T) {
 
 	kv, err := events.EnsureBucket(context.Background(), d.js, d.ns.OutboxBucketConfig(events.Options{}))
 	require.NoError(t, err)
-	for _, dl := range []notify.Delivery{
-		{Endpoint: "app", State: notify.StateDelivering, Seq: 3, Delivered: 2, Attempts: 2, Total: 4, Last: "HTTP 503", LastAt: time.Now().UTC()},
-		{Endpoint: "submission", URL: "https://x.example/h", State: notify.StateDelivered, Seq: 3, Delivered: 3, Attempts: 1, Total: 1, LastAt: time.Now().UTC()},
+	for _, dl := range []events.OutboxDelivery{
+		{Endpoint: "app", State: events.OutboxDelivering, Seq: 3, Delivered: 2, Attempts: 2, Total: 4, Last: "HTTP 503", LastAt: time.Now().UTC()},
+		{Endpoint: "submission", URL: "https://x.example/h", State: events.OutboxDelivered, Seq: 3, Delivered: 3, Attempts: 1, Total: 1, LastAt: time.Now().UTC()},
 	} {
 		b, err := json.Marshal(dl)
 		require.NoError(t, err)
@@ -169,7 +168,7 @@ func TestDeliveries(t *testing.T) {
 	require.NoError(t, err)
 	r = d.do(t, "GET", "/v1/jobs/job-1/deliveries", "", nil)
 	require.Equal(t, http.StatusOK, r.status)
-	var got struct{ Deliveries []notify.Delivery }
+	var got struct{ Deliveries []events.OutboxDelivery }
 	require.NoError(t, json.Unmarshal(r.raw, &got))
 	require.Len(t, got.Deliveries, 2, "the job's, not job-10's")
 	require.Equal(t, "app", got.Deliveries[0].Endpoint)

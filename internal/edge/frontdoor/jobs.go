@@ -16,7 +16,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/pollux-dev/pollux/internal/services/notify"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
@@ -145,12 +144,12 @@ func (s *Server) deliveries(w http.ResponseWriter, r *http.Request) *apiError {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
 	defer cancel()
-	ds, err := notify.Deliveries(ctx, s.js, s.ns, j.ID)
+	ds, err := events.OutboxDeliveries(ctx, s.js, s.ns, j.ID)
 	if err != nil {
 		return s.unavailable(err, "reading the job's deliveries")
 	}
 	if ds == nil {
-		ds = []notify.Delivery{}
+		ds = []events.OutboxDelivery{}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"deliveries": ds})
 	return nil

@@ -39,7 +39,8 @@ type Activity struct {
 	// current minute.
 	Minutes []Minute `json:"minutes"`
 	// Ended and Completions are the hour's totals; PollsPerCompletion
-	// its polls per job ended (state.Tally, as `pollux stats` counts).
+	// its ended jobs' polls over its completions (state.Tally, as `pollux
+	// stats` counts).
 	Ended              int     `json:"ended"`
 	Completions        int     `json:"completions"`
 	PollsPerCompletion float64 `json:"polls_per_completion"`

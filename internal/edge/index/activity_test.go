@@ -49,7 +49,7 @@ func TestActivity(t *testing.T) {
 		"the canceled job is ended, not completed")
 	require.Equal(t, 4, a.Ended)
 	require.Equal(t, 3, a.Completions)
-	require.InDelta(t, 11.0/4, a.PollsPerCompletion, 1e-9, "every ended job's polls")
+	require.InDelta(t, 11.0/3, a.PollsPerCompletion, 1e-9, "every ended job's polls over the completions: the canceled job's polls count, not the job")
 	require.Equal(t, 3, a.WebhookExpected)
 	require.InDelta(t, 2.0/3, a.WebhookCoverage, 1e-9)
 	require.Equal(t, 2.0, a.DetectP50)

@@ -68,8 +68,9 @@
 // Activity counts, per minute of the last hour, the jobs whose terminal
 // event falls in it (each job's end once; a late poll's event is not a
 // second end) with state.Tally, as `pollux stats` counts them: the jobs
-// ended and their polls, the completions (succeeded or failed), how many
-// of those expecting a webhook a webhook told first (DetectedBy), and the
+// ended and their polls, the completions (succeeded or failed) that
+// polls per completion divides those polls by, how many of those
+// expecting a webhook a webhook told first (DetectedBy), and the
 // completions' detection delay (DetectedAt - CompletedAt). A process started
 // mid-hour has the hour's figures from the replay.
 //

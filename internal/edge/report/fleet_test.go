@@ -53,9 +53,10 @@ func (f *fleet) end(route, id string, st state.State, by state.Source, polls int
 }
 
 // The console (the index's activity, GET /v1/routes) and `pollux stats`
-// (the report) count the same completions and the same webhook coverage
-// of the same fleet: one definition, state.Tally. A lost or canceled job
-// is ended, not completed.
+// (the report) count the same completions, polls per completion and
+// webhook coverage of the same fleet: one definition, state.Tally. A lost,
+// canceled or expired job is ended, not completed: its polls count, it
+// does not.
 func TestStatsAndConsoleAgree(t *testing.T) {
 	t.Parallel()
 	f := newFleet(t)
@@ -108,9 +109,11 @@ func TestStatsAndConsoleAgree(t *testing.T) {
 	require.Equal(t, 7, hooks.Ended)
 	require.Equal(t, 0.75, hooks.WebhookCoverage, "3 of the 4 completions by webhook")
 	require.Equal(t, 1, hooks.ReconciliationCatches)
+	require.Equal(t, 24.0/4, hooks.PollsPerCompletion, "every ended job's polls over the completions, not over the 7 jobs ended")
 	polls := r.Routes[1]
 	require.Equal(t, 2, polls.Completions)
 	require.Zero(t, polls.WebhookExpected, "a poll-only route: no coverage to speak of")
+	require.Equal(t, 15.0/2, polls.PollsPerCompletion, "the lost job's polls count, the job does not")
 }
 
 // `pollux stats` lists what is learned of each model, and nothing for the

@@ -53,8 +53,9 @@ type Route struct {
 	// canceled, expired or lost job is not one).
 	Ended       int `json:"ended"`
 	Completions int `json:"completions"`
-	// PollsPerCompletion is the status calls of the jobs ended over them
-	// (state.Tally).
+	// PollsPerCompletion is the status calls of the jobs ended over the
+	// completions (state.Tally: a canceled, expired or lost job's polls
+	// count, the job does not).
 	PollsPerCompletion float64 `json:"polls_per_completion"`
 	// DetectionDelayP50S and P95S are seconds from the provider's
 	// completion to Pollux knowing it, over the completions.

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// faultEnv is internal/testkit/faultpoint's Env, spelled out: importing the
+// faultEnv is internal/platform/faultpoint's Env, spelled out: importing the
 // package here would not change what make build links.
 const faultEnv = "POLLUX_FAULTPOINTS"
 
@@ -52,7 +52,7 @@ func TestResolve(t *testing.T) {
 
 // make build stamps the version and revision it is given into every
 // binary, and each prints them with --version. The binaries it ships
-// carry no crash points: none reads POLLUX_FAULTPOINTS (internal/testkit/faultpoint
+// carry no crash points: none reads POLLUX_FAULTPOINTS (internal/platform/faultpoint
 // compiles them in only with the faultpoints build tag).
 func TestMakeBuildStampsVersion(t *testing.T) {
 	if testing.Short() {

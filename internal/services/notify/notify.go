@@ -42,7 +42,9 @@
 //     allow_private. A refused delivery is given up at once.
 //
 // Each job's state at each endpoint (attempts, the last answer, the next
-// attempt) is kept in the outbox bucket and shown by `pollux get`.
+// attempt) is kept in the outbox bucket (events.OutboxDelivery, beside the
+// bucket's names in package events, so that the front door and `pollux
+// get`, which show it, read it without importing this service).
 // Metrics: pollux_notify_deliveries_total{endpoint,outcome},
 // pollux_notify_call_seconds{endpoint}, pollux_notify_circuit_open{endpoint}.
 package notify
@@ -291,7 +293,7 @@ func (s *Service) deliver(ctx context.Context, e *endpoint, msg jetstream.Msg) e
 	}
 	st.URL = msg.Headers().Get(HeaderURL)
 	if age := now.Sub(md.Timestamp); age > e.horizon {
-		st.State, st.NextAt = StateGivenUp, time.Time{}
+		st.State, st.NextAt = events.OutboxGivenUp, time.Time{}
 		st.Last = fmt.Sprintf("given up after %s (%d attempts): %s", e.horizon, st.Attempts, st.Last)
 		s.save(ctx, ev.JobID, st)
 		s.count(e.name, "given_up")
@@ -318,13 +320,13 @@ func (s *Service) deliver(ctx context.Context, e *endpoint, msg jetstream.Msg) e
 	var refused *RefusedError
 	switch {
 	case a.ok():
-		st.State, st.Delivered, st.NextAt = StateDelivered, max(st.Delivered, ev.Seq), time.Time{}
+		st.State, st.Delivered, st.NextAt = events.OutboxDelivered, max(st.Delivered, ev.Seq), time.Time{}
 		s.save(ctx, ev.JobID, st)
 		s.circuit(e, host, true, now)
 		s.count(e.name, "delivered")
 		return events.Stop()
 	case errors.As(a.err, &refused), a.status == 410:
-		st.State, st.NextAt = StateGivenUp, time.Time{}
+		st.State, st.NextAt = events.OutboxGivenUp, time.Time{}
 		s.save(ctx, ev.JobID, st)
 		outcome := "given_up"
 		if refused != nil {
@@ -336,7 +338,7 @@ func (s *Service) deliver(ctx context.Context, e *endpoint, msg jetstream.Msg) e
 	}
 	s.circuit(e, host, false, now)
 	delay := max(schedule.Backoff{Base: s.cfg.RetryBase, Max: time.Hour}.Next(st.Attempts, s.rnd), a.retryAfter)
-	st.State, st.NextAt = StateDelivering, now.Add(delay)
+	st.State, st.NextAt = events.OutboxDelivering, now.Add(delay)
 	s.save(ctx, ev.JobID, st)
 	s.count(e.name, "failed")
 	log.Info().Str("answer", a.summary()).Int("attempts", st.Attempts).Dur("retry_in", delay).Msg("delivery failed; retrying")

@@ -217,10 +217,10 @@ func TestEveryEventIsDeliveredInOrder(t *testing.T) {
 	for id, n := range rc.attempts {
 		require.GreaterOrEqual(t, n, 3, "%s: failed, timed out, then delivered", id)
 	}
-	ds, err := notify.Deliveries(t.Context(), e.js, events.Default, "job-0")
+	ds, err := events.OutboxDeliveries(t.Context(), e.js, events.Default, "job-0")
 	require.NoError(t, err)
 	require.Len(t, ds, 1)
-	require.Equal(t, notify.StateDelivered, ds[0].State)
+	require.Equal(t, events.OutboxDelivered, ds[0].State)
 	require.EqualValues(t, 3, ds[0].Delivered)
 	require.GreaterOrEqual(t, ds[0].Total, 9, "every attempt counted")
 }
@@ -257,8 +257,8 @@ func TestADeadEndpointDoesNotSlowALiveOne(t *testing.T) {
 	require.Less(t, time.Since(start), 10*time.Second, "not held up by the dead endpoint's 1 s timeouts")
 	require.Empty(t, dead.delivered())
 	require.Eventually(t, func() bool {
-		ds, err := notify.Deliveries(t.Context(), e.js, events.Default, "job-0")
-		return err == nil && len(ds) == 2 && ds[0].Endpoint == "dead" && ds[0].State == notify.StateDelivering
+		ds, err := events.OutboxDeliveries(t.Context(), e.js, events.Default, "job-0")
+		return err == nil && len(ds) == 2 && ds[0].Endpoint == "dead" && ds[0].State == events.OutboxDelivering
 	}, 10*time.Second, 20*time.Millisecond, "the dead endpoint's deliveries are being retried")
 	require.Eventually(t, func() bool { return opened.Load() }, 10*time.Second, 20*time.Millisecond, "its circuit opens")
 }
@@ -286,8 +286,8 @@ func TestARestartMidRetryLosesNothing(t *testing.T) {
 	}
 	require.Eventually(t, func() bool {
 		for i := range 5 {
-			ds, err := notify.Deliveries(t.Context(), e.js, events.Default, fmt.Sprintf("job-%d", i))
-			if err != nil || len(ds) != 1 || ds[0].State != notify.StateDelivering {
+			ds, err := events.OutboxDeliveries(t.Context(), e.js, events.Default, fmt.Sprintf("job-%d", i))
+			if err != nil || len(ds) != 1 || ds[0].State != events.OutboxDelivering {
 				return false
 			}
 		}
@@ -330,14 +330,14 @@ func TestPrivateTargetsAreRefused(t *testing.T) {
 		map[string][]string{"r": {"ip", "name"}})
 	e.publish("r", "job", 2, own.srv.URL+"/hook?order=42")
 	require.Eventually(t, func() bool {
-		ds, err := notify.Deliveries(t.Context(), e.js, events.Default, "job")
+		ds, err := events.OutboxDeliveries(t.Context(), e.js, events.Default, "job")
 		if err != nil || len(ds) != 3 {
 			return false
 		}
 		for _, d := range ds {
-			want := notify.StateGivenUp
+			want := events.OutboxGivenUp
 			if d.Endpoint == config.NotifySubmissions {
-				want = notify.StateDelivered
+				want = events.OutboxDelivered
 			}
 			if d.State != want {
 				return false
@@ -345,7 +345,7 @@ func TestPrivateTargetsAreRefused(t *testing.T) {
 		}
 		return true
 	}, 20*time.Second, 20*time.Millisecond)
-	ds, err := notify.Deliveries(t.Context(), e.js, events.Default, "job")
+	ds, err := events.OutboxDeliveries(t.Context(), e.js, events.Default, "job")
 	require.NoError(t, err)
 	for _, d := range ds {
 		if d.Endpoint != config.NotifySubmissions {

@@ -31,8 +31,8 @@ func (s *Service) publish(ctx context.Context, m *natsMsg, id string) error {
 // state reads a job's delivery state at an endpoint; a fresh one when
 // there is none or it cannot be read (a retry's attempt count then starts
 // over, which only shortens its next wait).
-func (s *Service) state(ctx context.Context, job, endpoint string) Delivery {
-	d := Delivery{Endpoint: endpoint}
+func (s *Service) state(ctx context.Context, job, endpoint string) events.OutboxDelivery {
+	d := events.OutboxDelivery{Endpoint: endpoint}
 	e, err := s.states.Get(ctx, events.OutboxKey(job, endpoint))
 	if err == nil {
 		_ = json.Unmarshal(e.Value(), &d)
@@ -43,7 +43,7 @@ func (s *Service) state(ctx context.Context, job, endpoint string) Delivery {
 
 // save writes a job's delivery state at an endpoint; best effort (it is
 // what `pollux get` shows, and a retry's attempt count).
-func (s *Service) save(ctx context.Context, job string, d Delivery) {
+func (s *Service) save(ctx context.Context, job string, d events.OutboxDelivery) {
 	b, err := json.Marshal(d)
 	if err == nil {
 		_, err = s.states.Put(ctx, events.OutboxKey(job, d.Endpoint), b)

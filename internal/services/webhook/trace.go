@@ -16,8 +16,10 @@ import (
 // receive", is a trace of its own: the provider's request carries no
 // context of the job's (and one it carries is the provider's, not the
 // submitter's), and the receiver reads no record. Its context goes with
-// the stored delivery as its traceparent header, replacing the
-// provider's. Its application, "webhook apply", is in the job's trace,
+// the stored delivery as its traceparent header; a trace context the
+// provider sent is never stored, with tracing on or off (storedHeaders),
+// so an applier links only to a receipt of Pollux's. Its application,
+// "webhook apply", is in the job's trace,
 // linked to the receipt; it is started once the owner has read the job
 // (with the time the application began), so it costs no extra read. With
 // tracing off both helpers return after one nil check.

@@ -44,6 +44,7 @@ import (
 	"github.com/pollux-dev/pollux/internal/core/route"
 	"github.com/pollux-dev/pollux/internal/platform/httpserve"
 	"github.com/pollux-dev/pollux/internal/platform/problem"
+	"github.com/pollux-dev/pollux/internal/platform/tracing"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/provider"
 	"github.com/pollux-dev/pollux/pkg/schedule"
@@ -394,12 +395,17 @@ func deliveryKey(route, id string) string {
 }
 
 // storedHeaders keeps the delivery's headers except credentials and any
-// that pose as Pollux's own.
+// that pose as Pollux's own: its Pollux-* headers, and a trace context
+// (traceparent, tracestate), which on a stored delivery is its receipt's
+// (the applier links its span to it). The tracer's Inject replaces one
+// only when tracing is on; a receiver with tracing off would otherwise
+// store the sender's for an applier with tracing on to link to.
 func storedHeaders(h http.Header) nats.Header {
 	out := nats.Header{}
 	for k, v := range h {
 		switch ck := http.CanonicalHeaderKey(k); {
-		case ck == "Authorization", ck == "Cookie", ck == "Proxy-Authorization", strings.HasPrefix(ck, "Pollux-"):
+		case ck == "Authorization", ck == "Cookie", ck == "Proxy-Authorization", strings.HasPrefix(ck, "Pollux-"),
+			strings.EqualFold(ck, tracing.Header), strings.EqualFold(ck, "tracestate"):
 			continue
 		}
 		out[k] = v

@@ -281,6 +281,11 @@ func TestHandlerStoresTheRawDelivery(t *testing.T) {
 
 	req := signedRequest(t, hs.URL+"/webhooks/rep?job=job-1", "msg_1", time.Now(), prediction)
 	req.Header.Set("Authorization", "Bearer leaked?")
+	// The sender's trace context poses as the receipt's, which an applier
+	// with tracing on links its span to: this receiver, tracing off, has
+	// none to put in its place.
+	req.Header.Set("Traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
+	req.Header.Set("tracestate", "vendor=x")
 	code, _, _ := do(t, req)
 	require.Equal(t, http.StatusOK, code)
 	msg, err := res.Webhooks.GetLastMsgForSubject(context.Background(), events.Default.Webhook("rep"))
@@ -290,4 +295,7 @@ func TestHandlerStoresTheRawDelivery(t *testing.T) {
 	require.Equal(t, "msg_1", msg.Header.Get(webhook.HeaderDelivery))
 	require.Equal(t, "msg_1", http.Header(msg.Header).Get("webhook-id"), "the provider's headers are kept")
 	require.Empty(t, http.Header(msg.Header).Get("Authorization"), "credentials are not")
+	for k := range msg.Header {
+		require.NotContains(t, []string{"traceparent", "tracestate"}, strings.ToLower(k), "nor a trace context of the sender's")
+	}
 }

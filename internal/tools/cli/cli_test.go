@@ -22,7 +22,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/pollux-dev/pollux/internal/services/notify"
 	"github.com/pollux-dev/pollux/internal/testkit/natstest"
 	"github.com/pollux-dev/pollux/internal/tools/bench"
 	"github.com/pollux-dev/pollux/internal/tools/cli"
@@ -223,7 +222,7 @@ func TestGetOfAFinishedJob(t *testing.T) {
 	require.NoError(t, err)
 	kv, err := events.EnsureBucket(t.Context(), js, events.Default.OutboxBucketConfig(events.Options{}))
 	require.NoError(t, err)
-	d, _ := json.Marshal(notify.Delivery{Endpoint: "app", State: notify.StateDelivering, Seq: 3, Attempts: 2, Total: 4, Last: "HTTP 503", LastAt: time.Now()})
+	d, _ := json.Marshal(events.OutboxDelivery{Endpoint: "app", State: events.OutboxDelivering, Seq: 3, Attempts: 2, Total: 4, Last: "HTTP 503", LastAt: time.Now()})
 	_, err = kv.Put(t.Context(), events.OutboxKey("done-1", "app"), d)
 	require.NoError(t, err)
 	out, err = run(t, "get", "--nats-url", url, "done-1")

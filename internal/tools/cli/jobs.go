@@ -15,7 +15,6 @@ import (
 
 	"github.com/pollux-dev/pollux/internal/core/jobs"
 	"github.com/pollux-dev/pollux/internal/edge/frontdoor"
-	"github.com/pollux-dev/pollux/internal/services/notify"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
@@ -342,7 +341,7 @@ func (c *GetCmd) get(ctx context.Context, js jetstream.JetStream, ns events.Name
 	for _, ev := range evs {
 		fmt.Fprintf(g.Stdout, "  #%-3d %s  %-9s state=%s\n", ev.Seq, ev.Time.Local().Format(time.DateTime), ev.Type, ev.State)
 	}
-	ds, err := notify.Deliveries(ctx, js, ns, c.ID)
+	ds, err := events.OutboxDeliveries(ctx, js, ns, c.ID)
 	if err != nil {
 		return err
 	}

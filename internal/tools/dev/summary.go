@@ -25,7 +25,9 @@ type Summary struct {
 	JobsByState map[string]int `json:"jobs_by_state"`
 	// Unfinished counts jobs not terminal at the end.
 	Unfinished int `json:"unfinished"`
-	// PollsPerCompletion is status calls per finished job.
+	// PollsPerCompletion is the finished jobs' status calls over the
+	// completions (state.Tally, as `pollux stats` and the console count
+	// it).
 	PollsPerCompletion float64 `json:"polls_per_completion"`
 	// DetectionDelayP50S, P95S and MeanS are the delays, in real seconds,
 	// from the provider's completion time to Pollux knowing it.

@@ -105,7 +105,7 @@ func New() *Metrics {
 	}, []string{"route"})
 	m.finishedPolls = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "pollux_finished_job_polls_total",
-		Help: "Status calls made for jobs that reached their terminal state, by route: exactly the provider's count of them. Divided by pollux_jobs_terminal_total, polls per completion.",
+		Help: "Status calls made for jobs that reached their terminal state, by route: exactly the provider's count of them. Divided by pollux_jobs_terminal_total of the completions (state succeeded or failed), polls per completion.",
 	}, []string{"route"})
 	m.detectionDelay = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "pollux_detection_delay_seconds",

@@ -20,7 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
-	"github.com/pollux-dev/pollux/internal/testkit/faultpoint"
+	"github.com/pollux-dev/pollux/internal/platform/faultpoint"
 	"github.com/pollux-dev/pollux/internal/testkit/natstest"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/provider/sim"
@@ -28,7 +28,7 @@ import (
 
 // Binaries builds the fleet's binaries (ingest, poller, webhook, pollux)
 // with the crash points compiled in (the faultpoints build tag, see
-// internal/testkit/faultpoint), and a nats-server, once per test package, into a
+// internal/platform/faultpoint), and a nats-server, once per test package, into a
 // directory Main removes; it returns that directory.
 func Binaries(t *testing.T) string {
 	t.Helper()

@@ -100,19 +100,13 @@ function modelsTable(list) {
   ];
 }
 
-// The fleet's figures: the routes' sums, and the last hour of them all
-// (the API's fleet-wide activity, else the routes' weighted together).
+// The fleet's figures: the routes' sums, and the last hour of them all as
+// the API counts it (state.Tally, as `pollux stats`): the page derives no
+// figure of its own. Without an index the API has no activity, for the
+// fleet or a route, and the hour's figures are blank.
 function fleet(routes, all) {
   const sum = (f) => routes.reduce((a, r) => a + (Number(f(r)) || 0), 0);
-  let a = all;
-  if (!a) {
-    const n = sum((r) => r.activity && r.activity.completions);
-    const weighted = (f, by = 'completions') => {
-      const w = sum((r) => r.activity && r.activity[by]);
-      return w ? sum((r) => (Number(r.activity && r.activity[f]) || 0) * ((r.activity && r.activity[by]) || 0)) / w : 0;
-    };
-    a = { completions: n, polls_per_completion: weighted('polls_per_completion', 'ended'), detect_p50: weighted('detect_p50'), detect_p95: weighted('detect_p95'), webhook_coverage: weighted('webhook_coverage', 'webhook_expected'), webhook_expected: sum((r) => r.activity && r.activity.webhook_expected) };
-  }
+  const a = all || {};
   const done = a.completions > 0;
   const pollOnly = routes.length > 0 && routes.every((r) => r.webhooks === false);
   const pausedN = routes.filter(paused).length;
@@ -121,7 +115,7 @@ function fleet(routes, all) {
     stat('Tracked', fmtNum(sum((r) => r.tracked)), sum((r) => r.parked) ? `jobs at providers, ${fmtNum(sum((r) => r.parked))} parked` : 'jobs at providers'),
     stat('Backlog', fmtNum(sum((r) => r.backlog) + sum((r) => r.intake)), 'checks + intake waiting'),
     stat('Completions', fmtNum(a.completions || 0), a.ended > a.completions ? `last hour; ${fmtNum(a.ended - a.completions)} more ended` : 'last hour'),
-    stat('Polls / completion', a.ended ? fmtNum(a.polls_per_completion, 2) : '—', 'last hour'),
+    stat('Polls / completion', done ? fmtNum(a.polls_per_completion, 2) : '—', 'last hour'),
     stat('Detection p50 / p95', done ? `${fmtDur(a.detect_p50)} / ${fmtDur(a.detect_p95)}` : '—', 'completion → Pollux knows'),
     coverageStat(stat, a, pollOnly, 'first seen by webhook'),
   ];
@@ -195,7 +189,7 @@ function card(ctx, r, reload) {
         metric('Intake', fmtNum(r.intake), 'messages waiting'),
         waiting.length ? metric('Waiting to start', h('span', waiting.map(([why, n]) => h('div', `${fmtNum(n)} ${why}`))), 'pending jobs, and why', 'lines') : null,
         metric('Oldest unresolved', r.oldest_s ? fmtDur(r.oldest_s) : '—', 'at the provider'),
-        metric('Polls / completion', a.ended ? fmtNum(a.polls_per_completion, 2) : '—', 'last hour'),
+        metric('Polls / completion', a.completions ? fmtNum(a.polls_per_completion, 2) : '—', 'last hour'),
         metric('Detection p50 / p95', a.completions ? `${fmtDur(a.detect_p50)} / ${fmtDur(a.detect_p95)}` : '—', 'last hour'),
         coverageStat(metric, a, r.webhooks === false, 'of completions'),
         metric('Running slots', running.text, running.sub),

@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/pollux-dev/pollux/internal/testkit/faultpoint"
+	"github.com/pollux-dev/pollux/internal/platform/faultpoint"
 )
 
 func TestParse(t *testing.T) {

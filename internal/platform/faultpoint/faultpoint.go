@@ -11,7 +11,9 @@
 // image, go install — Hit is an empty function the compiler removes, and
 // the binary does not read POLLUX_FAULTPOINTS at all:
 // internal/platform/version's TestMakeBuildStampsVersion checks the shipped
-// binaries for it.
+// binaries for it. It is plumbing, not test support: shipped code marks
+// its points (ingest's submit step, the front door's face submissions),
+// and shipped code imports nothing of internal/testkit.
 package faultpoint
 
 import (
