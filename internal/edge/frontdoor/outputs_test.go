@@ -32,8 +32,8 @@ func TestKeptOutputsAreServed(t *testing.T) {
 	const size = 700_000 // several object store chunks
 	tokens, err := frontdoor.ParseTokens(strings.NewReader(tokenA + " read name=dashboard\n"))
 	require.NoError(t, err)
-	// The job's id is one the OpenAI face would mint, so its content
-	// endpoint serves it too.
+	// The job's id is one the OpenAI face would mint, and its metadata
+	// says the face made it, so its content endpoint serves it too.
 	const jobID = "video_00112233445566778899aabbccddeeff"
 	d := setup(t, frontdoor.Config{Tokens: tokens, Faces: []face.Mount{{Kind: face.OpenAI, Route: route}}})
 	bearer := map[string]string{"Authorization": "Bearer " + tokenA}
@@ -77,7 +77,7 @@ func TestKeptOutputsAreServed(t *testing.T) {
 	requireError(t, r, http.StatusNotFound, frontdoor.CodeJobNotFound, "")
 	now := time.Now().UTC()
 	j := &state.Job{ID: jobID, Route: route, Model: "m", RemoteID: p.ID, State: state.Queued, Tracked: true,
-		CreatedAt: now, SubmittedAt: now, ChangedAt: now, Deadline: now.Add(time.Hour), NextCheckAt: now.Add(time.Hour)}
+		Metadata: map[string]string{face.MetaFace: string(face.OpenAI)}, CreatedAt: now, SubmittedAt: now, ChangedAt: now, Deadline: now.Add(time.Hour), NextCheckAt: now.Add(time.Hour)}
 	j.Record(events.EventSubmitted, now)
 	_, _, err = d.jobs.Intake().Accept(t.Context(), j)
 	require.NoError(t, err)

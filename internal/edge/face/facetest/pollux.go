@@ -74,8 +74,8 @@ func (p *Pollux) Clock(now func() time.Time) {
 }
 
 // Submit checks m as the front door does (a contract violation, or no
-// ID, is an error both errors.As reads as an *events.FieldError and
-// face.AsError as a 400 naming the field), then, unless failing, records
+// ID, is a *face.Error, 400 naming the field, that wraps the
+// *events.FieldError), then, unless failing, records
 // m and, unless held, makes its pending record (once: a submission of an
 // id that has a record changes nothing). A refused or failed submission
 // is not recorded.
@@ -238,10 +238,12 @@ func clone(j *state.Job) *state.Job {
 }
 
 // check refuses a submission the front door would: one without an ID
-// (a face sets it) or one events.DecodeSubmit refuses.
+// (a face sets it) or one events.DecodeSubmit refuses, as the front door
+// answers it (a 400: invalid_field, or invalid_body when no field is at
+// fault).
 func check(m events.Submit) error {
 	if m.ID == "" {
-		return invalidSubmit{&events.FieldError{Field: "id", Problem: "required: a face sets the job id"}}
+		return invalidSubmit(&events.FieldError{Field: "id", Problem: "required: a face sets the job id"})
 	}
 	b, err := json.Marshal(m)
 	if err == nil {
@@ -252,27 +254,17 @@ func check(m events.Submit) error {
 		fe = &events.FieldError{Problem: err.Error()}
 	}
 	if fe != nil {
-		return invalidSubmit{fe}
+		return invalidSubmit(fe)
 	}
 	return nil
 }
 
-// invalidSubmit is a submission the front door refuses: an
-// *events.FieldError (the face.Pollux contract) that face.AsError reads
-// as the front door's 400 (invalid_field, or invalid_body when no field
-// is at fault).
-type invalidSubmit struct{ fe *events.FieldError }
-
-func (e invalidSubmit) Error() string { return e.fe.Error() }
-func (e invalidSubmit) Unwrap() error { return e.fe }
-
-// FaceError is what face.AsError reads.
-func (e invalidSubmit) FaceError() face.Error {
+func invalidSubmit(fe *events.FieldError) *face.Error {
 	code := "invalid_field"
-	if e.fe.Field == "" {
+	if fe.Field == "" {
 		code = "invalid_body"
 	}
-	return face.Error{Status: http.StatusBadRequest, Code: code, Field: e.fe.Field, Message: e.fe.Error()}
+	return &face.Error{Status: http.StatusBadRequest, Code: code, Field: fe.Field, Message: fe.Error(), Err: fe}
 }
 
 // Submissions returns the submissions Submit took, in order.
@@ -292,15 +284,3 @@ func (p *Pollux) Cancels() []string {
 // Waits receives the id of each Wait call, so a test knows a face is
 // waiting before it changes a record.
 func (p *Pollux) Waits() <-chan string { return p.waits }
-
-// FrontDoorError returns an error that stands for one of the front
-// door's refusals (an invalid field, a quota): face.AsError reads e from
-// it.
-func FrontDoorError(e face.Error) error { return &frontDoorError{e} }
-
-type frontDoorError struct{ e face.Error }
-
-func (e *frontDoorError) Error() string { return e.e.Code + ": " + e.e.Message }
-
-// FaceError is what face.AsError reads.
-func (e *frontDoorError) FaceError() face.Error { return e.e }

@@ -44,12 +44,13 @@
 // segments are refused with 412, as fal's own proxies refuse a foreign
 // target; a missing header is a 400.
 //
-// A request id is served only for a job this face created on its route
-// (its metadata face=fal and fal_app, its route or model route), for the
-// app the URL names; any other is 404. A request id Pollux has no record
-// of yet is waited for (face.Mount.Record, 3 s) before the 404: ingest
-// takes a submission within milliseconds of its answer, and the client
-// asks for its status at once.
+// A request id is served only for a job the face may see (face.Kit.Job:
+// one this face created on its route, or through its model route), for
+// the app the URL names (its metadata fal_app); any other is the same
+// 404 as an unknown id. A request id Pollux has no record of yet is
+// waited for (the mount's RecordGrace, 3 s) before the 404: ingest takes a
+// submission within milliseconds of its answer, and the client asks for
+// its status at once.
 //
 // Errors are fal's shape, {"detail": "..."} (plus "message", which the
 // client makes its error's message of); a field at fault is a 422 whose

@@ -41,7 +41,7 @@ func TestASubmitIsAPolluxSubmission(t *testing.T) {
 	require.Equal(t, id, subs[0].ID)
 	require.Equal(t, "acme/video/turbo", subs[0].Model, "the model is the endpoint id, path and all")
 	require.JSONEq(t, `{"prompt":"a fox"}`, string(subs[0].Input))
-	require.Equal(t, map[string]string{MetaFace: "fal", MetaApp: "acme/video"}, subs[0].Metadata)
+	require.Equal(t, map[string]string{face.MetaFace: "fal", MetaApp: "acme/video"}, subs[0].Metadata)
 
 	// A namespaced endpoint's app is namespace/owner/app; a URL endpoint
 	// id comes with a trailing slash.
@@ -316,7 +316,7 @@ func TestUnknownRequestsAreNotFound(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, call(t, f, http.MethodGet, requestURL(mine, "/status"), "").status, "through the model route")
 
 	// The record comes while the status waits for it.
-	f.m.RecordGrace = time.Minute
+	f = New(face.Mount{Kind: face.Fal, Route: route, Prefix: face.Prefix(face.Fal, route), RecordGrace: time.Minute}, p).(*Face)
 	p.Hold(true)
 	late := submit(t, f, "acme/video", `{}`)
 	got := make(chan reply, 1)
@@ -369,23 +369,23 @@ func TestErrorsAreFalShaped(t *testing.T) {
 	t.Parallel()
 	f, p := setup(t)
 	for _, c := range []struct {
-		e     face.Error
+		e     *face.Error
 		code  int
 		retry string
 	}{
-		{face.Error{Status: 401, Code: "unauthorized", Message: "bad token"}, 401, ""},
-		{face.Error{Status: 403, Code: "forbidden", Message: "read-only", Field: "Pollux-CSRF"}, 403, ""},
-		{face.Error{Status: 429, Code: "too_many_requests", Message: "slow down", RetryAfter: 1500 * time.Millisecond}, 429, "2"},
-		{face.Error{Status: 503, Code: "unavailable", Message: "later", RetryAfter: time.Second}, 503, "1"},
+		{&face.Error{Status: 401, Code: "unauthorized", Message: "bad token"}, 401, ""},
+		{&face.Error{Status: 403, Code: "forbidden", Message: "read-only", Field: "Pollux-CSRF"}, 403, ""},
+		{&face.Error{Status: 429, Code: "too_many_requests", Message: "slow down", RetryAfter: 1500 * time.Millisecond}, 429, "2"},
+		{&face.Error{Status: 503, Code: "unavailable", Message: "later", RetryAfter: time.Second}, 503, "1"},
 	} {
-		p.FailSubmit(facetest.FrontDoorError(c.e))
+		p.FailSubmit(c.e)
 		r := call(t, f, http.MethodPost, queue+"acme/video", `{}`)
 		require.Equal(t, c.code, r.status, r.raw)
 		require.Equal(t, c.e.Message, r.body["detail"], r.raw)
 		require.Equal(t, c.e.Message, r.body["message"], "the client's error message")
 		require.Equal(t, c.retry, r.header.Get("Retry-After"))
 	}
-	p.FailSubmit(facetest.FrontDoorError(face.Error{Status: 400, Code: "invalid_field", Field: "metadata", Message: "metadata: too many"}))
+	p.FailSubmit(&face.Error{Status: 400, Code: "invalid_field", Field: "metadata", Message: "metadata: too many"})
 	r := call(t, f, http.MethodPost, queue+"acme/video", `{}`)
 	require.Equal(t, http.StatusUnprocessableEntity, r.status, r.raw)
 	require.Equal(t, []any{"body", "metadata"}, r.body["detail"].([]any)[0].(map[string]any)["loc"])

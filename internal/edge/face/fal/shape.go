@@ -2,7 +2,6 @@ package fal
 
 import (
 	"encoding/hex"
-	"encoding/json"
 	"math"
 	"net/http"
 	"net/url"
@@ -251,19 +250,16 @@ func locOf(field string) []string {
 	return []string{"body", field}
 }
 
-// writeError writes e in fal's shape: a 400 (or 422) naming a field is a
+// WriteError writes e in fal's shape: a 400 (or 422) naming a field is a
 // 422 validation error whose detail lists it; any other error is
 // {"detail": message}, with Retry-After when e says.
-func writeError(w http.ResponseWriter, e face.Error, requestID string) {
+func (f *Face) WriteError(w http.ResponseWriter, e *face.Error) {
 	h := w.Header()
 	for k, v := range e.Header {
 		h[k] = v
 	}
 	if e.RetryAfter > 0 {
 		h.Set("Retry-After", strconv.Itoa(int(math.Ceil(e.RetryAfter.Seconds()))))
-	}
-	if requestID != "" {
-		h.Set(requestIDHeader, requestID)
 	}
 	msg := orDefault(e.Message, http.StatusText(e.Status))
 	body := errorBody{Detail: msg, Message: msg}
@@ -274,11 +270,5 @@ func writeError(w http.ResponseWriter, e face.Error, requestID string) {
 	} else {
 		body.ErrorType = h.Get(errorTypeHeader)
 	}
-	writeJSON(w, status, body)
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	_ = face.WriteJSON(w, status, body) // an errorBody always encodes
 }

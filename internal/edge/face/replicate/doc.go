@@ -39,9 +39,11 @@
 //     Replicate webhooks.
 //   - Errors are Replicate's problem bodies ({title, detail, status}, a
 //     field at fault in invalid_fields): 401, 403 and 429 (with
-//     Retry-After) from the front door, 404 for an unknown prediction
-//     (after face.Mount.Record's wait for a record still to come) or one
-//     of another route, 400 for a body that is not a JSON object or a
+//     Retry-After) from the front door, 404 for a prediction the face may
+//     not see (face.Kit.Job: an unknown id, after the wait for a record
+//     still to come, another route's job, one the face did not make),
+//     409 with Retry-After for a cancel of a create not taken yet, 400
+//     for a body that is not a JSON object or a
 //     bad Prefer, 422 naming the field at fault, 413 beyond MaxBody, 503
 //     (Retry-After 1) when NATS is unavailable.
 package replicate

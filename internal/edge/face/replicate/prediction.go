@@ -22,11 +22,10 @@ const (
 	statusCanceled   = "canceled"
 )
 
-// Metadata keys a create writes on its job: which face made it, and the
+// Metadata keys a create writes on its job besides face.MetaFace: the
 // model and version the create named (a version create names no model;
 // a model route's member runs a model of its own).
 const (
-	metaFace    = "face"
 	metaModel   = "replicate_model"
 	metaVersion = "replicate_version"
 )
