@@ -39,7 +39,13 @@
 //     record is late from the create itself (Created), waits for a job to
 //     end (Ended), cancels (Cancel), lists (List) and knows the face's own
 //     URL (Base).
-//   - ID mints the job id of a create: derived from the route and the
+//   - Outputs: Kit.OutputURL is the one way a face gives an app an output
+//     URL — Pollux's own on the face (OutputPath, served by
+//     Kit.ServeOutput) for an output the route keeps (Kept: custody saved
+//     it, or has yet to copy it), which outlives the provider's copy;
+//     else the provider's when it is a safe http(s) URL (ProviderURL);
+//     else none.
+//   - IDBytes mints the job id of a create: derived from the route and the
 //     create's idempotency key when it has one, so a create retried with
 //     the same key is one job; random otherwise. Each face formats it as
 //     its provider's ids look.

@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"net/http"
-	"net/url"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -125,26 +124,15 @@ type Pollux interface {
 	// list. Jobs made elsewhere (a submission over NATS, POST /v1/jobs)
 	// are not a face's.
 	List(ctx context.Context, k Kind, route, after string, limit int) (jobs []*state.Job, more bool, err error)
-	// Output writes output n of job j: the bytes output custody kept,
-	// else a redirect to the provider's URL; ErrOutputNotFound when the
-	// job has no such output. Nothing is written when it returns an
-	// error.
+	// Output writes output n of job j: the bytes output custody kept
+	// (Saved), else a redirect to the provider's URL (ProviderURL);
+	// ErrOutputNotFound when the job has no such output. Nothing is
+	// written when it returns an error.
 	Output(w http.ResponseWriter, r *http.Request, j *state.Job, n int) error
-}
-
-// OutputURL is output n of job j as a URL a face may send an app to: an
-// http or https URL with a host, else (or when the job has no output n)
-// ErrOutputNotFound. The record holds what the provider said, which is
-// not to be trusted as a redirect target.
-func OutputURL(j *state.Job, n int) (string, error) {
-	if n < 0 || n >= len(j.Outputs) {
-		return "", ErrOutputNotFound
-	}
-	u, err := url.Parse(j.Outputs[n])
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return "", ErrOutputNotFound
-	}
-	return u.String(), nil
+	// KeepsOutputs reports whether route keeps its succeeded jobs'
+	// outputs (its keep_outputs): output custody copies them, and Output
+	// serves the copies.
+	KeepsOutputs(route string) bool
 }
 
 // Face is what the front door asks of a face, and what Serve writes a

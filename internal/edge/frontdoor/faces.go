@@ -134,19 +134,21 @@ func (f facade) Output(w http.ResponseWriter, r *http.Request, j *state.Job, n i
 	if n < 0 || n >= len(j.Outputs) {
 		return face.ErrOutputNotFound
 	}
-	if j.Custody != nil && n < len(j.Custody.Outputs) && j.Custody.Outputs[n].Status == state.OutputSaved {
+	if face.Saved(j, n) {
 		if e := f.s.serveKept(w, r, j, n); e != nil {
 			return toFace(e)
 		}
 		return nil
 	}
-	u, err := face.OutputURL(j, n)
+	u, err := face.ProviderURL(j, n)
 	if err != nil {
 		return err
 	}
 	http.Redirect(w, r, u, http.StatusFound)
 	return nil
 }
+
+func (f facade) KeepsOutputs(route string) bool { return slices.Contains(f.s.cfg.KeepOutputs, route) }
 
 // listReads bounds the records one List reads for a face mounted on a
 // model route, whose jobs the index finds among every route's.

@@ -7,7 +7,8 @@
 // record read shares nothing with the stored one; every change of a
 // record wakes the waiters, as the jobs index does; a cancel is recorded
 // and, when asked, ends the job.
-// A test steers it with its knobs (Hold, FailSubmit, CancelEnds, Clock),
+// A test steers it with its knobs (Hold, FailSubmit, CancelEnds,
+// KeepOutputs, Clock),
 // writes records with Put and Update, and reads what the face asked with
 // Submissions, Cancels and Waits.
 //

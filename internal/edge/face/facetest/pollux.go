@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -34,6 +35,7 @@ type Pollux struct {
 	hold       bool
 	submitErr  error
 	cancelEnds bool
+	keeps      map[string]bool
 	now        func() time.Time
 }
 
@@ -57,6 +59,25 @@ func (p *Pollux) FailSubmit(err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.submitErr = err
+}
+
+// KeepOutputs makes routes keep their outputs (KeepsOutputs).
+func (p *Pollux) KeepOutputs(routes ...string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.keeps == nil {
+		p.keeps = map[string]bool{}
+	}
+	for _, r := range routes {
+		p.keeps[r] = true
+	}
+}
+
+// KeepsOutputs reports whether route is one KeepOutputs named.
+func (p *Pollux) KeepsOutputs(route string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.keeps[route]
 }
 
 // CancelEnds makes, when on, a cancel end its job at once (canceled).
@@ -155,10 +176,19 @@ func (p *Pollux) Cancel(_ context.Context, _ *http.Request, j *state.Job, _ stri
 	return nil
 }
 
-// Output redirects to output n's URL; face.ErrOutputNotFound when the job
-// has no such output.
+// Output writes output n as the front door does: an output custody saved
+// (face.Saved) is served, its body "kept " and its object's name; any
+// other is a redirect to its provider's URL (face.ProviderURL);
+// face.ErrOutputNotFound when the job has no such output.
 func (p *Pollux) Output(w http.ResponseWriter, r *http.Request, j *state.Job, n int) error {
-	u, err := face.OutputURL(j, n)
+	if face.Saved(j, n) {
+		o := j.Custody.Outputs[n]
+		w.Header().Set("Content-Type", o.ContentType)
+		w.WriteHeader(http.StatusOK)
+		_, _ = io.WriteString(w, "kept "+o.Object)
+		return nil
+	}
+	u, err := face.ProviderURL(j, n)
 	if err != nil {
 		return err
 	}

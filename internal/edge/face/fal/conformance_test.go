@@ -27,6 +27,7 @@ func TestConformance(t *testing.T) {
 			"status": verb(http.MethodGet, "/status"),
 			"result": verb(http.MethodGet, ""),
 			"cancel": verb(http.MethodPut, "/cancel"),
+			"output": func(id string) *http.Request { return httptest.NewRequest(http.MethodGet, "/outputs/"+id+"/0", nil) },
 		},
 	})
 }

@@ -28,7 +28,10 @@
 //     File objects — {"video": {url, content_type, file_name}} for the
 //     first output that is not an image, "images" for those that are, and
 //     "files" for all, in order (Pollux records outputs as URLs, not the
-//     provider's JSON) — or fal's error for one that ended otherwise (see
+//     provider's JSON), each url as face.Kit.OutputURL gives it (Pollux's
+//     own, GET /fal/{route}/outputs/{id}/{n}, served beside the proxy, for
+//     an output the route keeps; else the provider's when it is a safe
+//     http(s) URL) — or fal's error for one that ended otherwise (see
 //     failureOf: 422 validation error, 500, 499 client_cancelled, 504
 //     request_timeout of the user's kind, none of which the client
 //     retries).

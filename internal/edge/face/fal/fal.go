@@ -29,9 +29,15 @@ func New(m face.Mount, p face.Pollux) face.Face {
 	return f
 }
 
-// Handler serves the proxy endpoint: any request to the mount's "/",
-// dispatched on its x-fal-target-url.
-func (f *Face) Handler() http.Handler { return face.Serve(f, f.serve) }
+// Handler serves the proxy endpoint — any request to the mount's "/",
+// dispatched on its x-fal-target-url — and the outputs Pollux keeps
+// (face.OutputPath), which a result links to.
+func (f *Face) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/", face.Serve(f, f.serve))
+	mux.Handle("GET "+face.OutputPath, face.Serve(f, f.ServeOutput))
+	return mux
+}
 
 // NotFound is the answer about a request the face may not see.
 func (f *Face) NotFound(id string) *face.Error {
@@ -158,7 +164,7 @@ func (f *Face) result(w http.ResponseWriter, r *http.Request, t target) error {
 	if fe := failureOf(j); fe != nil {
 		return fe
 	}
-	return face.WriteJSON(w, http.StatusOK, resultOf(j))
+	return face.WriteJSON(w, http.StatusOK, resultOf(j, func(n int) (string, bool) { return f.OutputURL(r, j, n) }))
 }
 
 // cancel asks Pollux to cancel the job: CANCELLATION_REQUESTED (202) —

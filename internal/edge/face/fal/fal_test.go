@@ -406,3 +406,51 @@ func TestErrorsAreFalShaped(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, rec.Code)
 	require.Contains(t, rec.Body.String(), "/fal/sim/")
 }
+
+// A result links an output the route keeps to the face — the kept bytes,
+// or the provider's until custody has copied them — with its name and
+// type from the provider's URL or what custody kept; any other output to
+// the provider's URL when it is safe, and an unsafe one not at all.
+func TestResultLinksKeptOutputs(t *testing.T) {
+	t.Parallel()
+	f, p := setup(t)
+	p.KeepOutputs(route)
+	end := func(j state.Job) string {
+		id := submit(t, f, "acme/video", `{}`)
+		rec, err := p.Job(t.Context(), id)
+		require.NoError(t, err)
+		j.ID, j.Route, j.Metadata, j.State = id, rec.Route, rec.Metadata, state.Succeeded
+		p.Put(&j)
+		return id
+	}
+	kept := end(state.Job{Outputs: []string{"https://cdn.example/v", "https://cdn.example/gone.png"},
+		Custody: &state.Custody{SavedAt: time.Now(), Outputs: []state.SavedOutput{
+			{Index: 0, Status: state.OutputSaved, Object: "o/0", ContentType: "video/mp4"}, {Index: 1, Status: state.OutputGone}}}})
+	r := call(t, f, http.MethodGet, requestURL(kept, ""), "")
+	require.Equal(t, http.StatusOK, r.status, r.raw)
+	self := "http://example.com/fal/sim/outputs/" + kept + "/0"
+	require.JSONEq(t, `{
+		"video": {"url": "`+self+`", "content_type": "video/mp4", "file_name": "v"},
+		"images": [{"url": "https://cdn.example/gone.png", "content_type": "image/png", "file_name": "gone.png"}],
+		"files": [
+			{"url": "`+self+`", "content_type": "video/mp4", "file_name": "v"},
+			{"url": "https://cdn.example/gone.png", "content_type": "image/png", "file_name": "gone.png"}]}`, r.raw)
+	rec := httptest.NewRecorder()
+	f.Handler().ServeHTTP(rec, httptest.NewRequestWithContext(t.Context(), http.MethodGet, "/outputs/"+kept+"/0", nil))
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	require.Equal(t, "kept o/0", rec.Body.String())
+
+	copying := end(state.Job{Outputs: []string{"https://cdn.example/c.mp4"}})
+	r = call(t, f, http.MethodGet, requestURL(copying, ""), "")
+	require.Equal(t, "http://example.com/fal/sim/outputs/"+copying+"/0", r.body["video"].(map[string]any)["url"], r.raw)
+	rec = httptest.NewRecorder()
+	f.Handler().ServeHTTP(rec, httptest.NewRequestWithContext(t.Context(), http.MethodGet, "/outputs/"+copying+"/0", nil))
+	require.Equal(t, http.StatusFound, rec.Code, "the provider's until custody has copied it")
+	require.Equal(t, "https://cdn.example/c.mp4", rec.Header().Get("Location"))
+
+	f, p = setup(t) // a route that keeps no outputs
+	unsafe := end(state.Job{Outputs: []string{"javascript:alert(1)", "https://cdn.example/ok.mp4"}})
+	r = call(t, f, http.MethodGet, requestURL(unsafe, ""), "")
+	require.JSONEq(t, `{"video": {"url": "https://cdn.example/ok.mp4", "content_type": "video/mp4", "file_name": "ok.mp4"},
+		"files": [{"url": "https://cdn.example/ok.mp4", "content_type": "video/mp4", "file_name": "ok.mp4"}]}`, r.raw)
+}

@@ -176,17 +176,28 @@ type file struct {
 // URLs, not the provider's JSON, so the result is built from them in the
 // shape fal's video and image models answer: video is the first output
 // that is not an image, images the outputs that are, and files every
-// output in order (so none is lost whatever its kind).
+// output in order (so none is lost whatever its kind). Each file's url is
+// the one the face gives (face.Kit.OutputURL: Pollux's own for a kept
+// output, else the provider's when safe; an output with none is left
+// out); its name and type come from the provider's URL, or from what
+// custody kept.
 type result struct {
 	Video  *file  `json:"video,omitempty"`
 	Images []file `json:"images,omitempty"`
 	Files  []file `json:"files"`
 }
 
-func resultOf(j *state.Job) result {
+func resultOf(j *state.Job, link func(n int) (string, bool)) result {
 	r := result{Files: []file{}}
-	for _, o := range j.Outputs {
-		f := fileOf(o)
+	for n, o := range j.Outputs {
+		u, ok := link(n)
+		if !ok {
+			continue
+		}
+		f := fileOf(o, u)
+		if f.ContentType == "" && face.Saved(j, n) {
+			f.ContentType = j.Custody.Outputs[n].ContentType
+		}
 		r.Files = append(r.Files, f)
 		switch {
 		case strings.HasPrefix(f.ContentType, "image/"):
@@ -205,8 +216,10 @@ var contentTypes = map[string]string{
 	".mp3": "audio/mpeg", ".wav": "audio/wav",
 }
 
-func fileOf(raw string) file {
-	f := file{URL: raw}
+// fileOf is the file of an output the provider gave as raw, linked as
+// link.
+func fileOf(raw, link string) file {
+	f := file{URL: link}
 	if u, err := url.Parse(raw); err == nil {
 		name := path.Base(u.Path)
 		if name != "." && name != "/" {

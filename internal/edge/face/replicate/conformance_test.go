@@ -22,6 +22,7 @@ func TestConformance(t *testing.T) {
 			"cancel": func(id string) *http.Request {
 				return httptest.NewRequest(http.MethodPost, "/v1/predictions/"+id+"/cancel", nil)
 			},
+			"output": func(id string) *http.Request { return httptest.NewRequest(http.MethodGet, "/outputs/"+id+"/0", nil) },
 		},
 	})
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/pollux-dev/pollux/internal/edge/face"
 	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/state"
 )
 
 // Limits and waits of the face.
@@ -65,6 +66,7 @@ func (f *Face) Handler() http.Handler {
 	mux.Handle("GET /v1/predictions", face.Serve(f, f.list))
 	mux.Handle("GET /v1/predictions/{id}", face.Serve(f, f.get))
 	mux.Handle("POST /v1/predictions/{id}/cancel", face.Serve(f, f.cancel))
+	mux.Handle("GET "+face.OutputPath, face.Serve(f, f.ServeOutput))
 	mux.Handle("/", face.Serve(f, func(_ http.ResponseWriter, r *http.Request) error {
 		return notFound("Pollux's Replicate face serves creating, getting, listing and canceling predictions; " + r.Method + " " + r.URL.Path + " is not among them")
 	}))
@@ -125,7 +127,7 @@ func (f *Face) create(w http.ResponseWriter, r *http.Request, model string) erro
 	if hold > 0 {
 		j = f.Ended(r.Context(), j, start.Add(hold))
 	}
-	p := predictionOf(j, f.Base(r), m.Input)
+	p := f.prediction(r, j, m.Input)
 	if !j.State.Terminal() {
 		// run() polls only a create answered "starting": any other
 		// unfinished status would end it with a null output.
@@ -212,7 +214,12 @@ func (f *Face) get(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return face.WriteJSON(w, http.StatusOK, predictionOf(j, f.Base(r), nil))
+	return face.WriteJSON(w, http.StatusOK, f.prediction(r, j, nil))
+}
+
+// prediction is job j as a prediction for request r (predictionOf).
+func (f *Face) prediction(r *http.Request, j *state.Job, input json.RawMessage) prediction {
+	return predictionOf(j, f.Base(r), input, f.OutputURLs(r, j))
 }
 
 // predictionList is Replicate's page of predictions.
@@ -236,13 +243,12 @@ func (f *Face) list(w http.ResponseWriter, r *http.Request) error {
 	case err != nil:
 		return err
 	}
-	base := f.Base(r)
 	page := predictionList{Results: make([]prediction, 0, len(jobs))}
 	for _, j := range jobs {
-		page.Results = append(page.Results, predictionOf(j, base, nil))
+		page.Results = append(page.Results, f.prediction(r, j, nil))
 	}
 	if more && len(jobs) > 0 {
-		next := base + "/v1/predictions?cursor=" + url.QueryEscape(jobs[len(jobs)-1].ID)
+		next := f.Base(r) + "/v1/predictions?cursor=" + url.QueryEscape(jobs[len(jobs)-1].ID)
 		page.Next = &next
 	}
 	return face.WriteJSON(w, http.StatusOK, page)
@@ -263,5 +269,5 @@ func (f *Face) cancel(w http.ResponseWriter, r *http.Request) error {
 	default:
 		j = f.Ended(r.Context(), j, time.Now().Add(CancelWait))
 	}
-	return face.WriteJSON(w, http.StatusOK, predictionOf(j, f.Base(r), nil))
+	return face.WriteJSON(w, http.StatusOK, f.prediction(r, j, nil))
 }
