@@ -57,5 +57,13 @@
 // a Handler under Serve), and its mapping table: a create's body to a
 // submission, a record to the provider's object.
 //
+// Who may act is the front door's to decide, before a face sees the
+// request: a read-only token is refused (403, in the face's shape) every
+// method that changes state — anything but GET, HEAD and OPTIONS. So a
+// face serves every verb that acts (a create, a cancel, a delete) on such
+// a method, never on a GET; the front door's
+// TestAReadTokenMayNotActThroughAFace holds every face's every acting verb
+// to it.
+//
 // Package facetest holds an in-memory Pollux for the faces' tests.
 package face
