@@ -2,7 +2,9 @@ package face
 
 import (
 	"errors"
+	"math"
 	"net/http"
+	"strconv"
 	"time"
 )
 
@@ -39,6 +41,18 @@ func (e *Error) Error() string {
 
 // Unwrap is the cause.
 func (e *Error) Unwrap() error { return e.Err }
+
+// SetHeaders sets e's headers on h, an answer's headers: e.Header, and
+// Retry-After in whole seconds, rounded up, when e.RetryAfter is
+// positive. Every face's WriteError starts with it.
+func (e *Error) SetHeaders(h http.Header) {
+	for k, v := range e.Header {
+		h[k] = v
+	}
+	if e.RetryAfter > 0 {
+		h.Set("Retry-After", strconv.FormatInt(int64(math.Ceil(e.RetryAfter.Seconds())), 10))
+	}
+}
 
 // Unavailable is the answer to an error a face did not expect: a 503 its
 // SDK retries after a second.

@@ -2,11 +2,9 @@ package fal
 
 import (
 	"encoding/hex"
-	"math"
 	"net/http"
 	"net/url"
 	"path"
-	"strconv"
 	"strings"
 	"time"
 
@@ -268,12 +266,7 @@ func locOf(field string) []string {
 // {"detail": message}, with Retry-After when e says.
 func (f *Face) WriteError(w http.ResponseWriter, e *face.Error) {
 	h := w.Header()
-	for k, v := range e.Header {
-		h[k] = v
-	}
-	if e.RetryAfter > 0 {
-		h.Set("Retry-After", strconv.Itoa(int(math.Ceil(e.RetryAfter.Seconds()))))
-	}
+	e.SetHeaders(h)
 	msg := orDefault(e.Message, http.StatusText(e.Status))
 	body := errorBody{Detail: msg, Message: msg}
 	status := e.Status

@@ -2,7 +2,6 @@ package openai
 
 import (
 	"errors"
-	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -80,11 +79,8 @@ type errorDetail struct {
 // Retry-After (seconds) and retry-after-ms, which the SDK honours.
 func (f *Face) WriteError(w http.ResponseWriter, e *face.Error) {
 	h := w.Header()
-	for k, v := range e.Header {
-		h[k] = v
-	}
+	e.SetHeaders(h)
 	if e.RetryAfter > 0 {
-		h.Set("Retry-After", strconv.Itoa(int(math.Ceil(e.RetryAfter.Seconds()))))
 		h.Set("Retry-After-Ms", strconv.FormatInt(e.RetryAfter.Milliseconds(), 10))
 	}
 	d := errorDetail{Message: e.Message, Type: "invalid_request_error"}

@@ -2,9 +2,7 @@ package replicate
 
 import (
 	"encoding/json"
-	"math"
 	"net/http"
-	"strconv"
 
 	"github.com/pollux-dev/pollux/internal/edge/face"
 )
@@ -45,12 +43,7 @@ var titles = map[int]string{
 // the field at fault in invalid_fields, and Retry-After when set.
 func (f *Face) WriteError(w http.ResponseWriter, e *face.Error) {
 	h := w.Header()
-	for k, v := range e.Header {
-		h[k] = v
-	}
-	if e.RetryAfter > 0 {
-		h.Set("Retry-After", strconv.FormatInt(int64(math.Ceil(e.RetryAfter.Seconds())), 10))
-	}
+	e.SetHeaders(h)
 	p := problem{Title: titles[e.Status], Detail: e.Message, Status: e.Status, Code: e.Code}
 	if p.Title == "" {
 		p.Title = http.StatusText(e.Status)
