@@ -53,8 +53,9 @@
 //     key, and (for the JSON faces) its body, bounded — each refusal a
 //     *Error the face's Serve writes in its provider's shape.
 //
-// So a face is its Shape (WriteError, NotFound, Mints), its routes (each
-// a Handler under Serve), and its mapping table: a create's body to a
+// So a face is its error shape (WriteError), its Shape for the kit
+// (NotFound, Mints), its routes (each a Handler under Serve), and its
+// mapping table: a create's body to a
 // submission, a record to the provider's object.
 //
 // Who may act is the front door's to decide, before a face sees the

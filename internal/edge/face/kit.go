@@ -13,12 +13,9 @@ import (
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
-// Shape is what a Kit needs of the face it serves: the provider's error
-// shape, the face's answer about a job it may not see, and the shape of
-// the ids it makes.
+// Shape is what a Kit needs of the face it serves: the face's answer
+// about a job it may not see, and the shape of the ids it makes.
 type Shape interface {
-	// WriteError writes e in the provider's own error shape.
-	WriteError(w http.ResponseWriter, e *Error)
 	// NotFound is the face's answer about job id when it may not see it:
 	// an unknown id, another route's job and one the face did not make
 	// are answered alike.
