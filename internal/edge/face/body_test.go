@@ -41,13 +41,14 @@ func TestReadBody(t *testing.T) {
 		if c.contentType != "" {
 			r.Header.Set("Content-Type", c.contentType)
 		}
-		b, e := face.ReadBody(httptest.NewRecorder(), r, limit)
+		b, err := face.ReadBody(httptest.NewRecorder(), r, limit)
 		if c.status == 0 {
-			require.Nil(t, e, c.name)
+			require.NoError(t, err, c.name)
 			require.NotEmpty(t, b, c.name)
 			continue
 		}
-		require.NotNil(t, e, c.name)
+		var e *face.Error
+		require.ErrorAs(t, err, &e, c.name)
 		require.Nil(t, b, c.name)
 		require.Equal(t, c.status, e.Status, c.name)
 		require.Equal(t, c.code, e.Code, c.name)

@@ -1,36 +1,3 @@
-// Package face holds what Pollux's provider faces share. A face answers a
-// provider's own wire shape — Replicate's predictions API, fal's queue
-// through the fal client's proxy protocol, OpenAI's videos API — so an
-// application written against that provider's official SDK works against
-// Pollux unchanged but for its base URL, and every instance of it, however
-// often its SDK polls, costs the provider nothing beyond Pollux's own
-// schedule.
-//
-// A face is mounted for a route (or model route) by the route's
-// configuration (faces: [replicate, fal, openai]) and served by the front
-// door at /{kind}/{route}/..., behind the front door's Host check and
-// tokens: the SDK's API key is a Pollux token (any of Bearer, Token or
-// Key schemes), and the provider's key stays in Pollux. Each face lives in
-// a package of its own below this one; this package holds the contract
-// between a face and the front door:
-//
-//   - Pollux is what a face may ask of Pollux: publish a submission, read a
-//     record, list the records the face made, wait for a record to
-//     change, ask for a cancel, serve an output. A face never calls a provider: a status request is answered
-//     from the job's record (kept current by Pollux's polls and webhooks).
-//   - Face is what the front door asks of a face: its handler, and how to
-//     write an error in the provider's own shape (the front door's own
-//     refusals — a bad token, a read-only token acting, an exceeded quota
-//     — reach the SDK as the provider's errors).
-//   - ID mints the job id of a create: derived from the route and the
-//     create's idempotency key when it has one, so a create retried with
-//     the same key is one job; random otherwise. Each face formats it as
-//     its provider's ids look.
-//   - IdempotencyKey and ReadBody read what every create carries — its
-//     key, and (for the JSON faces) its body, bounded — each refusal an
-//     Error the face writes in its provider's shape.
-//
-// Package facetest holds an in-memory Pollux for the faces' tests.
 package face
 
 import (
@@ -39,8 +6,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"net/http"
-	"net/url"
-	"strconv"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -79,6 +44,10 @@ func (k Kind) Valid() bool {
 // Prefix is the path below which the front door serves face k of route.
 func Prefix(k Kind, route string) string { return "/" + string(k) + "/" + route }
 
+// MetaFace is the metadata key a face's create writes on its job: the
+// face's Kind. A face sees only the jobs that carry its own (Kit.Job).
+const MetaFace = "face"
+
 // Mount is one face mounted for one route.
 type Mount struct {
 	// Kind is the face.
@@ -92,7 +61,7 @@ type Mount struct {
 	Logger zerolog.Logger
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
-	// RecordGrace is how long Record waits for a record that does not
+	// RecordGrace is how long Kit.Job waits for a record that does not
 	// exist yet (DefaultRecordGrace when zero).
 	RecordGrace time.Duration
 }
@@ -104,28 +73,6 @@ type Mount struct {
 // another gateway than the one that answered — may take the submission
 // a little after the app asks about it.
 const DefaultRecordGrace = 3 * time.Second
-
-// Record reads job id's record, waiting up to the mount's RecordGrace for
-// one that does not exist yet; state.ErrNotFound when there is none then.
-func (m Mount) Record(ctx context.Context, p Pollux, id string) (*state.Job, error) {
-	j, err := p.Job(ctx, id)
-	if !errors.Is(err, state.ErrNotFound) {
-		return j, err
-	}
-	return m.AwaitRecord(ctx, p, id)
-}
-
-// AwaitRecord is Record's wait alone, for a face that has read the record
-// already.
-func (m Mount) AwaitRecord(ctx context.Context, p Pollux, id string) (*state.Job, error) {
-	grace := m.RecordGrace
-	if grace == 0 {
-		grace = DefaultRecordGrace
-	}
-	wctx, cancel := context.WithTimeout(ctx, grace)
-	defer cancel()
-	return p.Wait(wctx, id, func(*state.Job) bool { return true })
-}
 
 // Clock returns the mount's clock.
 func (m Mount) Clock() time.Time {
@@ -149,14 +96,16 @@ var (
 // MaxList is the most jobs a list answers at once.
 const MaxList = 100
 
-// Pollux is what a face asks of Pollux; the front door implements it.
+// Pollux is what a face asks of Pollux; the front door implements it. A
+// face asks it only through its Kit, which decides what the face may see.
 // Each method is answered from Pollux's own state: none calls a provider.
+// An error the front door explains (an invalid field, NATS unavailable)
+// is a *Error a face writes in its shape (Serve does).
 type Pollux interface {
 	// Submit publishes submission m (its ID set) on route, as request r's
 	// caller; it returns once the message is durable in the intake
 	// stream, so the job will be created and is never created twice.
-	// A contract violation is an error face.AsError reads as a 400
-	// naming the field.
+	// A contract violation is a *Error, 400, naming the field.
 	Submit(ctx context.Context, r *http.Request, route string, m events.Submit) error
 	// Job reads job id's record; state.ErrNotFound when there is none
 	// (yet: a submission has a record once ingest has taken it).
@@ -175,62 +124,28 @@ type Pollux interface {
 	// list. Jobs made elsewhere (a submission over NATS, POST /v1/jobs)
 	// are not a face's.
 	List(ctx context.Context, k Kind, route, after string, limit int) (jobs []*state.Job, more bool, err error)
-	// Output writes output n of job j: the bytes output custody kept,
-	// else a redirect to the provider's URL; ErrOutputNotFound when the
-	// job has no such output. Nothing is written when it returns an
-	// error.
+	// Output writes output n of job j: the bytes output custody kept
+	// (Saved), else a redirect to the provider's URL (ProviderURL);
+	// ErrOutputNotFound when the job has no such output. Nothing is
+	// written when it returns an error.
 	Output(w http.ResponseWriter, r *http.Request, j *state.Job, n int) error
+	// KeepsOutputs reports whether route keeps its succeeded jobs'
+	// outputs (its keep_outputs): output custody copies them, and Output
+	// serves the copies.
+	KeepsOutputs(route string) bool
 }
 
-// OutputURL is output n of job j as a URL a face may send an app to: an
-// http or https URL with a host, else (or when the job has no output n)
-// ErrOutputNotFound. The record holds what the provider said, which is
-// not to be trusted as a redirect target.
-func OutputURL(j *state.Job, n int) (string, error) {
-	if n < 0 || n >= len(j.Outputs) {
-		return "", ErrOutputNotFound
-	}
-	u, err := url.Parse(j.Outputs[n])
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return "", ErrOutputNotFound
-	}
-	return u.String(), nil
-}
-
-// Error is an error a face writes in its provider's shape.
-type Error struct {
-	// Status is the HTTP status.
-	Status int
-	// Code is Pollux's error code (the front door's, or a face's own).
-	Code string
-	// Message says what is wrong, for a person.
-	Message string
-	// Field names the field, header or parameter at fault, if any.
-	Field string
-	// RetryAfter, when positive, goes into the Retry-After header.
-	RetryAfter time.Duration
-	// Header is set on the response before it is written.
-	Header http.Header
-}
-
-// AsError returns the Error a Pollux method's error carries — the front
-// door's own refusals (an invalid field, NATS unavailable) — and false for
-// any other error. (A face cannot import the front door that mounts it.)
-func AsError(err error) (Error, bool) {
-	var c interface{ FaceError() Error }
-	if errors.As(err, &c) {
-		return c.FaceError(), true
-	}
-	return Error{}, false
-}
-
-// Face is what the front door asks of a face.
+// Face is what the front door asks of a face, and what Serve writes a
+// handler's error with.
 type Face interface {
 	// Handler serves the face's endpoints, below its mount's prefix
 	// (stripped).
 	Handler() http.Handler
 	// WriteError writes e in the provider's own error shape.
-	WriteError(w http.ResponseWriter, e Error)
+	WriteError(w http.ResponseWriter, e *Error)
+	// Logger receives what the face could not answer in its own terms:
+	// an unexpected error, which Serve answers 503.
+	Logger() *zerolog.Logger
 }
 
 // New builds a face of a mount over Pollux.
@@ -248,20 +163,6 @@ func IDBytes(k Kind, route, key string, n int) []byte {
 	}
 	sum := sha256.Sum256([]byte("pollux face id v1\x00" + string(k) + "\x00" + route + "\x00" + key))
 	return sum[:n]
-}
-
-// IdempotencyKey is a create's idempotency key: its Idempotency-Key
-// header, bounded as the contract bounds a submission's key.
-func IdempotencyKey(r *http.Request) (string, *Error) {
-	key := r.Header.Get("Idempotency-Key")
-	if key == "" {
-		return "", nil
-	}
-	if len(key) > events.MaxKeyLen {
-		return "", &Error{Status: http.StatusBadRequest, Code: "invalid_parameter", Field: "Idempotency-Key",
-			Message: "Idempotency-Key: at most " + strconv.Itoa(events.MaxKeyLen) + " bytes"}
-	}
-	return key, nil
 }
 
 // PollAfter is how long a client should wait before asking about job j

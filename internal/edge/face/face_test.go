@@ -1,11 +1,16 @@
 package face_test
 
 import (
+	"bytes"
+	"errors"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pollux-dev/pollux/internal/edge/face"
@@ -38,16 +43,17 @@ func TestIDBytes(t *testing.T) {
 
 func TestIdempotencyKeyIsBounded(t *testing.T) {
 	r, _ := http.NewRequest(http.MethodPost, "/", nil)
-	key, e := face.IdempotencyKey(r)
-	require.Nil(t, e)
+	key, err := face.IdempotencyKey(r)
+	require.NoError(t, err)
 	require.Empty(t, key)
 	r.Header.Set("Idempotency-Key", "order-42")
-	key, e = face.IdempotencyKey(r)
-	require.Nil(t, e)
+	key, err = face.IdempotencyKey(r)
+	require.NoError(t, err)
 	require.Equal(t, "order-42", key)
 	r.Header.Set("Idempotency-Key", strings.Repeat("k", 257))
-	_, e = face.IdempotencyKey(r)
-	require.NotNil(t, e)
+	_, err = face.IdempotencyKey(r)
+	var e *face.Error
+	require.ErrorAs(t, err, &e)
 	require.Equal(t, http.StatusBadRequest, e.Status)
 	require.Equal(t, "Idempotency-Key", e.Field)
 }
@@ -67,16 +73,16 @@ func TestPollAfter(t *testing.T) {
 	require.Equal(t, time.Second, face.PollAfter(nil, now, time.Second, 10*time.Second))
 }
 
-// Record waits the mount's grace for a record that does not exist yet:
-// one that comes meanwhile is read, and none is state.ErrNotFound once
-// the grace is over.
-func TestRecordWaitsForARecordToCome(t *testing.T) {
+// The kit's lookup waits the mount's grace for a record that does not
+// exist yet: one that comes meanwhile is read, and none is the face's
+// NotFound (state.ErrNotFound) once the grace is over.
+func TestJobWaitsForARecordToCome(t *testing.T) {
 	t.Parallel()
 	p := facetest.New()
-	m := face.Mount{Kind: face.Replicate, Route: "sim", RecordGrace: time.Minute}
+	k := face.NewKit(face.Mount{Kind: face.Replicate, Route: "sim", RecordGrace: time.Minute}, p, shape{})
 	got := make(chan *state.Job, 1)
 	go func() {
-		j, err := m.Record(t.Context(), p, "late")
+		j, err := k.Job(get(t), "late")
 		if err != nil {
 			j = nil
 		}
@@ -88,7 +94,7 @@ func TestRecordWaitsForARecordToCome(t *testing.T) {
 	case j := <-got:
 		t.Fatalf("returned %v without waiting for the record", j)
 	}
-	p.Put(&state.Job{ID: "late", Route: "sim", State: state.Pending})
+	p.Put(&state.Job{ID: "late", Route: "sim", State: state.Pending, Metadata: map[string]string{face.MetaFace: "replicate"}})
 	select {
 	case j := <-got:
 		require.NotNil(t, j)
@@ -97,7 +103,72 @@ func TestRecordWaitsForARecordToCome(t *testing.T) {
 		t.Fatal("the record came and was not read")
 	}
 
-	m.RecordGrace = 20 * time.Millisecond
-	_, err := m.Record(t.Context(), p, "never")
+	k = face.NewKit(face.Mount{Kind: face.Replicate, Route: "sim", RecordGrace: 20 * time.Millisecond}, p, shape{})
+	_, err := k.Job(get(t), "never")
 	require.ErrorIs(t, err, state.ErrNotFound)
+	var e *face.Error
+	require.ErrorAs(t, err, &e)
+	require.Equal(t, "no_such_thing", e.Code, "the face's own NotFound")
+}
+
+// shape is a face's shape for the kit's tests: its NotFound says
+// no_such_thing, and it mints ids that do not start with "x".
+type shape struct{}
+
+func (shape) WriteError(w http.ResponseWriter, e *face.Error) {
+	_ = face.WriteJSON(w, e.Status, map[string]string{"shape_error": e.Code})
+}
+
+func (shape) NotFound(id string) *face.Error {
+	return &face.Error{Status: http.StatusNotFound, Code: "no_such_thing", Message: "no " + id}
+}
+
+func (shape) Mints(id string) bool { return !strings.HasPrefix(id, "x") }
+
+func get(t *testing.T) *http.Request {
+	return httptest.NewRequestWithContext(t.Context(), http.MethodGet, "/", nil)
+}
+
+// testFace is a face of shape for Serve's tests.
+type testFace struct {
+	*face.Kit
+	shape
+}
+
+func (testFace) Handler() http.Handler { return http.NotFoundHandler() }
+
+// Serve writes what a handler returns in the face's shape: a *Error as
+// it says, wrapped or not; anything else logged and answered 503.
+func TestServe(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name   string
+		err    error
+		status int
+		code   string
+		logged bool
+	}{
+		{"answered", nil, http.StatusTeapot, "", false},
+		{"a face's error", &face.Error{Status: http.StatusConflict, Code: "busy"}, http.StatusConflict, "busy", false},
+		{"wrapped", fmt.Errorf("cancel: %w", &face.Error{Status: http.StatusForbidden, Code: "forbidden"}), http.StatusForbidden, "forbidden", false},
+		{"unexpected", errors.New("nats: timeout"), http.StatusServiceUnavailable, "unavailable", true},
+	} {
+		var logs bytes.Buffer
+		f := testFace{Kit: face.NewKit(face.Mount{Logger: zerolog.New(&logs)}, facetest.New(), shape{})}
+		h := face.Serve(f, func(w http.ResponseWriter, _ *http.Request) error {
+			if c.err == nil {
+				return face.WriteJSON(w, http.StatusTeapot, map[string]string{"ok": "yes"})
+			}
+			return c.err
+		})
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, get(t))
+		require.Equal(t, c.status, rec.Code, c.name)
+		require.Equal(t, "application/json", rec.Header().Get("Content-Type"), c.name)
+		if c.code != "" {
+			require.JSONEq(t, `{"shape_error":"`+c.code+`"}`, rec.Body.String(), c.name)
+		}
+		require.Equal(t, c.logged, strings.Contains(logs.String(), "nats: timeout"), "%s: %s", c.name, logs.String())
+	}
+	require.Equal(t, time.Second, face.Unavailable().RetryAfter, "an SDK retries a 503 after a second")
 }

@@ -100,7 +100,7 @@ type facade struct{ s *Server }
 
 func (f facade) Submit(ctx context.Context, r *http.Request, route string, m events.Submit) error {
 	if e := f.s.publishSubmit(ctx, r, r.Method+" "+r.URL.Path, route, m); e != nil {
-		return e
+		return toFace(e)
 	}
 	faultpoint.Hit("face-submitted") // durable: a crash from here on loses only the answer
 	return nil
@@ -125,7 +125,7 @@ func (f facade) Cancel(ctx context.Context, r *http.Request, j *state.Job, reaso
 		if e.detail.Code == CodeJobTerminal {
 			return face.ErrTerminal // it ended meanwhile
 		}
-		return e
+		return toFace(e)
 	}
 	return nil
 }
@@ -134,19 +134,21 @@ func (f facade) Output(w http.ResponseWriter, r *http.Request, j *state.Job, n i
 	if n < 0 || n >= len(j.Outputs) {
 		return face.ErrOutputNotFound
 	}
-	if j.Custody != nil && n < len(j.Custody.Outputs) && j.Custody.Outputs[n].Status == state.OutputSaved {
+	if face.Saved(j, n) {
 		if e := f.s.serveKept(w, r, j, n); e != nil {
-			return e
+			return toFace(e)
 		}
 		return nil
 	}
-	u, err := face.OutputURL(j, n)
+	u, err := face.ProviderURL(j, n)
 	if err != nil {
 		return err
 	}
 	http.Redirect(w, r, u, http.StatusFound)
 	return nil
 }
+
+func (f facade) KeepsOutputs(route string) bool { return slices.Contains(f.s.cfg.KeepOutputs, route) }
 
 // listReads bounds the records one List reads for a face mounted on a
 // model route, whose jobs the index finds among every route's.
@@ -155,11 +157,10 @@ const listReads = 4 * face.MaxList
 func (f facade) List(ctx context.Context, k face.Kind, route, after string, limit int) ([]*state.Job, bool, error) {
 	x := f.s.cfg.Index
 	if x == nil {
-		return nil, false, noIndex()
+		return nil, false, toFace(noIndex())
 	}
 	q := index.Query{Route: route, Face: k, Limit: max(1, min(limit, face.MaxList))}
-	via := slices.Contains(f.s.cfg.ModelRoutes, route)
-	if via {
+	if slices.Contains(f.s.cfg.ModelRoutes, route) {
 		// The index knows the member route a job went to, not the model
 		// route it came through: the records say.
 		q.Route = ""
@@ -190,9 +191,9 @@ func (f facade) List(ctx context.Context, k face.Kind, route, after string, limi
 			case errors.Is(err, state.ErrNotFound):
 				continue // its record is gone; the index forgets it soon
 			case err != nil:
-				return nil, false, f.s.unavailable(err, "reading job "+e.ID)
-			case via && (j.Routing == nil || j.Routing.Via != route):
-				continue
+				return nil, false, toFace(f.s.unavailable(err, "reading job "+e.ID))
+			case face.SubmittedTo(j) != route:
+				continue // another route's, routed here by a model route
 			}
 			out = append(out, j)
 			if len(out) == q.Limit {
@@ -209,15 +210,6 @@ func (f facade) List(ctx context.Context, k face.Kind, route, after string, limi
 func (f facade) Wait(ctx context.Context, id string, done func(*state.Job) bool) (*state.Job, error) {
 	return f.s.waiters.wait(ctx, f, id, done)
 }
-
-// Error makes an *apiError an error: the facade's methods return the
-// front door's errors (an invalid field, NATS unavailable), and a face
-// writes them in its own shape through face.AsError.
-func (e *apiError) Error() string { return string(e.detail.Code) + ": " + e.detail.Message }
-
-// FaceError is e as a face writes it (face.AsError: a face cannot import
-// the front door, which imports every face).
-func (e *apiError) FaceError() face.Error { return toFace(e) }
 
 // waiters wakes the requests waiting for jobs to change (face.Pollux's
 // Wait) from one subscription to the jobs index.
@@ -315,9 +307,12 @@ func (w *waiters) wait(ctx context.Context, f facade, id string, done func(*stat
 	}
 }
 
-// toFace is the face.Error of a front door error.
-func toFace(e *apiError) face.Error {
-	fe := face.Error{Status: e.status, Code: string(e.detail.Code), Message: e.detail.Message, Field: e.detail.Field, Header: e.header, RetryAfter: e.retryAfter}
+// toFace is a front door error as a face writes it: the facade's methods
+// return the front door's errors (an invalid field, NATS unavailable) so,
+// and its refusals reach a face's shape so (a face cannot import the front
+// door, which imports every face).
+func toFace(e *apiError) *face.Error {
+	fe := &face.Error{Status: e.status, Code: string(e.detail.Code), Message: e.detail.Message, Field: e.detail.Field, Header: e.header, RetryAfter: e.retryAfter}
 	if e.status == http.StatusServiceUnavailable && fe.RetryAfter == 0 {
 		fe.RetryAfter = time.Second
 	}

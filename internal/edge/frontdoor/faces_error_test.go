@@ -13,7 +13,7 @@ import (
 )
 
 // A face in a package of its own cannot import the front door (which
-// imports every face): face.AsError reads the front door's errors for it.
+// imports every face): the front door's errors reach it as *face.Error.
 func TestAFaceReadsTheFrontDoorsErrors(t *testing.T) {
 	t.Parallel()
 	build := func(m face.Mount, p face.Pollux) face.Face {
@@ -21,8 +21,8 @@ func TestAFaceReadsTheFrontDoorsErrors(t *testing.T) {
 		mux := http.NewServeMux()
 		mux.HandleFunc("POST /bad", func(w http.ResponseWriter, r *http.Request) {
 			err := p.Submit(r.Context(), r, m.Route, events.Submit{V: events.Version, ID: "bad-1", Input: json.RawMessage(`{}`)})
-			e, ok := face.AsError(err)
-			require.True(t, ok, "%v", err)
+			var e *face.Error
+			require.ErrorAs(t, err, &e)
 			f.WriteError(w, e)
 		})
 		return handlerFace{f, mux}

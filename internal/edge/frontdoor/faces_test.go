@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pollux-dev/pollux/internal/core/jobs"
@@ -29,7 +30,9 @@ type probeFace struct {
 	p face.Pollux
 }
 
-func (f *probeFace) WriteError(w http.ResponseWriter, e face.Error) {
+func (f *probeFace) Logger() *zerolog.Logger { return &f.m.Logger }
+
+func (f *probeFace) WriteError(w http.ResponseWriter, e *face.Error) {
 	for k, v := range e.Header {
 		w.Header()[k] = v
 	}
@@ -41,14 +44,14 @@ func (f *probeFace) WriteError(w http.ResponseWriter, e face.Error) {
 func (f *probeFace) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /create", func(w http.ResponseWriter, r *http.Request) {
-		key, fe := face.IdempotencyKey(r)
-		if fe != nil {
-			f.WriteError(w, *fe)
+		key, err := face.IdempotencyKey(r)
+		if e := (*face.Error)(nil); errors.As(err, &e) {
+			f.WriteError(w, e)
 			return
 		}
 		id := "p-" + strings.ToLower(b32(face.IDBytes(f.m.Kind, f.m.Route, key, 10)))
-		err := f.p.Submit(r.Context(), r, f.m.Route, events.Submit{V: events.Version, ID: id, Model: "m", IdempotencyKey: key, Input: json.RawMessage(`{}`)})
-		if e, ok := face.AsError(err); ok {
+		err = f.p.Submit(r.Context(), r, f.m.Route, events.Submit{V: events.Version, ID: id, Model: "m", IdempotencyKey: key, Input: json.RawMessage(`{}`)})
+		if e := (*face.Error)(nil); errors.As(err, &e) {
 			f.WriteError(w, e)
 			return
 		}
@@ -59,7 +62,7 @@ func (f *probeFace) Handler() http.Handler {
 		limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
 		jobs, more, err := f.p.List(r.Context(), f.m.Kind, f.m.Route, r.URL.Query().Get("after"), limit)
 		if errors.Is(err, face.ErrNoSuchJob) {
-			f.WriteError(w, face.Error{Status: 400, Code: "no_such_job"})
+			f.WriteError(w, &face.Error{Status: 400, Code: "no_such_job"})
 			return
 		}
 		ids := []string{}
@@ -75,7 +78,7 @@ func (f *probeFace) Handler() http.Handler {
 		defer cancel()
 		j, err := f.p.Wait(ctx, r.PathValue("id"), func(j *state.Job) bool { return j.State.Terminal() })
 		if errors.Is(err, state.ErrNotFound) {
-			f.WriteError(w, face.Error{Status: 404, Code: "not_found"})
+			f.WriteError(w, &face.Error{Status: 404, Code: "not_found"})
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
@@ -214,7 +217,8 @@ func TestAHeldCreateOutlivesTheWriteTimeout(t *testing.T) {
 			if json.Unmarshal(m.Data, &sub) != nil || sub.ID != id {
 				return false
 			}
-			rec, _, err = d.jobs.Intake().Accept(context.Background(), &state.Job{ID: id, Route: route, Model: sub.Model, State: state.Pending, CreatedAt: time.Now().UTC()})
+			rec, _, err = d.jobs.Intake().Accept(context.Background(), &state.Job{ID: id, Route: route, Model: sub.Model, State: state.Pending,
+				Metadata: sub.Metadata, CreatedAt: time.Now().UTC()})
 			return err == nil
 		}, 10*time.Second, 20*time.Millisecond)
 		select { // the job ends after the write timeout has passed

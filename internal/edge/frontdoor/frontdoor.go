@@ -94,6 +94,10 @@ type Config struct {
 	Faces []face.Mount
 	// FaceBuilders build the faces (default Builders).
 	FaceBuilders map[face.Kind]face.New
+	// KeepOutputs are the routes that keep their succeeded jobs' outputs
+	// (keep_outputs): a face gives an app its own URL for their outputs,
+	// which serves the copy output custody keeps (default none).
+	KeepOutputs []string
 	// Console, when set, is served at /console/ and / redirects there.
 	Console http.Handler
 	// Logger receives the front door's log lines (default: none).

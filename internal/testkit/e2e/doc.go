@@ -6,7 +6,8 @@
 //
 //   - internal/testkit/e2e itself: the whole of Pollux in the test's process, as
 //     `pollux dev` runs it (e2etest.Start), on embedded servers: the job
-//     lifecycle under provider faults, provider chaos, a NATS restart, the
+//     lifecycle under provider faults, the provider faces polled while the
+//     provider fails, provider chaos, a NATS restart, the
 //     failover of a three-node cluster, restarts under acks, a
 //     repartition, the report, tracking, and the client examples run
 //     against it;

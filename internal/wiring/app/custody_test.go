@@ -17,7 +17,8 @@ import (
 )
 
 // Output custody's configuration comes from the routes that keep their
-// outputs and the custody section; an adapter that opens its outputs
+// outputs (which the front door's faces are told too) and the custody
+// section; an adapter that opens its outputs
 // itself (Veo: the API key) is handed over as the route's opener.
 func TestCustodyConfig(t *testing.T) {
 	t.Parallel()
@@ -31,8 +32,10 @@ func TestCustodyConfig(t *testing.T) {
 		routes[name], err = route.New(name, ad, cfg.Routes[name], 1)
 		require.NoError(t, err)
 	}
-	c := app.Custody(&app.Env{Config: cfg, Routes: routes, Metrics: metrics.New(), Log: zerolog.Nop()})
+	e := &app.Env{Config: cfg, Routes: routes, Metrics: metrics.New(), Log: zerolog.Nop()}
+	c := app.Custody(e)
 	require.Equal(t, map[string]config.KeepOutputs{"veo": *keep}, c.Routes)
+	require.Equal(t, []string{"veo"}, e.KeepOutputs(), "the routes whose outputs the faces link to Pollux's copies")
 	require.Contains(t, c.Openers, "veo")
 	require.NotContains(t, c.Openers, "rep", "Replicate's outputs need no key: a plain GET")
 	require.Equal(t, 30*time.Minute, c.ExpiringLead)

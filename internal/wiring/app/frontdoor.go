@@ -50,7 +50,7 @@ func (e *Env) FrontDoor(ctx context.Context, g *errgroup.Group, cfg frontdoor.Co
 		cfg.ModelRoutes = append(cfg.ModelRoutes, name)
 	}
 	cfg.Policies = policies
-	cfg.Faces = e.Faces()
+	cfg.Faces, cfg.KeepOutputs = e.Faces(), e.KeepOutputs()
 	if e.Metrics != nil {
 		cfg.Metrics = e.Metrics.FrontDoor()
 	}
@@ -86,6 +86,19 @@ func (f FrontDoorFlags) Tokens() (*frontdoor.Tokens, error) {
 		return nil, nil
 	}
 	return frontdoor.LoadTokens(f.TokensFile)
+}
+
+// KeepOutputs are the routes that keep their outputs (keep_outputs), in
+// order: output custody copies their outputs, and the faces link an app to
+// the copies.
+func (e *Env) KeepOutputs() []string {
+	var out []string
+	for _, name := range e.RouteNames() {
+		if e.Config.Routes[name].KeepOutputs != nil {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 // Faces are the provider faces the configuration mounts on its routes and

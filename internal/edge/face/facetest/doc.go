@@ -7,9 +7,16 @@
 // record read shares nothing with the stored one; every change of a
 // record wakes the waiters, as the jobs index does; a cancel is recorded
 // and, when asked, ends the job.
-// A test steers it with its knobs (Hold, FailSubmit, CancelEnds, Clock),
+// A test steers it with its knobs (Hold, FailSubmit, CancelEnds,
+// KeepOutputs, Clock),
 // writes records with Put and Update, and reads what the face asked with
 // Submissions, Cancels and Waits.
+//
+// Conformance is the suite every face's tests run with a Harness (its
+// kind, its job ids, its verbs about one job): it holds the face to what
+// every face promises, as pkg/provider/providertest does the adapters —
+// a job the face may not see is answered, by every verb, exactly as an
+// unknown id, and no verb cancels it.
 //
 // Only tests import it (depguard's test-support-stays-in-tests rule).
 package facetest

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -34,6 +35,7 @@ type Pollux struct {
 	hold       bool
 	submitErr  error
 	cancelEnds bool
+	keeps      map[string]bool
 	now        func() time.Time
 }
 
@@ -59,6 +61,25 @@ func (p *Pollux) FailSubmit(err error) {
 	p.submitErr = err
 }
 
+// KeepOutputs makes routes keep their outputs (KeepsOutputs).
+func (p *Pollux) KeepOutputs(routes ...string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.keeps == nil {
+		p.keeps = map[string]bool{}
+	}
+	for _, r := range routes {
+		p.keeps[r] = true
+	}
+}
+
+// KeepsOutputs reports whether route is one KeepOutputs named.
+func (p *Pollux) KeepsOutputs(route string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.keeps[route]
+}
+
 // CancelEnds makes, when on, a cancel end its job at once (canceled).
 func (p *Pollux) CancelEnds(on bool) {
 	p.mu.Lock()
@@ -74,8 +95,8 @@ func (p *Pollux) Clock(now func() time.Time) {
 }
 
 // Submit checks m as the front door does (a contract violation, or no
-// ID, is an error both errors.As reads as an *events.FieldError and
-// face.AsError as a 400 naming the field), then, unless failing, records
+// ID, is a *face.Error, 400 naming the field, that wraps the
+// *events.FieldError), then, unless failing, records
 // m and, unless held, makes its pending record (once: a submission of an
 // id that has a record changes nothing). A refused or failed submission
 // is not recorded.
@@ -155,10 +176,19 @@ func (p *Pollux) Cancel(_ context.Context, _ *http.Request, j *state.Job, _ stri
 	return nil
 }
 
-// Output redirects to output n's URL; face.ErrOutputNotFound when the job
-// has no such output.
+// Output writes output n as the front door does: an output custody saved
+// (face.Saved) is served, its body "kept " and its object's name; any
+// other is a redirect to its provider's URL (face.ProviderURL);
+// face.ErrOutputNotFound when the job has no such output.
 func (p *Pollux) Output(w http.ResponseWriter, r *http.Request, j *state.Job, n int) error {
-	u, err := face.OutputURL(j, n)
+	if face.Saved(j, n) {
+		o := j.Custody.Outputs[n]
+		w.Header().Set("Content-Type", o.ContentType)
+		w.WriteHeader(http.StatusOK)
+		_, _ = io.WriteString(w, "kept "+o.Object)
+		return nil
+	}
+	u, err := face.ProviderURL(j, n)
 	if err != nil {
 		return err
 	}
@@ -238,10 +268,12 @@ func clone(j *state.Job) *state.Job {
 }
 
 // check refuses a submission the front door would: one without an ID
-// (a face sets it) or one events.DecodeSubmit refuses.
+// (a face sets it) or one events.DecodeSubmit refuses, as the front door
+// answers it (a 400: invalid_field, or invalid_body when no field is at
+// fault).
 func check(m events.Submit) error {
 	if m.ID == "" {
-		return invalidSubmit{&events.FieldError{Field: "id", Problem: "required: a face sets the job id"}}
+		return invalidSubmit(&events.FieldError{Field: "id", Problem: "required: a face sets the job id"})
 	}
 	b, err := json.Marshal(m)
 	if err == nil {
@@ -252,27 +284,17 @@ func check(m events.Submit) error {
 		fe = &events.FieldError{Problem: err.Error()}
 	}
 	if fe != nil {
-		return invalidSubmit{fe}
+		return invalidSubmit(fe)
 	}
 	return nil
 }
 
-// invalidSubmit is a submission the front door refuses: an
-// *events.FieldError (the face.Pollux contract) that face.AsError reads
-// as the front door's 400 (invalid_field, or invalid_body when no field
-// is at fault).
-type invalidSubmit struct{ fe *events.FieldError }
-
-func (e invalidSubmit) Error() string { return e.fe.Error() }
-func (e invalidSubmit) Unwrap() error { return e.fe }
-
-// FaceError is what face.AsError reads.
-func (e invalidSubmit) FaceError() face.Error {
+func invalidSubmit(fe *events.FieldError) *face.Error {
 	code := "invalid_field"
-	if e.fe.Field == "" {
+	if fe.Field == "" {
 		code = "invalid_body"
 	}
-	return face.Error{Status: http.StatusBadRequest, Code: code, Field: e.fe.Field, Message: e.fe.Error()}
+	return &face.Error{Status: http.StatusBadRequest, Code: code, Field: fe.Field, Message: fe.Error(), Err: fe}
 }
 
 // Submissions returns the submissions Submit took, in order.
@@ -292,15 +314,3 @@ func (p *Pollux) Cancels() []string {
 // Waits receives the id of each Wait call, so a test knows a face is
 // waiting before it changes a record.
 func (p *Pollux) Waits() <-chan string { return p.waits }
-
-// FrontDoorError returns an error that stands for one of the front
-// door's refusals (an invalid field, a quota): face.AsError reads e from
-// it.
-func FrontDoorError(e face.Error) error { return &frontDoorError{e} }
-
-type frontDoorError struct{ e face.Error }
-
-func (e *frontDoorError) Error() string { return e.e.Code + ": " + e.e.Message }
-
-// FaceError is what face.AsError reads.
-func (e *frontDoorError) FaceError() face.Error { return e.e }

@@ -95,8 +95,9 @@ func TestSubmitMakesOnePendingRecord(t *testing.T) {
 	require.Equal(t, m, p.Submissions()[1])
 }
 
-// A submission the contract refuses is an *events.FieldError naming the
-// field, read by face.AsError as the front door's 400; nothing is taken.
+// A submission the contract refuses is the front door's 400 naming the
+// field (a *face.Error wrapping the *events.FieldError); nothing is
+// taken.
 func TestSubmitRefusesAContractViolation(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -119,8 +120,8 @@ func TestSubmitRefusesAContractViolation(t *testing.T) {
 			var fe *events.FieldError
 			require.ErrorAs(t, err, &fe)
 			require.Equal(t, c.field, fe.Field)
-			e, ok := face.AsError(err)
-			require.True(t, ok, "the front door's refusal")
+			var e *face.Error
+			require.ErrorAs(t, err, &e, "the front door's refusal")
 			require.Equal(t, http.StatusBadRequest, e.Status)
 			require.Equal(t, c.field, e.Field)
 			require.Empty(t, p.Submissions())

@@ -28,7 +28,10 @@
 //     File objects — {"video": {url, content_type, file_name}} for the
 //     first output that is not an image, "images" for those that are, and
 //     "files" for all, in order (Pollux records outputs as URLs, not the
-//     provider's JSON) — or fal's error for one that ended otherwise (see
+//     provider's JSON), each url as face.Kit.OutputURL gives it (Pollux's
+//     own, GET /fal/{route}/outputs/{id}/{n}, served beside the proxy, for
+//     an output the route keeps; else the provider's when it is a safe
+//     http(s) URL) — or fal's error for one that ended otherwise (see
 //     failureOf: 422 validation error, 500, 499 client_cancelled, 504
 //     request_timeout of the user's kind, none of which the client
 //     retries).
@@ -44,12 +47,13 @@
 // segments are refused with 412, as fal's own proxies refuse a foreign
 // target; a missing header is a 400.
 //
-// A request id is served only for a job this face created on its route
-// (its metadata face=fal and fal_app, its route or model route), for the
-// app the URL names; any other is 404. A request id Pollux has no record
-// of yet is waited for (face.Mount.Record, 3 s) before the 404: ingest
-// takes a submission within milliseconds of its answer, and the client
-// asks for its status at once.
+// A request id is served only for a job the face may see (face.Kit.Job:
+// one this face created on its route, or through its model route), for
+// the app the URL names (its metadata fal_app); any other is the same
+// 404 as an unknown id. A request id Pollux has no record of yet is
+// waited for (the mount's RecordGrace, 3 s) before the 404: ingest takes a
+// submission within milliseconds of its answer, and the client asks for
+// its status at once.
 //
 // Errors are fal's shape, {"detail": "..."} (plus "message", which the
 // client makes its error's message of); a field at fault is a 422 whose

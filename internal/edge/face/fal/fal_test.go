@@ -41,7 +41,7 @@ func TestASubmitIsAPolluxSubmission(t *testing.T) {
 	require.Equal(t, id, subs[0].ID)
 	require.Equal(t, "acme/video/turbo", subs[0].Model, "the model is the endpoint id, path and all")
 	require.JSONEq(t, `{"prompt":"a fox"}`, string(subs[0].Input))
-	require.Equal(t, map[string]string{MetaFace: "fal", MetaApp: "acme/video"}, subs[0].Metadata)
+	require.Equal(t, map[string]string{face.MetaFace: "fal", MetaApp: "acme/video"}, subs[0].Metadata)
 
 	// A namespaced endpoint's app is namespace/owner/app; a URL endpoint
 	// id comes with a trailing slash.
@@ -316,7 +316,7 @@ func TestUnknownRequestsAreNotFound(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, call(t, f, http.MethodGet, requestURL(mine, "/status"), "").status, "through the model route")
 
 	// The record comes while the status waits for it.
-	f.m.RecordGrace = time.Minute
+	f = New(face.Mount{Kind: face.Fal, Route: route, Prefix: face.Prefix(face.Fal, route), RecordGrace: time.Minute}, p).(*Face)
 	p.Hold(true)
 	late := submit(t, f, "acme/video", `{}`)
 	got := make(chan reply, 1)
@@ -369,23 +369,23 @@ func TestErrorsAreFalShaped(t *testing.T) {
 	t.Parallel()
 	f, p := setup(t)
 	for _, c := range []struct {
-		e     face.Error
+		e     *face.Error
 		code  int
 		retry string
 	}{
-		{face.Error{Status: 401, Code: "unauthorized", Message: "bad token"}, 401, ""},
-		{face.Error{Status: 403, Code: "forbidden", Message: "read-only", Field: "Pollux-CSRF"}, 403, ""},
-		{face.Error{Status: 429, Code: "too_many_requests", Message: "slow down", RetryAfter: 1500 * time.Millisecond}, 429, "2"},
-		{face.Error{Status: 503, Code: "unavailable", Message: "later", RetryAfter: time.Second}, 503, "1"},
+		{&face.Error{Status: 401, Code: "unauthorized", Message: "bad token"}, 401, ""},
+		{&face.Error{Status: 403, Code: "forbidden", Message: "read-only", Field: "Pollux-CSRF"}, 403, ""},
+		{&face.Error{Status: 429, Code: "too_many_requests", Message: "slow down", RetryAfter: 1500 * time.Millisecond}, 429, "2"},
+		{&face.Error{Status: 503, Code: "unavailable", Message: "later", RetryAfter: time.Second}, 503, "1"},
 	} {
-		p.FailSubmit(facetest.FrontDoorError(c.e))
+		p.FailSubmit(c.e)
 		r := call(t, f, http.MethodPost, queue+"acme/video", `{}`)
 		require.Equal(t, c.code, r.status, r.raw)
 		require.Equal(t, c.e.Message, r.body["detail"], r.raw)
 		require.Equal(t, c.e.Message, r.body["message"], "the client's error message")
 		require.Equal(t, c.retry, r.header.Get("Retry-After"))
 	}
-	p.FailSubmit(facetest.FrontDoorError(face.Error{Status: 400, Code: "invalid_field", Field: "metadata", Message: "metadata: too many"}))
+	p.FailSubmit(&face.Error{Status: 400, Code: "invalid_field", Field: "metadata", Message: "metadata: too many"})
 	r := call(t, f, http.MethodPost, queue+"acme/video", `{}`)
 	require.Equal(t, http.StatusUnprocessableEntity, r.status, r.raw)
 	require.Equal(t, []any{"body", "metadata"}, r.body["detail"].([]any)[0].(map[string]any)["loc"])
@@ -405,4 +405,52 @@ func TestErrorsAreFalShaped(t *testing.T) {
 	f.Handler().ServeHTTP(rec, req)
 	require.Equal(t, http.StatusNotFound, rec.Code)
 	require.Contains(t, rec.Body.String(), "/fal/sim/")
+}
+
+// A result links an output the route keeps to the face — the kept bytes,
+// or the provider's until custody has copied them — with its name and
+// type from the provider's URL or what custody kept; any other output to
+// the provider's URL when it is safe, and an unsafe one not at all.
+func TestResultLinksKeptOutputs(t *testing.T) {
+	t.Parallel()
+	f, p := setup(t)
+	p.KeepOutputs(route)
+	end := func(j state.Job) string {
+		id := submit(t, f, "acme/video", `{}`)
+		rec, err := p.Job(t.Context(), id)
+		require.NoError(t, err)
+		j.ID, j.Route, j.Metadata, j.State = id, rec.Route, rec.Metadata, state.Succeeded
+		p.Put(&j)
+		return id
+	}
+	kept := end(state.Job{Outputs: []string{"https://cdn.example/v", "https://cdn.example/gone.png"},
+		Custody: &state.Custody{SavedAt: time.Now(), Outputs: []state.SavedOutput{
+			{Index: 0, Status: state.OutputSaved, Object: "o/0", ContentType: "video/mp4"}, {Index: 1, Status: state.OutputGone}}}})
+	r := call(t, f, http.MethodGet, requestURL(kept, ""), "")
+	require.Equal(t, http.StatusOK, r.status, r.raw)
+	self := "http://example.com/fal/sim/outputs/" + kept + "/0"
+	require.JSONEq(t, `{
+		"video": {"url": "`+self+`", "content_type": "video/mp4", "file_name": "v"},
+		"images": [{"url": "https://cdn.example/gone.png", "content_type": "image/png", "file_name": "gone.png"}],
+		"files": [
+			{"url": "`+self+`", "content_type": "video/mp4", "file_name": "v"},
+			{"url": "https://cdn.example/gone.png", "content_type": "image/png", "file_name": "gone.png"}]}`, r.raw)
+	rec := httptest.NewRecorder()
+	f.Handler().ServeHTTP(rec, httptest.NewRequestWithContext(t.Context(), http.MethodGet, "/outputs/"+kept+"/0", nil))
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	require.Equal(t, "kept o/0", rec.Body.String())
+
+	copying := end(state.Job{Outputs: []string{"https://cdn.example/c.mp4"}})
+	r = call(t, f, http.MethodGet, requestURL(copying, ""), "")
+	require.Equal(t, "http://example.com/fal/sim/outputs/"+copying+"/0", r.body["video"].(map[string]any)["url"], r.raw)
+	rec = httptest.NewRecorder()
+	f.Handler().ServeHTTP(rec, httptest.NewRequestWithContext(t.Context(), http.MethodGet, "/outputs/"+copying+"/0", nil))
+	require.Equal(t, http.StatusFound, rec.Code, "the provider's until custody has copied it")
+	require.Equal(t, "https://cdn.example/c.mp4", rec.Header().Get("Location"))
+
+	f, p = setup(t) // a route that keeps no outputs
+	unsafe := end(state.Job{Outputs: []string{"javascript:alert(1)", "https://cdn.example/ok.mp4"}})
+	r = call(t, f, http.MethodGet, requestURL(unsafe, ""), "")
+	require.JSONEq(t, `{"video": {"url": "https://cdn.example/ok.mp4", "content_type": "video/mp4", "file_name": "ok.mp4"},
+		"files": [{"url": "https://cdn.example/ok.mp4", "content_type": "video/mp4", "file_name": "ok.mp4"}]}`, r.raw)
 }

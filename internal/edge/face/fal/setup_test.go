@@ -21,8 +21,7 @@ const route = "sim"
 func setup(t *testing.T) (*Face, *facetest.Pollux) {
 	t.Helper()
 	p := facetest.New()
-	f := New(face.Mount{Kind: face.Fal, Route: route, Prefix: face.Prefix(face.Fal, route)}, p).(*Face)
-	f.m.RecordGrace = 50 * time.Millisecond
+	f := New(face.Mount{Kind: face.Fal, Route: route, Prefix: face.Prefix(face.Fal, route), RecordGrace: 50 * time.Millisecond}, p).(*Face)
 	return f, p
 }
 

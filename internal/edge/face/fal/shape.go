@@ -2,12 +2,9 @@ package fal
 
 import (
 	"encoding/hex"
-	"encoding/json"
-	"math"
 	"net/http"
 	"net/url"
 	"path"
-	"strconv"
 	"strings"
 	"time"
 
@@ -177,17 +174,28 @@ type file struct {
 // URLs, not the provider's JSON, so the result is built from them in the
 // shape fal's video and image models answer: video is the first output
 // that is not an image, images the outputs that are, and files every
-// output in order (so none is lost whatever its kind).
+// output in order (so none is lost whatever its kind). Each file's url is
+// the one the face gives (face.Kit.OutputURL: Pollux's own for a kept
+// output, else the provider's when safe; an output with none is left
+// out); its name and type come from the provider's URL, or from what
+// custody kept.
 type result struct {
 	Video  *file  `json:"video,omitempty"`
 	Images []file `json:"images,omitempty"`
 	Files  []file `json:"files"`
 }
 
-func resultOf(j *state.Job) result {
+func resultOf(j *state.Job, link func(n int) (string, bool)) result {
 	r := result{Files: []file{}}
-	for _, o := range j.Outputs {
-		f := fileOf(o)
+	for n, o := range j.Outputs {
+		u, ok := link(n)
+		if !ok {
+			continue
+		}
+		f := fileOf(o, u)
+		if f.ContentType == "" && face.Saved(j, n) {
+			f.ContentType = j.Custody.Outputs[n].ContentType
+		}
 		r.Files = append(r.Files, f)
 		switch {
 		case strings.HasPrefix(f.ContentType, "image/"):
@@ -206,8 +214,10 @@ var contentTypes = map[string]string{
 	".mp3": "audio/mpeg", ".wav": "audio/wav",
 }
 
-func fileOf(raw string) file {
-	f := file{URL: raw}
+// fileOf is the file of an output the provider gave as raw, linked as
+// link.
+func fileOf(raw, link string) file {
+	f := file{URL: link}
 	if u, err := url.Parse(raw); err == nil {
 		name := path.Base(u.Path)
 		if name != "." && name != "/" {
@@ -251,20 +261,12 @@ func locOf(field string) []string {
 	return []string{"body", field}
 }
 
-// writeError writes e in fal's shape: a 400 (or 422) naming a field is a
+// WriteError writes e in fal's shape: a 400 (or 422) naming a field is a
 // 422 validation error whose detail lists it; any other error is
 // {"detail": message}, with Retry-After when e says.
-func writeError(w http.ResponseWriter, e face.Error, requestID string) {
+func (f *Face) WriteError(w http.ResponseWriter, e *face.Error) {
 	h := w.Header()
-	for k, v := range e.Header {
-		h[k] = v
-	}
-	if e.RetryAfter > 0 {
-		h.Set("Retry-After", strconv.Itoa(int(math.Ceil(e.RetryAfter.Seconds()))))
-	}
-	if requestID != "" {
-		h.Set(requestIDHeader, requestID)
-	}
+	e.SetHeaders(h)
 	msg := orDefault(e.Message, http.StatusText(e.Status))
 	body := errorBody{Detail: msg, Message: msg}
 	status := e.Status
@@ -274,11 +276,5 @@ func writeError(w http.ResponseWriter, e face.Error, requestID string) {
 	} else {
 		body.ErrorType = h.Get(errorTypeHeader)
 	}
-	writeJSON(w, status, body)
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	_ = face.WriteJSON(w, status, body) // an errorBody always encodes
 }

@@ -1,7 +1,6 @@
 package openai
 
 import (
-	"context"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -18,7 +17,6 @@ import (
 
 	"github.com/pollux-dev/pollux/internal/edge/face"
 	"github.com/pollux-dev/pollux/pkg/events"
-	"github.com/pollux-dev/pollux/pkg/state"
 )
 
 // Bounds of a create. A reference image travels inside the submission
@@ -51,54 +49,43 @@ type createForm struct {
 // create is POST /v1/videos: a multipart form (model, prompt, seconds,
 // size, input_reference) submitted as a Pollux job, answered with the
 // video once the job has a record.
-func (f *Face) create(w http.ResponseWriter, r *http.Request) {
-	key, fe := face.IdempotencyKey(r)
-	if fe != nil {
-		f.WriteError(w, *fe)
-		return
+func (f *Face) create(w http.ResponseWriter, r *http.Request) error {
+	key, err := face.IdempotencyKey(r)
+	if err != nil {
+		return err
 	}
-	form, fe := readForm(w, r)
-	if fe != nil {
-		f.WriteError(w, *fe)
-		return
+	form, err := readForm(w, r)
+	if err != nil {
+		return err
 	}
-	id := idPrefix + hex.EncodeToString(face.IDBytes(face.OpenAI, f.m.Route, key, 16))
+	id := idPrefix + hex.EncodeToString(face.IDBytes(face.OpenAI, f.Mount().Route, key, 16))
 	in := map[string]string{"prompt": form.prompt, "seconds": form.seconds, "size": form.size}
 	if form.reference != "" {
 		in["input_reference"] = form.reference
 	}
 	input, err := json.Marshal(in)
 	if err != nil {
-		f.fail(w, err, "encoding the input")
-		return
+		return fmt.Errorf("encoding the input: %w", err)
 	}
-	md := map[string]string{metaFace: string(face.OpenAI), metaModel: form.model, metaSeconds: form.seconds, metaSize: form.size}
+	md := map[string]string{face.MetaFace: string(face.OpenAI), metaModel: form.model, metaSeconds: form.seconds, metaSize: form.size}
 	if len(form.prompt) <= events.MaxMetadataValue && !hasControl(form.prompt) {
 		md[metaPrompt] = form.prompt
 	}
 	m := events.Submit{V: events.Version, ID: id, IdempotencyKey: key, Model: form.model, Input: input, Metadata: md}
-	if err := f.p.Submit(r.Context(), r, f.m.Route, m); err != nil {
-		f.fail(w, err, "submitting video "+id)
-		return
+	if err := f.Submit(r, m); err != nil {
+		return err
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), f.createWait)
-	defer cancel()
-	j, err := f.p.Wait(ctx, id, func(*state.Job) bool { return true })
+	// Durable, so the job will be; a record still missing at the bound is
+	// answered from what was submitted, as the record will say.
+	j, err := f.Created(r.Context(), m, time.Now().Add(f.createWait))
 	if err != nil {
-		if !errors.Is(err, state.ErrNotFound) {
-			f.fail(w, err, "reading video "+id)
-			return
-		}
-		// Durable but not yet taken by ingest: it will be. Answer what
-		// was submitted, as the record will say.
-		f.m.Logger.Warn().Str("job_id", id).Msg("a created video has no record yet; answering it queued")
-		j = &state.Job{ID: id, Model: form.model, State: state.Pending, CreatedAt: f.m.Clock().UTC(), Metadata: md, Input: input}
+		return err
 	}
-	f.writeVideo(w, j)
+	return f.writeVideo(w, j)
 }
 
 // readForm reads and checks a create's multipart form.
-func readForm(w http.ResponseWriter, r *http.Request) (createForm, *face.Error) {
+func readForm(w http.ResponseWriter, r *http.Request) (createForm, error) {
 	var form createForm
 	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mt != "multipart/form-data" {
@@ -147,21 +134,23 @@ func readForm(w http.ResponseWriter, r *http.Request) (createForm, *face.Error) 
 		default:
 			return form, invalid(name, "unknown_parameter", fmt.Sprintf("Unknown parameter: '%s'.", name))
 		}
-		var fe *fieldError
+		var fe *face.Error
 		switch {
 		case errors.As(err, &fe):
-			e := face.Error(*fe)
-			e.Field = name
-			return form, &e
+			fe.Field = name // the helpers do not know the field they read
+			return form, fe
 		case err != nil:
 			return form, bodyError(err)
 		}
 	}
-	return form, form.check()
+	if err := form.check(); err != nil {
+		return form, err
+	}
+	return form, nil
 }
 
 // check checks the form's fields and fills in the defaults.
-func (c *createForm) check() *face.Error {
+func (c *createForm) check() error {
 	switch {
 	case c.prompt == "":
 		return invalid("prompt", "missing_required_parameter", "Missing required parameter: 'prompt'.")
@@ -235,14 +224,10 @@ func bodyError(err error) *face.Error {
 	return invalid("", "invalid_body", "The multipart body does not parse: "+err.Error())
 }
 
-// fieldError is the error of a field a helper read: the create names
-// the field.
-type fieldError face.Error
-
-func (e *fieldError) Error() string { return e.Code + ": " + e.Message }
-
+// badField is the error of a field a helper read: the create names the
+// field.
 func badField(code, msg string) error {
-	return &fieldError{Status: http.StatusBadRequest, Code: code, Message: msg}
+	return &face.Error{Status: http.StatusBadRequest, Code: code, Message: msg}
 }
 
 func invalid(field, code, msg string) *face.Error {

@@ -15,7 +15,9 @@
 //     body over 192 KiB is 413. The create answers once the job has a
 //     record (it waits, at most 10 s, for ingest to take the durable
 //     submission, so the app's first retrieve finds it); a record still
-//     absent then is answered queued from what was submitted.
+//     absent then is answered queued from what was submitted, and so is
+//     a retrieve of it by this gateway until the record exists
+//     (face.Kit.Created).
 //   - GET /v1/videos/{id}: the job's record as a video. Pollux's states
 //     map to OpenAI's: pending and queued are queued, running in_progress,
 //     succeeded completed; failed, canceled, expired and lost are failed,
@@ -41,8 +43,11 @@
 // check of the job (face.PollAfter), 1 to 10 s — the interval the SDK's
 // poll helpers sleep. Errors are OpenAI's {"error": {message, type,
 // param, code}}: a bad token 401 invalid_api_key, a read-only token 403,
-// an unknown id 404 video_not_found, an exceeded quota 429 with
-// Retry-After and retry-after-ms (which the SDK honours).
+// a video the face may not see 404 video_not_found (face.Kit.Job: an
+// unknown id, another route's job, one the face did not make — a delete
+// of one cancels nothing), a delete of a video not taken yet 409 with
+// Retry-After, an exceeded quota 429 with Retry-After and retry-after-ms
+// (which the SDK honours).
 //
 // Ids are video_ and 32 hex digits: derived from the route and the
 // request's Idempotency-Key header when it has one (face.IDBytes), so a

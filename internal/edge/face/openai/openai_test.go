@@ -20,6 +20,10 @@ import (
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
+// made is the metadata of a video the face made (face.Kit.Job shows the
+// face no other).
+var made = map[string]string{face.MetaFace: string(face.OpenAI)}
+
 type rig struct {
 	p   *facetest.Pollux
 	h   http.Handler
@@ -263,7 +267,7 @@ func TestStatesMapToOpenAIs(t *testing.T) {
 		{state.Expired, "failed", "video_expired", 42},
 		{state.Lost, "failed", "video_lost", 42},
 	} {
-		j := &state.Job{ID: "video_" + string(c.state), State: c.state, CreatedAt: r.now, Progress: &half, Reason: "why", Model: "m"}
+		j := &state.Job{ID: "video_" + string(c.state), Route: "sim", Metadata: made, State: c.state, CreatedAt: r.now, Progress: &half, Reason: "why", Model: "m"}
 		if c.state.Terminal() {
 			j.CompletedAt = end
 		}
@@ -300,7 +304,7 @@ func TestPollAfterIsPolluxsPlan(t *testing.T) {
 		{time.Hour, state.Queued, "10000"},
 		{3 * time.Second, state.Succeeded, "0"},
 	} {
-		r.p.Put(&state.Job{ID: "video_p", State: c.state, CreatedAt: r.now, NextCheckAt: r.now.Add(c.next)})
+		r.p.Put(&state.Job{ID: "video_p", Route: "sim", Metadata: made, State: c.state, CreatedAt: r.now, NextCheckAt: r.now.Add(c.next)})
 		a := r.get(t, "/v1/videos/video_p")
 		require.Equal(t, c.want, a.header.Get("openai-poll-after-ms"), "%+v", c)
 	}
@@ -322,15 +326,15 @@ func TestErrorsAreOpenAIs(t *testing.T) {
 
 	f := openai.New(face.Mount{Kind: face.OpenAI, Route: "sim"}, r.p)
 	for _, c := range []struct {
-		e          face.Error
+		e          *face.Error
 		code, typ  string
 		retryAfter string
 		retryMs    string
 	}{
-		{face.Error{Status: 401, Code: "unauthorized"}, "invalid_api_key", "invalid_request_error", "", ""},
-		{face.Error{Status: 403, Code: "forbidden", Message: "read-only"}, "insufficient_permissions", "invalid_request_error", "", ""},
-		{face.Error{Status: 429, Code: "too_many_requests", RetryAfter: 1500 * time.Millisecond}, "rate_limit_exceeded", "requests", "2", "1500"},
-		{face.Error{Status: 503, Code: "unavailable", RetryAfter: time.Second}, "unavailable", "server_error", "1", "1000"},
+		{&face.Error{Status: 401, Code: "unauthorized"}, "invalid_api_key", "invalid_request_error", "", ""},
+		{&face.Error{Status: 403, Code: "forbidden", Message: "read-only"}, "insufficient_permissions", "invalid_request_error", "", ""},
+		{&face.Error{Status: 429, Code: "too_many_requests", RetryAfter: 1500 * time.Millisecond}, "rate_limit_exceeded", "requests", "2", "1500"},
+		{&face.Error{Status: 503, Code: "unavailable", RetryAfter: time.Second}, "unavailable", "server_error", "1", "1000"},
 	} {
 		rec := httptest.NewRecorder()
 		f.WriteError(rec, c.e)
@@ -356,9 +360,9 @@ func TestErrorsAreOpenAIs(t *testing.T) {
 func TestContent(t *testing.T) {
 	t.Parallel()
 	r := setup(t)
-	r.p.Put(&state.Job{ID: "video_done", State: state.Succeeded, CreatedAt: r.now, Outputs: []string{"https://cdn.example/v.mp4"}})
-	r.p.Put(&state.Job{ID: "video_run", State: state.Running, CreatedAt: r.now})
-	r.p.Put(&state.Job{ID: "video_none", State: state.Succeeded, CreatedAt: r.now})
+	r.p.Put(&state.Job{ID: "video_done", Route: "sim", Metadata: made, State: state.Succeeded, CreatedAt: r.now, Outputs: []string{"https://cdn.example/v.mp4"}})
+	r.p.Put(&state.Job{ID: "video_run", Route: "sim", Metadata: made, State: state.Running, CreatedAt: r.now})
+	r.p.Put(&state.Job{ID: "video_none", Route: "sim", Metadata: made, State: state.Succeeded, CreatedAt: r.now})
 	a := r.get(t, "/v1/videos/video_done/content")
 	require.Equal(t, http.StatusFound, a.status)
 	require.Equal(t, "https://cdn.example/v.mp4", a.header.Get("Location"))
@@ -383,9 +387,9 @@ func TestContent(t *testing.T) {
 func TestDeleteCancels(t *testing.T) {
 	t.Parallel()
 	r := setup(t)
-	r.p.Put(&state.Job{ID: "video_run", State: state.Running, CreatedAt: r.now})
-	r.p.Put(&state.Job{ID: "video_done", State: state.Succeeded, CreatedAt: r.now})
-	r.p.Put(&state.Job{ID: "video_gone", State: state.Canceled, CreatedAt: r.now})
+	r.p.Put(&state.Job{ID: "video_run", Route: "sim", Metadata: made, State: state.Running, CreatedAt: r.now})
+	r.p.Put(&state.Job{ID: "video_done", Route: "sim", Metadata: made, State: state.Succeeded, CreatedAt: r.now})
+	r.p.Put(&state.Job{ID: "video_gone", Route: "sim", Metadata: made, State: state.Canceled, CreatedAt: r.now})
 	del := func(id string) answer {
 		return r.do(t, httptest.NewRequest(http.MethodDelete, "/v1/videos/"+id, nil))
 	}

@@ -40,10 +40,9 @@ const (
 	statusFailed     = "failed"
 )
 
-// Metadata keys a create records on the job, so that every answer about
-// it can say what was asked for.
+// Metadata keys a create records on the job besides face.MetaFace, so
+// that every answer about it can say what was asked for.
 const (
-	metaFace    = "face"
 	metaModel   = "openai_model"
 	metaSeconds = "openai_seconds"
 	metaSize    = "openai_size"

@@ -6,9 +6,10 @@
 //
 // It serves POST /v1/predictions (a version), POST
 // /v1/models/{owner}/{name}/predictions, GET /v1/predictions (the face's
-// predictions, newest first), GET /v1/predictions/{id} and POST
-// /v1/predictions/{id}/cancel; every other path (deployments, trainings,
-// files) is answered 404. A create is a
+// predictions, newest first), GET /v1/predictions/{id}, POST
+// /v1/predictions/{id}/cancel and GET /outputs/{id}/{n} (a kept output,
+// face.OutputPath); every other path (deployments, trainings, files) is
+// answered 404. A create is a
 // Pollux submission on the mount's route — the model (owner/name) or the
 // version is the job's model, the input its input — answered once the
 // job's record exists (at most RecordWait), so a get that follows never
@@ -28,8 +29,11 @@
 //   - Ids are 26 characters of lowercase base32, derived from the route
 //     and the Idempotency-Key when the create carries one (the SDK sends
 //     none; a custom fetch can), so a retried create is one job.
-//   - output is the record's output URLs: one as a string, as video
-//     models answer; several as an array; null until success. logs says
+//   - output is the record's output URLs as face.Kit.OutputURL gives
+//     them — Pollux's own on the face (GET /outputs/{id}/{n}, served
+//     here) for an output the route keeps, else the provider's when it
+//     is a safe http(s) URL — one as a string, as video models answer;
+//     several as an array; null until success. logs says
 //     why a job waits, its queue position and its progress as a tqdm bar
 //     (which the SDK's parseProgressFromLogs reads); metrics has
 //     predict_time and total_time once the job has ended; input is the
@@ -39,9 +43,11 @@
 //     Replicate webhooks.
 //   - Errors are Replicate's problem bodies ({title, detail, status}, a
 //     field at fault in invalid_fields): 401, 403 and 429 (with
-//     Retry-After) from the front door, 404 for an unknown prediction
-//     (after face.Mount.Record's wait for a record still to come) or one
-//     of another route, 400 for a body that is not a JSON object or a
+//     Retry-After) from the front door, 404 for a prediction the face may
+//     not see (face.Kit.Job: an unknown id, after the wait for a record
+//     still to come, another route's job, one the face did not make),
+//     409 with Retry-After for a cancel of a create not taken yet, 400
+//     for a body that is not a JSON object or a
 //     bad Prefer, 422 naming the field at fault, 413 beyond MaxBody, 503
 //     (Retry-After 1) when NATS is unavailable.
 package replicate

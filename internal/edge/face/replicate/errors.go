@@ -2,10 +2,7 @@ package replicate
 
 import (
 	"encoding/json"
-	"math"
 	"net/http"
-	"strconv"
-	"time"
 
 	"github.com/pollux-dev/pollux/internal/edge/face"
 )
@@ -44,14 +41,9 @@ var titles = map[int]string{
 
 // WriteError writes e as Replicate does: a problem body with the status,
 // the field at fault in invalid_fields, and Retry-After when set.
-func (f *Face) WriteError(w http.ResponseWriter, e face.Error) {
+func (f *Face) WriteError(w http.ResponseWriter, e *face.Error) {
 	h := w.Header()
-	for k, v := range e.Header {
-		h[k] = v
-	}
-	if e.RetryAfter > 0 {
-		h.Set("Retry-After", strconv.FormatInt(int64(math.Ceil(e.RetryAfter.Seconds())), 10))
-	}
+	e.SetHeaders(h)
 	p := problem{Title: titles[e.Status], Detail: e.Message, Status: e.Status, Code: e.Code}
 	if p.Title == "" {
 		p.Title = http.StatusText(e.Status)
@@ -69,18 +61,14 @@ func (f *Face) WriteError(w http.ResponseWriter, e face.Error) {
 }
 
 // Errors of the face's own.
-func notFound(what string) face.Error {
-	return face.Error{Status: http.StatusNotFound, Code: "not_found", Message: what}
+func notFound(what string) *face.Error {
+	return &face.Error{Status: http.StatusNotFound, Code: "not_found", Message: what}
 }
 
-func invalid(field, message string) face.Error {
-	return face.Error{Status: http.StatusUnprocessableEntity, Code: "invalid_field", Field: field, Message: message}
+func invalid(field, message string) *face.Error {
+	return &face.Error{Status: http.StatusUnprocessableEntity, Code: "invalid_field", Field: field, Message: message}
 }
 
-func badRequest(field, message string) face.Error {
-	return face.Error{Status: http.StatusBadRequest, Code: "invalid_body", Field: field, Message: message}
-}
-
-func unavailable(what string) face.Error {
-	return face.Error{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: what + " failed; retry later", RetryAfter: time.Second}
+func badRequest(field, message string) *face.Error {
+	return &face.Error{Status: http.StatusBadRequest, Code: "invalid_body", Field: field, Message: message}
 }

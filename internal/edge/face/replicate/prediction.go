@@ -22,11 +22,10 @@ const (
 	statusCanceled   = "canceled"
 )
 
-// Metadata keys a create writes on its job: which face made it, and the
+// Metadata keys a create writes on its job besides face.MetaFace: the
 // model and version the create named (a version create names no model;
 // a model route's member runs a model of its own).
 const (
-	metaFace    = "face"
 	metaModel   = "replicate_model"
 	metaVersion = "replicate_version"
 )
@@ -91,9 +90,10 @@ func status(s state.State) string {
 }
 
 // predictionOf is job j as a prediction; base is the face's absolute URL
-// (scheme, host and mount prefix) and input the create's own input, shown
-// when the record keeps none.
-func predictionOf(j *state.Job, base string, input json.RawMessage) prediction {
+// (scheme, host and mount prefix), input the create's own input, shown
+// when the record keeps none, and outs the output URLs the app is to see
+// (face.Kit.OutputURLs).
+func predictionOf(j *state.Job, base string, input json.RawMessage, outs []string) prediction {
 	p := prediction{
 		ID:        j.ID,
 		Model:     j.Model,
@@ -137,7 +137,7 @@ func predictionOf(j *state.Job, base string, input json.RawMessage) prediction {
 	}
 	switch j.State {
 	case state.Succeeded:
-		p.Output = output(j.Outputs)
+		p.Output = output(outs)
 	case state.Failed, state.Expired, state.Lost:
 		msg := failure(j)
 		p.Error = &msg
@@ -147,7 +147,9 @@ func predictionOf(j *state.Job, base string, input json.RawMessage) prediction {
 
 // output is a succeeded job's output as a Replicate model returns it: a
 // single URL as a string (as video models answer), several as an array,
-// none as null. The record keeps URLs, not the provider's own shape.
+// none as null. The record keeps URLs, not the provider's own shape; outs
+// are the ones the face gives (face.Kit.OutputURL: Pollux's own for a
+// kept output, else the provider's when safe).
 func output(outs []string) any {
 	switch len(outs) {
 	case 0:

@@ -110,7 +110,7 @@ func TestStatuses(t *testing.T) {
 	} {
 		now := time.Now()
 		j := &state.Job{ID: "s-" + string(tc.state), Route: route, Model: "m", State: tc.state, Reason: "why", CreatedAt: now.Add(-3 * time.Second),
-			StartedAt: now.Add(-2 * time.Second), Outputs: []string{"https://cdn.example/out.mp4"}}
+			StartedAt: now.Add(-2 * time.Second), Outputs: []string{"https://cdn.example/out.mp4"}, Metadata: made}
 		if tc.state.Terminal() {
 			j.CompletedAt = now
 		}
@@ -131,7 +131,7 @@ func TestStatuses(t *testing.T) {
 		}
 		require.Equal(t, tc.state.Terminal(), got.CompletedAt != nil, tc.state)
 	}
-	p.Put(&state.Job{ID: "two", Route: route, State: state.Succeeded, Outputs: []string{"https://a/1", "https://a/2"}})
+	p.Put(&state.Job{ID: "two", Route: route, State: state.Succeeded, Outputs: []string{"https://a/1", "https://a/2"}, Metadata: made})
 	_, body := do(t, srv, http.MethodGet, "/v1/predictions/two", "", nil)
 	require.Equal(t, []any{"https://a/1", "https://a/2"}, decode(t, body).Output, "several outputs: an array")
 }
@@ -201,7 +201,7 @@ func TestACreateWaitsForTheRecord(t *testing.T) {
 	case <-time.After(200 * time.Millisecond):
 	}
 	m := p.Submissions()[0]
-	p.Put(&state.Job{ID: m.ID, Route: route, Model: m.Model, State: state.Queued, CreatedAt: time.Now()})
+	p.Put(&state.Job{ID: m.ID, Route: route, Model: m.Model, State: state.Queued, CreatedAt: time.Now(), Metadata: m.Metadata})
 	select {
 	case b := <-got:
 		require.Equal(t, m.ID, decode(t, b).ID)
@@ -231,7 +231,7 @@ func TestARecordThatIsLate(t *testing.T) {
 	requireProblem(t, resp, body, http.StatusConflict, "")
 	require.Equal(t, "1", resp.Header.Get("Retry-After"))
 
-	p.Put(&state.Job{ID: created.ID, Route: route, State: state.Running, CreatedAt: time.Now()})
+	p.Put(&state.Job{ID: created.ID, Route: route, State: state.Running, CreatedAt: time.Now(), Metadata: made})
 	_, body = do(t, srv, http.MethodGet, "/v1/predictions/"+created.ID, "", nil)
 	require.Equal(t, "processing", decode(t, body).Status, "the record, once it exists")
 }
@@ -256,7 +256,7 @@ func TestAGetWaitsForAnotherGatewaysCreate(t *testing.T) {
 	case status := <-got:
 		t.Fatalf("answered %d without waiting for the record", status)
 	}
-	p.Put(&state.Job{ID: id, Route: route, State: state.Queued, CreatedAt: time.Now()})
+	p.Put(&state.Job{ID: id, Route: route, State: state.Queued, CreatedAt: time.Now(), Metadata: made})
 	select {
 	case status := <-got:
 		require.Equal(t, http.StatusOK, status)
@@ -289,20 +289,20 @@ func TestCancel(t *testing.T) {
 	t.Parallel()
 	p, srv := setup(t)
 	p.CancelEnds(true)
-	p.Put(&state.Job{ID: "c1", Route: route, State: state.Running})
+	p.Put(&state.Job{ID: "c1", Route: route, State: state.Running, Metadata: made})
 	resp, body := do(t, srv, http.MethodPost, "/v1/predictions/c1/cancel", "", nil)
 	require.Equal(t, http.StatusOK, resp.StatusCode, body)
 	require.Equal(t, "canceled", decode(t, body).Status)
 	require.Equal(t, []string{"c1"}, p.Cancels())
 
-	p.Put(&state.Job{ID: "c2", Route: route, State: state.Succeeded})
+	p.Put(&state.Job{ID: "c2", Route: route, State: state.Succeeded, Metadata: made})
 	resp, body = do(t, srv, http.MethodPost, "/v1/predictions/c2/cancel", "", nil)
 	require.Equal(t, http.StatusOK, resp.StatusCode, body)
 	require.Equal(t, "succeeded", decode(t, body).Status)
 
 	resp, body = do(t, srv, http.MethodPost, "/v1/predictions/nope/cancel", "", nil)
 	requireProblem(t, resp, body, http.StatusNotFound, "")
-	p.Put(&state.Job{ID: "other", Route: "elsewhere", State: state.Running})
+	p.Put(&state.Job{ID: "other", Route: "elsewhere", State: state.Running, Metadata: made})
 	resp, body = do(t, srv, http.MethodPost, "/v1/predictions/other/cancel", "", nil)
 	requireProblem(t, resp, body, http.StatusNotFound, "")
 	require.Equal(t, []string{"c1"}, p.Cancels(), "no cancel of another route's job")
@@ -312,7 +312,7 @@ func TestCancel(t *testing.T) {
 func TestAModelRoutesJobIsTheFaces(t *testing.T) {
 	t.Parallel()
 	p, srv := setup(t)
-	p.Put(&state.Job{ID: "routed", Route: "member", Routing: &state.Routing{Via: route}, State: state.Queued})
+	p.Put(&state.Job{ID: "routed", Route: "member", Routing: &state.Routing{Via: route}, State: state.Queued, Metadata: made})
 	resp, body := do(t, srv, http.MethodGet, "/v1/predictions/routed", "", nil)
 	require.Equal(t, http.StatusOK, resp.StatusCode, body)
 }
@@ -365,7 +365,7 @@ func TestBadRequests(t *testing.T) {
 func TestWriteError(t *testing.T) {
 	t.Parallel()
 	f := replicate.New(face.Mount{Kind: face.Replicate, Route: route}, facetest.New())
-	for _, e := range []face.Error{
+	for _, e := range []*face.Error{
 		{Status: 401, Code: "unauthorized", Message: "a token is required"},
 		{Status: 403, Code: "forbidden", Message: "this token may only read"},
 		{Status: 429, Code: "too_many_requests", Message: "slow down", RetryAfter: 1500 * time.Millisecond},

@@ -17,6 +17,10 @@ import (
 
 const route = "sim"
 
+// made is the metadata of a prediction the face made (face.Kit.Job shows
+// the face no other).
+var made = map[string]string{face.MetaFace: string(face.Replicate)}
+
 // setup serves the face of route over an in-memory Pollux.
 func setup(t *testing.T) (*facetest.Pollux, *httptest.Server) {
 	t.Helper()

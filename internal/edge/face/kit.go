@@ -1,0 +1,201 @@
+package face
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/state"
+)
+
+// Shape is what a Kit needs of the face it serves: the face's answer
+// about a job it may not see, and the shape of the ids it makes.
+type Shape interface {
+	// NotFound is the face's answer about job id when it may not see it:
+	// an unknown id, another route's job and one the face did not make
+	// are answered alike.
+	NotFound(id string) *Error
+	// Mints reports whether id has the shape of the ids the face makes:
+	// any other is not looked up.
+	Mints(id string) bool
+}
+
+// Kit is what every face is built on: a face embeds one (NewKit) and asks
+// Pollux only through it, so what the faces share is written once — the
+// job lookup that decides what a face may see, the waits for a record,
+// the cancel, the list, the face's own URL — and a face is its routes and
+// its mapping to and from its provider's shape.
+type Kit struct {
+	mount   Mount
+	pollux  Pollux
+	shape   Shape
+	pending pending
+}
+
+// NewKit is the kit of a face of shape s, mounted as m, over Pollux p.
+func NewKit(m Mount, p Pollux, s Shape) *Kit {
+	return &Kit{mount: m, pollux: p, shape: s}
+}
+
+// Mount is the mount the face serves.
+func (k *Kit) Mount() Mount { return k.mount }
+
+// Logger is the face's logger.
+func (k *Kit) Logger() *zerolog.Logger { return &k.mount.Logger }
+
+// SubmittedTo is the route job j was submitted to: the model route it
+// came through (Routing.Via), else its route.
+func SubmittedTo(j *state.Job) string {
+	if j.Routing != nil && j.Routing.Via != "" {
+		return j.Routing.Via
+	}
+	return j.Route
+}
+
+// sees reports whether the face may see job j: one it made (its metadata
+// names the face, its id is of the face's shape) on the face's route — a
+// model route's face sees the jobs submitted through the model route,
+// whichever member runs them.
+func (k *Kit) sees(j *state.Job) bool {
+	return j != nil && j.Metadata[MetaFace] == string(k.mount.Kind) && SubmittedTo(j) == k.mount.Route && k.shape.Mints(j.ID)
+}
+
+// notFound is the face's answer about job id it may not see, carrying
+// state.ErrNotFound for errors.Is.
+func (k *Kit) notFound(id string) *Error {
+	e := k.shape.NotFound(id)
+	e.Err = state.ErrNotFound
+	return e
+}
+
+// Job is job id's record as request r may see it, and the one place that
+// decides whether a face may: a job of another route, one the face did
+// not make, and an unknown id are all the face's NotFound (which wraps
+// state.ErrNotFound), whatever the verb. A create this process answered
+// before its record existed (Created) is answered from the create; a
+// record that does not exist yet is waited for (the mount's RecordGrace),
+// since a create answered by another gateway a moment ago may be on its
+// way.
+func (k *Kit) Job(r *http.Request, id string) (*state.Job, error) {
+	if !k.shape.Mints(id) {
+		return nil, k.notFound(id)
+	}
+	ctx := r.Context()
+	j, err := k.pollux.Job(ctx, id)
+	if errors.Is(err, state.ErrNotFound) {
+		if p := k.pending.get(id, k.mount.Clock()); p != nil {
+			j, err = p, nil
+		} else {
+			j, err = k.awaitRecord(ctx, id)
+		}
+	}
+	switch {
+	case errors.Is(err, state.ErrNotFound):
+		return nil, k.notFound(id)
+	case err != nil:
+		return nil, err
+	case !k.sees(j):
+		return nil, k.notFound(id)
+	}
+	return j, nil
+}
+
+// awaitRecord waits up to the mount's RecordGrace for job id's record.
+func (k *Kit) awaitRecord(ctx context.Context, id string) (*state.Job, error) {
+	ctx, cancel := context.WithTimeout(ctx, cmp.Or(k.mount.RecordGrace, DefaultRecordGrace))
+	defer cancel()
+	return k.pollux.Wait(ctx, id, func(*state.Job) bool { return true })
+}
+
+// Submit publishes submission m on the face's route as request r's
+// caller (Pollux.Submit).
+func (k *Kit) Submit(r *http.Request, m events.Submit) error {
+	return k.pollux.Submit(r.Context(), r, k.mount.Route, m)
+}
+
+// Created is the record of submission m, which the face has just made
+// durable, once it exists — waiting for it until until. When it does not
+// exist by then (ingest takes it later), it is m as a pending job, which
+// Job answers in this process until the record exists (PendingTTL), so
+// the app's next request does not meet a 404.
+func (k *Kit) Created(ctx context.Context, m events.Submit, until time.Time) (*state.Job, error) {
+	wctx, cancel := context.WithDeadline(ctx, until)
+	defer cancel()
+	j, err := k.pollux.Wait(wctx, m.ID, func(*state.Job) bool { return true })
+	switch {
+	case errors.Is(err, state.ErrNotFound):
+		k.mount.Logger.Warn().Str("job_id", m.ID).Msg("a create's job has no record yet; answering it from the create")
+		now := k.mount.Clock()
+		j = &state.Job{ID: m.ID, Route: k.mount.Route, Model: m.Model, State: state.Pending, CreatedAt: now.UTC(),
+			Metadata: m.Metadata, Input: m.Input, IdempotencyKey: m.IdempotencyKey}
+		k.pending.add(j, now)
+		return j, nil
+	case err != nil:
+		return nil, err
+	case !k.sees(j):
+		return nil, k.notFound(m.ID)
+	}
+	return j, nil
+}
+
+// Ended is job j once it has ended, or as it stands at until: j itself
+// when it has ended already or has no record yet.
+func (k *Kit) Ended(ctx context.Context, j *state.Job, until time.Time) *state.Job {
+	if j.State.Terminal() || k.pending.has(j) {
+		return j
+	}
+	ctx, cancel := context.WithDeadline(ctx, until)
+	defer cancel()
+	if last, err := k.pollux.Wait(ctx, j.ID, func(j *state.Job) bool { return j.State.Terminal() }); err == nil && k.sees(last) {
+		return last
+	}
+	return j
+}
+
+// Cancel asks for job j's cancel (a job Job returned) on request r's
+// behalf: ErrTerminal when it has ended, a 409 with Retry-After when it
+// has no record yet (nothing to cancel until ingest takes it).
+func (k *Kit) Cancel(r *http.Request, j *state.Job, reason string) error {
+	if k.pending.has(j) {
+		return &Error{Status: http.StatusConflict, Code: "not_taken_yet", RetryAfter: time.Second,
+			Message: "job " + j.ID + " is not taken yet; retry in a few seconds"}
+	}
+	return k.pollux.Cancel(r.Context(), r, j, reason)
+}
+
+// List is the page of the jobs the face made on its route, newest first,
+// after job after (Pollux.List), each one the face may see.
+func (k *Kit) List(r *http.Request, after string, limit int) ([]*state.Job, bool, error) {
+	jobs, more, err := k.pollux.List(r.Context(), k.mount.Kind, k.mount.Route, after, limit)
+	if err != nil {
+		return nil, false, err
+	}
+	seen := jobs[:0]
+	for _, j := range jobs {
+		if k.sees(j) {
+			seen = append(seen, j)
+		}
+	}
+	return seen, more, nil
+}
+
+// Output writes output n of job j (a job Job returned): the bytes output
+// custody kept, else a redirect to the provider's URL (Pollux.Output).
+func (k *Kit) Output(w http.ResponseWriter, r *http.Request, j *state.Job, n int) error {
+	return k.pollux.Output(w, r, j, n)
+}
+
+// Base is the face's absolute URL as request r reached it: scheme, host
+// and the mount's prefix.
+func (k *Kit) Base(r *http.Request) string {
+	scheme := "http"
+	if r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https" {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host + k.mount.Prefix
+}
