@@ -23,6 +23,7 @@ import (
 	"github.com/pollux-dev/pollux/internal/platform/version"
 	"github.com/pollux-dev/pollux/internal/services/ingest"
 	"github.com/pollux-dev/pollux/internal/wiring/app"
+	"github.com/pollux-dev/pollux/pkg/logkey"
 )
 
 // cli is the command line.
@@ -67,7 +68,7 @@ func run(args []string, stderr io.Writer) int {
 		}
 		g, ctx := errgroup.WithContext(ctx)
 		if c.HTTPAddr != "" {
-			cfg := frontdoor.Config{Console: console.Handler(), AllowedHosts: c.AllowedHosts, Logger: env.Log.With().Str("component", "frontdoor").Logger()}
+			cfg := frontdoor.Config{Console: console.Handler(), AllowedHosts: c.AllowedHosts, Logger: env.Log.With().Str(logkey.Component, "frontdoor").Logger()}
 			if cfg.Tokens, err = c.Tokens(); err != nil {
 				return err
 			}

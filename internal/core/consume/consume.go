@@ -32,6 +32,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/logkey"
 	"github.com/pollux-dev/pollux/pkg/schedule"
 )
 
@@ -274,7 +275,7 @@ func (r *runner) worker() {
 		out := r.h(r.work, msg)
 		h.set(nil, time.Time{}) // no keep-alive from here: it would race the settle
 		if err := out.Settle(msg); err != nil && !errors.Is(err, jetstream.ErrMsgAlreadyAckd) {
-			r.o.Logger.Warn().Err(err).Str("subject", msg.Subject()).Stringer("outcome", out).Msg("settle failed")
+			r.o.Logger.Warn().Err(err).Str(logkey.Subject, msg.Subject()).Stringer(logkey.Outcome, out).Msg("settle failed")
 		}
 		if r.o.Settled != nil {
 			r.o.Settled(out, time.Since(start))
@@ -356,7 +357,7 @@ func (r *runner) wait() {
 
 func (r *runner) pause(ctx context.Context, backoff time.Duration, err error, what string) time.Duration {
 	backoff = min(max(2*backoff, 100*time.Millisecond), 5*time.Second)
-	r.o.Logger.Warn().Err(err).Dur("retry_in", backoff).Msg(what)
+	r.o.Logger.Warn().Err(err).Dur(logkey.RetryIn, backoff).Msg(what)
 	schedule.Sleep(ctx, backoff)
 	return backoff
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/pollux-dev/pollux/pkg/logkey"
 	"github.com/pollux-dev/pollux/pkg/schedule"
 )
 
@@ -115,7 +116,7 @@ func (r *runner) sweeping(ctx context.Context) (stop func()) {
 				if r.o.Swept != nil {
 					r.o.Swept(n)
 				}
-				r.o.Logger.Info().Int("removed", n).Str("consumer", r.c.CachedInfo().Name).
+				r.o.Logger.Info().Int(logkey.Removed, n).Str(logkey.Consumer, r.c.CachedInfo().Name).
 					Msg("removed messages the consumer had acknowledged and the stream still stored (left by a NATS server shutdown)")
 			}
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/pollux-dev/pollux/internal/platform/tracing"
 	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/logkey"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
@@ -129,7 +130,7 @@ func (o *Owner) republish(ctx context.Context, j *state.Job) error {
 	if len(missing.Outbox) == 0 {
 		return nil
 	}
-	o.log.Info().Str("job_id", j.ID).Int("events", len(missing.Outbox)).Msg("publishing events a writer left unpublished")
+	o.log.Info().Str(logkey.JobID, j.ID).Int(logkey.Events, len(missing.Outbox)).Msg("publishing events a writer left unpublished")
 	_, err = o.publish(ctx, &missing)
 	return err
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/logkey"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
@@ -36,7 +37,7 @@ import (
 // trace (see package tracing).
 func (in Intake) Accept(ctx context.Context, j *state.Job) (Record, bool, error) {
 	o := in.o
-	log := o.log.With().Str("job_id", j.ID).Str("route", j.Route).Logger()
+	log := o.log.With().Str(logkey.JobID, j.ID).Str(logkey.Route, j.Route).Logger()
 	if o.tracer != nil {
 		o.traceJob(ctx, j)
 	}
@@ -115,7 +116,7 @@ func (in Intake) Resume(ctx context.Context, r Record) error {
 func (in Intake) Attempt(ctx context.Context, r Record, attempt string, slots []state.Slot, exclusive bool) (Record, error) {
 	o := in.o
 	now := o.now().UTC()
-	log := o.log.With().Str("job_id", r.ID).Str("route", r.Route).Logger()
+	log := o.log.With().Str(logkey.JobID, r.ID).Str(logkey.Route, r.Route).Logger()
 	id, from := r.ID, r
 	err := o.keepRetrying(ctx, log, "recording the submit attempt", func(ctx context.Context) error {
 		next, err := o.store.mutate(ctx, id, from, func(cur *state.Job) error {
@@ -171,7 +172,7 @@ type Created struct {
 // record says whether a cancel was asked for meanwhile.
 func (in Intake) Submitted(ctx context.Context, r Record, c Created) (Record, error) {
 	o := in.o
-	log := o.log.With().Str("job_id", r.ID).Str("route", r.Route).Str("remote_id", c.RemoteID).Logger()
+	log := o.log.With().Str(logkey.JobID, r.ID).Str(logkey.Route, r.Route).Str(logkey.RemoteID, c.RemoteID).Logger()
 	var was *state.Job
 	id, from := r.ID, r
 	err := o.keepRetrying(ctx, log, "recording the remote id", func(ctx context.Context) error {
@@ -216,7 +217,7 @@ func (o *Owner) recordCreated(ctx context.Context, cur *state.Job, c Created, lo
 	case cur.RemoteID == c.RemoteID:
 		return errNoWrite // recorded already (a retry whose write had landed)
 	case cur.RemoteID != "":
-		log.Error().Str("recorded_remote_id", cur.RemoteID).Msg("the provider created the job a second time; keeping the first remote id")
+		log.Error().Str(logkey.RecordedRemoteID, cur.RemoteID).Msg("the provider created the job a second time; keeping the first remote id")
 		return errNoWrite
 	}
 	if err := o.settleOutbox(ctx, cur, 0); err != nil {
@@ -227,7 +228,7 @@ func (o *Owner) recordCreated(ctx context.Context, cur *state.Job, c Created, lo
 		// submission over (this one lost NATS for longer than the intake
 		// ack wait). Terminal states absorb; the remote id is kept for
 		// operators.
-		log.Error().Str("state", string(cur.State)).Msg("the job was given up as in doubt while its create succeeded; the remote id is recorded, the job stays " + string(cur.State))
+		log.Error().Str(logkey.State, string(cur.State)).Msg("the job was given up as in doubt while its create succeeded; the remote id is recorded, the job stays " + string(cur.State))
 		cur.RemoteID, cur.ProviderRef, cur.SubmitInDoubt = c.RemoteID, c.Ref, false
 		if cur.State == state.Lost {
 			cur.Reason += fmt.Sprintf("; the create's answer came after all: the provider has the job as %s, which Pollux does not follow (pollux track --route %s --remote-id %s --model %s does)",
@@ -446,7 +447,7 @@ func (o *Owner) wait(ctx context.Context, r Record, apply func(cur *state.Job) b
 		return r, err
 	}
 	if _, err := o.publish(ctx, r.Job); err != nil {
-		o.log.Warn().Err(err).Str("job_id", r.ID).Msg("publishing the waiting job's event failed; its next write publishes it")
+		o.log.Warn().Err(err).Str(logkey.JobID, r.ID).Msg("publishing the waiting job's event failed; its next write publishes it")
 	}
 	return r, nil
 }

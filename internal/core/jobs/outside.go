@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/pollux-dev/pollux/pkg/logkey"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
@@ -81,7 +82,7 @@ func (o *Owner) outside(ctx context.Context, id, route string, r Record, c chang
 				return Record{}, fmt.Errorf("publish the end of job %s: %w", id, err)
 			}
 			// The events are in the record; the next write publishes them.
-			o.log.Warn().Err(err).Str("job_id", id).Msg("publishing events failed; the next write publishes them")
+			o.log.Warn().Err(err).Str(logkey.JobID, id).Msg("publishing events failed; the next write publishes them")
 		}
 		o.finished(was, r.Job)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pollux-dev/pollux/internal/platform/tracing"
 	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/logkey"
 	"github.com/pollux-dev/pollux/pkg/schedule"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
@@ -93,7 +94,7 @@ func New(ns events.Namespace, js jetstream.JetStream, res *events.Resources, cfg
 		if res.Checks != nil && !res.Checks.CachedInfo().Config.AllowMsgSchedules {
 			// A server before 2.12 keeps a schedule as a plain message
 			// that never fires: a parked check would be a lost job.
-			o.log.Warn().Str("stream", res.Checks.CachedInfo().Config.Name).
+			o.log.Warn().Str(logkey.Stream, res.Checks.CachedInfo().Config.Name).
 				Msg("the checks stream does not allow message schedules (nats-server 2.12 or later does): checks are not parked")
 			o.parkAfter = 0
 		}
@@ -102,7 +103,7 @@ func New(ns events.Namespace, js jetstream.JetStream, res *events.Resources, cfg
 		o.store.release = func(ctx context.Context, id string, slots []state.Slot) {
 			// The end is written: a stop does not keep the slots taken.
 			if err := cfg.Slots.Release(context.WithoutCancel(ctx), id, slots); err != nil {
-				o.log.Warn().Err(err).Str("job_id", id).Msg("freeing the ended job's running slots failed; the repair frees them")
+				o.log.Warn().Err(err).Str(logkey.JobID, id).Msg("freeing the ended job's running slots failed; the repair frees them")
 			}
 		}
 	}
@@ -150,7 +151,7 @@ func (o *Owner) keepRetrying(ctx context.Context, log zerolog.Logger, what strin
 		err := fn(ctx)
 		if err == nil {
 			if n > 1 {
-				log.Info().Int("attempts", n).Msg(what + ": done after retrying")
+				log.Info().Int(logkey.Attempts, n).Msg(what + ": done after retrying")
 			}
 			return nil
 		}
@@ -158,7 +159,7 @@ func (o *Owner) keepRetrying(ctx context.Context, log zerolog.Logger, what strin
 			return err
 		}
 		if time.Since(lastLog) > 30*time.Second {
-			log.Warn().Err(err).Int("attempt", n).Msg(what + " failed; retrying until it succeeds")
+			log.Warn().Err(err).Int(logkey.Attempt, n).Msg(what + " failed; retrying until it succeeds")
 			lastLog = time.Now()
 		}
 		if !schedule.Sleep(ctx, backoff.Next(n, o.rnd)) {

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/logkey"
 	"github.com/pollux-dev/pollux/pkg/provider"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
@@ -129,7 +130,7 @@ func (ps Polls) Polled(ctx context.Context, d *Delivery, f Fold, dec Decision) (
 	was, r, err := o.writePoll(ctx, d, f, dec)
 	switch {
 	case errors.Is(err, state.ErrNotFound):
-		o.log.Warn().Str("job_id", d.JobID).Str("route", d.Route).Msg("the job's record is gone; its check is dropped")
+		o.log.Warn().Str(logkey.JobID, d.JobID).Str(logkey.Route, d.Route).Msg("the job's record is gone; its check is dropped")
 		return Polled{Outcome: events.Stop()}, nil
 	case err != nil:
 		return Polled{}, err
@@ -226,7 +227,7 @@ func (o *Owner) polledAfterEnd(was *state.Job, r Record) Polled {
 // ends, so it goes out however long NATS is away; only a stop (ctx) keeps
 // the check, for its next poll to publish the end.
 func (o *Owner) polledEnd(ctx context.Context, d *Delivery, was *state.Job, r Record) (Polled, error) {
-	log := o.log.With().Str("job_id", d.JobID).Str("route", d.Route).Logger()
+	log := o.log.With().Str(logkey.JobID, d.JobID).Str(logkey.Route, d.Route).Logger()
 	err := o.keepRetrying(ctx, log, "publishing the job's end", func(ctx context.Context) error {
 		_, err := o.publish(ctx, r.Job)
 		return err
@@ -246,14 +247,14 @@ func (o *Owner) polledEnd(ctx context.Context, d *Delivery, was *state.Job, r Re
 func (o *Owner) polledNext(ctx context.Context, d *Delivery, was *state.Job, r Record, dec Decision) Polled {
 	published := d.Live.Published
 	if last, err := o.publish(ctx, r.Job); err != nil {
-		o.log.Warn().Err(err).Str("job_id", d.JobID).Msg("publishing events failed; the next write publishes them")
+		o.log.Warn().Err(err).Str(logkey.JobID, d.JobID).Msg("publishing events failed; the next write publishes them")
 	} else if last > 0 {
 		published = last
 	}
 	o.finished(was, r.Job)
 	out := events.Stop()
 	if err := o.put(ctx, d.Route, newCheck(r.Job, dec.Due, published), d.seq); err != nil && !errors.Is(err, ErrCheckMoved) {
-		o.log.Warn().Err(err).Str("job_id", d.JobID).Msg("replacing the check failed; keeping the old one")
+		o.log.Warn().Err(err).Str(logkey.JobID, d.JobID).Msg("replacing the check failed; keeping the old one")
 		out = events.Later(dec.Due.Sub(o.now()))
 	}
 	return Polled{Outcome: out, Job: r.Job}
@@ -298,11 +299,11 @@ func settlePolls(cur *state.Job, polls int) error {
 func (ps Polls) Settle(ctx context.Context, d *Delivery) (events.Outcome, error) {
 	o := ps.o
 	if d.gone {
-		o.log.Warn().Str("job_id", d.JobID).Str("route", d.Route).Msg("check for a job that does not exist; dropped")
+		o.log.Warn().Str(logkey.JobID, d.JobID).Str(logkey.Route, d.Route).Msg("check for a job that does not exist; dropped")
 		return events.Stop(), nil
 	}
 	if d.rec.Route != d.Route {
-		o.log.Warn().Str("job_id", d.JobID).Str("route", d.Route).Str("job_route", d.rec.Route).Msg("check on another route than its job's; dropped")
+		o.log.Warn().Str(logkey.JobID, d.JobID).Str(logkey.Route, d.Route).Str(logkey.JobRoute, d.rec.Route).Msg("check on another route than its job's; dropped")
 		return events.Stop(), nil
 	}
 	if err := o.republish(ctx, d.rec.Job); err != nil {
@@ -341,7 +342,7 @@ func (ps Polls) Postpone(ctx context.Context, d *Delivery, until time.Time) even
 	case err == nil, errors.Is(err, ErrCheckMoved):
 		return events.Stop()
 	default:
-		o.log.Warn().Err(err).Str("job_id", d.JobID).Msg("postponing the check failed; it will count one poll too many")
+		o.log.Warn().Err(err).Str(logkey.JobID, d.JobID).Msg("postponing the check failed; it will count one poll too many")
 		return events.Later(wait)
 	}
 }
@@ -359,7 +360,7 @@ func (ps Polls) Wait(ctx context.Context, d *Delivery, due time.Time, wait time.
 	case err == nil, errors.Is(err, ErrCheckMoved):
 		return events.Stop()
 	default:
-		o.log.Warn().Err(err).Str("job_id", d.JobID).Msg("parking the check failed; it waits in the consumer")
+		o.log.Warn().Err(err).Str(logkey.JobID, d.JobID).Msg("parking the check failed; it waits in the consumer")
 		return events.Later(wait)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/pollux-dev/pollux/pkg/logkey"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
@@ -60,6 +61,6 @@ func (o *Owner) linkResubmission(ctx context.Context, j *state.Job, log zerolog.
 		return err
 	})
 	if err != nil {
-		log.Warn().Err(err).Str("resubmit_of", old).Msg("the job's record does not list this resubmission")
+		log.Warn().Err(err).Str(logkey.ResubmitOf, old).Msg("the job's record does not list this resubmission")
 	}
 }

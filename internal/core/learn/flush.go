@@ -55,6 +55,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/pollux-dev/pollux/pkg/logkey"
 	"github.com/pollux-dev/pollux/pkg/schedule"
 )
 
@@ -79,7 +80,7 @@ func flushPending[B any](ctx context.Context, s *Stats, pending *map[string]*B, 
 	s.pmu.Unlock()
 	for k, b := range work {
 		if err := fold(ctx, k, b); err != nil {
-			s.log.Warn().Err(err).Str("key", k).Msg("saving " + what + " failed; will retry")
+			s.log.Warn().Err(err).Str(logkey.Key, k).Msg("saving " + what + " failed; will retry")
 			s.pmu.Lock()
 			if cur := (*pending)[k]; cur != nil {
 				merge(b, cur)

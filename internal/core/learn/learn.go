@@ -62,6 +62,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/pollux-dev/pollux/pkg/logkey"
 	"github.com/pollux-dev/pollux/pkg/schedule"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
@@ -417,7 +418,7 @@ func (s *Stats) apply(e jetstream.KeyValueEntry) {
 	}
 	var r Record
 	if err := json.Unmarshal(e.Value(), &r); err != nil {
-		s.log.Warn().Err(err).Str("key", e.Key()).Msg("ignoring unreadable learned durations")
+		s.log.Warn().Err(err).Str(logkey.Key, e.Key()).Msg("ignoring unreadable learned durations")
 		return
 	}
 	s.install(e.Key(), r.snapshot(e.Revision()))

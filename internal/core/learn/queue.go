@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/pollux-dev/pollux/pkg/logkey"
 )
 
 // Queue velocity: how fast a route's provider queue moves, learned from
@@ -101,7 +103,7 @@ func (s *Stats) applyQueue(e jetstream.KeyValueEntry) {
 	var q QueueRecord
 	if e.Operation() == jetstream.KeyValuePut {
 		if err := json.Unmarshal(e.Value(), &q); err != nil {
-			s.log.Warn().Err(err).Str("key", e.Key()).Msg("ignoring an unreadable queue velocity")
+			s.log.Warn().Err(err).Str(logkey.Key, e.Key()).Msg("ignoring an unreadable queue velocity")
 			return
 		}
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/pollux-dev/pollux/pkg/logkey"
 	"github.com/pollux-dev/pollux/pkg/schedule"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
@@ -144,7 +145,7 @@ func (s *Stats) applyWebhook(e jetstream.KeyValueEntry) {
 	var w WebhookRecord
 	if e.Operation() == jetstream.KeyValuePut {
 		if err := json.Unmarshal(e.Value(), &w); err != nil {
-			s.log.Warn().Err(err).Str("key", e.Key()).Msg("ignoring an unreadable webhook reliability")
+			s.log.Warn().Err(err).Str(logkey.Key, e.Key()).Msg("ignoring an unreadable webhook reliability")
 			return
 		}
 	}

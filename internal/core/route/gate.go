@@ -15,6 +15,7 @@ import (
 	"github.com/pollux-dev/pollux/internal/core/route/budget"
 	"github.com/pollux-dev/pollux/internal/platform/tracing"
 	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/logkey"
 	"github.com/pollux-dev/pollux/pkg/provider"
 	"github.com/pollux-dev/pollux/pkg/schedule"
 	"github.com/pollux-dev/pollux/pkg/state"
@@ -450,12 +451,12 @@ func (g *Gate) learn(ctx context.Context, callErr error, before []int, leases bu
 		}
 		switch {
 		case err != nil:
-			log.Warn().Err(err).Str("level", lvl.Level().String()).Msg("learning the running cap failed")
+			log.Warn().Err(err).Str(logkey.Level, lvl.Level().String()).Msg("learning the running cap failed")
 		case changed && refused:
-			log.Warn().Str("level", lvl.Level().String()).Int("running_cap", limit).
+			log.Warn().Str(logkey.Level, lvl.Level().String()).Int(logkey.RunningCap, limit).
 				Msg("the provider refused a create at this many running: learned running cap lowered")
 		case changed:
-			log.Info().Str("level", lvl.Level().String()).Int("running_cap", limit).Msg("learned running cap raised after creates accepted at the cap")
+			log.Info().Str(logkey.Level, lvl.Level().String()).Int(logkey.RunningCap, limit).Msg("learned running cap raised after creates accepted at the cap")
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/pollux-dev/pollux/pkg/logkey"
 	"github.com/pollux-dev/pollux/pkg/provider"
 	"github.com/pollux-dev/pollux/pkg/schedule"
 )
@@ -137,7 +138,7 @@ func (p *Pauses) apply(e jetstream.KeyValueEntry) {
 	}
 	var ps Pause
 	if err := json.Unmarshal(e.Value(), &ps); err != nil {
-		p.log.Warn().Err(err).Str("route", e.Key()).Msg("ignoring unreadable route pause")
+		p.log.Warn().Err(err).Str(logkey.Route, e.Key()).Msg("ignoring unreadable route pause")
 		return
 	}
 	p.change(func(m map[string]Pause) {
@@ -223,12 +224,12 @@ func (p *Pauses) After(ctx context.Context, r *Route, op string, callErr error) 
 		}
 		for _, key := range keys {
 			if err := p.Recovered(ctx, key); err != nil {
-				p.log.Warn().Err(err).Str("route", route).Str("op", op).Msg("clearing the route's strikes failed")
+				p.log.Warn().Err(err).Str(logkey.Route, route).Str(logkey.Op, op).Msg("clearing the route's strikes failed")
 			}
 		}
 		return 0
 	}
-	log := p.log.With().Str("route", route).Str("op", op).Logger()
+	log := p.log.With().Str(logkey.Route, route).Str(logkey.Op, op).Logger()
 	var ps Pause
 	var started bool
 	var err error
@@ -241,13 +242,13 @@ func (p *Pauses) After(ctx context.Context, r *Route, op string, callErr error) 
 		ps, started, err = p.rateLimitedBy(ctx, key, provider.RetryAfterOf(callErr), provider.MessageOf(callErr), r.Learns())
 		started = started && ps.Until.After(p.now())
 		if started {
-			log.Warn().Str("paused", key).Time("paused_until", ps.Until).Int("strikes", ps.RateStrikes).Msg("rate limited; paused")
+			log.Warn().Str(logkey.Paused, key).Time(logkey.PausedUntil, ps.Until).Int(logkey.Strikes, ps.RateStrikes).Msg("rate limited; paused")
 		}
 		route = key
 	case provider.Auth:
 		ps, started, err = p.authFailed(ctx, route, provider.MessageOf(callErr))
 		if started {
-			log.Error().Time("paused_until", ps.Until).Str("reason", provider.MessageOf(callErr)).
+			log.Error().Time(logkey.PausedUntil, ps.Until).Str(logkey.Reason, provider.MessageOf(callErr)).
 				Msg("AUTHENTICATION FAILED: check the route's token; route paused, jobs kept")
 		}
 	default:

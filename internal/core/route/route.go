@@ -20,6 +20,7 @@ import (
 	"github.com/pollux-dev/pollux/internal/core/route/budget"
 	"github.com/pollux-dev/pollux/internal/platform/config"
 	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/logkey"
 	"github.com/pollux-dev/pollux/pkg/provider"
 	"github.com/pollux-dev/pollux/pkg/provider/atlas"
 	"github.com/pollux-dev/pollux/pkg/provider/fal"
@@ -249,7 +250,7 @@ func Build(c *config.Config, reg provider.Registry, hc *http.Client, scale float
 		}
 		a, err := reg.New(provider.Config{
 			Route: name, Kind: rc.Kind, BaseURL: rc.BaseURL, Token: token, WebhookSecret: secret,
-			Options: opts, HTTPClient: hc, Logger: log.With().Str("route", name).Logger(),
+			Options: opts, HTTPClient: hc, Logger: log.With().Str(logkey.Route, name).Logger(),
 		})
 		if err != nil {
 			return nil, err

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/pollux-dev/pollux/pkg/logkey"
 )
 
 // Error is an error a face writes in its provider's shape: the front
@@ -77,7 +79,7 @@ func Serve(f Face, h Handler) http.Handler {
 		}
 		var e *Error
 		if !errors.As(err, &e) {
-			f.Logger().Warn().Err(err).Str("method", r.Method).Str("path", r.URL.Path).Msg("a face's request failed")
+			f.Logger().Warn().Err(err).Str(logkey.Method, r.Method).Str(logkey.Path, r.URL.Path).Msg("a face's request failed")
 			e = Unavailable()
 		}
 		f.WriteError(w, e)

@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/logkey"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
@@ -129,7 +130,7 @@ func (k *Kit) Created(ctx context.Context, m events.Submit, until time.Time) (*s
 	j, err := k.pollux.Wait(wctx, m.ID, func(*state.Job) bool { return true })
 	switch {
 	case errors.Is(err, state.ErrNotFound):
-		k.mount.Logger.Warn().Str("job_id", m.ID).Msg("a create's job has no record yet; answering it from the create")
+		k.mount.Logger.Warn().Str(logkey.JobID, m.ID).Msg("a create's job has no record yet; answering it from the create")
 		now := k.mount.Clock()
 		j = &state.Job{ID: m.ID, Route: k.mount.Route, Model: m.Model, State: state.Pending, CreatedAt: now.UTC(),
 			Metadata: m.Metadata, Input: m.Input, IdempotencyKey: m.IdempotencyKey}

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/pollux-dev/pollux/pkg/logkey"
 )
 
 // Which name it answers to comes first: without tokens (or with
@@ -110,7 +112,7 @@ func public(path string) bool {
 func (s *Server) access(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if e := s.checkHost(r); e != nil {
-			s.log.Debug().Str("host", r.Host).Str("remote", r.RemoteAddr).Str("method", r.Method).Str("path", r.URL.Path).Msg("request for a host this front door does not answer")
+			s.log.Debug().Str(logkey.Host, r.Host).Str(logkey.Remote, r.RemoteAddr).Str(logkey.Method, r.Method).Str(logkey.Path, r.URL.Path).Msg("request for a host this front door does not answer")
 			s.writeError(w, r, e)
 			return
 		}
@@ -133,13 +135,13 @@ func (s *Server) access(next http.Handler) http.Handler {
 			p.quota = s.quotas.of(p.token)
 		}
 		if e := overQuota(p); e != nil {
-			s.log.Debug().Str("by", p.by(r)).Str("path", r.URL.Path).Msg("request over its token's quota")
+			s.log.Debug().Str(logkey.By, p.by(r)).Str(logkey.Path, r.URL.Path).Msg("request over its token's quota")
 			s.writeError(w, r, e)
 			return
 		}
 		if changes(r.Method) {
 			if e := s.mayChange(r, p); e != nil {
-				s.log.Info().Str("by", p.by(r)).Str("method", r.Method).Str("path", r.URL.Path).Str("why", e.detail.Message).Msg("request refused")
+				s.log.Info().Str(logkey.By, p.by(r)).Str(logkey.Method, r.Method).Str(logkey.Path, r.URL.Path).Str(logkey.Why, e.detail.Message).Msg("request refused")
 				s.writeError(w, r, e)
 				return
 			}
@@ -372,7 +374,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) *apiError {
 	}
 	t, ok := lookup(s.cfg.Tokens.current(), strings.TrimSpace(r.PostForm.Get("token")))
 	if !ok {
-		s.log.Info().Str("remote", r.RemoteAddr).Msg("console login refused")
+		s.log.Info().Str(logkey.Remote, r.RemoteAddr).Msg("console login refused")
 		if html {
 			http.Redirect(w, r, "/console/?login=failed", http.StatusSeeOther)
 			return nil
@@ -388,7 +390,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) *apiError {
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: secure(r),
 	})
 	p, _ := verifySession([]token{t}, value, s.cfg.Now())
-	s.log.Info().Str("by", p.by(r)).Str("role", string(t.role)).Msg("console login")
+	s.log.Info().Str(logkey.By, p.by(r)).Str(logkey.Role, string(t.role)).Msg("console login")
 	if html {
 		http.Redirect(w, r, "/console/", http.StatusSeeOther)
 		return nil

@@ -16,6 +16,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/rs/zerolog"
+
+	"github.com/pollux-dev/pollux/pkg/logkey"
 )
 
 // Role is what a token may do.
@@ -249,7 +251,7 @@ func (t *Tokens) refresh() {
 		return
 	}
 	t.entries, t.stamp, t.failed = entries, stamp, ""
-	t.log.Info().Int("tokens", len(entries)).Msg("tokens file reloaded")
+	t.log.Info().Int(logkey.Tokens, len(entries)).Msg("tokens file reloaded")
 }
 
 // lookup returns the token tok is, comparing with every one in constant

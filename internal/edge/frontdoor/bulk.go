@@ -15,6 +15,7 @@ import (
 
 	"github.com/pollux-dev/pollux/internal/edge/index"
 	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/logkey"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
@@ -154,8 +155,8 @@ func (s *Server) bulk(w http.ResponseWriter, r *http.Request, action string, act
 			res.Skipped++
 		}
 	}
-	s.log.Info().Str("action", action).Str("by", who(r).by(r)).Int("matched", len(ids)).Int("accepted", res.Accepted).
-		Int("skipped", res.Skipped).Str("reason", req.Reason).Msg("bulk action done")
+	s.log.Info().Str(logkey.Action, action).Str(logkey.By, who(r).by(r)).Int(logkey.Matched, len(ids)).Int(logkey.Accepted, res.Accepted).
+		Int("skipped", res.Skipped).Str(logkey.Reason, req.Reason).Msg("bulk action done")
 	writeJSON(w, http.StatusOK, res)
 	return nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/pollux-dev/pollux/internal/edge/index"
 	"github.com/pollux-dev/pollux/internal/platform/faultpoint"
 	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/logkey"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
@@ -67,7 +68,7 @@ func (s *Server) buildFaces() error {
 			return fmt.Errorf("frontdoor: Faces: %s face of %q mounted twice", m.Kind, m.Route)
 		}
 		seen[m.Prefix] = true
-		m.Logger = s.log.With().Str("face", string(m.Kind)).Str("route", m.Route).Logger()
+		m.Logger = s.log.With().Str(logkey.Face, string(m.Kind)).Str(logkey.Route, m.Route).Logger()
 		m.Now = s.cfg.Now
 		s.faces = append(s.faces, mountedFace{prefix: m.Prefix, face: build(m, facade{s})})
 	}
@@ -301,7 +302,7 @@ func (w *waiters) wait(ctx context.Context, f facade, id string, done func(*stat
 		case ctx.Err() != nil:
 			return last, lastErr
 		default:
-			f.s.log.Warn().Err(err).Str("job_id", id).Msg("reading a waited-for job failed")
+			f.s.log.Warn().Err(err).Str(logkey.JobID, id).Msg("reading a waited-for job failed")
 		}
 		t.Reset(fallback)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/pollux-dev/pollux/internal/platform/httpserve"
 	"github.com/pollux-dev/pollux/internal/platform/problem"
 	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/logkey"
 	"github.com/pollux-dev/pollux/pkg/schedule"
 )
 
@@ -268,9 +269,9 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		IdleTimeout:       s.cfg.IdleTimeout,
 		MaxHeaderBytes:    s.cfg.MaxHeaderBytes,
 	}
-	s.log.Info().Str("addr", ln.Addr().String()).Strs("routes", s.cfg.Routes).Int("tokens", s.cfg.Tokens.Len()).Strs("allowed_hosts", s.cfg.AllowedHosts).Msg("front door running")
+	s.log.Info().Str(logkey.Addr, ln.Addr().String()).Strs(logkey.Routes, s.cfg.Routes).Int(logkey.Tokens, s.cfg.Tokens.Len()).Strs(logkey.AllowedHosts, s.cfg.AllowedHosts).Msg("front door running")
 	if s.cfg.Tokens == nil && !listensOnLoopback(ln.Addr()) {
-		s.log.Warn().Str("addr", ln.Addr().String()).
+		s.log.Warn().Str(logkey.Addr, ln.Addr().String()).
 			Msg("the front door has no tokens and listens beyond loopback (--http-insecure): anyone who reaches it may act")
 	}
 	if err := httpserve.Run(ctx, ln, srv, 10*time.Second, endStreams); err != nil {

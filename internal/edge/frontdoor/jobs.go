@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/logkey"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
@@ -117,7 +118,7 @@ func (s *Server) track(w http.ResponseWriter, r *http.Request) *apiError {
 	if err := s.publishIntake(ctx, r, "POST /v1/jobs/track", s.ns.Track(route), route, id, data); err != nil {
 		return s.unavailable(err, "publishing the track request")
 	}
-	s.log.Debug().Str("job_id", id).Str("route", route).Str("by", who(r).by(r)).Msg("track request published")
+	s.log.Debug().Str(logkey.JobID, id).Str(logkey.Route, route).Str(logkey.By, who(r).by(r)).Msg("track request published")
 	a := accepted(id, route)
 	w.Header().Set("Location", a.Links.Self)
 	writeJSON(w, http.StatusAccepted, a)
@@ -216,7 +217,7 @@ func (s *Server) requestCancel(ctx context.Context, r *http.Request, j *state.Jo
 	case err != nil:
 		return s.unavailable(err, "recording the cancel request")
 	case ended:
-		s.log.Info().Str("job_id", j.ID).Str("route", j.Route).Str("by", who(r).by(r)).Msg("canceled before it was submitted")
+		s.log.Info().Str(logkey.JobID, j.ID).Str(logkey.Route, j.Route).Str(logkey.By, who(r).by(r)).Msg("canceled before it was submitted")
 		return nil
 	case rec.State.Terminal():
 		return fail(http.StatusConflict, CodeJobTerminal, "", fmt.Sprintf("job %s has finished (%s)", j.ID, rec.State))
@@ -224,7 +225,7 @@ func (s *Server) requestCancel(ctx context.Context, r *http.Request, j *state.Jo
 	if _, err := s.js.Publish(ctx, s.ns.Cancel(j.Route), data); err != nil {
 		return s.unavailable(err, "publishing the cancel request")
 	}
-	s.log.Info().Str("job_id", j.ID).Str("route", j.Route).Str("by", who(r).by(r)).Msg("cancel request published")
+	s.log.Info().Str(logkey.JobID, j.ID).Str(logkey.Route, j.Route).Str(logkey.By, who(r).by(r)).Msg("cancel request published")
 	return nil
 }
 
@@ -250,7 +251,7 @@ func (s *Server) publishSubmit(ctx context.Context, r *http.Request, endpoint, r
 	if err := s.publishIntake(ctx, r, endpoint, s.ns.Submit(route), route, id, data); err != nil {
 		return s.unavailable(err, "publishing the submission")
 	}
-	s.log.Debug().Str("job_id", id).Str("route", route).Str("by", m.By).Str("endpoint", endpoint).Msg("submission published")
+	s.log.Debug().Str(logkey.JobID, id).Str(logkey.Route, route).Str(logkey.By, m.By).Str(logkey.Endpoint, endpoint).Msg("submission published")
 	return nil
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/pollux-dev/pollux/pkg/logkey"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
@@ -105,7 +106,7 @@ func (s *Server) serveKept(w http.ResponseWriter, r *http.Request, j *state.Job,
 			// Headers are out: the body ends short of Content-Length,
 			// and the server closes the connection, so the client sees
 			// the download fail.
-			s.log.Warn().Err(rerr).Str("job_id", j.ID).Int("output", n).Msg("reading a kept output failed mid-way")
+			s.log.Warn().Err(rerr).Str(logkey.JobID, j.ID).Int(logkey.Output, n).Msg("reading a kept output failed mid-way")
 			return nil
 		}
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/pollux-dev/pollux/internal/core/jobs"
 	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/logkey"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
@@ -112,7 +113,7 @@ func (s *Server) resubmit(ctx context.Context, r *http.Request, j *state.Job, re
 	if err := s.publishIntake(ctx, r, r.Method+" "+r.URL.Path, s.ns.Submit(j.Route), j.Route, it.NewID, data); err != nil {
 		return it, s.unavailable(err, "publishing the resubmission")
 	}
-	s.log.Info().Str("job_id", it.NewID).Str("resubmit_of", j.ID).Str("route", j.Route).Str("by", m.By).Msg("resubmission published")
+	s.log.Info().Str(logkey.JobID, it.NewID).Str(logkey.ResubmitOf, j.ID).Str(logkey.Route, j.Route).Str(logkey.By, m.By).Msg("resubmission published")
 	return it, nil
 }
 

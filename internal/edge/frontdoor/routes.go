@@ -16,6 +16,7 @@ import (
 	"github.com/pollux-dev/pollux/internal/edge/census"
 	"github.com/pollux-dev/pollux/internal/edge/index"
 	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/logkey"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
@@ -241,7 +242,7 @@ func (s *Server) pause(w http.ResponseWriter, r *http.Request) *apiError {
 		return s.unavailable(err, "pausing route "+name)
 	}
 	s.census.invalidate()
-	s.log.Info().Str("route", name).Str("by", by).Time("until", ps.Until).Str("reason", req.Reason).Msg("route paused")
+	s.log.Info().Str(logkey.Route, name).Str(logkey.By, by).Time(logkey.Until, ps.Until).Str(logkey.Reason, req.Reason).Msg("route paused")
 	writeJSON(w, http.StatusOK, RouteAction{Route: name, State: "paused", Pause: pauseView(ps)})
 	return nil
 }
@@ -274,7 +275,7 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request) *apiError {
 		return fail(http.StatusConflict, CodeNotPaused, "", fmt.Sprintf("route %s has no operator's pause in force", name))
 	}
 	s.census.invalidate()
-	s.log.Info().Str("route", name).Str("by", by).Str("reason", req.Reason).Msg("route resumed")
+	s.log.Info().Str(logkey.Route, name).Str(logkey.By, by).Str(logkey.Reason, req.Reason).Msg("route resumed")
 	state := "running"
 	if s.providerPaused(name) {
 		state = "paused"

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/logkey"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
@@ -158,7 +159,7 @@ func (s *Server) endedBy(ctx context.Context, route, id, subject string, after u
 // pump writes the job's events until the one that ends the stream, the
 // client leaves, or ctx ends; it sends a comment when idle for KeepAlive.
 func (s *Server) pump(ctx context.Context, sse *sseWriter, it jetstream.MessagesContext, route, id string) {
-	log := s.log.With().Str("route", route).Str("job_id", id).Logger()
+	log := s.log.With().Str(logkey.Route, route).Str(logkey.JobID, id).Logger()
 	var seen uint64 // the highest job seq sent
 	for {
 		wait, cancel := context.WithTimeout(ctx, s.cfg.KeepAlive)
@@ -186,7 +187,7 @@ func (s *Server) pump(ctx context.Context, sse *sseWriter, it jetstream.Messages
 			err = fmt.Errorf("event type %q", ev.Type)
 		}
 		if err != nil {
-			log.Warn().Err(err).Uint64("stream_seq", md.Sequence.Stream).Msg("undecodable event; skipped")
+			log.Warn().Err(err).Uint64(logkey.StreamSeq, md.Sequence.Stream).Msg("undecodable event; skipped")
 			continue
 		}
 		if ev.Seq > 0 && ev.Seq <= seen {

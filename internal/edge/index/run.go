@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/logkey"
 )
 
 // Retry waits after a failure to read the stream, doubling to the most.
@@ -50,7 +51,7 @@ func (x *Index) Run(ctx context.Context, ready chan<- struct{}) error {
 		if r.progressed {
 			wait = retryFirst
 		}
-		x.log.Warn().Err(err).Uint64("stream_seq", x.applied.Load()).Dur("retry_in", wait).Msg("reading the events stream failed; resuming after the last event applied")
+		x.log.Warn().Err(err).Uint64(logkey.StreamSeq, x.applied.Load()).Dur(logkey.RetryIn, wait).Msg("reading the events stream failed; resuming after the last event applied")
 		select {
 		case <-ctx.Done():
 			return nil
@@ -118,7 +119,7 @@ func (r *reader) follow(ctx context.Context) error {
 		md, err := msg.Metadata()
 		if err != nil {
 			x.garbage.Add(1)
-			x.log.Debug().Err(err).Str("subject", msg.Subject()).Msg("ignored a message without metadata")
+			x.log.Debug().Err(err).Str(logkey.Subject, msg.Subject()).Msg("ignored a message without metadata")
 			continue
 		}
 		seq := md.Sequence.Stream
@@ -195,5 +196,5 @@ func (x *Index) handle(subject string, data []byte, seq uint64) {
 // ignore counts a message that is not an event.
 func (x *Index) ignore(subject string, err error) {
 	x.garbage.Add(1)
-	x.log.Debug().Err(err).Str("subject", subject).Msg("ignored a message on the events subjects that is not an event")
+	x.log.Debug().Err(err).Str(logkey.Subject, subject).Msg("ignored a message on the events subjects that is not an event")
 }

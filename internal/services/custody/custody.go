@@ -19,6 +19,7 @@ import (
 	"github.com/pollux-dev/pollux/internal/platform/config"
 	"github.com/pollux-dev/pollux/internal/platform/safehttp"
 	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/logkey"
 	"github.com/pollux-dev/pollux/pkg/provider"
 	"github.com/pollux-dev/pollux/pkg/schedule"
 	"github.com/pollux-dev/pollux/pkg/state"
@@ -106,7 +107,7 @@ func New(cfg Config, js jetstream.JetStream, ns events.Namespace, owner jobs.Cus
 	if owner == (jobs.Custody{}) {
 		return nil, errors.New("custody: the jobs' owner is required")
 	}
-	s := &Service{cfg: cfg, js: js, ns: ns, owner: owner, log: cfg.Logger.With().Str("component", "custody").Logger(),
+	s := &Service{cfg: cfg, js: js, ns: ns, owner: owner, log: cfg.Logger.With().Str(logkey.Component, "custody").Logger(),
 		rnd: schedule.NewRand(cfg.Seed), clients: map[string]*http.Client{}}
 	routes := make(map[string]config.KeepOutputs, len(cfg.Routes))
 	for name, k := range cfg.Routes {
@@ -203,7 +204,7 @@ func (s *Service) Run(ctx context.Context) error {
 	g.Go(func() error {
 		return consume.Recreate(ctx, worker, ensureWork, consume.Options{Workers: s.cfg.Workers, Stream: s.work, Drain: s.cfg.Drain, Logger: s.log}, s.handle)
 	})
-	s.log.Info().Int("routes_kept", len(s.cfg.Routes)).Msg("output custody running")
+	s.log.Info().Int(logkey.RoutesKept, len(s.cfg.Routes)).Msg("output custody running")
 	return g.Wait()
 }
 
@@ -238,7 +239,7 @@ func (s *Service) copy(ctx context.Context, msg jetstream.Msg) events.Outcome {
 	}
 	out := &nats.Msg{Subject: s.ns.Custody(ev.Route, ev.JobID), Data: msg.Data()}
 	if _, err := s.js.PublishMsg(ctx, out, jetstream.WithMsgID("custody:"+ev.JobID)); err != nil {
-		s.log.Warn().Err(err).Str("job_id", ev.JobID).Msg("copying a job to the custody queue failed; retrying")
+		s.log.Warn().Err(err).Str(logkey.JobID, ev.JobID).Msg("copying a job to the custody queue failed; retrying")
 		return events.Later(s.jitter(time.Second))
 	}
 	return events.Done()

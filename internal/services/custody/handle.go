@@ -13,6 +13,7 @@ import (
 	"github.com/pollux-dev/pollux/internal/core/jobs"
 	"github.com/pollux-dev/pollux/internal/platform/config"
 	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/logkey"
 	"github.com/pollux-dev/pollux/pkg/schedule"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
@@ -33,7 +34,7 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg) events.Outcome 
 		s.log.Error().Err(err).Msg("dropping an unreadable custody message")
 		return events.Stop()
 	}
-	log := s.log.With().Str("job_id", ev.JobID).Str("route", ev.Route).Logger()
+	log := s.log.With().Str(logkey.JobID, ev.JobID).Str(logkey.Route, ev.Route).Logger()
 	j, err := s.owner.Get(ctx, ev.JobID)
 	switch {
 	case errors.Is(err, state.ErrNotFound):
@@ -115,7 +116,7 @@ func (s *Service) keep(ctx context.Context, log zerolog.Logger, j *state.Job, k 
 			if !last {
 				retry = true
 				s.count(j.Route, "retried")
-				log.Info().Int("output", i).Str("reason", r.Reason).Int("attempt", attempt).Msg("copying an output failed; retrying")
+				log.Info().Int(logkey.Output, i).Str(logkey.Reason, r.Reason).Int(logkey.Attempt, attempt).Msg("copying an output failed; retrying")
 				continue
 			}
 			r.Status = state.OutputFailed
@@ -144,13 +145,13 @@ func (s *Service) record(ctx context.Context, log zerolog.Logger, j *state.Job, 
 		s.count(j.Route, o.Status)
 		n += o.Size
 		if o.Status != state.OutputSaved {
-			log.Warn().Int("output", o.Index).Str("status", o.Status).Str("reason", o.Reason).Msg("an output was not kept")
+			log.Warn().Int(logkey.Output, o.Index).Str(logkey.Status, o.Status).Str(logkey.Reason, o.Reason).Msg("an output was not kept")
 		}
 	}
 	if s.cfg.Metrics.Bytes != nil && n > 0 {
 		s.cfg.Metrics.Bytes(j.Route, n)
 	}
-	log.Info().Int("outputs", len(saved)).Int64("bytes", n).Msg("outputs saved")
+	log.Info().Int(logkey.Outputs, len(saved)).Int64(logkey.Bytes, n).Msg("outputs saved")
 	return after, nil
 }
 
@@ -198,7 +199,7 @@ func (s *Service) warn(ctx context.Context, log zerolog.Logger, j *state.Job) bo
 		if s.cfg.Metrics.Expiring != nil {
 			s.cfg.Metrics.Expiring(j.Route, kept)
 		}
-		log.Warn().Time("outputs_expire_at", j.OutputsExpireAt).Bool("kept", kept).Msg("outputs expire soon, unsaved")
+		log.Warn().Time(logkey.OutputsExpireAt, j.OutputsExpireAt).Bool(logkey.Kept, kept).Msg("outputs expire soon, unsaved")
 	}
 	return true
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/pollux-dev/pollux/internal/core/route"
 	"github.com/pollux-dev/pollux/internal/platform/faultpoint"
 	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/logkey"
 	"github.com/pollux-dev/pollux/pkg/provider"
 	"github.com/pollux-dev/pollux/pkg/schedule"
 	"github.com/pollux-dev/pollux/pkg/state"
@@ -40,7 +41,7 @@ func (s *Service) attempt(ctx context.Context, in intake, m move, log zerolog.Lo
 		if _, err := s.jobs.End(ctx, rec, obs, jobs.Always); err != nil {
 			return end(s.retry(log, err, "recording the job expired"))
 		}
-		log.Info().Str("waited_for", rec.WaitingFor).Msg("expired before it was submitted")
+		log.Info().Str(logkey.WaitedFor, rec.WaitingFor).Msg("expired before it was submitted")
 		return end(events.Done(), "expired")
 	}
 	if d, why := s.paused(r); why != "" && !j.SubmitInDoubt {
@@ -170,7 +171,7 @@ func (s *Service) created(ctx context.Context, in intake, rec jobs.Record, st pr
 		// doubt.
 		return end(events.Later(time.Second), "retry")
 	}
-	log.Info().Str("remote_id", rec.RemoteID).Str("state", string(rec.State)).Msg("submitted")
+	log.Info().Str(logkey.RemoteID, rec.RemoteID).Str(logkey.State, string(rec.State)).Msg("submitted")
 	s.indexRemote(ctx, r, rec.Job, log)
 	if cancelPending(rec.Job) {
 		return decided(rec)
@@ -182,7 +183,7 @@ func (s *Service) created(ctx context.Context, in intake, rec jobs.Record, st pr
 // decide.go).
 func (s *Service) submitFailed(ctx context.Context, in intake, rec jobs.Record, err error, log zerolog.Logger) move {
 	r := in.route
-	log = log.With().Str("error_class", provider.ClassOf(err).String()).Logger()
+	log = log.With().Str(logkey.ErrorClass, provider.ClassOf(err).String()).Logger()
 	switch failed(err) {
 	case outRefused:
 		reason := "the provider refused the submission: " + provider.MessageOf(err)
@@ -190,7 +191,7 @@ func (s *Service) submitFailed(ctx context.Context, in intake, rec jobs.Record, 
 		if _, uerr := s.jobs.Refused(ctx, rec, provider.MessageOf(err), &obs); uerr != nil {
 			return end(s.retry(log, uerr, "recording the refusal"))
 		}
-		log.Info().Str("reason", reason).Msg("submission refused by the provider")
+		log.Info().Str(logkey.Reason, reason).Msg("submission refused by the provider")
 		return end(events.Done(), "failed")
 	case outPaused:
 		if r.SlotRefusal(err) {
@@ -215,7 +216,7 @@ func (s *Service) submitFailed(ctx context.Context, in intake, rec jobs.Record, 
 			return end(s.retry(log, uerr, "clearing the attempt"))
 		}
 		backoff := s.backoff(after.SubmitFailures)
-		log.Warn().Err(err).Dur("retry_in", backoff).Msg("submit failed; retrying")
+		log.Warn().Err(err).Dur(logkey.RetryIn, backoff).Msg("submit failed; retrying")
 		return end(events.Later(backoff), "retry")
 	}
 	log.Warn().Err(err).Msg("the submit call got no answer; its outcome is in doubt")

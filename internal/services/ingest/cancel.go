@@ -12,6 +12,7 @@ import (
 	"github.com/pollux-dev/pollux/internal/core/jobs"
 	"github.com/pollux-dev/pollux/internal/core/route"
 	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/logkey"
 	"github.com/pollux-dev/pollux/pkg/provider"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
@@ -40,7 +41,7 @@ func (s *Service) cancel(ctx context.Context, in intake) (events.Outcome, string
 	}
 	switch cancelNext(rec.Job, in.route.Adapter.Info().Cancel) {
 	case cancelFinished:
-		log.Info().Str("state", string(rec.State)).Msg("cancel of a finished job ignored")
+		log.Info().Str(logkey.State, string(rec.State)).Msg("cancel of a finished job ignored")
 		return events.Done(), "duplicate"
 	case cancelUnsubmitted:
 		// Its create is under way, or in doubt: the submission sees the
@@ -99,6 +100,6 @@ func (s *Service) cancelRemote(ctx context.Context, r *route.Route, rec jobs.Rec
 	if err != nil {
 		return err
 	}
-	log.Info().Str("state", string(rec.State)).Msg("cancel requested at the provider")
+	log.Info().Str(logkey.State, string(rec.State)).Msg("cancel requested at the provider")
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/pollux-dev/pollux/internal/core/jobs"
 	"github.com/pollux-dev/pollux/internal/core/route"
 	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/logkey"
 	"github.com/pollux-dev/pollux/pkg/provider"
 	"github.com/pollux-dev/pollux/pkg/schedule"
 	"github.com/pollux-dev/pollux/pkg/state"
@@ -40,7 +41,7 @@ func (s *Service) inDoubt(ctx context.Context, in intake, rec jobs.Record, inter
 		var held *route.HeldError
 		switch {
 		case err == nil:
-			log.Info().Str("remote_id", st.RemoteID).Msg("the submission in doubt was found at the provider")
+			log.Info().Str(logkey.RemoteID, st.RemoteID).Msg("the submission in doubt was found at the provider")
 			return move{to: stepCreated, rec: rec, status: st}
 		case errors.Is(err, route.ErrNoSuchJob):
 			log.Info().Msg("the provider does not have the submission in doubt; submitting it")
@@ -71,7 +72,7 @@ func (s *Service) giveUp(ctx context.Context, rec jobs.Record, reason string, lo
 	if !after.State.Terminal() || after.State != state.Lost {
 		return decided(after) // recorded meanwhile by the attempt's own process
 	}
-	log.Error().Str("reason", reason).Msg("submission in doubt after an interrupted call; marked lost rather than risk a duplicate")
+	log.Error().Str(logkey.Reason, reason).Msg("submission in doubt after an interrupted call; marked lost rather than risk a duplicate")
 	return end(events.Done(), "lost")
 }
 

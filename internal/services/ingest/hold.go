@@ -9,6 +9,7 @@ import (
 	"github.com/pollux-dev/pollux/internal/core/jobs"
 	"github.com/pollux-dev/pollux/internal/core/route"
 	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/logkey"
 )
 
 // Held jobs. While a route is paused its intake is still taken: a
@@ -56,6 +57,6 @@ func (s *Service) hold(ctx context.Context, in intake, m move, d time.Duration, 
 	if nextStep(after.Job, in.routeName, in.seq) != stepSubmit {
 		return decided(after)
 	}
-	log.Debug().Str("waiting_for", why).Dur("retry_in", d).Msg("held: the route is paused")
+	log.Debug().Str(logkey.WaitingFor, why).Dur(logkey.RetryIn, d).Msg("held: the route is paused")
 	return end(events.Later(d), "held")
 }

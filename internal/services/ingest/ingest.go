@@ -17,6 +17,7 @@ import (
 	"github.com/pollux-dev/pollux/internal/core/jobs"
 	"github.com/pollux-dev/pollux/internal/core/route"
 	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/logkey"
 	"github.com/pollux-dev/pollux/pkg/schedule"
 )
 
@@ -156,7 +157,7 @@ func (s *Service) Run(ctx context.Context) error {
 				Stream:  s.res.Intake,
 				Sweep:   s.cfg.Sweep,
 				Swept:   s.cfg.Metrics.Orphans,
-				Logger:  s.log.With().Str("route", r.Name).Logger(),
+				Logger:  s.log.With().Str(logkey.Route, r.Name).Logger(),
 			}, func(ctx context.Context, msg jetstream.Msg) events.Outcome {
 				return s.handle(ctx, r, msg)
 			})
@@ -173,7 +174,7 @@ func (s *Service) Run(ctx context.Context) error {
 				Stream:  s.res.Intake,
 				Sweep:   s.cfg.Sweep,
 				Swept:   s.cfg.Metrics.Orphans,
-				Logger:  s.log.With().Str("model_route", mr.Name).Logger(),
+				Logger:  s.log.With().Str(logkey.ModelRoute, mr.Name).Logger(),
 			}, func(ctx context.Context, msg jetstream.Msg) events.Outcome {
 				return s.handleModel(ctx, mr, msg)
 			})
@@ -185,7 +186,7 @@ func (s *Service) Run(ctx context.Context) error {
 	for _, q := range s.queues {
 		g.Go(func() error { return s.admitLoop(ctx, q) })
 	}
-	s.log.Info().Int("routes", len(s.cfg.Routes)).Msg("ingest running")
+	s.log.Info().Int(logkey.Routes, len(s.cfg.Routes)).Msg("ingest running")
 	return g.Wait()
 }
 
@@ -278,8 +279,8 @@ type intake struct {
 }
 
 func (in intake) logger(log zerolog.Logger, jobID string) zerolog.Logger {
-	return log.With().Str("job_id", jobID).Str("route", in.routeName).
-		Str("kind", in.kind).Uint64("intake_seq", in.seq).Uint64("attempt", in.attempt).Logger()
+	return log.With().Str(logkey.JobID, jobID).Str(logkey.Route, in.routeName).
+		Str("kind", in.kind).Uint64(logkey.IntakeSeq, in.seq).Uint64(logkey.Attempt, in.attempt).Logger()
 }
 
 // retry is the outcome of a failure of ingest's own (NATS): the message
@@ -312,7 +313,7 @@ func (s *Service) reject(ctx context.Context, in intake, jobID string, err error
 		log.Warn().Err(perr).Msg("publishing a rejection failed; retrying the message")
 		return events.Later(2 * time.Second), "retry"
 	}
-	log.Info().Str("problem", err.Error()).Msg("request rejected")
+	log.Info().Str(logkey.Problem, err.Error()).Msg("request rejected")
 	return events.Stop(), "rejected"
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/pollux-dev/pollux/internal/core/route"
 	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/logkey"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
@@ -37,7 +38,7 @@ func (s *Service) servedModels() map[string]*route.ModelRoute {
 		if all {
 			out[name] = mr
 		} else {
-			s.log.Warn().Str("model_route", name).Msg("not serving the model route: this process does not serve all of its members")
+			s.log.Warn().Str(logkey.ModelRoute, name).Msg("not serving the model route: this process does not serve all of its members")
 		}
 	}
 	return out
@@ -72,7 +73,7 @@ func (s *Service) submitModel(ctx context.Context, mr *route.ModelRoute, in inta
 		ch := s.choose(mr, id, m, in)
 		member := ch.Ranked[0]
 		in.route, in.routeName, m.Model = member.Route, member.Route.Name, member.Model
-		log.Info().Str("model_route", mr.Name).Str("chose", member.Route.Name).Str("why", ch.Routing.Why).Msg("routed")
+		log.Info().Str(logkey.ModelRoute, mr.Name).Str(logkey.Chose, member.Route.Name).Str(logkey.Why, ch.Routing.Why).Msg("routed")
 		return s.submitJob(ctx, in, m, id, &ch.Routing)
 	case err != nil:
 		return s.retry(log, err, "reading the job")

@@ -9,6 +9,7 @@ import (
 
 	"github.com/pollux-dev/pollux/internal/core/jobs"
 	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/logkey"
 	"github.com/pollux-dev/pollux/pkg/provider"
 	"github.com/pollux-dev/pollux/pkg/schedule"
 	"github.com/pollux-dev/pollux/pkg/state"
@@ -100,7 +101,7 @@ func (s *Service) step(ctx context.Context, in intake, m move, log zerolog.Logge
 	case stepReject:
 		return s.taken(ctx, in, m.rec)
 	case stepDuplicate:
-		log.Debug().Uint64("owner_seq", m.rec.IntakeSeq).Msg("duplicate submission; the job exists")
+		log.Debug().Uint64(logkey.OwnerSeq, m.rec.IntakeSeq).Msg("duplicate submission; the job exists")
 		return end(events.Done(), "duplicate")
 	case stepFinished:
 		return s.rearm(ctx, m.rec, "duplicate", "publishing the job's events", log)

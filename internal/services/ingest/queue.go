@@ -16,6 +16,7 @@ import (
 	"github.com/pollux-dev/pollux/internal/core/jobs"
 	"github.com/pollux-dev/pollux/internal/core/route"
 	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/logkey"
 	"github.com/pollux-dev/pollux/pkg/schedule"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
@@ -182,7 +183,7 @@ func (s *Service) admitLoop(ctx context.Context, q *queue) error {
 		case <-time.After(schedule.Jitter(q.tick(), schedule.RetryJitter, s.rnd)):
 		}
 		if err := s.admitRound(ctx, q); err != nil && ctx.Err() == nil {
-			s.log.Warn().Err(err).Str("queue", q.name).Msg("admitting waiting jobs failed; retrying")
+			s.log.Warn().Err(err).Str(logkey.Queue, q.name).Msg("admitting waiting jobs failed; retrying")
 		}
 	}
 }
@@ -263,7 +264,7 @@ func (s *Service) admitNext(ctx context.Context, q *queue, tenant string, cursor
 		cursor[tenant] = m.Sequence + 1
 		t, err := events.DecodeTicket(m.Data)
 		if err != nil {
-			s.log.Error().Err(err).Uint64("ticket_seq", m.Sequence).Msg("dropping an unreadable admission ticket")
+			s.log.Error().Err(err).Uint64(logkey.TicketSeq, m.Sequence).Msg("dropping an unreadable admission ticket")
 			_ = s.waiting.DeleteMsg(ctx, m.Sequence)
 			continue
 		}
@@ -344,7 +345,7 @@ func (s *Service) admit(ctx context.Context, q *queue, r *route.Route, rec jobs.
 // dropTicket deletes a ticket whose job needs no more admission.
 func (s *Service) dropTicket(ctx context.Context, seq uint64) {
 	if err := s.waiting.DeleteMsg(context.WithoutCancel(ctx), seq); err != nil && !errors.Is(err, jetstream.ErrMsgDeleteUnsuccessful) {
-		s.log.Warn().Err(err).Uint64("ticket_seq", seq).Msg("deleting an admission ticket failed; the queue drops it when it comes up again")
+		s.log.Warn().Err(err).Uint64(logkey.TicketSeq, seq).Msg("deleting an admission ticket failed; the queue drops it when it comes up again")
 	}
 }
 
@@ -422,7 +423,7 @@ func (s *Service) sweepTicket(ctx context.Context, q *queue, data []byte, seq ui
 	if err != nil || !after.State.Terminal() {
 		return false
 	}
-	s.log.Info().Str("job_id", rec.ID).Str("route", rec.Route).Str("waited_for", rec.WaitingFor).Msg("expired while it waited; not submitted")
+	s.log.Info().Str(logkey.JobID, rec.ID).Str(logkey.Route, rec.Route).Str(logkey.WaitedFor, rec.WaitingFor).Msg("expired while it waited; not submitted")
 	if s.cfg.Metrics.Submission != nil {
 		s.cfg.Metrics.Submission(rec.Route, events.KindSubmit, "expired")
 	}

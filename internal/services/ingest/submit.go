@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/logkey"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
@@ -119,7 +120,7 @@ func (s *Service) enqueue(ctx context.Context, in intake, m move, log zerolog.Lo
 	if s.cfg.Metrics.Waiting != nil {
 		s.cfg.Metrics.Waiting(cmp.Or(j.WaitingFor, "queue "+q.name))
 	}
-	log.Debug().Str("waiting_for", j.WaitingFor).Msg("waiting for a running slot")
+	log.Debug().Str(logkey.WaitingFor, j.WaitingFor).Msg("waiting for a running slot")
 	return end(events.Done(), "waiting")
 }
 

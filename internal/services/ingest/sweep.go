@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/logkey"
 	"github.com/pollux-dev/pollux/pkg/schedule"
 )
 
@@ -114,19 +115,19 @@ func (s *Service) repair(ctx context.Context) error {
 		}
 		for _, q := range s.queues {
 			if _, err := s.sweepQueue(ctx, q); err != nil && ctx.Err() == nil {
-				s.log.Warn().Err(err).Str("queue", q.name).Msg("sweeping the admission queue failed")
+				s.log.Warn().Err(err).Str(logkey.Queue, q.name).Msg("sweeping the admission queue failed")
 			}
 		}
 		for _, r := range s.gates.Repair(ctx, s.jobs.Get, s.cfg.Now(), s.cfg.RepairGrace) {
 			if r.Freed > 0 {
-				s.log.Warn().Str("level", r.Level).Int("freed", r.Freed).
+				s.log.Warn().Str(logkey.Level, r.Level).Int(logkey.Freed, r.Freed).
 					Msg("freed running slots no job holds (a process died between a job's end and freeing its slot)")
 				if s.cfg.Metrics.Repaired != nil {
 					s.cfg.Metrics.Repaired(r.Level, r.Freed)
 				}
 			}
 			if r.Err != nil && ctx.Err() == nil {
-				s.log.Warn().Err(r.Err).Str("level", r.Level).Msg("repairing running slots failed")
+				s.log.Warn().Err(r.Err).Str(logkey.Level, r.Level).Msg("repairing running slots failed")
 			}
 		}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/pollux-dev/pollux/internal/core/route"
 	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/logkey"
 	"github.com/pollux-dev/pollux/pkg/schedule"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
@@ -37,7 +38,7 @@ func (s *Service) track(ctx context.Context, in intake) (events.Outcome, string)
 	}
 	j.Record(events.EventSubmitted, now)
 	j.NextCheckAt = now.Add(r.NextPoll(events.PollStateOf(j), now, route.Hints{}, s.cfg.Learned, s.rnd))
-	log := in.logger(s.log, id).With().Str("remote_id", m.RemoteID).Logger()
+	log := in.logger(s.log, id).With().Str(logkey.RemoteID, m.RemoteID).Logger()
 
 	rec, created, err := s.jobs.Accept(ctx, j)
 	switch {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/logkey"
 	"github.com/pollux-dev/pollux/pkg/schedule"
 )
 
@@ -58,7 +59,7 @@ func (u *underWay) done(id string) {
 // "busy".
 func (s *Service) exclusively(id string, h func() (events.Outcome, string)) (events.Outcome, string) {
 	if !s.underWay.take(id) {
-		s.log.Debug().Str("job_id", id).Msg("the job is being handled in this process; its delivery comes back later")
+		s.log.Debug().Str(logkey.JobID, id).Msg("the job is being handled in this process; its delivery comes back later")
 		return events.Later(schedule.Jitter(busyWait, schedule.RetryJitter, s.rnd)), "busy"
 	}
 	defer s.underWay.done(id)

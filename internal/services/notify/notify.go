@@ -65,6 +65,7 @@ import (
 	"github.com/pollux-dev/pollux/internal/core/consume"
 	"github.com/pollux-dev/pollux/internal/platform/config"
 	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/logkey"
 	"github.com/pollux-dev/pollux/pkg/schedule"
 )
 
@@ -129,7 +130,7 @@ func New(cfg Config, js jetstream.JetStream, ns events.Namespace) (*Service, err
 		cfg.Now = time.Now
 	}
 	cfg.RetryBase = cmp.Or(cfg.RetryBase, 5*time.Second)
-	s := &Service{cfg: cfg, js: js, ns: ns, log: cfg.Logger.With().Str("component", "notify").Logger(),
+	s := &Service{cfg: cfg, js: js, ns: ns, log: cfg.Logger.With().Str(logkey.Component, "notify").Logger(),
 		rnd: schedule.NewRand(cfg.Seed), endpoints: map[string]*endpoint{}}
 	for name, ec := range cfg.Notify.Endpoints {
 		e, err := newEndpoint(name, ec)
@@ -220,11 +221,11 @@ func (s *Service) Run(ctx context.Context) error {
 		}
 		g.Go(func() error {
 			return consume.Recreate(ctx, c, ensure, consume.Options{Workers: e.workers, Stream: s.outbox,
-				Logger: s.log.With().Str("endpoint", e.name).Logger()},
+				Logger: s.log.With().Str(logkey.Endpoint, e.name).Logger()},
 				func(ctx context.Context, msg jetstream.Msg) events.Outcome { return s.deliver(ctx, e, msg) })
 		})
 	}
-	s.log.Info().Int("endpoints", len(s.endpoints)).Msg("outbound webhooks running")
+	s.log.Info().Int(logkey.Endpoints, len(s.endpoints)).Msg("outbound webhooks running")
 	return g.Wait()
 }
 
@@ -258,7 +259,7 @@ func (s *Service) copy(ctx context.Context, msg jetstream.Msg) events.Outcome {
 		}
 		id := fmt.Sprintf("notify:%s:%s:%d:%s", e.name, ev.JobID, ev.Seq, ev.Type)
 		if err := s.publish(ctx, out, id); err != nil {
-			s.log.Warn().Err(err).Str("job_id", ev.JobID).Str("endpoint", e.name).Msg("copying an event to the outbox failed; retrying")
+			s.log.Warn().Err(err).Str(logkey.JobID, ev.JobID).Str(logkey.Endpoint, e.name).Msg("copying an event to the outbox failed; retrying")
 			return events.Later(schedule.Jitter(time.Second, schedule.RetryJitter, s.rnd))
 		}
 	}
@@ -274,11 +275,11 @@ func (s *Service) deliver(ctx context.Context, e *endpoint, msg jetstream.Msg) e
 	}
 	ev, err := events.DecodeEvent(msg.Data())
 	if err != nil || ev.JobID == "" {
-		s.log.Error().Err(err).Str("endpoint", e.name).Msg("dropping an unreadable outbox message")
+		s.log.Error().Err(err).Str(logkey.Endpoint, e.name).Msg("dropping an unreadable outbox message")
 		return events.Stop()
 	}
 	target := cmp.Or(e.url, msg.Headers().Get(HeaderURL))
-	log := s.log.With().Str("endpoint", e.name).Str("job_id", ev.JobID).Uint64("seq", ev.Seq).Logger()
+	log := s.log.With().Str(logkey.Endpoint, e.name).Str(logkey.JobID, ev.JobID).Uint64(logkey.Seq, ev.Seq).Logger()
 	// In order: the oldest message of the job's subject goes first.
 	first, err := s.outbox.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(msg.Subject()))
 	switch {
@@ -297,7 +298,7 @@ func (s *Service) deliver(ctx context.Context, e *endpoint, msg jetstream.Msg) e
 		st.Last = fmt.Sprintf("given up after %s (%d attempts): %s", e.horizon, st.Attempts, st.Last)
 		s.save(ctx, ev.JobID, st)
 		s.count(e.name, "given_up")
-		log.Warn().Int("attempts", st.Attempts).Msg("delivery given up: past the endpoint's horizon")
+		log.Warn().Int(logkey.Attempts, st.Attempts).Msg("delivery given up: past the endpoint's horizon")
 		return events.Stop()
 	}
 	host := hostOf(target)
@@ -333,7 +334,7 @@ func (s *Service) deliver(ctx context.Context, e *endpoint, msg jetstream.Msg) e
 			outcome = "refused"
 		}
 		s.count(e.name, outcome)
-		log.Warn().Str("answer", a.summary()).Msg("delivery given up")
+		log.Warn().Str(logkey.Answer, a.summary()).Msg("delivery given up")
 		return events.Stop()
 	}
 	s.circuit(e, host, false, now)
@@ -341,7 +342,7 @@ func (s *Service) deliver(ctx context.Context, e *endpoint, msg jetstream.Msg) e
 	st.State, st.NextAt = events.OutboxDelivering, now.Add(delay)
 	s.save(ctx, ev.JobID, st)
 	s.count(e.name, "failed")
-	log.Info().Str("answer", a.summary()).Int("attempts", st.Attempts).Dur("retry_in", delay).Msg("delivery failed; retrying")
+	log.Info().Str(logkey.Answer, a.summary()).Int(logkey.Attempts, st.Attempts).Dur(logkey.RetryIn, delay).Msg("delivery failed; retrying")
 	return events.Later(delay)
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/logkey"
 )
 
 // natsMsg is a delivery to copy to the outbox.
@@ -49,6 +50,6 @@ func (s *Service) save(ctx context.Context, job string, d events.OutboxDelivery)
 		_, err = s.states.Put(ctx, events.OutboxKey(job, d.Endpoint), b)
 	}
 	if err != nil {
-		s.log.Warn().Err(err).Str("job_id", job).Str("endpoint", d.Endpoint).Msg("saving a delivery state failed")
+		s.log.Warn().Err(err).Str(logkey.JobID, job).Str(logkey.Endpoint, d.Endpoint).Msg("saving a delivery state failed")
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/pollux-dev/pollux/internal/core/route"
 	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/logkey"
 	"github.com/pollux-dev/pollux/pkg/schedule"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
@@ -66,7 +67,7 @@ func (s *Service) settleHedges(ctx context.Context, r *route.Route, d *hedgeView
 		case errors.Is(err, state.ErrNotFound):
 			s.submitHedge(ctx, d.id, log)
 		case err != nil:
-			log.Warn().Err(err).Str("hedge", d.live.HedgedBy).Msg("reading the job's hedge failed")
+			log.Warn().Err(err).Str(logkey.Hedge, d.live.HedgedBy).Msg("reading the job's hedge failed")
 		case h.State == state.Succeeded:
 			return hedgeSettle{won: h}
 		}
@@ -74,7 +75,7 @@ func (s *Service) settleHedges(ctx context.Context, r *route.Route, d *hedgeView
 		orig, err := s.jobs.Get(ctx, d.live.HedgeOf)
 		switch {
 		case err != nil && !errors.Is(err, state.ErrNotFound):
-			log.Warn().Err(err).Str("hedge_of", d.live.HedgeOf).Msg("reading the hedged job failed")
+			log.Warn().Err(err).Str(logkey.HedgeOf, d.live.HedgeOf).Msg("reading the hedged job failed")
 		case err != nil || orig.State.Terminal():
 			what := "is gone"
 			if err == nil {
@@ -154,7 +155,7 @@ func (s *Service) submitHedge(ctx context.Context, id string, log *zerolog.Logge
 	}
 	member, ok := mr.Member(j.Routing.HedgeTo)
 	if !ok {
-		log.Warn().Str("hedge_to", j.Routing.HedgeTo).Msg("the hedge's route is no longer a member of the model route; not hedged")
+		log.Warn().Str(logkey.HedgeTo, j.Routing.HedgeTo).Msg("the hedge's route is no longer a member of the model route; not hedged")
 		return
 	}
 	m := events.Submit{V: events.Version, ID: j.Routing.HedgedBy, Model: member.Model, Input: j.Input,
@@ -171,10 +172,10 @@ func (s *Service) submitHedge(ctx context.Context, id string, log *zerolog.Logge
 		_, err = s.js.PublishMsg(ctx, msg, jetstream.WithMsgID("hedge-"+m.ID))
 	}
 	if err != nil {
-		log.Warn().Err(err).Str("hedge", m.ID).Msg("submitting the hedge failed; the next poll retries")
+		log.Warn().Err(err).Str(logkey.Hedge, m.ID).Msg("submitting the hedge failed; the next poll retries")
 		return
 	}
-	log.Info().Str("hedge", m.ID).Str("hedge_route", member.Route.Name).Msg("hedged: likely to miss its deadline here")
+	log.Info().Str(logkey.Hedge, m.ID).Str(logkey.HedgeRoute, member.Route.Name).Msg("hedged: likely to miss its deadline here")
 }
 
 // cancelThrough asks for job id's cancel on its route's intake, as a

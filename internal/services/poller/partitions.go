@@ -12,6 +12,7 @@ import (
 	"github.com/pollux-dev/pollux/internal/core/consume"
 	"github.com/pollux-dev/pollux/internal/core/route"
 	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/logkey"
 )
 
 // A route's checks are split over Partitions durable consumers (see
@@ -62,7 +63,7 @@ func (s *Service) consumeAll(ctx context.Context, r *route.Route, cs []jetstream
 				Stream:  s.res.Checks,
 				Sweep:   s.cfg.Sweep,
 				Swept:   s.cfg.Metrics.Orphans,
-				Logger:  s.log.With().Str("route", r.Name).Str("consumer", c.CachedInfo().Name).Logger(),
+				Logger:  s.log.With().Str(logkey.Route, r.Name).Str(logkey.Consumer, c.CachedInfo().Name).Logger(),
 			}, func(ctx context.Context, msg jetstream.Msg) events.Outcome {
 				return s.check(ctx, r, msg)
 			})
@@ -100,7 +101,7 @@ func (s *Service) repartition(ctx context.Context, r *route.Route) ([]jetstream.
 		if parts == want {
 			continue
 		}
-		s.log.Warn().Str("route", r.Name).Int("from", parts).Int("to", want).
+		s.log.Warn().Str(logkey.Route, r.Name).Int(logkey.From, parts).Int(logkey.To, want).
 			Msg("repartitioning the route's checks; pollers with the old count follow")
 		for _, name := range names {
 			if err := s.res.Checks.DeleteConsumer(ctx, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
@@ -137,9 +138,9 @@ func (s *Service) follow(ctx context.Context, r *route.Route) ([]jetstream.Consu
 		case ctx.Err() != nil:
 			return nil, ctx.Err()
 		case err != nil:
-			s.log.Warn().Err(err).Str("route", r.Name).Msg("looking up the route's partitions failed; retrying")
+			s.log.Warn().Err(err).Str(logkey.Route, r.Name).Msg("looking up the route's partitions failed; retrying")
 		case cs != nil:
-			s.log.Info().Str("route", r.Name).Int("partitions", len(cs)).Msg("following the route's partitions")
+			s.log.Info().Str(logkey.Route, r.Name).Int(logkey.Partitions, len(cs)).Msg("following the route's partitions")
 			return cs, nil
 		}
 		select {
@@ -150,7 +151,7 @@ func (s *Service) follow(ctx context.Context, r *route.Route) ([]jetstream.Consu
 	}
 	sctx, cancel := context.WithTimeout(ctx, startupTimeout)
 	defer cancel()
-	s.log.Warn().Str("route", r.Name).Int("partitions", r.Partitions).Msg("the route's partitions are gone or incomplete; setting them up")
+	s.log.Warn().Str(logkey.Route, r.Name).Int(logkey.Partitions, r.Partitions).Msg("the route's partitions are gone or incomplete; setting them up")
 	return s.repartition(sctx, r)
 }
 

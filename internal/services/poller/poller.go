@@ -39,6 +39,7 @@ import (
 	"github.com/pollux-dev/pollux/internal/core/jobs"
 	"github.com/pollux-dev/pollux/internal/core/route"
 	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/logkey"
 	"github.com/pollux-dev/pollux/pkg/provider"
 	"github.com/pollux-dev/pollux/pkg/schedule"
 	"github.com/pollux-dev/pollux/pkg/state"
@@ -160,7 +161,7 @@ func (s *Service) Run(ctx context.Context) error {
 	for _, r := range s.cfg.Routes {
 		g.Go(func() error { return s.runRoute(ctx, r, consumers[r.Name]) })
 	}
-	s.log.Info().Int("routes", len(s.cfg.Routes)).Msg("poller running")
+	s.log.Info().Int(logkey.Routes, len(s.cfg.Routes)).Msg("poller running")
 	return g.Wait()
 }
 
@@ -204,10 +205,10 @@ func (s *Service) check(ctx context.Context, r *route.Route, msg jetstream.Msg) 
 	d, err := s.jobs.Open(ctx, msg)
 	switch {
 	case errors.Is(err, jobs.ErrBadCheck):
-		s.log.Error().Err(err).Str("subject", msg.Subject()).Msg("dropping an unusable check message")
+		s.log.Error().Err(err).Str(logkey.Subject, msg.Subject()).Msg("dropping an unusable check message")
 		return events.Stop()
 	case err != nil:
-		s.log.Warn().Err(err).Str("subject", msg.Subject()).Msg("reading the job failed; retrying")
+		s.log.Warn().Err(err).Str(logkey.Subject, msg.Subject()).Msg("reading the job failed; retrying")
 		return events.Later(s.retryDelay())
 	}
 	switch {
@@ -242,7 +243,7 @@ func (s *Service) check(ctx context.Context, r *route.Route, msg jetstream.Msg) 
 // jobLog is the logger of a line about d's job. It is made only for a
 // line to be written: a quiet poll logs nothing and allocates no logger.
 func (s *Service) jobLog(r *route.Route, d *jobs.Delivery) *zerolog.Logger {
-	l := s.log.With().Str("job_id", d.JobID).Str("route", r.Name).Uint64("attempt", d.N).Logger()
+	l := s.log.With().Str(logkey.JobID, d.JobID).Str(logkey.Route, r.Name).Uint64(logkey.Attempt, d.N).Logger()
 	return &l
 }
 
@@ -328,7 +329,7 @@ func (s *Service) poll(ctx context.Context, r *route.Route, d *jobs.Delivery, pr
 	if res.Finished {
 		j := res.Job
 		log := s.jobLog(r, d)
-		log.Info().Str("state", string(j.State)).Int("polls", j.Polls).Str("detected_by", string(j.DetectedBy)).Msg("job finished")
+		log.Info().Str(logkey.State, string(j.State)).Int(logkey.Polls, j.Polls).Str(logkey.DetectedBy, string(j.DetectedBy)).Msg("job finished")
 		switch {
 		case j.State == state.Expired && j.DetectedBy == state.FromPollux:
 			// Expired by its deadline here (not canceled by the provider

@@ -16,6 +16,7 @@ import (
 	"github.com/pollux-dev/pollux/internal/core/jobs"
 	"github.com/pollux-dev/pollux/internal/core/route"
 	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/logkey"
 	"github.com/pollux-dev/pollux/pkg/schedule"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
@@ -30,7 +31,7 @@ func (s *Service) apply(ctx context.Context, msg jetstream.Msg) events.Outcome {
 	r, ok := s.cfg.Routes[name]
 	if !ok || (r.Webhooks == nil && r.Callbacks == nil) {
 		// Another process serves this route; leave it for that process.
-		s.log.Warn().Str("route", name).Msg("delivery for a route this process does not serve; redelivering later")
+		s.log.Warn().Str(logkey.Route, name).Msg("delivery for a route this process does not serve; redelivering later")
 		return events.Later(30 * time.Second)
 	}
 	var began time.Time // when the application began, for its span
@@ -39,7 +40,7 @@ func (s *Service) apply(ctx context.Context, msg jetstream.Msg) events.Outcome {
 	}
 	h := http.Header(msg.Headers())
 	id, delivery := h.Get(HeaderJob), h.Get(HeaderDelivery)
-	log := s.log.With().Str("route", name).Str("job_id", id).Str("delivery_id", delivery).Logger()
+	log := s.log.With().Str(logkey.Route, name).Str(logkey.JobID, id).Str(logkey.DeliveryID, delivery).Logger()
 	held := s.held(msg, h)
 	late := held > s.window(r)
 	if h.Get(HeaderCallback) != "" {
@@ -63,14 +64,14 @@ func (s *Service) apply(ctx context.Context, msg jetstream.Msg) events.Outcome {
 	applied, err := s.jobs.Webhook(ctx, jobs.Notice{Route: name, JobID: id, DeliveryID: delivery,
 		RemoteID: st.RemoteID, Obs: st.Observation, Unarmed: late})
 	if err != nil {
-		return s.settled(msg, name, err, late, log.With().Str("remote_id", st.RemoteID).Logger())
+		return s.settled(msg, name, err, late, log.With().Str(logkey.RemoteID, st.RemoteID).Logger())
 	}
 	s.applySpan(ctx, h, name, delivery, began, held, applied)
 	if s.cfg.Metrics.Applied != nil {
 		s.cfg.Metrics.Applied(name, applied.Changed)
 	}
 	if applied.Changed && applied.Job.State.Terminal() {
-		log.Info().Str("state", string(applied.Job.State)).Str("remote_id", applied.Job.RemoteID).Msg("job finished (webhook)")
+		log.Info().Str(logkey.State, string(applied.Job.State)).Str(logkey.RemoteID, applied.Job.RemoteID).Msg("job finished (webhook)")
 	}
 	return events.Done()
 }

@@ -46,6 +46,7 @@ import (
 	"github.com/pollux-dev/pollux/internal/platform/problem"
 	"github.com/pollux-dev/pollux/internal/platform/tracing"
 	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/logkey"
 	"github.com/pollux-dev/pollux/pkg/provider"
 	"github.com/pollux-dev/pollux/pkg/schedule"
 	"github.com/pollux-dev/pollux/pkg/state"
@@ -181,7 +182,7 @@ func (s *Service) Run(ctx context.Context, ln net.Listener) error {
 		return consume.Recreate(gctx, c, ensure, consume.Options{Workers: s.cfg.Workers, Stream: s.res.Webhooks,
 			Sweep: s.cfg.Sweep, Swept: s.cfg.Metrics.Orphans, Logger: s.log}, s.apply)
 	})
-	s.log.Info().Str("addr", ln.Addr().String()).Msg("webhook receiver running")
+	s.log.Info().Str(logkey.Addr, ln.Addr().String()).Msg("webhook receiver running")
 	return g.Wait()
 }
 
@@ -267,7 +268,7 @@ func (s *Service) serve(w http.ResponseWriter, req *http.Request, name string) i
 		}
 		return fail(w, http.StatusBadRequest, CodeInvalidDelivery, "", "reading the body failed")
 	}
-	log := s.log.With().Str("route", name).Logger()
+	log := s.log.With().Str(logkey.Route, name).Logger()
 	job := req.URL.Query().Get("job")
 	if r.Callbacks != nil {
 		return s.callback(w, req, r, job, body, log)
@@ -288,10 +289,10 @@ func (s *Service) serve(w http.ResponseWriter, req *http.Request, name string) i
 	st, err := r.Webhooks.ParseWebhook(req.Header, body)
 	switch {
 	case err != nil:
-		log.Warn().Err(err).Str("job_id", job).Msg("verified webhook refused: unreadable")
+		log.Warn().Err(err).Str(logkey.JobID, job).Msg("verified webhook refused: unreadable")
 		return fail(w, http.StatusBadRequest, CodeInvalidDelivery, "", "the delivery is signed but cannot be read: "+err.Error())
 	case st.RemoteID == "":
-		log.Warn().Str("job_id", job).Msg("verified webhook refused: it names no remote job")
+		log.Warn().Str(logkey.JobID, job).Msg("verified webhook refused: it names no remote job")
 		return fail(w, http.StatusBadRequest, CodeInvalidDelivery, "", "the delivery is signed but names no job")
 	case job == "" && r.Adapter.Info().WebhooksByRemoteID:
 		// The account's one endpoint: the body's remote id names the job.
@@ -323,7 +324,7 @@ func (s *Service) byRemote(w http.ResponseWriter, req *http.Request, route, remo
 	case err == nil:
 		return job, 0
 	case errors.Is(err, state.ErrNotFound):
-		log.Info().Str("remote_id", remoteID).Msg("verified webhook about a remote job Pollux does not know; ignored")
+		log.Info().Str(logkey.RemoteID, remoteID).Msg("verified webhook about a remote job Pollux does not know; ignored")
 		s.drop(route, "unknown_job")
 		return "", ok(w, reply{OK: true, Ignored: true})
 	}
@@ -340,7 +341,7 @@ func (s *Service) callback(w http.ResponseWriter, req *http.Request, r *route.Ro
 		return fail(w, http.StatusBadRequest, problem.CodeInvalidParameter, "job", "missing or invalid query parameter: the job the callback is about")
 	}
 	if !r.ValidCallbackToken(job, req.URL.Query().Get("token")) {
-		log.Warn().Str("job_id", job).Msg("callback refused: bad token")
+		log.Warn().Str(logkey.JobID, job).Msg("callback refused: bad token")
 		return fail(w, http.StatusUnauthorized, CodeInvalidSignature, "token", "invalid for this job")
 	}
 	remoteID, err := r.Callbacks.CallbackRemoteID(body)
@@ -375,7 +376,7 @@ func (s *Service) store(w http.ResponseWriter, req *http.Request, name, job, del
 	s.jobs.Tracer().Inject(req.Context(), msg.Header) // the receipt's span, when tracing
 	ack, err := s.js.PublishMsg(pctx, msg, jetstream.WithMsgID(name+":"+deliveryID))
 	if err != nil {
-		log.Error().Err(err).Str("job_id", job).Msg("storing a webhook failed; asked the provider to retry")
+		log.Error().Err(err).Str(logkey.JobID, job).Msg("storing a webhook failed; asked the provider to retry")
 		return fail(w, http.StatusServiceUnavailable, problem.CodeUnavailable, "", "temporarily unavailable, retry later")
 	}
 	// Remember the delivery for the retry horizon. If this fails the

@@ -24,6 +24,7 @@ import (
 	"github.com/pollux-dev/pollux/internal/services/webhook"
 	"github.com/pollux-dev/pollux/internal/wiring/app"
 	"github.com/pollux-dev/pollux/internal/wiring/metrics"
+	"github.com/pollux-dev/pollux/pkg/logkey"
 	"github.com/pollux-dev/pollux/pkg/provider"
 	"github.com/pollux-dev/pollux/pkg/provider/replicate"
 	"github.com/pollux-dev/pollux/pkg/provider/sim"
@@ -91,7 +92,7 @@ func Start(ctx context.Context, g *errgroup.Group, nc *nats.Conn, sc StackConfig
 	token := randomHex(16)
 	simCfg := sc.Sim
 	simCfg.Token = token
-	simCfg.Logger = log.With().Str("component", "sim").Logger()
+	simCfg.Logger = log.With().Str(logkey.Component, "sim").Logger()
 	simLn, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -135,27 +136,27 @@ func Start(ctx context.Context, g *errgroup.Group, nc *nats.Conn, sc StackConfig
 		_ = hookLn.Close()
 		return nil, err
 	}
-	in, err := ingest.New(ingest.Config{Routes: routes, Options: env.Options(), Logger: log.With().Str("component", "ingest").Logger(),
+	in, err := ingest.New(ingest.Config{Routes: routes, Options: env.Options(), Logger: log.With().Str(logkey.Component, "ingest").Logger(),
 		Metrics: m.Ingest(), Learned: env.Stats, SweepInterval: time.Second}, env.JS, env.NS, env.Res, env.Jobs.Intake(), env.Gates)
 	if err != nil {
 		_ = hookLn.Close()
 		return nil, err
 	}
-	po, err := poller.New(poller.Config{Routes: routes, Options: env.Options(), Logger: log.With().Str("component", "poller").Logger(), Metrics: m.Poller(), Learned: env.Stats,
+	po, err := poller.New(poller.Config{Routes: routes, Options: env.Options(), Logger: log.With().Str(logkey.Component, "poller").Logger(), Metrics: m.Poller(), Learned: env.Stats,
 		Queue: env.Stats.ObserveQueue, QueueRate: env.Stats.QueueRate},
 		env.JS, env.NS, env.Res, env.Jobs.Polls(), env.Gates)
 	if err != nil {
 		_ = hookLn.Close()
 		return nil, err
 	}
-	wh, err := webhook.New(webhook.Config{Routes: routes, Options: env.Options(), Logger: log.With().Str("component", "webhook").Logger(), Metrics: m.Webhook()},
+	wh, err := webhook.New(webhook.Config{Routes: routes, Options: env.Options(), Logger: log.With().Str(logkey.Component, "webhook").Logger(), Metrics: m.Webhook()},
 		env.JS, env.NS, env.Res, env.Jobs.Webhooks())
 	if err != nil {
 		_ = hookLn.Close()
 		return nil, err
 	}
 	fd, err := env.FrontDoor(ctx, g, frontdoor.Config{
-		Tokens: sc.HTTPTokens, AllowedHosts: sc.HTTPAllowedHosts, Console: console.Handler(), Logger: log.With().Str("component", "frontdoor").Logger(),
+		Tokens: sc.HTTPTokens, AllowedHosts: sc.HTTPAllowedHosts, Console: console.Handler(), Logger: log.With().Str(logkey.Component, "frontdoor").Logger(),
 	})
 	if err != nil {
 		_ = hookLn.Close()

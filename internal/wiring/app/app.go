@@ -33,6 +33,7 @@ import (
 	"github.com/pollux-dev/pollux/internal/platform/httpserve"
 	"github.com/pollux-dev/pollux/internal/wiring/metrics"
 	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/logkey"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
@@ -175,7 +176,7 @@ func Connect(url, name string, auth []nats.Option, log zerolog.Logger) (*nats.Co
 			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
-			log.Info().Str("server", nc.ConnectedUrlRedacted()).Msg("reconnected to NATS")
+			log.Info().Str(logkey.Server, nc.ConnectedUrlRedacted()).Msg("reconnected to NATS")
 		}),
 	}
 	opts = append(opts, auth...)
@@ -278,7 +279,7 @@ func Run(f Flags, component string, stderr io.Writer, run func(context.Context, 
 		fmt.Fprintln(stderr, err)
 		return 2
 	}
-	log = log.With().Str("component", component).Logger()
+	log = log.With().Str(logkey.Component, component).Logger()
 	if err := serve(f, component, log, run); err != nil {
 		log.Error().Err(err).Msg("stopped with an error")
 		return 1
@@ -340,7 +341,7 @@ func serve(f Flags, component string, log zerolog.Logger, run func(context.Conte
 			return fmt.Errorf("metrics listener: %w", err)
 		}
 		g.Go(func() error { return ServeHTTP(gctx, "metrics", ln, Observability(m, nc)) })
-		log.Info().Str("addr", ln.Addr().String()).Msg("serving metrics")
+		log.Info().Str(logkey.Addr, ln.Addr().String()).Msg("serving metrics")
 	}
 	g.Go(func() error { return run(gctx, env) })
 	err = g.Wait()
@@ -436,7 +437,7 @@ func hedgeEnded(ctx context.Context, owner *jobs.Owner, j *state.Job, log zerolo
 			return
 		}
 		if err := owner.Webhooks().Hint(hctx, o.Route, o.ID, o.RemoteID); err != nil && ctx.Err() == nil {
-			log.Debug().Err(err).Str("job_id", o.ID).Msg("bringing a hedge's other job forward failed; its next poll settles it")
+			log.Debug().Err(err).Str(logkey.JobID, o.ID).Msg("bringing a hedge's other job forward failed; its next poll settles it")
 		}
 	}()
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/pollux-dev/pollux/internal/core/learn"
 	"github.com/pollux-dev/pollux/internal/core/route"
 	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/logkey"
 )
 
 // driftTold says a change of a model's drift: a log line, and the route's
@@ -23,7 +24,7 @@ func driftTold(js jetstream.JetStream, ns events.Namespace, log zerolog.Logger) 
 		if !d.Drifting {
 			typ, lvl = events.EventModelDriftEnded, zerolog.InfoLevel
 		}
-		log.WithLevel(lvl).Str("route", d.Route).Str("model", d.Model).Str("config_key", d.ConfigKey).
+		log.WithLevel(lvl).Str(logkey.Route, d.Route).Str(logkey.Model, d.Model).Str(logkey.ConfigKey, d.ConfigKey).
 			Float64("ratio", d.Ratio).Msg(d.Sentence())
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -32,7 +33,7 @@ func driftTold(js jetstream.JetStream, ns events.Namespace, log zerolog.Logger) 
 				LearnedP50: d.Learned.Seconds(), RecentP50: d.Recent.Seconds(), RecentJobs: d.RecentN}},
 			jetstream.WithMsgID("drift:"+d.Route+":"+strconv.FormatUint(d.Rev, 10)))
 		if err != nil {
-			log.Warn().Err(err).Str("route", d.Route).Str("model", d.Model).Msg("the drift event was not recorded")
+			log.Warn().Err(err).Str(logkey.Route, d.Route).Str(logkey.Model, d.Model).Msg("the drift event was not recorded")
 		}
 	}
 }

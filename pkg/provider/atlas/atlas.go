@@ -16,6 +16,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/pollux-dev/pollux/pkg/logkey"
 	"github.com/pollux-dev/pollux/pkg/provider"
 	"github.com/pollux-dev/pollux/pkg/provider/httpapi"
 	"github.com/pollux-dev/pollux/pkg/signature"
@@ -310,7 +311,7 @@ func (a *Adapter) retention(r ref) time.Duration {
 // left as it was and polled on, and the log says which value to map.
 func (a *Adapter) warnUnknown(st provider.Status) {
 	if st.State == state.Unknown {
-		a.log.Warn().Str("remote_id", st.RemoteID).Str("provider_status", st.Raw).
+		a.log.Warn().Str(logkey.RemoteID, st.RemoteID).Str(logkey.ProviderStatus, st.Raw).
 			Msg("Atlas Cloud reported a status this adapter does not know; the job keeps being polled")
 	}
 }

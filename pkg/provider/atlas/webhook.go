@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pollux-dev/pollux/pkg/logkey"
 	"github.com/pollux-dev/pollux/pkg/provider"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
@@ -66,7 +67,7 @@ func (a *Adapter) VerifyWebhook(ctx context.Context, h http.Header, body []byte)
 		return "", err
 	}
 	if verr := a.verifier.Verify(ctx, h, body); verr != nil {
-		a.log.Warn().Err(verr).Str("remote_id", id).
+		a.log.Warn().Err(verr).Str(logkey.RemoteID, id).
 			Msg("Atlas Cloud delivery not verified; taken only as a hint to check the job now")
 		sum := sha256.New()
 		for _, k := range []string{"X-Atlascloud-Webhook-Timestamp", "X-Atlascloud-Webhook-Key-Id",

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/pollux-dev/pollux/pkg/logkey"
 	"github.com/pollux-dev/pollux/pkg/provider"
 	"github.com/pollux-dev/pollux/pkg/provider/httpapi"
 	"github.com/pollux-dev/pollux/pkg/signature"
@@ -155,7 +156,7 @@ func (a *Adapter) Submit(ctx context.Context, req provider.SubmitRequest) (provi
 	if a.onQueue(urls.StatusURL, st.RemoteID) && a.onQueue(urls.ResponseURL, st.RemoteID) && a.onQueue(urls.CancelURL, st.RemoteID) {
 		st.RefData, _ = json.Marshal(urls) // plain strings: cannot fail
 	} else {
-		a.log.Warn().Str("remote_id", st.RemoteID).
+		a.log.Warn().Str(logkey.RemoteID, st.RemoteID).
 			Msg("fal returned queue URLs off the configured queue host; using the documented URL pattern")
 	}
 	return st, nil

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/pollux-dev/pollux/pkg/logkey"
 	"github.com/pollux-dev/pollux/pkg/provider"
 )
 
@@ -31,7 +32,7 @@ func (a *Adapter) urls(ref provider.Ref) (queueURLs, error) {
 			a.onQueue(u.StatusURL, ref.ID) && a.onQueue(u.ResponseURL, ref.ID) && a.onQueue(u.CancelURL, ref.ID) {
 			return u, nil
 		}
-		a.log.Warn().Str("remote_id", ref.ID).Msg("stored fal queue URLs fail the queue-host check; using the documented URL pattern")
+		a.log.Warn().Str(logkey.RemoteID, ref.ID).Msg("stored fal queue URLs fail the queue-host check; using the documented URL pattern")
 	}
 	app, err := appOf(ref.Model)
 	if err != nil {

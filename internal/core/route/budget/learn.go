@@ -41,6 +41,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/logkey"
 )
 
 // Learning constants.
@@ -284,7 +285,7 @@ func (lr *learner) write(cur *learned, next LearnedRate, configured bool) {
 	if next.Rate < cur.Rate || cur.Rate == 0 {
 		ev = lr.log.Warn()
 	}
-	ev.Str("level", lr.b.level).Str("kind", lr.b.kind).Float64("was", cur.Rate).Float64("rate", next.Rate).Bool("configured", configured).
+	ev.Str(logkey.Level, lr.b.level).Str(logkey.Kind, lr.b.kind).Float64(logkey.Was, cur.Rate).Float64(logkey.Rate, next.Rate).Bool(logkey.Configured, configured).
 		Msg("learned call rate changed (calls a second fleet-wide; was 0: none learned)")
 	if configured {
 		return
