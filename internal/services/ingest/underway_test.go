@@ -41,36 +41,15 @@ func (h held) Submit(ctx context.Context, req provider.SubmitRequest) (provider.
 // has moved on), would have the job lost.
 func TestARedeliveryWaitsForTheAnswerItsProcessHolds(t *testing.T) {
 	t.Parallel()
-	f := held{fake: newFake(), entered: make(chan struct{}, 4), answer: make(chan struct{})}
-	s := stack.New(t, stack.Config{
-		Restartable: true,
-		Pollux: &config.Config{
-			Streams: config.Streams{IntakeAckWait: time.Second},
-			Routes:  map[string]config.Route{"fake": {}},
-		},
-		Adapters: map[string]provider.Adapter{"fake": f},
-	})
-	var later atomic.Int64 // how far the service's clock is ahead
-	now := func() time.Time { return time.Now().Add(time.Duration(later.Load())) }
-	busy := new(atomic.Int64)
-	cfg := ingest.Config{Routes: s.Routes, Options: s.Options, Now: now}
-	cfg.Metrics.Submission = func(_, _, result string) {
-		if result == "busy" {
-			busy.Add(1)
-		}
-	}
-	svc, err := ingest.New(cfg, s.JS, s.NS, s.Res, s.Jobs.Intake(), s.Gates(route.GateConfig{CallTimeout: 5 * time.Second}))
-	require.NoError(t, err)
-	s.Go(svc.Run)
-
-	r := &rig{Stack: s, t: t}
+	u := underway(t, true)
+	f, s, r := u.f, u.Stack, u.rig
 	r.submit("w")
 	<-f.entered
 	// NATS goes away while the provider answers; by the time it is back
 	// the attempt's call is long over.
 	s.NATS.Stop()
-	later.Store(int64(time.Minute))
-	close(f.answer)
+	u.later.Store(int64(time.Minute))
+	u.release()
 	<-time.After(3 * time.Second) // down for three ack waits
 	s.NATS.Start(t)
 
@@ -79,7 +58,7 @@ func TestARedeliveryWaitsForTheAnswerItsProcessHolds(t *testing.T) {
 	require.Equal(t, "rem-w-0", j.RemoteID)
 	r.intakeDone()
 	require.Equal(t, 1, f.createsOf("w"), "one create")
-	t.Logf("deliveries that found the job under way: %d", busy.Load())
+	t.Logf("deliveries that found the job under way: %d", u.busy.Load())
 }
 
 // Another process of the fleet held a create's answer while NATS was
@@ -145,46 +124,62 @@ func TestADoubtWaitsForAnotherProcessAfterAReconnect(t *testing.T) {
 // runs it.
 func TestARedeliveryWithNATSUpWaitsForTheHandling(t *testing.T) {
 	t.Parallel()
-	f := held{fake: newFake(), entered: make(chan struct{}, 4), answer: make(chan struct{})}
-	s := stack.New(t, stack.Config{
-		Pollux: &config.Config{
-			Streams: config.Streams{IntakeAckWait: time.Second},
-			Routes:  map[string]config.Route{"fake": {}},
-		},
-		Adapters: map[string]provider.Adapter{"fake": f},
-	})
-	var later atomic.Int64 // how far the service's clock is ahead
-	now := func() time.Time { return time.Now().Add(time.Duration(later.Load())) }
-	busy := new(atomic.Int64)
-	cfg := ingest.Config{Routes: s.Routes, Options: s.Options, Now: now}
-	cfg.Metrics.Submission = func(_, _, result string) {
-		if result == "busy" {
-			busy.Add(1)
-		}
-	}
-	svc, err := ingest.New(cfg, s.JS, s.NS, s.Res, s.Jobs.Intake(), s.Gates(route.GateConfig{CallTimeout: 5 * time.Second}))
-	require.NoError(t, err)
-	s.Go(svc.Run)
-
-	release := sync.OnceFunc(func() { close(f.answer) })
-	t.Cleanup(release) // before the stack stops: the create returns
-	r := &rig{Stack: s, t: t}
+	u := underway(t, false)
+	f, s, r := u.f, u.Stack, u.rig
 	r.submit("w")
 	<-f.entered
 	// The call is long over, as far as a redelivery can tell, and the
 	// message is no longer kept.
-	later.Store(int64(time.Minute))
+	u.later.Store(int64(time.Minute))
 	c, err := s.Res.Intake.Consumer(t.Context(), s.NS.IngestConsumer("fake"))
 	require.NoError(t, err)
 	short := c.CachedInfo().Config
 	short.AckWait = 100 * time.Millisecond
 	_, err = s.Res.Intake.UpdateConsumer(t.Context(), short)
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return busy.Load() > 0 }, 20*time.Second, 10*time.Millisecond,
+	require.Eventually(t, func() bool { return u.busy.Load() > 0 }, 20*time.Second, 10*time.Millisecond,
 		"the submission comes again while its handling holds the answer")
-	release()
+	u.release()
 
 	j := s.Until("w", func(j *state.Job) bool { return j.State.Terminal() || submitted(j) })
 	require.Equal(t, state.Queued, j.State, "the answer in hand is recorded: %s", j.Reason)
 	require.Equal(t, 1, f.createsOf("w"), "one create")
+}
+
+// underwayRig is one ingest process over a fake whose creates wait for
+// the test (held), its clock ahead by later, counting the deliveries that
+// found their job under way (busy); on a restartable server when asked.
+type underwayRig struct {
+	*rig
+	f       held
+	later   *atomic.Int64
+	busy    *atomic.Int64
+	release func() // lets the creates answer; done at the latest when the test ends
+}
+
+func underway(t *testing.T, restartable bool) underwayRig {
+	t.Helper()
+	f := held{fake: newFake(), entered: make(chan struct{}, 4), answer: make(chan struct{})}
+	s := stack.New(t, stack.Config{
+		Restartable: restartable,
+		Pollux: &config.Config{
+			Streams: config.Streams{IntakeAckWait: time.Second},
+			Routes:  map[string]config.Route{"fake": {}},
+		},
+		Adapters: map[string]provider.Adapter{"fake": f},
+	})
+	u := underwayRig{rig: &rig{Stack: s, t: t}, f: f, later: new(atomic.Int64), busy: new(atomic.Int64),
+		release: sync.OnceFunc(func() { close(f.answer) })}
+	t.Cleanup(u.release) // before the stack stops: the creates return
+	now := func() time.Time { return time.Now().Add(time.Duration(u.later.Load())) }
+	cfg := ingest.Config{Routes: s.Routes, Options: s.Options, Now: now}
+	cfg.Metrics.Submission = func(_, _, result string) {
+		if result == "busy" {
+			u.busy.Add(1)
+		}
+	}
+	svc, err := ingest.New(cfg, s.JS, s.NS, s.Res, s.Jobs.Intake(), s.Gates(route.GateConfig{CallTimeout: 5 * time.Second}))
+	require.NoError(t, err)
+	s.Go(svc.Run)
+	return u
 }

@@ -32,18 +32,7 @@ func TestAPausedRoutesSubmissionsAreHeldListedAndCancelable(t *testing.T) {
 	})
 	// The messages held come back within this once the route resumes.
 	st.Env.Pauses.SetRecheck(300 * time.Millisecond)
-	do := func(method, path, body string) (int, []byte) {
-		t.Helper()
-		req, err := http.NewRequestWithContext(ctx, method, st.HTTPURL+path, strings.NewReader(body))
-		require.NoError(t, err)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		require.NoError(t, err)
-		return resp.StatusCode, b
-	}
+	do := func(method, path, body string) (int, []byte) { return call(t, st, method, path, body) }
 	code, b := do(http.MethodPost, "/v1/routes/"+dev.RouteName+"/pause", `{"reason":"incident 7"}`)
 	require.Equal(t, http.StatusOK, code, "%s", b)
 	require.Eventually(t, func() bool { return st.Env.Pauses.Why(st.Env.Routes[dev.RouteName]) != "" }, 10*time.Second, 10*time.Millisecond)
@@ -114,15 +103,8 @@ func TestACancelOfAHeldJobAtTheIntakeCapTakesEffectAtOnce(t *testing.T) {
 	})
 	st.Env.Pauses.SetRecheck(300 * time.Millisecond)
 	post := func(path, body string) int {
-		t.Helper()
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, st.HTTPURL+path, strings.NewReader(body))
-		require.NoError(t, err)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		_, _ = io.Copy(io.Discard, resp.Body)
-		require.NoError(t, resp.Body.Close())
-		return resp.StatusCode
+		code, _ := call(t, st, http.MethodPost, path, body)
+		return code
 	}
 	require.Equal(t, http.StatusOK, post("/v1/routes/"+dev.RouteName+"/pause", `{"reason":"incident 8"}`))
 	require.Eventually(t, func() bool { return st.Env.Pauses.Why(st.Env.Routes[dev.RouteName]) != "" }, 10*time.Second, 10*time.Millisecond)
@@ -166,4 +148,19 @@ func TestACancelOfAHeldJobAtTheIntakeCapTakesEffectAtOnce(t *testing.T) {
 	require.Equal(t, state.Canceled, j.State)
 	require.Empty(t, j.RemoteID, "the canceled job was never created")
 	require.Equal(t, n-1, st.Sim.Stats().Creates, "every other held job was created once")
+}
+
+// call makes a JSON request of the stack's front door and returns the
+// status and body.
+func call(t *testing.T, st *dev.Stack, method, path, body string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, st.HTTPURL+path, strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, b
 }
