@@ -50,6 +50,12 @@
 //     poller without per-job signals can do. For jobs expecting a webhook,
 //     Policy.WebhookPlan of the true distribution, the true share of lost
 //     webhooks and the true 90th percentile of the lateness.
+//   - population: optimal's plan of the model's population instead of the
+//     run's jobs — PopulationJobs other jobs of the same built-in workload
+//     (Workload.Population, Config.Population): what a poller without
+//     per-job signals that knew the model exactly would do. On a few
+//     hundred jobs it stays well above the frontier, which knows the very
+//     jobs it is scored on.
 //
 // Every strategy draws its randomness from a stream of its own per model
 // (of the seed, the strategy and the model's name), and adaptive learns

@@ -247,6 +247,29 @@ func (w Workload) Jobs(n int, seed uint64) []Job {
 	return jobs
 }
 
+// PopulationJobs is how many jobs of each model a built-in workload's
+// population holds (Workload.Population).
+const PopulationJobs = 100_000
+
+// populationStream sets a population's random streams apart from any
+// run's.
+const populationStream = 1 << 32
+
+// Population draws n jobs of each of the workload's models — of a mix, n
+// of each part, whatever it fixes — from random streams the run's jobs
+// (Jobs) never draw from: each model's population, which the strategy
+// population plans (Config.Population). They are not in submit order.
+func (w Workload) Population(n int, seed uint64) []Job {
+	if len(w.parts) == 0 {
+		return w.jobs(n, seed, populationStream, meanArrival, w.Name)
+	}
+	var jobs []Job
+	for i, part := range w.parts {
+		jobs = append(jobs, part.jobs(n, seed, populationStream+uint64(i+1), meanArrival, w.Name+"/"+part.Name)...)
+	}
+	return jobs
+}
+
 // jobs draws n jobs of a single workload as model from the random stream
 // of seed, arriving meanGap seconds apart on average.
 func (w Workload) jobs(n int, seed, stream uint64, meanGap float64, model string) []Job {

@@ -275,3 +275,23 @@ func groupByModel(jobs []Job) map[string][]Job {
 	}
 	return byModel
 }
+
+// A workload's population draws as many jobs of each of its models as
+// asked, a mix's whatever it fixes, none of them the run's.
+func TestPopulationDraws(t *testing.T) {
+	t.Parallel()
+	w, _ := LookupWorkload("fleet")
+	pop := w.Population(1000, 1)
+	require.Len(t, pop, 6*1000)
+	require.Equal(t, pop, w.Population(1000, 1), "reproducible")
+	run := w.Jobs(0, 1)
+	byModel := groupByModel(pop)
+	for model, own := range groupByModel(run) {
+		require.Len(t, byModel[model], 1000, model)
+		require.NotEqual(t, own[0].Duration, byModel[model][0].Duration, model)
+	}
+	single, _ := LookupWorkload("slowdown")
+	jobs := single.Population(2000, 1)
+	require.Len(t, jobs, 2000)
+	require.NotEqual(t, single.Jobs(2000, 1), jobs)
+}
