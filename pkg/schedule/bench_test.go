@@ -9,6 +9,7 @@ import (
 
 func BenchmarkNext(b *testing.B) {
 	p := schedule.Policy{}
+	midRun := learned(60, 0.8, 80, 13) // failures from seconds to minutes into the run
 	jobs := map[string]schedule.Job{
 		"cold":    {Now: t0.Add(40 * time.Second), Submitted: t0, Polls: 3, Unchanged: 1, Expected: 90 * time.Second},
 		"learned": {Now: t0.Add(40 * time.Second), Submitted: t0, Polls: 3, Learned: total},
@@ -16,8 +17,10 @@ func BenchmarkNext(b *testing.B) {
 			Learned: total, LearnedRun: run, StartedAt: t0.Add(5 * time.Second)},
 		"progress": {Now: t0.Add(40 * time.Second), Submitted: t0, Polls: 3, Phase: schedule.PhaseRunning,
 			Learned: total, LearnedRun: run, StartedAt: t0.Add(5 * time.Second), Progress: 0.4},
+		"failures-mid-run": {Now: t0.Add(40 * time.Second), Submitted: t0, Polls: 3, Phase: schedule.PhaseRunning,
+			Learned: total, LearnedRun: run, StartedAt: t0.Add(5 * time.Second), LearnedFailed: midRun, FailedShare: 0.05},
 	}
-	for _, name := range []string{"cold", "learned", "learned-run", "progress"} {
+	for _, name := range []string{"cold", "learned", "learned-run", "progress", "failures-mid-run"} {
 		j := jobs[name]
 		r := rnd()
 		p.Next(j, r) // warm the plan cache

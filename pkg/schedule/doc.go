@@ -33,9 +33,11 @@
 // acceptance, with a learned chance. A queued or running job's end is the
 // mixture of the two, the success conditioned on the run so far, the
 // failure on the time since acceptance; while the failure part still
-// weighs (a model's rejections seconds after acceptance), the next poll is
-// the first of the mixture's cost-optimal plan, solved at the decision,
-// and once the job is past the failure times the run's cached plan
+// weighs (a model's rejections seconds after acceptance, its failures
+// minutes into a run), the next poll is that of the mixture's
+// cost-optimal plan on the job's run clock — one plan for every job of the
+// model that waited as long for its start, to a quarter octave, cached
+// like any — and once the job is past the failure times the run's plan
 // applies. A long model pays for catching its rejections in its first
 // seconds, and not in its queue or its run.
 //

@@ -323,6 +323,11 @@ type planKey struct {
 	grace time.Duration
 	miss  int32
 	late  time.Duration
+	// A plan of a job's end (endsPlan): the failures' Dist, their share
+	// (in thousandths) and the job's time to its start; zero for Plan.
+	failed uint64
+	share  int32
+	shift  time.Duration
 }
 
 // planCacheSize bounds the cache: a plan takes up to 8 KiB.

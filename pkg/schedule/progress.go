@@ -156,14 +156,13 @@ func (st *survTable) nextPoll(r, end, f, s float64, c costs) (next float64, ok b
 }
 
 // firstPoll is solve's first poll, next[0], for s[i] = P(T > i·step) on
-// at most endsCells cells (progressCells for a progress report), without
-// allocating.
+// at most progressCells cells, without allocating.
 func firstPoll(s []float64, step float64, c costs) int {
 	n := len(s)
 	perCell := step / c.cost
 	ka := max(1, int(math.Ceil(c.minGap/step-1e-9)))
 	kb := max(ka, int(c.maxGap/step+1e-9))
-	var w [endsCells + 1]float64 // w[n] = 0: nothing to pay past the grid
+	var w [progressCells + 1]float64 // w[n] = 0: nothing to pay past the grid
 	bound := n
 	for i := n - 1; i >= 0; i-- {
 		// Plan's recurrence and Monge bound (see solve).

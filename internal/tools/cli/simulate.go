@@ -26,10 +26,10 @@ import (
 // trace, or the fleet's own finished jobs; and a change of a route's poll
 // settings priced on that history.
 type SimulateCmd struct {
-	Workload []string       `name:"workload" env:"POLLUX_SIMULATE_WORKLOAD" sep:"," help:"Built-in workloads to run (default: all): lognormal-0.25, lognormal-0.5, lognormal-1, bimodal, heavy-tail, slowdown, early-failures, long-queue, progress, webhook-2%, webhook-10%, webhook-30%, long-queue-rejected, mixed (six models at once), studio (six models with early rejections, 600 jobs each)."`
+	Workload []string       `name:"workload" env:"POLLUX_SIMULATE_WORKLOAD" sep:"," help:"Built-in workloads to run (default: all): lognormal-0.25, lognormal-0.5, lognormal-1, bimodal, heavy-tail, slowdown, early-failures, long-queue, midrun-failures, speedup, progress, webhook-2%, webhook-10%, webhook-30%, long-queue-rejected, mixed (six models at once), studio (six models with early rejections, 600 jobs each), fleet (six more: wide spreads, failures mid-run, a long queue, a speed-up; 600 jobs each), fleet-250 (fleet at 250 jobs each)."`
 	Trace    string         `name:"trace" env:"POLLUX_SIMULATE_TRACE" type:"path" placeholder:"FILE.csv" help:"Replay this CSV trace (header model,submit_s,queue_s,duration_s,outcome; jobs in submit order) instead of the built-in workloads."`
-	Strategy []string       `name:"strategy" env:"POLLUX_SIMULATE_STRATEGY" sep:"," help:"Strategies to compare (default: adaptive, seed-table, fixed:1, fixed:10, google, smithy, optimal, and adaptive-fixed-quiet where jobs expect webhooks); any of adaptive, adaptive-fixed-quiet, seed-table, fixed:<seconds>, google, smithy, optimal."`
-	Jobs     int            `name:"jobs" env:"POLLUX_SIMULATE_JOBS" default:"10000" help:"Jobs per built-in workload (per model of mixed; studio always draws 600 a model)."`
+	Strategy []string       `name:"strategy" env:"POLLUX_SIMULATE_STRATEGY" sep:"," help:"Strategies to compare (default: adaptive, seed-table, fixed:1, fixed:10, google, smithy, optimal, population on built-in workloads, and adaptive-fixed-quiet where jobs expect webhooks); any of adaptive, adaptive-fixed-quiet, seed-table, fixed:<seconds>, google, smithy, optimal, population (built-in workloads only: the plan of 100 000 other jobs of each model)."`
+	Jobs     int            `name:"jobs" env:"POLLUX_SIMULATE_JOBS" default:"10000" help:"Jobs per built-in workload (per model of mixed; studio and fleet always draw 600 a model, fleet-250 250)."`
 	Warmup   int            `name:"warmup" env:"POLLUX_SIMULATE_WARMUP" default:"100" help:"Leave each model's first N jobs out of the scores."`
 	JSON     bool           `name:"json" env:"POLLUX_SIMULATE_JSON" help:"Print one JSON object a line per strategy and model instead of the table (with --what-if: one object)."`
 	Plot     string         `name:"plot" env:"POLLUX_SIMULATE_PLOT" type:"path" placeholder:"FILE.svg" help:"Also sweep every strategy's knob and draw polls per job against mean detection delay, with the optimal frontier, to this SVG file."`
@@ -61,6 +61,10 @@ func (c *SimulateCmd) Run(g *Globals) error {
 		return err
 	}
 	strategies := simulate.DefaultStrategies()
+	if len(c.Strategy) == 0 && c.Trace == "" && !c.FromFleet {
+		pop, _ := simulate.ParseStrategy(simulate.PopulationName)
+		strategies = append(strategies, pop)
+	}
 	if len(c.Strategy) > 0 {
 		strategies = nil
 		for _, name := range c.Strategy {
@@ -155,8 +159,13 @@ func (c *SimulateCmd) Run(g *Globals) error {
 		results = make([]*simulate.Result, len(workloads))
 		var eg errgroup.Group
 		eg.SetLimit(runtime.GOMAXPROCS(0))
+		wantPopulation := slices.ContainsFunc(strategies, func(s simulate.Strategy) bool { return s.Name == simulate.PopulationName })
 		for i, w := range workloads {
 			eg.Go(func() error {
+				cfg := cfg
+				if wantPopulation {
+					cfg.Population = w.Population(simulate.PopulationJobs, c.Seed)
+				}
 				var err error
 				results[i], err = simulate.Run(w.Jobs(c.Jobs, c.Seed), strategies, cfg)
 				return err

@@ -7,10 +7,12 @@
 // A job is accepted at Submit, queued for Queue seconds, then running until
 // its terminal state Duration seconds after Submit. Jobs come from the
 // built-in workloads (Workloads: lognormal of three spreads, bimodal, heavy
-// tailed, a mid-run slowdown, early failures, a long queue, progress
-// reported, webhooks lost at 2, 10 or 30%; each with a lognormal queue
-// wait and Poisson arrivals; and mixed, six models interleaved, as many
-// jobs each as alone), from a CSV
+// tailed, a mid-run slowdown and a speed-up, early failures and failures
+// at a random point of the run, a long queue, progress reported, webhooks
+// lost at 2, 10 or 30%; each with a lognormal queue wait and Poisson
+// arrivals; mixed, six models interleaved, as many jobs each as alone;
+// and studio, fleet and fleet-250, six models each seen a few hundred
+// times, with early rejections), from a CSV
 // trace (ReadTrace, WriteTrace), or from the fleet's own finished jobs
 // (ReadFleet: the jobs bucket read through its owner, internal/core/jobs; the
 // jobs learn.Durations learns from, in submit order). A poll at t sees the
@@ -48,6 +50,12 @@
 //     poller without per-job signals can do. For jobs expecting a webhook,
 //     Policy.WebhookPlan of the true distribution, the true share of lost
 //     webhooks and the true 90th percentile of the lateness.
+//   - population: optimal's plan of the model's population instead of the
+//     run's jobs — PopulationJobs other jobs of the same built-in workload
+//     (Workload.Population, Config.Population): what a poller without
+//     per-job signals that knew the model exactly would do. On a few
+//     hundred jobs it stays well above the frontier, which knows the very
+//     jobs it is scored on.
 //
 // Every strategy draws its randomness from a stream of its own per model
 // (of the seed, the strategy and the model's name), and adaptive learns

@@ -30,6 +30,8 @@ type model struct {
 	// webhook, when some of the model's jobs expect a webhook, is the
 	// truth of their webhooks.
 	webhook *webhookTruth
+	// population is the same model in Config.Population; nil without.
+	population *model
 }
 
 func newRun(jobs []Job, cfg Config) (*run, error) {

@@ -31,6 +31,11 @@ type Config struct {
 	Refresh int
 	// Sweep also runs each strategy across its knob, for a plot.
 	Sweep bool
+	// Population holds many more jobs of every model of the run, drawn
+	// apart from its jobs (Workload.Population): the strategy population
+	// plans each model's durations in it, where optimal plans the very
+	// jobs it is scored on. Needed by population alone.
+	Population []Job
 }
 
 func (c Config) withDefaults() Config {
@@ -141,6 +146,11 @@ func Run(jobs []Job, strategies []Strategy, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if slices.ContainsFunc(strategies, func(s Strategy) bool { return s.kind == population }) {
+		if err := r.withPopulation(cfg.Population); err != nil {
+			return nil, err
+		}
+	}
 	strategies = withFixedQuiet(strategies, jobs)
 	res := &Result{Policy: cfg.Policy}
 	for _, md := range r.models {
@@ -164,7 +174,7 @@ func Run(jobs []Job, strategies []Strategy, cfg Config) (*Result, error) {
 	}
 	for _, s := range strategies {
 		tasks = append(tasks, &task{s: s, knob: cfg.knob(s), def: true})
-		if !cfg.Sweep || s.kind == optimal { // optimal's sweep is the frontier
+		if !cfg.Sweep || s.kind == optimal || s.kind == population { // optimal's sweep is the frontier
 			continue
 		}
 		knobs := factors
@@ -207,7 +217,7 @@ func Run(jobs []Job, strategies []Strategy, cfg Config) (*Result, error) {
 		for m, md := range r.models {
 			res.Sweeps = append(res.Sweeps, Sweep{Model: md.name, Strategy: frontierS.Name, Points: frontiers[m]})
 			for _, s := range strategies {
-				if s.kind == optimal {
+				if s.kind == optimal || s.kind == population {
 					continue
 				}
 				sw := Sweep{Model: md.name, Strategy: s.Name}
@@ -236,6 +246,25 @@ func Run(jobs []Job, strategies []Strategy, cfg Config) (*Result, error) {
 	return res, nil
 }
 
+// withPopulation finds each model of the run in the population.
+func (r *run) withPopulation(jobs []Job) error {
+	if len(jobs) == 0 {
+		return errors.New("simulate: strategy population: no population (a built-in workload's, Workload.Population)")
+	}
+	pop, err := newRun(jobs, Config{})
+	if err != nil {
+		return err
+	}
+	for m := range r.models {
+		k := slices.IndexFunc(pop.models, func(md model) bool { return md.name == r.models[m].name })
+		if k < 0 {
+			return fmt.Errorf("simulate: strategy population: model %s has no population", r.models[m].name)
+		}
+		r.models[m].population = &pop.models[k]
+	}
+	return nil
+}
+
 // withFixedQuiet adds adaptive-fixed-quiet after adaptive when some job
 // expects a webhook: what the learned webhook reliability saves.
 func withFixedQuiet(strategies []Strategy, jobs []Job) []Strategy {
@@ -249,7 +278,7 @@ func withFixedQuiet(strategies []Strategy, jobs []Job) []Strategy {
 
 // knob is a strategy's default setting.
 func (c Config) knob(s Strategy) float64 {
-	if s.kind == adaptive || s.kind == fixedQuiet || s.kind == optimal {
+	if s.kind == adaptive || s.kind == fixedQuiet || s.kind == optimal || s.kind == population {
 		return c.Policy.PollCost.Seconds()
 	}
 	return 1

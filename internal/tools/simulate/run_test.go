@@ -120,7 +120,8 @@ func TestWriteTable(t *testing.T) {
 	var b bytes.Buffer
 	require.NoError(t, WriteTable(&b, smallRun(t)))
 	out := b.String()
-	for _, want := range []string{"lognormal-0.25", "bimodal", "seed-table", "fixed:10", MatchedName, "targets:", "adaptive/frontier"} {
+	for _, want := range []string{"lognormal-0.25", "bimodal", "seed-table", "fixed:10", MatchedName, "targets:", "adaptive/frontier",
+		"population/frontier", "mixes,", "all models"} {
 		require.Contains(t, out, want)
 	}
 }
@@ -218,4 +219,54 @@ func TestTargetRow(t *testing.T) {
 		fields := strings.Split(targetRow(res, res.Models[0]), "\t")
 		require.Equal(t, tc.want, fields[2], "%+v", tc)
 	}
+}
+
+// population plans each model's population, many other jobs of the same
+// workload, where optimal plans the very jobs it is scored on: near the
+// frontier on a large sample, further from it on a small one, where the
+// frontier knows its sample. It needs a population of every model.
+func TestPopulation(t *testing.T) {
+	t.Parallel()
+	pop, _ := ParseStrategy(PopulationName)
+	opt, _ := ParseStrategy("optimal")
+	w, _ := LookupWorkload("lognormal-0.5")
+	cfg := Config{Warmup: 100, Population: w.Population(30_000, 1)}
+	large, err := Run(w.Jobs(3000, 1), []Strategy{opt, pop}, cfg)
+	require.NoError(t, err)
+	small, err := Run(w.Jobs(300, 1), []Strategy{opt, pop}, cfg)
+	require.NoError(t, err)
+	require.InDelta(t, 1, *score(t, large, "lognormal-0.5", "optimal").Ratio, 0.02)
+	require.InDelta(t, 1, *score(t, large, "lognormal-0.5", PopulationName).Ratio, 0.05, "the model's optimum is near its sample's on 2 900 jobs")
+	require.Greater(t, *score(t, small, "lognormal-0.5", PopulationName).Ratio, 1.05, "and further on 200, whose frontier knows them")
+
+	_, err = Run(w.Jobs(300, 1), []Strategy{pop}, Config{})
+	require.ErrorContains(t, err, "no population")
+	other, _ := LookupWorkload("bimodal")
+	_, err = Run(w.Jobs(300, 1), []Strategy{pop}, Config{Population: other.Population(1000, 1)})
+	require.ErrorContains(t, err, "model lognormal-0.5 has no population")
+}
+
+// A mix's weighted figure sums its models' polls and the frontier's at
+// their mean delays, each model's jobs weighing alike.
+func TestWeighted(t *testing.T) {
+	t.Parallel()
+	f := func(x float64) *float64 { return &x }
+	res := &Result{
+		Models: []ModelInfo{{Name: "m/a"}, {Name: "m/b"}},
+		Scores: []Score{
+			{Strategy: "adaptive", Model: "m/a", Jobs: 100, PollsPerJob: 4, OptimalPolls: f(4)},
+			{Strategy: "adaptive", Model: "m/b", Jobs: 300, PollsPerJob: 10, OptimalPolls: f(8)},
+			{Strategy: PopulationName, Model: "m/a", Jobs: 100, PollsPerJob: 4, OptimalPolls: f(3)},
+			{Strategy: PopulationName, Model: "m/b", Jobs: 300, PollsPerJob: 8, OptimalPolls: nil},
+		},
+	}
+	got, ok := Weighted(res, "adaptive")
+	require.True(t, ok)
+	require.InDelta(t, (4*100+10*300)/(4*100+8*300.0), got, 1e-12)
+	_, ok = Weighted(res, PopulationName)
+	require.False(t, ok, "a model out of the frontier's reach")
+	_, ok = Weighted(res, "google")
+	require.False(t, ok)
+	fields := strings.Split(mixRow(res), "\t")
+	require.Equal(t, []string{"m", "2", "1.21", "miss", ""}, fields[:5])
 }

@@ -23,6 +23,7 @@ const (
 	smithy                 // Smithy/AWS waiters: 2 → 120 s
 	optimal                // the plan of the true distribution
 	fixedQuiet             // adaptive, but a webhook job's fixed quiet period
+	population             // the plan of the model's population (Config.Population)
 )
 
 // Strategy is a polling strategy under test.
@@ -34,7 +35,12 @@ type Strategy struct {
 }
 
 // StrategyNames lists the strategies --strategy accepts.
-const StrategyNames = "adaptive, adaptive-fixed-quiet, seed-table, fixed:<seconds>, google, smithy, optimal"
+const StrategyNames = "adaptive, adaptive-fixed-quiet, seed-table, fixed:<seconds>, google, smithy, optimal, population"
+
+// PopulationName is the strategy that plans each model's population
+// (Config.Population): the optimum for the model, not for the very jobs
+// scored.
+const PopulationName = "population"
 
 // FixedQuietName is adaptive without its learned webhook reliability: a
 // job expecting a webhook waits the fixed quiet period (the learned 90th
@@ -72,6 +78,8 @@ func ParseStrategy(name string) (Strategy, error) {
 		return Strategy{Name: name, kind: smithy}, nil
 	case "optimal":
 		return Strategy{Name: name, kind: optimal}, nil
+	case PopulationName:
+		return Strategy{Name: name, kind: population}, nil
 	}
 	if s, ok := strings.CutPrefix(name, "fixed:"); ok {
 		x, err := strconv.ParseFloat(s, 64)
@@ -129,13 +137,17 @@ func (r *run) newPoller(s Strategy, knobs []float64, rnd []*rand.Rand) poller {
 			pp.webhooks = s.kind == adaptive
 		}
 		return pp
-	case optimal:
+	case optimal, population:
 		pp := &planPoller{r: r, plans: make([]*schedule.Plan, len(r.models)), webhookPlans: make([]*schedule.Plan, len(r.models))}
 		for m := range r.models {
 			p := r.cfg.Policy
 			p.PollCost = dur(knobs[m])
-			pp.plans[m] = r.models[m].plan(p)
-			pp.webhookPlans[m] = r.models[m].webhookPlan(p)
+			md := &r.models[m]
+			if s.kind == population {
+				md = md.population
+			}
+			pp.plans[m] = md.plan(p)
+			pp.webhookPlans[m] = md.webhookPlan(p)
 		}
 		return pp
 	}
@@ -259,9 +271,10 @@ func (l *learner) observeWebhook(late time.Duration, byWebhook bool) {
 	w.Late.Observe(late)
 }
 
-// planPoller follows each model's plan of its true distribution, without
-// jitter or per-job signals; a job expecting a webhook, the webhook plan
-// of the true distribution and webhooks.
+// planPoller follows each model's plan of its true distribution (its
+// jobs', or its population's), without jitter or per-job signals; a job
+// expecting a webhook, the webhook plan of the true distribution and
+// webhooks.
 type planPoller struct {
 	r                   *run
 	plans, webhookPlans []*schedule.Plan // by model

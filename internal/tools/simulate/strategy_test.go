@@ -12,7 +12,7 @@ import (
 
 func TestParseStrategy(t *testing.T) {
 	t.Parallel()
-	for _, name := range []string{"adaptive", FixedQuietName, "seed-table", "google", "smithy", "optimal", "fixed:1", "fixed:0.5"} {
+	for _, name := range []string{"adaptive", FixedQuietName, "seed-table", "google", "smithy", "optimal", PopulationName, "fixed:1", "fixed:0.5"} {
 		s, err := ParseStrategy(name)
 		require.NoError(t, err)
 		require.Equal(t, name, s.Name)

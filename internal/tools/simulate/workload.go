@@ -58,6 +58,33 @@ const rejectFrom, rejectTo = 1.5, 8.0
 // hundred, as a fleet sees a model in its first days.
 const studioJobs = 600
 
+// fewJobs is how many jobs each model of fleet-250 draws.
+const fewJobs = 250
+
+// midRun makes a share of a run's jobs fail at a uniform point of their
+// run time, as a provider failing a job minutes into it does (a safety
+// check on the output, out of memory, a worker lost).
+func midRun(run func(*rand.Rand, int, int) (float64, string), share float64) func(*rand.Rand, int, int) (float64, string) {
+	return func(rnd *rand.Rand, i, n int) (float64, string) {
+		x, outcome := run(rnd, i, n)
+		if rnd.Float64() < share {
+			return x * rnd.Float64(), "failed"
+		}
+		return x, outcome
+	}
+}
+
+// halfway is a lognormal run time of median before for the first half of
+// the jobs and after for the rest.
+func halfway(before, after, sigma float64) func(*rand.Rand, int, int) (float64, string) {
+	return func(rnd *rand.Rand, i, n int) (float64, string) {
+		if i < n/2 {
+			return succeeded(lognormal(rnd, before, sigma))
+		}
+		return succeeded(lognormal(rnd, after, sigma))
+	}
+}
+
 // Arrivals and queueing shared by the built-in workloads: jobs arrive as a
 // Poisson process, a few dozen in flight at once, and wait in the
 // provider's queue for a lognormal time first.
@@ -94,13 +121,7 @@ func Workloads() []Workload {
 			run: func(rnd *rand.Rand, _, _ int) (float64, string) {
 				return succeeded(min(30*math.Pow(1-rnd.Float64(), -1/1.5), 1800))
 			}},
-		{Name: "slowdown", About: "lognormal σ 0.35, median 60 s for the first half of the jobs, then 150 s",
-			run: func(rnd *rand.Rand, i, n int) (float64, string) {
-				if i < n/2 {
-					return succeeded(lognormal(rnd, 60, 0.35))
-				}
-				return succeeded(lognormal(rnd, 150, 0.35))
-			}},
+		{Name: "slowdown", About: "lognormal σ 0.35, median 60 s for the first half of the jobs, then 150 s", run: halfway(60, 150, 0.35)},
 		{Name: "early-failures", About: "20% fail a lognormal 6 s (σ 0.5) after they start; the rest run lognormal median 120 s, σ 0.3",
 			run: func(rnd *rand.Rand, _, _ int) (float64, string) {
 				if rnd.Float64() < 0.2 {
@@ -111,6 +132,11 @@ func Workloads() []Workload {
 		{Name: "long-queue", About: "a queue wait exponential with mean 60 s, then run time lognormal median 180 s, σ 0.3; the provider reports queued, then running",
 			run: ln(180, 0.3), queue: func(rnd *rand.Rand) float64 { return rnd.ExpFloat64() * 60 }},
 	}
+	ws = append(ws,
+		Workload{Name: "midrun-failures", run: midRun(ln(150, 0.4), 0.04),
+			About: "run time lognormal, median 150 s, σ 0.4; 4% fail at a uniform point of their run (a safety check on the output, out of memory, a worker lost)"},
+		Workload{Name: "speedup", run: halfway(150, 60, 0.35),
+			About: "lognormal σ 0.35, median 150 s for the first half of the jobs, then 60 s (slowdown the other way)"})
 	ws = append(ws, Workload{Name: "progress", About: "run time lognormal, median 120 s, σ 0.5; the provider reports progress while running, in 5% steps, the share of the run time elapsed ±3%",
 		run: ln(120, 0.5), progress: 0.05})
 	for _, miss := range []float64{0.02, 0.1, 0.3} {
@@ -144,13 +170,24 @@ func Workloads() []Workload {
 			return succeeded(lognormal(rnd, 140, 0.2))
 		}},
 		{Name: "new-model", run: ln(80, 1.1), rejected: 0.05},
-		{Name: "slowdown", rejected: 0.05, run: func(rnd *rand.Rand, i, n int) (float64, string) {
-			if i < n/2 {
-				return succeeded(lognormal(rnd, 60, 0.35))
-			}
-			return succeeded(lognormal(rnd, 108, 0.35))
-		}},
+		{Name: "slowdown", rejected: 0.05, run: halfway(60, 108, 0.35)},
 	}
+	// The models of a fleet's week where the studio leaves off (issue 42):
+	// run times spread over a decade, failures minutes into a run, a long
+	// queue reported, a provider that speeds up; each with 5% of its jobs
+	// rejected early, as the studio's.
+	fleet := []Workload{
+		{Name: "varied", run: ln(40, 0.9), queue: expQueue(5), rejected: 0.05},
+		{Name: "new-model", run: ln(150, 1.1), rejected: 0.05},
+		{Name: "flaky", run: midRun(ln(90, 0.4), 0.06), rejected: 0.05},
+		{Name: "oom", run: midRun(ln(240, 0.35), 0.02), queue: expQueue(10), rejected: 0.05},
+		{Name: "long-queue", run: ln(150, 0.4), queue: expQueue(120), rejected: 0.05},
+		{Name: "speedup", run: halfway(150, 60, 0.35), rejected: 0.05},
+	}
+	const fleetAbout = "six models, 5% of every model's jobs rejected 1.5–8 s after submission, a submission every 4 s a model: " +
+		"varied (queue exponential 5 s, run lognormal 40 s, σ 0.9), new-model (run 150 s, σ 1.1), " +
+		"flaky (run 90 s, σ 0.4, 6% failing at a uniform point of the run), oom (queue 10 s, run 240 s, σ 0.35, 2% failing so), " +
+		"long-queue (queue exponential 120 s, run 150 s, σ 0.4, queued then running reported), speedup (150 s, σ 0.35, 2.5× faster from halfway)"
 	ws = append(ws, longRejected, Workload{
 		Name:  "mixed",
 		About: "six models in one run, as many jobs each as alone, interleaved, each learned and scored on its own: fast (run time lognormal median 20 s, σ 0.3), long-queue, bimodal, heavy-tail, slowdown, early-failures",
@@ -161,6 +198,12 @@ func Workloads() []Workload {
 			"preview (queue exponential 3 s, run lognormal 32 s, σ 0.3), long-queue (as long-queue-rejected), standard (queue 8 s, run 100 s, σ 0.35), " +
 			"bimodal (60% around 25 s, 40% around 140 s), new-model (run 80 s, σ 1.1), slowdown (60 s, σ 0.35, 1.8× slower from halfway)",
 		parts: studio, perModel: studioJobs, gap: 4,
+	}, Workload{
+		Name: "fleet", About: "a fleet's week: " + strconv.Itoa(studioJobs) + " jobs a model whatever --jobs says; " + fleetAbout,
+		parts: fleet, perModel: studioJobs, gap: 4,
+	}, Workload{
+		Name: "fleet-250", About: "fleet's models seen " + strconv.Itoa(fewJobs) + " times each, as a fleet of many models sees some of them in a week",
+		parts: fleet, perModel: fewJobs, gap: 4,
 	})
 	return ws
 }
@@ -201,6 +244,29 @@ func (w Workload) Jobs(n int, seed uint64) []Job {
 		jobs = append(jobs, part.jobs(n, seed, uint64(i+1), gap, w.Name+"/"+part.Name)...)
 	}
 	slices.SortStableFunc(jobs, func(a, b Job) int { return cmp.Compare(a.Submit, b.Submit) })
+	return jobs
+}
+
+// PopulationJobs is how many jobs of each model a built-in workload's
+// population holds (Workload.Population).
+const PopulationJobs = 100_000
+
+// populationStream sets a population's random streams apart from any
+// run's.
+const populationStream = 1 << 32
+
+// Population draws n jobs of each of the workload's models — of a mix, n
+// of each part, whatever it fixes — from random streams the run's jobs
+// (Jobs) never draw from: each model's population, which the strategy
+// population plans (Config.Population). They are not in submit order.
+func (w Workload) Population(n int, seed uint64) []Job {
+	if len(w.parts) == 0 {
+		return w.jobs(n, seed, populationStream, meanArrival, w.Name)
+	}
+	var jobs []Job
+	for i, part := range w.parts {
+		jobs = append(jobs, part.jobs(n, seed, populationStream+uint64(i+1), meanArrival, w.Name+"/"+part.Name)...)
+	}
 	return jobs
 }
 

@@ -3,6 +3,7 @@ package simulate
 import (
 	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -10,10 +11,11 @@ import (
 
 func TestWorkloads(t *testing.T) {
 	t.Parallel()
-	require.Len(t, WorkloadNames(), 15)
+	require.Len(t, WorkloadNames(), 19)
 	medians := map[string]float64{ // of the total time, queue included
 		"lognormal-0.25": 94, "lognormal-0.5": 94, "lognormal-1": 94,
 		"bimodal": 45, "heavy-tail": 52, "slowdown": 100, "early-failures": 120, "long-queue": 235,
+		"midrun-failures": 150, "speedup": 100,
 		"progress": 124, "webhook-2%": 94, "webhook-10%": 94, "webhook-30%": 94, "long-queue-rejected": 270,
 	}
 	for _, w := range Workloads() {
@@ -132,10 +134,7 @@ func TestRejectedAndStudio(t *testing.T) {
 	require.NoError(t, err)
 	jobs := studio.Jobs(50, 1)
 	require.Len(t, jobs, 6*studioJobs)
-	byModel := map[string][]Job{}
-	for _, j := range jobs {
-		byModel[j.Model] = append(byModel[j.Model], j)
-	}
+	byModel := groupByModel(jobs)
 	require.Len(t, byModel, 6)
 	for name, own := range byModel {
 		require.Len(t, own, studioJobs, name)
@@ -173,4 +172,126 @@ func TestProgressReported(t *testing.T) {
 	}
 	plain := Job{Submit: 0, Queue: 1, Duration: 10}
 	require.Zero(t, plain.progressAt(0, 5))
+}
+
+// midrun-failures fails 4% of its jobs at a uniform point of their run,
+// after the queue: their run until the failure spreads from seconds to
+// minutes, its mean half the succeeded jobs'. speedup is slowdown the
+// other way: 2.5× faster from halfway.
+func TestMidRunFailuresAndSpeedup(t *testing.T) {
+	t.Parallel()
+	w, err := LookupWorkload("midrun-failures")
+	require.NoError(t, err)
+	var failedRun, okRun []float64
+	for _, j := range w.Jobs(10000, 1) {
+		require.Less(t, j.Queue, j.Duration, "every job runs")
+		if j.Outcome == "failed" {
+			failedRun = append(failedRun, j.Duration-j.Queue)
+		} else {
+			okRun = append(okRun, j.Duration-j.Queue)
+		}
+	}
+	require.InDelta(t, 400, len(failedRun), 60)
+	slices.Sort(failedRun)
+	require.Less(t, failedRun[len(failedRun)/10], 30.0, "some fail early in the run")
+	require.Greater(t, failedRun[len(failedRun)*9/10], 120.0, "some minutes into it")
+	mean := func(xs []float64) float64 {
+		s := 0.0
+		for _, x := range xs {
+			s += x
+		}
+		return s / float64(len(xs))
+	}
+	require.InEpsilon(t, 0.5, mean(failedRun)/mean(okRun), 0.1, "a uniform point of the run")
+
+	sp, err := LookupWorkload("speedup")
+	require.NoError(t, err)
+	jobs := sp.Jobs(4000, 1)
+	runs := func(js []Job) []float64 {
+		var xs []float64
+		for _, j := range js {
+			xs = append(xs, j.Duration-j.Queue)
+		}
+		return xs
+	}
+	require.InEpsilon(t, 2.5, mean(runs(jobs[:2000]))/mean(runs(jobs[2000:])), 0.1, "faster by 2.5× halfway")
+}
+
+// fleet draws 600 jobs of each of its six models whatever it is asked
+// for, fleet-250 the same models 250 times each: each with its early
+// rejections, flaky and oom with their failures in the middle of a run,
+// long-queue with its queue.
+func TestFleet(t *testing.T) {
+	t.Parallel()
+	for name, per := range map[string]int{"fleet": studioJobs, "fleet-250": fewJobs} {
+		w, err := LookupWorkload(name)
+		require.NoError(t, err)
+		jobs := w.Jobs(50, 1)
+		require.Len(t, jobs, 6*per, name)
+		byModel := groupByModel(jobs)
+		require.Len(t, byModel, 6)
+		for model, own := range byModel {
+			require.Len(t, own, per, model)
+			rejected, midRun := 0, 0
+			for _, j := range own {
+				switch {
+				case j.Outcome == "failed" && j.Queue == 0 && j.Duration <= rejectTo:
+					rejected++
+				case j.Outcome == "failed":
+					midRun++
+				}
+			}
+			require.InDelta(t, 0.05*float64(per), rejected, 0.04*float64(per), model)
+			if !strings.HasSuffix(model, "/flaky") && !strings.HasSuffix(model, "/oom") {
+				require.Zero(t, midRun, model)
+			}
+		}
+	}
+	w, _ := LookupWorkload("fleet")
+	byModel := groupByModel(w.Jobs(0, 2))
+	failed := func(js []Job) int {
+		n := 0
+		for _, j := range js {
+			if j.Outcome == "failed" && j.Queue > 0 {
+				n++
+			}
+		}
+		return n
+	}
+	require.InDelta(t, 0.06*studioJobs*0.95, failed(byModel["fleet/flaky"]), 15)
+	require.InDelta(t, 0.02*studioJobs*0.95, failed(byModel["fleet/oom"]), 8)
+	queued := 0.0
+	for _, j := range byModel["fleet/long-queue"] {
+		queued += j.Queue
+	}
+	require.InEpsilon(t, 120*0.95, queued/studioJobs, 0.15)
+}
+
+// groupByModel returns the jobs of each model, in order.
+func groupByModel(jobs []Job) map[string][]Job {
+	byModel := map[string][]Job{}
+	for _, j := range jobs {
+		byModel[j.Model] = append(byModel[j.Model], j)
+	}
+	return byModel
+}
+
+// A workload's population draws as many jobs of each of its models as
+// asked, a mix's whatever it fixes, none of them the run's.
+func TestPopulationDraws(t *testing.T) {
+	t.Parallel()
+	w, _ := LookupWorkload("fleet")
+	pop := w.Population(1000, 1)
+	require.Len(t, pop, 6*1000)
+	require.Equal(t, pop, w.Population(1000, 1), "reproducible")
+	run := w.Jobs(0, 1)
+	byModel := groupByModel(pop)
+	for model, own := range groupByModel(run) {
+		require.Len(t, byModel[model], 1000, model)
+		require.NotEqual(t, own[0].Duration, byModel[model][0].Duration, model)
+	}
+	single, _ := LookupWorkload("slowdown")
+	jobs := single.Population(2000, 1)
+	require.Len(t, jobs, 2000)
+	require.NotEqual(t, single.Jobs(2000, 1), jobs)
 }
