@@ -282,7 +282,7 @@ func (p *Pauses) RateLimited(ctx context.Context, route string, d time.Duration,
 func (p *Pauses) rateLimited(ctx context.Context, route string, d time.Duration, reason string) (Pause, bool, error) {
 	return p.extend(ctx, route, func(cur Pause, now time.Time) Pause {
 		cur.Kind, cur.Reason = PauseRateLimit, reason
-		cur.Until = now.Add(d)
+		cur.Until = roundUp(now.Add(d), now)
 		return cur
 	})
 }
@@ -298,7 +298,7 @@ func (p *Pauses) rateLimitedBy(ctx context.Context, key string, retryAfter time.
 	return p.extend(ctx, key, func(cur Pause, now time.Time) Pause {
 		cur.Kind, cur.Reason = PauseRateLimit, reason
 		if retryAfter > 0 {
-			cur.Until = now.Add(retryAfter)
+			cur.Until = roundUp(now.Add(retryAfter), now)
 			return cur
 		}
 		if now.Before(cur.Until) {
@@ -382,7 +382,7 @@ func (p *Pauses) extend(ctx context.Context, route string, next func(Pause, time
 			cur.Since = now
 		}
 		want := next(cur, now)
-		if covers(cur, want, now) {
+		if covers(cur, want) {
 			p.remember(route, cur)
 			return cur, false, nil
 		}
@@ -404,20 +404,27 @@ func (p *Pauses) extend(ctx context.Context, route string, next func(Pause, time
 	return Pause{}, false, fmt.Errorf("pause route %s: too many concurrent writers", route)
 }
 
-// covers reports whether pause cur, in force at now, makes want's write
-// needless: the same strikes, and an end no earlier than want's but for
-// the spread every process adds to a pause's end anyway (spread: a tenth
-// of it, at least 100 ms). A storm of rate limits across the fleet — each
-// call refused at once, each asking for the same Retry-After a few
-// milliseconds later than the last — then writes the pause once, instead
-// of every writer contending for the key (which ran out of tries: "too
-// many concurrent writers").
-func covers(cur, want Pause, now time.Time) bool {
-	if want.Strikes != cur.Strikes || want.RateStrikes != cur.RateStrikes {
-		return false
+// covers reports whether pause cur makes want's write needless: the same
+// strikes, and an end no earlier than want's.
+func covers(cur, want Pause) bool {
+	return !want.Until.After(cur.Until) && want.Strikes == cur.Strikes && want.RateStrikes == cur.RateStrikes
+}
+
+// roundUp is the end of a pause the provider sized (Retry-After) rounded
+// up to its grain: a fiftieth of the pause, from 10 ms to a second. A
+// storm of rate limits across the fleet
+// — each call refused at once, each asking for the same Retry-After a few
+// milliseconds after the last — then wants one end, which the first
+// writer records and every other finds in force (covers), instead of
+// every writer contending for the key with an end a little later (they
+// ran out of tries: "too many concurrent writers"). Rounding up never
+// shortens a pause: no call is made before the provider's Retry-After.
+func roundUp(until, now time.Time) time.Time {
+	grain := min(max(until.Sub(now)/50, 10*time.Millisecond), time.Second)
+	if r := until.Truncate(grain); r.Before(until) {
+		return r.Add(grain)
 	}
-	slack := max(want.Until.Sub(now)/10, 100*time.Millisecond)
-	return !want.Until.After(cur.Until.Add(slack))
+	return until
 }
 
 // remember applies a pause locally at once, before the watch brings it.

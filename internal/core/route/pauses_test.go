@@ -169,12 +169,14 @@ func TestRateLimitsPauseTheAccountAndEscalate(t *testing.T) {
 	ps, _ := p.Active(a.PauseKey())
 	require.Equal(t, base, ps.Until.Sub(now), "the success reset the strikes")
 
-	// Retry-After is obeyed as given, and adds no strike.
+	// Retry-After is obeyed — never less, rounded up by less than its
+	// fiftieth — and adds no strike.
 	advance(time.Minute)
 	withHint := &provider.Error{Class: provider.RateLimited, HTTPStatus: 429, RetryAfter: 42 * time.Second}
 	p.After(ctx, a, "submit", withHint)
 	ps, _ = p.Active(a.PauseKey())
-	require.Equal(t, 42*time.Second, ps.Until.Sub(now))
+	require.GreaterOrEqual(t, ps.Until.Sub(now), 42*time.Second)
+	require.Less(t, ps.Until.Sub(now), 42*time.Second+42*time.Second/50)
 	require.Equal(t, 1, ps.RateStrikes)
 }
 
@@ -189,4 +191,17 @@ func TestAnAccountPauseReachesTheFleet(t *testing.T) {
 	require.Positive(t, ps[0].After(ctx, a, "submit", &provider.Error{Class: provider.RateLimited, HTTPStatus: 429, RetryAfter: time.Minute}))
 	require.Eventually(t, func() bool { return ps[1].Hold(b) > 30*time.Second }, 5*time.Second, 5*time.Millisecond,
 		"route b, of the same account, waits in the other process")
+}
+
+// A pause the provider sized ends no earlier than it asked, and less than
+// a fiftieth (at most a second, at least 10 ms) later.
+func TestRoundUpNeverShortensAPause(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 7, 10, 0, 0, 123456789, time.UTC)
+	for _, d := range []time.Duration{time.Millisecond, 20 * time.Millisecond, 999 * time.Millisecond, 2 * time.Second, 42 * time.Second, 10 * time.Minute} {
+		want := now.Add(d)
+		got := route.RoundUp(want, now)
+		require.False(t, got.Before(want), d)
+		require.Less(t, got.Sub(want), min(max(d/50, 10*time.Millisecond), time.Second), d)
+	}
 }
