@@ -40,9 +40,10 @@
 //     end (Ended), cancels (Cancel), lists (List) and knows the face's own
 //     URL (Base).
 //   - Outages: while Pollux cannot read records (NATS restarting,
-//     failing over, out of reach), Pollux.Job answers at once, when the
-//     connection is known to be down, a 503 carrying an Outage: the
-//     record this process last read of the job. Kit.Job answers a job
+//     failing over, out of reach), Pollux.Job answers a 503 carrying an
+//     Outage: the record this process last read of the job — at once, for
+//     a poll (Polling) of a job read before, when the connection is known
+//     to be down. Kit.Job answers a job
 //     whose last record had ended from it (an ended job never changes);
 //     Kit.Poll — the verb an app repeats until its job ends: Replicate's
 //     get, fal's status, OpenAI's retrieve — also a job under way, or a

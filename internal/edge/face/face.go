@@ -115,9 +115,11 @@ type Pollux interface {
 	Submit(ctx context.Context, r *http.Request, route string, m events.Submit) error
 	// Job reads job id's record; state.ErrNotFound when there is none
 	// (yet: a submission has a record once ingest has taken it). While
-	// records cannot be read (NATS unavailable) it answers at once, when
-	// it knows the connection is down, a 503 *Error whose Err is an
-	// *Outage carrying the record this process last read of the job.
+	// records cannot be read (NATS unavailable) it answers a 503 *Error
+	// whose Err is an *Outage carrying the record this process last read
+	// of the job — at once, when it knows the connection is down and the
+	// read is a poll of a job it has read before (Polling); else once it
+	// has waited a moment for the connection to come back.
 	Job(ctx context.Context, id string) (*state.Job, error)
 	// Wait returns job id's record once done holds for it, or, when ctx
 	// ends first, the latest record (state.ErrNotFound when there is

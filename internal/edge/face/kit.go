@@ -123,7 +123,7 @@ func (k *Kit) Job(r *http.Request, id string) (*state.Job, error) {
 // a face derives from it (PollAfter). An id this process knows nothing of
 // is still the 503.
 func (k *Kit) Poll(r *http.Request, id string) (*state.Job, error) {
-	j, err := k.Job(r, id)
+	j, err := k.Job(r.WithContext(context.WithValue(r.Context(), pollKey{}, true)), id)
 	o := outage(err)
 	if o == nil {
 		return j, err
@@ -140,6 +140,15 @@ func (k *Kit) Poll(r *http.Request, id string) (*state.Job, error) {
 	c.NextCheckAt = maxTime(c.NextCheckAt, now.Add(OutagePollAfter))
 	return &c, nil
 }
+
+// pollKey marks the context of a read Poll makes.
+type pollKey struct{}
+
+// Polling reports whether ctx is a read Poll makes: one that the record
+// read before answers through an outage as well as a record read now, so
+// a Pollux whose connection is down answers it at once (an Outage)
+// rather than wait for NATS to come back, as it may for another verb.
+func Polling(ctx context.Context) bool { return ctx.Value(pollKey{}) != nil }
 
 // outage is the Outage err carries, if any.
 func outage(err error) *Outage {

@@ -40,11 +40,13 @@
 //
 //   - Reads (known.go). The front door remembers the last record it read
 //     of each job a face asked about (Config.LastKnown of them, each at
-//     most 8 KiB). While records cannot be read — at once when the
-//     connection to NATS is known to be down, else once the read failed —
-//     a face's read is a 503 that carries that record (face.Outage), from
-//     which the face answers its app's polls: not ended, unless the
-//     record read had ended (face.Kit.Poll). An id never read is the 503.
+//     most 8 KiB). While records cannot be read, a face's read is a 503
+//     that carries that record (face.Outage), from which the face
+//     answers its app's polls: not ended, unless the record read had
+//     ended (face.Kit.Poll). A poll of a job read before gets it at once
+//     when the connection to NATS is known to be down; any other read
+//     first waits for the connection, at most ConnectWait. An id never
+//     read is the 503.
 //   - Creates (intake.go, settle.go). A submission (and a track request)
 //     carries Nats-Msg-Id events.IntakeMsgID and is sent only while the
 //     connection is up, on a connection without a reconnect buffer

@@ -137,10 +137,19 @@ var errNotConnected = errors.New("not connected to NATS")
 
 // readJob reads job id's record for a face: remembered when found; when
 // records cannot be read, the 503 that carries the last record read of
-// it (outage).
+// it (outage). While the connection is down, a poll of a job read before
+// (face.Polling) is that 503 at once — the face answers from the record
+// — and any other read first waits for the connection, at most
+// ConnectWait: a cancel, a result, a first read made during a restart of
+// a few seconds is only slower.
 func (s *Server) readJob(ctx context.Context, id string) (*state.Job, error) {
 	if err := s.readable(); err != nil {
-		return nil, s.outage(id, err)
+		if face.Polling(ctx) && s.known.last(id) != nil {
+			return nil, s.outage(id, err)
+		}
+		if err := waitConnected(ctx, s.js.Conn(), time.Now().Add(s.cfg.ConnectWait)); err != nil {
+			return nil, s.outage(id, errNotConnected)
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 	defer cancel()

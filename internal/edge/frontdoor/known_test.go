@@ -1,6 +1,7 @@
 package frontdoor_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -16,13 +17,14 @@ import (
 )
 
 // Through a NATS outage a face's poll of a job the front door read
-// before is answered at once — not after the request timeout — from the
-// last record read, freshened by the jobs index but never as ended from
-// it; a job last read ended is answered as it ended; an id the front door
-// never read is a 503 with Retry-After.
+// before is answered at once — not after the request timeout, nor after
+// a wait for the connection — from the last record read, freshened by
+// the jobs index but never as ended from it; a job last read ended is
+// answered as it ended.
 func TestAFacePollThroughAnOutageIsAnsweredFromTheLastRecordRead(t *testing.T) {
 	t.Parallel()
-	o := setupOutage(t, frontdoor.Config{RequestTimeout: 10 * time.Minute, Faces: []face.Mount{{Kind: face.Replicate, Route: route}}}, false, withIndex)
+	o := setupOutage(t, frontdoor.Config{RequestTimeout: 10 * time.Minute, ConnectWait: 10 * time.Minute,
+		Faces: []face.Mount{{Kind: face.Replicate, Route: route}}}, false, withIndex)
 	md := map[string]string{face.MetaFace: string(face.Replicate), "replicate_model": "acme/video"}
 	job := func(id string, s state.State) *state.Job {
 		return o.storeJob(t, &state.Job{ID: id, Route: route, Model: "m", State: s, RemoteID: "r-" + id, Metadata: md,
@@ -49,17 +51,57 @@ func TestAFacePollThroughAnOutageIsAnsweredFromTheLastRecordRead(t *testing.T) {
 		require.Equal(t, http.StatusOK, code, "%s: %v", id, p)
 		require.Equal(t, want, p["status"], "%s: what may be stale never says it ended", id)
 	}
-	code, p, h := get("neverread000000000000000a")
-	require.Equal(t, http.StatusServiceUnavailable, code, "%v", p)
-	require.NotEmpty(t, h.Get("Retry-After"))
 	o.up(t)
 }
 
+// Any other verb of a face — a cancel — made while the connection is
+// down waits for it to come back (ConnectWait) rather than fail: a
+// restart of a few seconds only makes it slower.
+func TestAFaceCancelWaitsForNATSToComeBack(t *testing.T) {
+	t.Parallel()
+	o := setupOutage(t, frontdoor.Config{ConnectWait: time.Minute, Faces: []face.Mount{{Kind: face.Replicate, Route: route}}}, false, nil)
+	id := "cancelwhiledown000000000a"
+	o.storeJob(t, &state.Job{ID: id, Route: route, Model: "m", State: state.Pending, IntakeSeq: 3,
+		Metadata: map[string]string{face.MetaFace: string(face.Replicate)}, CreatedAt: time.Now().UTC()})
+	code, p, _ := o.poll(t, id)
+	require.Equal(t, http.StatusOK, code, "%v", p)
+	o.down(t)
+	type answer struct {
+		code int
+		body map[string]any
+		err  error
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		var a answer
+		defer func() { answered <- a }()
+		req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, o.url+"/replicate/"+route+"/v1/predictions/"+id+"/cancel", nil)
+		if err != nil {
+			a.err = err
+			return
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			a.err = err
+			return
+		}
+		defer func() { _ = resp.Body.Close() }()
+		a.code, a.err = resp.StatusCode, json.NewDecoder(resp.Body).Decode(&a.body)
+	}()
+	o.up(t)
+	a := <-answered
+	require.NoError(t, a.err)
+	require.Equal(t, http.StatusOK, a.code, "%v", a.body)
+	require.Equal(t, "canceled", a.body["status"], "%v", a.body)
+}
+
 // At most Config.LastKnown records are remembered, the least recently
-// read forgotten first, each of at most 8 KiB: a larger one is not.
+// read forgotten first, each of at most 8 KiB: a larger one is not. A
+// poll of a job not remembered is, through an outage, a 503 with
+// Retry-After.
 func TestTheLastRecordsReadAreBounded(t *testing.T) {
 	t.Parallel()
-	o := setupOutage(t, frontdoor.Config{LastKnown: 2, Faces: []face.Mount{{Kind: face.Replicate, Route: route}}}, false, nil)
+	o := setupOutage(t, frontdoor.Config{LastKnown: 2, ConnectWait: 100 * time.Millisecond, Faces: []face.Mount{{Kind: face.Replicate, Route: route}}}, false, nil)
 	md := map[string]string{face.MetaFace: string(face.Replicate)}
 	large := map[string]string{face.MetaFace: string(face.Replicate)}
 	for i := range 9 {
@@ -81,8 +123,11 @@ func TestTheLastRecordsReadAreBounded(t *testing.T) {
 	}
 	o.down(t)
 	for id, want := range map[string]int{ids[0]: http.StatusServiceUnavailable, ids[1]: http.StatusOK, ids[2]: http.StatusOK, ids[3]: http.StatusServiceUnavailable} {
-		code, p, _ := o.poll(t, id)
+		code, p, h := o.poll(t, id)
 		require.Equal(t, want, code, "%s: %v", id, p)
+		if code == http.StatusServiceUnavailable {
+			require.NotEmpty(t, h.Get("Retry-After"), id)
+		}
 	}
 	o.up(t)
 }
