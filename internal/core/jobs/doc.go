@@ -152,6 +152,8 @@
 //	the record is read every 32 quiet polls           TestQuietPollsReadTheRecordEvery32,
 //	                                                  TestAParkedChecksQuietPollsReadTheRecord
 //	an acceptance is never thrown away                TestSubmittedOutlastsANATSRestart
+//	a withdrawn submission makes no job               TestAWithdrawEndsTheJobBeforeIngestMakesIt,
+//	                                                  TestAModelRoutesWithdrawnJobMakesNothing (ingest)
 //
 // # Results in hand
 //
