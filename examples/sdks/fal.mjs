@@ -19,6 +19,14 @@
 //   errors  a wrong token, a read-only token, a malformed input, foreign
 //           x-fal-target-urls, an unknown request; and a proxy URL
 //           without its trailing slash (redirected to it)
+//   outage  FAL_CLIENTS apps, each submitting a job of FAL_LONG, then one
+//           of FAL_SHORT every second or so (each followed as subscribe
+//           does, beside the next) until the file FAL_STOP exists,
+//           through a NATS outage the test makes meanwhile; a submit that
+//           throws (after the client's own retries) is retried by the app
+//           a second later, a throw once submitted is a failure the test
+//           counts
+import { existsSync } from "node:fs";
 import http from "node:http";
 import { createFalClient } from "@fal-ai/client";
 
@@ -206,4 +214,40 @@ async function keyless() {
   out({ op: "keyless", request_id });
 }
 
-await ({ main, many, keyed, errors, keyless })[mode]();
+async function outage() {
+  const clients = Number(process.env.FAL_CLIENTS ?? 6);
+  await Promise.all(Array.from({ length: clients }, async (_, c) => {
+    const fal = client(process.env.POLLUX_TOKEN);
+    const submit = async (model, kind, n) => {
+      for (let errors = 0; ; errors++) {
+        try {
+          const { request_id } = await fal.queue.submit(model, { input: { prompt: `${kind} ${c}-${n}` } });
+          return { requestId: request_id, create_errors: errors };
+        } catch (e) {
+          if (errors >= 300) throw e;
+          await sleep(1000);
+        }
+      }
+    };
+    // report follows a request as subscribe does: its status until
+    // COMPLETED, then its result.
+    const report = async (model, kind, s) => {
+      try {
+        await fal.queue.subscribeToStatus(model, { requestId: s.requestId, mode: "polling" });
+        await fal.queue.result(model, { requestId: s.requestId });
+        out({ op: "outage", client: c, kind, ...s, status: "completed" });
+      } catch (e) {
+        out({ op: "outage", client: c, kind, ...s, status: "error", error: errorOf(e) });
+      }
+    };
+    const long = process.env.FAL_LONG, short = process.env.FAL_SHORT;
+    const jobs = [report(long, "long", await submit(long, "long", 0))];
+    for (let n = 1; !existsSync(process.env.FAL_STOP); n++) {
+      jobs.push(report(short, "short", await submit(short, "short", n)));
+      await sleep(1000);
+    }
+    await Promise.all(jobs);
+  }));
+}
+
+await ({ main, many, keyed, errors, keyless, outage })[mode]();

@@ -14,6 +14,14 @@
 //              gateway restart
 // MODE=list    every video of the route, LIMIT a page, through the
 //              SDK's auto-pagination
+// MODE=outage  CLIENTS apps, each making a video of LONG_MODEL, then one
+//              of SHORT_MODEL every second or so (each polled to its end
+//              beside the next) until the file STOP exists, through a
+//              NATS outage the test makes meanwhile; a create that throws
+//              (after the SDK's own two retries) is retried by the app a
+//              second later, a throw while polling is a failure the test
+//              counts
+import { existsSync } from 'node:fs';
 import OpenAI from 'openai';
 
 const base = `${process.env.POLLUX_URL}/openai/${process.env.ROUTE || 'sim'}/v1`;
@@ -135,5 +143,37 @@ async function list() {
   }
 }
 
-const modes = { main, many, keyed, errors, keyless, list };
+async function outage() {
+  const clients = Number(process.env.CLIENTS || 6);
+  await Promise.all(Array.from({ length: clients }, async (_, c) => {
+    const openai = client();
+    const create = async (model, kind, n) => {
+      for (let errors = 0; ; errors++) {
+        try {
+          const v = await openai.videos.create({ model, prompt: `${kind} ${c}-${n}` });
+          return { id: v.id, create_errors: errors };
+        } catch (e) {
+          if (!(e instanceof OpenAI.APIError) || errors >= 300) throw e;
+          await sleep(1000);
+        }
+      }
+    };
+    const report = async (kind, created) => {
+      try {
+        const { video, polls } = await poll(openai, created.id);
+        out({ step: 'outage', client: c, kind, ...created, status: video.status, polls });
+      } catch (e) {
+        out({ step: 'outage', client: c, kind, ...created, status: 'error', error: err(e) });
+      }
+    };
+    const jobs = [report('long', await create(process.env.LONG_MODEL, 'long', 0))];
+    for (let n = 1; !existsSync(process.env.STOP); n++) {
+      jobs.push(report('short', await create(process.env.SHORT_MODEL, 'short', n)));
+      await sleep(1000);
+    }
+    await Promise.all(jobs);
+  }));
+}
+
+const modes = { main, many, keyed, errors, keyless, list, outage };
 await modes[process.env.MODE || 'main']();

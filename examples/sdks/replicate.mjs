@@ -17,13 +17,22 @@
 //           fetch that retries a create whose connection broke, then wait()
 //   keyless one create as the SDK sends it (no key), reporting its error
 //   list    every prediction of the route, through paginate(predictions.list)
+//   outage  CLIENTS apps, each running a job of LONG_MODEL, then creating
+//           a job of SHORT_MODEL every second or so (each followed to its
+//           end beside the next) until the file STOP exists, through a
+//           NATS outage the test makes meanwhile: even apps run() in poll
+//           mode, odd ones create and wait(). A create that throws is
+//           retried by the app a second later, as an app would; a throw
+//           after the create is a failure the test counts.
 //
 // Environment: POLLUX_URL, POLLUX_TOKEN, ROUTE (sim), MODEL (acme/video),
-// CLIENTS (50), JOBS (200), READ_TOKEN, SLOW_TOKEN, KEY.
+// CLIENTS (50), JOBS (200), READ_TOKEN, SLOW_TOKEN, KEY, LONG_MODEL,
+// SHORT_MODEL, STOP.
 //
 // Outputs stay URLs (useFileOutput: false): the simulated provider's
 // https URLs name no real host, and run() would download each one.
 
+import { existsSync } from "node:fs";
 import Replicate from "replicate";
 
 const env = process.env;
@@ -181,7 +190,62 @@ async function list() {
   print({ step: "pages", pages });
 }
 
-const modes = { main, load, errors, keyed, keyless, list };
+async function outage() {
+  const clients = Number(env.CLIENTS ?? 6);
+  const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+  await Promise.all(
+    Array.from({ length: clients }, async (_, c) => {
+      const replicate = client();
+      // job runs one job of model: run() in poll mode (even apps), or
+      // create and wait() (odd ones). It resolves once the job is created,
+      // with its id and done, its outcome; a create that throws rejects.
+      const job = (model, input) =>
+        new Promise((created, refused) => {
+          let id;
+          const made = (p) => {
+            if (!id) {
+              id = p.id;
+              created({ id, done });
+            }
+          };
+          const done = (async () => {
+            try {
+              if (c % 2 === 0) {
+                await replicate.run(model, { input, wait: { mode: "poll" } }, made);
+                return { status: "succeeded" };
+              }
+              const p = await replicate.predictions.create({ model, input });
+              made(p);
+              return { status: (await replicate.wait(p)).status };
+            } catch (err) {
+              if (!id) refused(err);
+              return { status: "error", error: String(err.message ?? err) };
+            }
+          })();
+        });
+      const create = async (model, kind, n) => {
+        for (let errors = 0; ; errors++) {
+          try {
+            return { ...(await job(model, { prompt: `${kind} ${c}-${n}` })), create_errors: errors };
+          } catch (err) {
+            if (errors >= 300) throw err;
+            await sleep(1000);
+          }
+        }
+      };
+      const report = async (kind, j) =>
+        print({ step: "outage", client: c, kind, id: j.id, create_errors: j.create_errors, ...(await j.done) });
+      const jobs = [report("long", await create(env.LONG_MODEL, "long", 0))];
+      for (let n = 1; !existsSync(env.STOP); n++) {
+        jobs.push(report("short", await create(env.SHORT_MODEL, "short", n)));
+        await sleep(1000);
+      }
+      await Promise.all(jobs);
+    }),
+  );
+}
+
+const modes = { main, load, errors, keyed, keyless, list, outage };
 const mode = modes[process.argv[2] ?? env.MODE];
 if (!mode) {
   console.error(`usage: node replicate.mjs ${Object.keys(modes).join("|")}`);

@@ -91,6 +91,13 @@ func (n Namespace) Cancel(route string) string { return n.subject(KindCancel, ro
 // Intake returns the intake subject of the given kind for route.
 func (n Namespace) Intake(kind, route string) string { return n.subject(kind, route) }
 
+// IntakeMsgID is the Nats-Msg-Id of an intake message of kind (KindSubmit,
+// KindTrack) for job id on route: a publisher that sends the same message
+// again — it got no ack, and cannot tell whether the first was stored —
+// sets it, and the intake stream stores the message once within its
+// duplicate window (IntakeDuplicates). The front door does.
+func IntakeMsgID(kind, route, id string) string { return kind + ":" + route + ":" + id }
+
 // CheckSlots is how many hash slots a route's check messages are spread
 // over; a job's slot is the third token of its check subject. Partitions
 // group slots (partition p of N takes the slots s with s mod N = p), so a

@@ -49,6 +49,13 @@ type Options struct {
 	ParkAfter time.Duration
 }
 
+// IntakeDuplicates is the intake stream's duplicate window: a message
+// whose Nats-Msg-Id (IntakeMsgID) the stream stored within it is dropped,
+// its publisher answered with a duplicate's ack (the server's default,
+// written down: the front door holds a submission in doubt for at most
+// half of it).
+const IntakeDuplicates = 2 * time.Minute
+
 // ParkedLead is how long before its poll is due a parked check fires onto
 // its check subject. The message scheduler runs at most every 250 ms and
 // fires a few hundred milliseconds late under load, so the check is back
@@ -106,6 +113,7 @@ func (n Namespace) Streams(o Options) []jetstream.StreamConfig {
 			MaxBytes:    o.IntakeMaxBytes,
 			Discard:     jetstream.DiscardNew,
 			MaxMsgSize:  1 << 20,
+			Duplicates:  IntakeDuplicates,
 		},
 		{
 			// One check message per job, on its check subject or parked

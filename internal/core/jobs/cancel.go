@@ -1,7 +1,9 @@
 package jobs
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/pollux-dev/pollux/pkg/state"
@@ -11,7 +13,10 @@ import (
 // which records the request before it publishes the message, so that the
 // cancel of a job that never reached the provider takes effect at once,
 // whatever waits before the message in the route's intake (up to the
-// intake consumer's 1,024 held submissions while the route is paused).
+// intake consumer's 1,024 held submissions while the route is paused);
+// and the front door's withdraw of a submission it answered 503 while
+// its storing was in doubt, which must make no job no app holds an id
+// for.
 
 // CanceledBeforeSubmit is the reason of a job whose cancel came before it
 // reached the provider.
@@ -52,4 +57,48 @@ func (o *Owner) RequestCancel(ctx context.Context, route, id, reason, by string)
 		return wrote || ended
 	}})
 	return r, ended, err
+}
+
+// Withdraw makes sure submission j — one its submitter answered as failed
+// although the message may be stored, or may be later — makes no job:
+// it creates j's record as ended, canceled for reason by by, so that
+// ingest, taking the submission after, finds the record and makes
+// nothing (created true; its canceled event published). When the record
+// exists already — ingest took the submission first — it is returned
+// unchanged (created false), for the caller to cancel it
+// (RequestCancel): a job that has not reached the provider then ends at
+// once. A record an earlier try of this withdraw created is found as
+// created, its events published. j is the caller's to give: its id,
+// route (a model route's, with Routing.Via), model and metadata.
+func (o *Owner) Withdraw(ctx context.Context, j *state.Job, reason, by string) (Record, bool, error) {
+	now := o.now().UTC()
+	j.State, j.CreatedAt = state.Pending, cmp.Or(j.CreatedAt, now)
+	j.CancelRequestedAt, j.CancelReason, j.CancelRequestedBy = now, reason, by
+	j.Apply(state.Observation{State: state.Canceled, Reason: reason, Source: state.FromCancel, At: now})
+	r, err := o.store.create(ctx, j)
+	if errors.Is(err, state.ErrExists) {
+		if r, err = o.store.get(ctx, j.ID); err != nil {
+			return Record{}, false, err
+		}
+		if !withdrawn(r.Job) {
+			return r, false, nil
+		}
+		// An earlier try's, whose events may not be out.
+		return r, true, o.republish(ctx, r.Job)
+	}
+	if err != nil {
+		return Record{}, false, err
+	}
+	if _, err := o.publish(ctx, r.Job); err != nil {
+		return r, true, fmt.Errorf("publish the end of withdrawn job %s: %w", j.ID, err)
+	}
+	o.finished(nil, r.Job)
+	return r, true, nil
+}
+
+// withdrawn reports whether j is a record Withdraw made: ended without
+// ever being an intake message's (ingest's records carry theirs) or
+// attempted.
+func withdrawn(j *state.Job) bool {
+	return j.State == state.Canceled && j.IntakeSeq == 0 && j.SubmitAttempts == 0 && j.RemoteID == ""
 }

@@ -92,3 +92,42 @@ func TestEndUnlessSubmittedLeavesASubmittedJob(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, state.Pending, got.State, "a submit call under way carries the cancel out")
 }
+
+// A withdraw creates the job's record as canceled, with its reason and
+// who asked, and publishes the end: a submission of the id taken after
+// finds it (Accept does not create it). A retry of the withdraw finds its
+// own record; a record ingest made first is returned as it is, for the
+// caller to cancel.
+func TestAWithdrawEndsTheJobBeforeIngestMakesIt(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	const reason = "its create was answered 503"
+	rec, created, err := r.o.Withdraw(r.ctx, &state.Job{ID: "wd1", Route: "r", Model: "m"}, reason, "app")
+	require.NoError(t, err)
+	require.True(t, created)
+	require.Equal(t, state.Canceled, rec.State)
+	j := r.get("wd1")
+	require.Equal(t, state.Canceled, j.State)
+	require.Equal(t, reason, j.Reason)
+	require.Equal(t, "app", j.CancelRequestedBy)
+	require.Equal(t, []string{events.EventCanceled}, types(r.events("wd1")), "its end is published")
+	require.Len(t, r.hooks.finished(), 1, "the Terminal hook sees it once")
+
+	_, created, err = r.o.Withdraw(r.ctx, &state.Job{ID: "wd1", Route: "r", Model: "m"}, reason, "app")
+	require.NoError(t, err)
+	require.True(t, created, "a retried withdraw finds its own record")
+	require.Len(t, r.events("wd1"), 1, "published once")
+
+	after, created, err := r.o.Intake().Accept(r.ctx, submission("wd1", false))
+	require.NoError(t, err)
+	require.False(t, created, "ingest finds the record and makes nothing")
+	require.Equal(t, state.Canceled, after.State)
+
+	_, _, err = r.o.Intake().Accept(r.ctx, submission("wd2", false))
+	require.NoError(t, err)
+	rec, created, err = r.o.Withdraw(r.ctx, &state.Job{ID: "wd2", Route: "r", Model: "m"}, reason, "app")
+	require.NoError(t, err)
+	require.False(t, created, "ingest took it first")
+	require.Equal(t, state.Pending, rec.State, "returned as it is, for the caller to cancel")
+	require.True(t, rec.CancelRequestedAt.IsZero())
+}

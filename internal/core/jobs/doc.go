@@ -44,8 +44,8 @@
 //	webhook   Owner.Webhooks()      ByRemote Webhook Hint                   webhook.go
 //	custody   Owner.Custody()       SaveOutputs OutputsExpiring             custody.go
 //	cancels   the Owner (and        RequestCancel (RequestCancelBy)          cancel.go
-//	          Intake): front door,
-//	          ingest
+//	          Intake): front door,  Withdraw (the front door's: a
+//	          ingest                submission it answered 503 in doubt)
 //	readers   the Owner             Get Each Check Namespace Tracer         read.go
 //
 // End takes a Guard: Always, UnlessSubmitted (withdraw a job that never
@@ -152,6 +152,8 @@
 //	the record is read every 32 quiet polls           TestQuietPollsReadTheRecordEvery32,
 //	                                                  TestAParkedChecksQuietPollsReadTheRecord
 //	an acceptance is never thrown away                TestSubmittedOutlastsANATSRestart
+//	a withdrawn submission makes no job               TestAWithdrawEndsTheJobBeforeIngestMakesIt,
+//	                                                  TestAModelRoutesWithdrawnJobMakesNothing (ingest)
 //
 // # Results in hand
 //

@@ -39,6 +39,19 @@
 //     record is late from the create itself (Created), waits for a job to
 //     end (Ended), cancels (Cancel), lists (List) and knows the face's own
 //     URL (Base).
+//   - Outages: while Pollux cannot read records (NATS restarting,
+//     failing over, out of reach), Pollux.Job answers a 503 carrying an
+//     Outage: the record this process last read of the job — at once, for
+//     a poll (Polling) of a job read before, when the connection is known
+//     to be down. Kit.Job answers a job
+//     whose last record had ended from it (an ended job never changes);
+//     Kit.Poll — the verb an app repeats until its job ends: Replicate's
+//     get, fal's status, OpenAI's retrieve — also a job under way, or a
+//     create answered before its record existed, as not ended, with its
+//     next check at least OutagePollAfter (5 s) away, so an SDK polling
+//     through an outage never meets the 503 its few retries would give
+//     up on. What may be stale never says a job ended. An id this
+//     process knows nothing of is the 503.
 //   - Outputs: Kit.OutputURL is the one way a face gives an app an output
 //     URL — Pollux's own on the face (OutputPath, served by
 //     Kit.ServeOutput) for an output the route keeps (Kept: custody saved

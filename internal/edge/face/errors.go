@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pollux-dev/pollux/pkg/logkey"
+	"github.com/pollux-dev/pollux/pkg/state"
 )
 
 // Error is an error a face writes in its provider's shape: the front
@@ -62,6 +63,34 @@ func Unavailable() *Error {
 	return &Error{Status: http.StatusServiceUnavailable, Code: "unavailable",
 		Message: "Pollux could not answer the request; retry later", RetryAfter: time.Second}
 }
+
+// Outage is why a Pollux cannot read a job's record now: NATS is
+// unavailable (the connection is down, or the read went unanswered). A
+// Pollux's Job returns it inside the 503 *Error it answers then (as its
+// Err), with what this process last read of the job, so that a face
+// answers an app that polls a job it knows through the outage: Kit.Job
+// answers a job whose last record had ended from that record (an ended
+// job never changes), and Kit.Poll also a job still under way, as not
+// ended.
+type Outage struct {
+	// Last is the job's record as this process last read it, nil when it
+	// read none. The kit may change its fields, not its maps and slices.
+	Last *state.Job
+	// Err is the failure of the read (nil when none was tried: the
+	// connection was known to be down).
+	Err error
+}
+
+// Error says records cannot be read, and why.
+func (o *Outage) Error() string {
+	if o.Err == nil {
+		return "job records cannot be read now: NATS is unavailable"
+	}
+	return "job records cannot be read now: " + o.Err.Error()
+}
+
+// Unwrap is the read's failure.
+func (o *Outage) Unwrap() error { return o.Err }
 
 // Handler is a face's endpoint: it writes its answer and returns nil, or
 // writes nothing and returns why it cannot answer.

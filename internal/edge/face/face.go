@@ -96,6 +96,12 @@ var (
 // MaxList is the most jobs a list answers at once.
 const MaxList = 100
 
+// OutagePollAfter is the least time a face tells an app to wait before it
+// asks again about a job it answered from what it last knew (Kit.Poll):
+// nothing Pollux knows of the job changes before NATS is back, and an app
+// that asks this often learns the news within seconds of it.
+const OutagePollAfter = 5 * time.Second
+
 // Pollux is what a face asks of Pollux; the front door implements it. A
 // face asks it only through its Kit, which decides what the face may see.
 // Each method is answered from Pollux's own state: none calls a provider.
@@ -108,7 +114,12 @@ type Pollux interface {
 	// A contract violation is a *Error, 400, naming the field.
 	Submit(ctx context.Context, r *http.Request, route string, m events.Submit) error
 	// Job reads job id's record; state.ErrNotFound when there is none
-	// (yet: a submission has a record once ingest has taken it).
+	// (yet: a submission has a record once ingest has taken it). While
+	// records cannot be read (NATS unavailable) it answers a 503 *Error
+	// whose Err is an *Outage carrying the record this process last read
+	// of the job — at once, when it knows the connection is down and the
+	// read is a poll of a job it has read before (Polling); else once it
+	// has waited a moment for the connection to come back.
 	Job(ctx context.Context, id string) (*state.Job, error)
 	// Wait returns job id's record once done holds for it, or, when ctx
 	// ends first, the latest record (state.ErrNotFound when there is

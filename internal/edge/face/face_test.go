@@ -16,6 +16,7 @@ import (
 	"github.com/pollux-dev/pollux/internal/edge/face"
 	"github.com/pollux-dev/pollux/internal/edge/face/facetest"
 	"github.com/pollux-dev/pollux/internal/platform/config"
+	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
@@ -109,6 +110,41 @@ func TestJobWaitsForARecordToCome(t *testing.T) {
 	var e *face.Error
 	require.ErrorAs(t, err, &e)
 	require.Equal(t, "no_such_thing", e.Code, "the face's own NotFound")
+}
+
+// Through an outage a poll is answered from what the kit last knew: a
+// record whose next check is at least face.OutagePollAfter away, and a
+// create answered before its record existed; any other verb, and an id it
+// knows nothing of, is the 503.
+func TestPollAnswersWhatItLastKnew(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	p := facetest.New()
+	k := face.NewKit(face.Mount{Kind: face.Replicate, Route: "sim", RecordGrace: time.Millisecond, Now: func() time.Time { return now }}, p, shape{})
+	md := map[string]string{face.MetaFace: "replicate"}
+	p.Put(&state.Job{ID: "overdue", Route: "sim", State: state.Running, Metadata: md, NextCheckAt: now.Add(-time.Minute)})
+	p.Put(&state.Job{ID: "later", Route: "sim", State: state.Queued, Metadata: md, NextCheckAt: now.Add(time.Minute)})
+	p.Hold(true)
+	m := events.Submit{V: events.Version, ID: "created", Model: "acme/video", Input: []byte(`{}`), Metadata: md}
+	require.NoError(t, k.Submit(get(t), m))
+	created, err := k.Created(t.Context(), m, now)
+	require.NoError(t, err)
+	require.Equal(t, state.Pending, created.State, "answered from the create")
+	p.Outage(true)
+
+	for id, want := range map[string]time.Time{"overdue": now.Add(face.OutagePollAfter), "later": now.Add(time.Minute), "created": now.Add(face.OutagePollAfter)} {
+		j, err := k.Poll(get(t), id)
+		require.NoError(t, err, id)
+		require.Equal(t, want, j.NextCheckAt, id)
+		_, err = k.Job(get(t), id)
+		var e *face.Error
+		require.ErrorAs(t, err, &e, id)
+		require.Equal(t, http.StatusServiceUnavailable, e.Status, "%s: any other verb is the 503", id)
+	}
+	_, err = k.Poll(get(t), "unknown")
+	var e *face.Error
+	require.ErrorAs(t, err, &e)
+	require.Equal(t, http.StatusServiceUnavailable, e.Status, "an id it knows nothing of")
 }
 
 // shape is a face's shape for the kit's tests: its NotFound says

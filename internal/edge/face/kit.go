@@ -81,13 +81,18 @@ func (k *Kit) notFound(id string) *Error {
 // before its record existed (Created) is answered from the create; a
 // record that does not exist yet is waited for (the mount's RecordGrace),
 // since a create answered by another gateway a moment ago may be on its
-// way.
+// way. While records cannot be read (an Outage), a job whose last record
+// read had ended is answered from it — an ended job never changes — and
+// any other is the 503 Pollux answered (Poll answers more).
 func (k *Kit) Job(r *http.Request, id string) (*state.Job, error) {
 	if !k.shape.Mints(id) {
 		return nil, k.notFound(id)
 	}
 	ctx := r.Context()
 	j, err := k.pollux.Job(ctx, id)
+	if o := outage(err); o != nil && o.Last != nil && o.Last.State.Terminal() {
+		j, err = o.Last, nil
+	}
 	if errors.Is(err, state.ErrNotFound) {
 		if p := k.pending.get(id, k.mount.Clock()); p != nil {
 			j, err = p, nil
@@ -104,6 +109,61 @@ func (k *Kit) Job(r *http.Request, id string) (*state.Job, error) {
 		return nil, k.notFound(id)
 	}
 	return j, nil
+}
+
+// Poll is Job for a request that asks how a job stands — a get, a
+// status — which an app makes over and over until the job ends. While
+// records cannot be read (an Outage: NATS restarting, failing over, out
+// of reach), a job this process knows is answered as it last knew it
+// rather than with a 503 the app's SDK would give up on after its few
+// retries: the record it last read (freshened by the jobs index, see
+// Pollux.Job), or a create it answered before the record existed. A job
+// not ended is answered not ended — what may be stale never says it
+// ended — and its next check at least OutagePollAfter away, the poll hint
+// a face derives from it (PollAfter). An id this process knows nothing of
+// is still the 503.
+func (k *Kit) Poll(r *http.Request, id string) (*state.Job, error) {
+	j, err := k.Job(r.WithContext(context.WithValue(r.Context(), pollKey{}, true)), id)
+	o := outage(err)
+	if o == nil {
+		return j, err
+	}
+	now := k.mount.Clock()
+	last := o.Last
+	if last == nil {
+		last = k.pending.get(id, now)
+	}
+	if last == nil || !k.sees(last) || last.State.Terminal() {
+		return nil, err
+	}
+	c := *last // its maps and slices are shared, not changed
+	c.NextCheckAt = maxTime(c.NextCheckAt, now.Add(OutagePollAfter))
+	return &c, nil
+}
+
+// pollKey marks the context of a read Poll makes.
+type pollKey struct{}
+
+// Polling reports whether ctx is a read Poll makes: one that the record
+// read before answers through an outage as well as a record read now, so
+// a Pollux whose connection is down answers it at once (an Outage)
+// rather than wait for NATS to come back, as it may for another verb.
+func Polling(ctx context.Context) bool { return ctx.Value(pollKey{}) != nil }
+
+// outage is the Outage err carries, if any.
+func outage(err error) *Outage {
+	var o *Outage
+	if errors.As(err, &o) {
+		return o
+	}
+	return nil
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // awaitRecord waits up to the mount's RecordGrace for job id's record.

@@ -33,6 +33,32 @@
 // Idempotency-Key header, which must agree), else a random one the front
 // door assigns.
 //
+// # NATS outages
+//
+// A NATS restart, a failover or a node out of reach must not surface to
+// the apps of the faces, nor make a job no app holds an id for:
+//
+//   - Reads (known.go). The front door remembers the last record it read
+//     of each job a face asked about (Config.LastKnown of them, each at
+//     most 8 KiB). While records cannot be read, a face's read is a 503
+//     that carries that record (face.Outage), from which the face
+//     answers its app's polls: not ended, unless the record read had
+//     ended (face.Kit.Poll). A poll of a job read before gets it at once
+//     when the connection to NATS is known to be down; any other read
+//     first waits for the connection, at most ConnectWait. An id never
+//     read is the 503.
+//   - Creates (intake.go, settle.go). A submission (and a track request)
+//     carries Nats-Msg-Id events.IntakeMsgID and is sent only while the
+//     connection is up, on a connection without a reconnect buffer
+//     (Config.Intake): while it is down the request waits at most
+//     ConnectWait, then is a 503 — nothing was or will be stored. One sent
+//     and not acked is held and sent again with the same Msg-Id whenever
+//     NATS answers, until an ack (stored once: 202), for at most
+//     DoubtWait; then it is a 503 and settled once NATS answers: its job's
+//     record created ended before ingest takes the stored copy
+//     (jobs.Owner.Withdraw), or its cancel requested when ingest took it
+//     first — logged loudly, counted (Metrics.Unconfirmed).
+//
 // With tracing on (package tracing), a submission or track request is a
 // span of its own, a child of the request's traceparent header, and the
 // intake message it publishes carries that span's context: the job's

@@ -111,9 +111,7 @@ func (f facade) Job(ctx context.Context, id string) (*state.Job, error) {
 	if !events.ValidToken(id) {
 		return nil, state.ErrNotFound
 	}
-	ctx, cancel := context.WithTimeout(ctx, f.s.cfg.RequestTimeout)
-	defer cancel()
-	return f.s.jobs.Get(ctx, id)
+	return f.s.readJob(ctx, id)
 }
 
 func (f facade) Cancel(ctx context.Context, r *http.Request, j *state.Job, reason string) error {
@@ -166,6 +164,9 @@ func (f facade) List(ctx context.Context, k face.Kind, route, after string, limi
 		// route it came through: the records say.
 		q.Route = ""
 	}
+	if err := f.s.readable(); err != nil {
+		return nil, false, toFace(f.s.unavailable(err, "listing a face's jobs"))
+	}
 	if after != "" {
 		c, ok := x.CursorAt(after)
 		if !ok {
@@ -196,6 +197,7 @@ func (f facade) List(ctx context.Context, k face.Kind, route, after string, limi
 			case face.SubmittedTo(j) != route:
 				continue // another route's, routed here by a model route
 			}
+			f.s.known.remember(j)
 			out = append(out, j)
 			if len(out) == q.Limit {
 				return out, i < len(page.Jobs)-1 || page.Next != "", nil
@@ -301,6 +303,8 @@ func (w *waiters) wait(ctx context.Context, f facade, id string, done func(*stat
 		case errors.Is(err, state.ErrNotFound):
 		case ctx.Err() != nil:
 			return last, lastErr
+		case errors.As(err, new(*face.Outage)):
+			// Logged by the read; looked at again at the next wake.
 		default:
 			f.s.log.Warn().Err(err).Str(logkey.JobID, id).Msg("reading a waited-for job failed")
 		}

@@ -89,6 +89,28 @@ type Config struct {
 	// MaxBulk is the most jobs one bulk cancel or resubmit acts on; one
 	// matching more is refused (default DefaultMaxBulk).
 	MaxBulk int
+	// LastKnown is how many jobs' last records read the faces remember,
+	// to answer their apps' polls through a NATS outage (known.go; each
+	// at most 8 KiB; default DefaultLastKnown; negative: none).
+	LastKnown int
+	// Intake is the JetStream that submissions and track requests are
+	// published with: one on a connection without a reconnect buffer
+	// (nats.ReconnectBufSize(-1)), so that no submission waits in the
+	// client to go out after its request was answered (intake.go). Nil:
+	// the JetStream New is given, whose connection's status is looked at
+	// before each publish (a submission may then, rarely, be caught in
+	// its reconnect buffer: see intake.go).
+	Intake jetstream.JetStream
+	// ConnectWait is how long a submission waits for the connection to
+	// NATS, when it is down, before it is answered 503 with nothing sent
+	// (default 5s).
+	ConnectWait time.Duration
+	// DoubtWait bounds how long a submission whose publish went
+	// unanswered — sent, no ack: a timeout, a disconnect mid-flight — is
+	// held, and sent again with the same Nats-Msg-Id whenever NATS
+	// answers, before it is answered 503 and settled (intake.go; default
+	// 30s; at most half the intake stream's duplicate window).
+	DoubtWait time.Duration
 	// Faces are the provider faces to serve (package face): each below
 	// face.Prefix(kind, route), its route a route or model route of this
 	// front door (default none).
@@ -131,6 +153,11 @@ type Server struct {
 	// theirs waiting for a job to change.
 	faces   []mountedFace
 	waiters waiters
+	// known are the last records the faces read (known.go).
+	known *known
+	// intake publishes submissions and track requests, and settles
+	// those answered 503 in doubt (intake.go).
+	intake *intake
 }
 
 // New validates the configuration and prepares the front door. It publishes
@@ -156,11 +183,19 @@ func New(cfg Config, js jetstream.JetStream, ns events.Namespace, res *events.Re
 	cfg.WriteTimeout = cmp.Or(cfg.WriteTimeout, 15*time.Second)
 	cfg.IdleTimeout = cmp.Or(cfg.IdleTimeout, 60*time.Second)
 	cfg.MaxHeaderBytes = cmp.Or(cfg.MaxHeaderBytes, 16<<10)
+	cfg.LastKnown = cmp.Or(cfg.LastKnown, DefaultLastKnown)
+	cfg.ConnectWait = cmp.Or(cfg.ConnectWait, 5*time.Second)
+	cfg.DoubtWait = cmp.Or(cfg.DoubtWait, 30*time.Second)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.MaxStreams < 0 || cfg.RequestTimeout < 0 || cfg.MaxStreamDuration < 0 || cfg.KeepAlive < 0 || cfg.MaxResume < 0 {
-		return nil, errors.New("frontdoor: MaxStreams, RequestTimeout, MaxStreamDuration, KeepAlive and MaxResume must not be negative")
+	if cfg.MaxStreams < 0 || cfg.RequestTimeout < 0 || cfg.MaxStreamDuration < 0 || cfg.KeepAlive < 0 || cfg.MaxResume < 0 ||
+		cfg.ConnectWait < 0 || cfg.DoubtWait < 0 {
+		return nil, errors.New("frontdoor: MaxStreams, RequestTimeout, MaxStreamDuration, KeepAlive, MaxResume, ConnectWait and DoubtWait must not be negative")
+	}
+	in, err := newIntake(cfg, js, res)
+	if err != nil {
+		return nil, err
 	}
 	allowed, err := allowedHosts(cfg.AllowedHosts)
 	if err != nil {
@@ -174,6 +209,7 @@ func New(cfg Config, js jetstream.JetStream, ns events.Namespace, res *events.Re
 	s := &Server{
 		cfg: cfg, js: js, ns: ns, jobs: owner, stream: res.Events,
 		slots: make(chan struct{}, cfg.MaxStreams), log: cfg.Logger, openCSRF: openCSRF(), allowed: allowed,
+		known: newKnown(cfg.LastKnown), intake: in,
 	}
 	if err := s.buildFaces(); err != nil {
 		return nil, err
@@ -231,7 +267,7 @@ func (s *Server) handler(closing context.Context) http.Handler {
 		mux.Handle("/{$}", http.RedirectHandler("/console/", http.StatusFound))
 	}
 	mux.Handle("/", problem.NotFound("see api/openapi.yaml"))
-	return s.measure(mux, s.access)
+	return withWriter(s.measure(mux, s.access))
 }
 
 // only adapts a handler that returns its error response, and answers 405
@@ -274,7 +310,9 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		s.log.Warn().Str(logkey.Addr, ln.Addr().String()).
 			Msg("the front door has no tokens and listens beyond loopback (--http-insecure): anyone who reaches it may act")
 	}
-	if err := httpserve.Run(ctx, ln, srv, 10*time.Second, endStreams); err != nil {
+	err := httpserve.Run(ctx, ln, srv, 10*time.Second, endStreams)
+	s.waitSettles()
+	if err != nil {
 		return fmt.Errorf("front door: %w", err)
 	}
 	return nil

@@ -51,7 +51,12 @@ func setup(t *testing.T, cfg frontdoor.Config) *door {
 // (an index, pauses: what needs the streams and buckets).
 func setupWith(t *testing.T, cfg frontdoor.Config, with func(d *door, cfg *frontdoor.Config)) *door {
 	t.Helper()
-	s := stack.New(t, stack.Config{})
+	return setupOn(t, stack.New(t, stack.Config{}), cfg, with)
+}
+
+// setupOn is setupWith on stack s.
+func setupOn(t *testing.T, s *stack.Stack, cfg frontdoor.Config, with func(d *door, cfg *frontdoor.Config)) *door {
+	t.Helper()
 	js, ns, res, owner := s.JS, s.NS, s.Res, s.Jobs
 	cfg.Routes = []string{route, "other"}
 	d := &door{t: t, nats: s.Server, js: js, ns: ns, res: res, jobs: owner, done: make(chan error, 1)}

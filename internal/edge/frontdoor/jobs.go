@@ -113,10 +113,11 @@ func (s *Server) track(w http.ResponseWriter, r *http.Request) *apiError {
 	if err != nil {
 		return invalid(err)
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
-	defer cancel()
-	if err := s.publishIntake(ctx, r, "POST /v1/jobs/track", s.ns.Track(route), route, id, data); err != nil {
-		return s.unavailable(err, "publishing the track request")
+	// A track request answered 503 in doubt is not settled: its retry is
+	// the same job (its id derives from the remote id, or is given), and
+	// a copy stored late tracks a job the provider has.
+	if err := s.publishIntake(r.Context(), r, "POST /v1/jobs/track", events.KindTrack, route, id, data); err != nil {
+		return s.notPublished(err, "the track request", "retry it: its retry is the same job")
 	}
 	s.log.Debug().Str(logkey.JobID, id).Str(logkey.Route, route).Str(logkey.By, who(r).by(r)).Msg("track request published")
 	a := accepted(id, route)
@@ -196,10 +197,15 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request) *apiError {
 // front door cancels, one job or many), saying who asks and why; a
 // finished job is a 409.
 func (s *Server) requestCancel(ctx context.Context, r *http.Request, j *state.Job, reason string) *apiError {
+	return s.requestCancelBy(ctx, j, reason, who(r).by(r))
+}
+
+// requestCancelBy is requestCancel on behalf of by (who.by).
+func (s *Server) requestCancelBy(ctx context.Context, j *state.Job, reason, by string) *apiError {
 	if j.State.Terminal() {
 		return fail(http.StatusConflict, CodeJobTerminal, "", fmt.Sprintf("job %s has finished (%s)", j.ID, j.State))
 	}
-	data, err := encode(events.Cancel{V: events.Version, ID: j.ID, Reason: reason, By: who(r).by(r)})
+	data, err := encode(events.Cancel{V: events.Version, ID: j.ID, Reason: reason, By: by})
 	if err != nil {
 		return invalid(err)
 	}
@@ -210,14 +216,14 @@ func (s *Server) requestCancel(ctx context.Context, r *http.Request, j *state.Jo
 	// provider (held behind a pause, waiting for a slot) ends at once,
 	// whatever waits before the message in the route's intake; the
 	// message carries a provider cancel out.
-	rec, ended, err := s.jobs.RequestCancel(ctx, j.Route, j.ID, reason, who(r).by(r))
+	rec, ended, err := s.jobs.RequestCancel(ctx, j.Route, j.ID, reason, by)
 	switch {
 	case errors.Is(err, state.ErrNotFound):
 		return fail(http.StatusNotFound, CodeJobNotFound, "", "no job "+j.ID)
 	case err != nil:
 		return s.unavailable(err, "recording the cancel request")
 	case ended:
-		s.log.Info().Str(logkey.JobID, j.ID).Str(logkey.Route, j.Route).Str(logkey.By, who(r).by(r)).Msg("canceled before it was submitted")
+		s.log.Info().Str(logkey.JobID, j.ID).Str(logkey.Route, j.Route).Str(logkey.By, by).Msg("canceled before it was submitted")
 		return nil
 	case rec.State.Terminal():
 		return fail(http.StatusConflict, CodeJobTerminal, "", fmt.Sprintf("job %s has finished (%s)", j.ID, rec.State))
@@ -225,14 +231,18 @@ func (s *Server) requestCancel(ctx context.Context, r *http.Request, j *state.Jo
 	if _, err := s.js.Publish(ctx, s.ns.Cancel(j.Route), data); err != nil {
 		return s.unavailable(err, "publishing the cancel request")
 	}
-	s.log.Info().Str(logkey.JobID, j.ID).Str(logkey.Route, j.Route).Str(logkey.By, who(r).by(r)).Msg("cancel request published")
+	s.log.Info().Str(logkey.JobID, j.ID).Str(logkey.Route, j.Route).Str(logkey.By, by).Msg("cancel request published")
 	return nil
 }
 
 // publishSubmit publishes submission m (its id set) on route as request
 // r's caller — who acts is who the front door knows, not what the body
 // says — after validating exactly what is published. It is the one way
-// the front door submits: POST /v1/jobs and every face.
+// the front door submits: POST /v1/jobs and every face. It answers
+// success once the submission is stored, exactly once (an ack); 503 when
+// nothing was or will be stored; and 503 when its storing stayed in
+// doubt for DoubtWait, then settles it (settle.go), so that a create
+// answered 503 makes no job.
 func (s *Server) publishSubmit(ctx context.Context, r *http.Request, endpoint, route string, m events.Submit) *apiError {
 	m.By = who(r).by(r)
 	id := m.ID // the job's id: given, or derived from the idempotency key
@@ -246,13 +256,26 @@ func (s *Server) publishSubmit(ctx context.Context, r *http.Request, endpoint, r
 	if _, err := events.DecodeSubmit(data); err != nil {
 		return invalid(err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
-	defer cancel()
-	if err := s.publishIntake(ctx, r, endpoint, s.ns.Submit(route), route, id, data); err != nil {
-		return s.unavailable(err, "publishing the submission")
+	err = s.publishIntake(ctx, r, endpoint, events.KindSubmit, route, id, data)
+	if un := (*unconfirmed)(nil); errors.As(err, &un) {
+		s.settle(route, id, m, un.err)
+	}
+	if err != nil {
+		return s.notPublished(err, "the submission", "Pollux makes sure it makes no job: retry")
 	}
 	s.log.Debug().Str(logkey.JobID, id).Str(logkey.Route, route).Str(logkey.By, m.By).Str(logkey.Endpoint, endpoint).Msg("submission published")
 	return nil
+}
+
+// notPublished is the 503 of an intake message (what) that was not
+// stored (a *notStored) or whose storing was not confirmed (an
+// *unconfirmed: then says what follows), saying which.
+func (s *Server) notPublished(err error, what, then string) *apiError {
+	if un := (*unconfirmed)(nil); errors.As(err, &un) {
+		return fail(http.StatusServiceUnavailable, CodeUnavailable, "", "NATS did not confirm "+what+" in time; "+then)
+	}
+	s.log.Warn().Err(err).Msg("publishing " + what + " failed: nothing was stored")
+	return fail(http.StatusServiceUnavailable, CodeUnavailable, "", "NATS is unavailable: "+what+" was not stored; retry later")
 }
 
 // job reads the record of the job the path names.

@@ -14,6 +14,14 @@ type Metrics struct {
 	// Host check, token, origin or quota included) and how long it took —
 	// an event stream's whole life.
 	Request func(handler, method string, code int, d time.Duration)
+	// OutageRead observes a face's read of a job's record that could not
+	// be made (NATS unavailable): known says the front door had a record
+	// of the job to answer from (face.Outage).
+	OutageRead func(known bool)
+	// Unconfirmed observes a submission answered 503 while its storing
+	// was in doubt, once settled (see Server.settle): outcome is one of
+	// the Settled constants.
+	Unconfirmed func(route, outcome string)
 }
 
 // measure observes every request the front door answers — guard, its

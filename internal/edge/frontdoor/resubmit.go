@@ -103,15 +103,8 @@ func (s *Server) resubmit(ctx context.Context, r *http.Request, j *state.Job, re
 	if !j.Deadline.IsZero() && j.Deadline.After(j.CreatedAt) {
 		m.TimeoutS = min(j.Deadline.Sub(j.CreatedAt), events.MaxExpected).Seconds()
 	}
-	data, err := encode(m)
-	if err != nil {
-		return it, invalid(err)
-	}
-	if _, err := events.DecodeSubmit(data); err != nil {
-		return it, invalid(err)
-	}
-	if err := s.publishIntake(ctx, r, r.Method+" "+r.URL.Path, s.ns.Submit(j.Route), j.Route, it.NewID, data); err != nil {
-		return it, s.unavailable(err, "publishing the resubmission")
+	if e := s.publishSubmit(ctx, r, r.Method+" "+r.URL.Path, j.Route, m); e != nil {
+		return it, e
 	}
 	s.log.Info().Str(logkey.JobID, it.NewID).Str(logkey.ResubmitOf, j.ID).Str(logkey.Route, j.Route).Str(logkey.By, m.By).Msg("resubmission published")
 	return it, nil

@@ -5,24 +5,30 @@ import (
 	"net/http"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pollux-dev/pollux/internal/platform/tracing"
+	"github.com/pollux-dev/pollux/pkg/events"
 )
 
-// publishIntake publishes an intake message for request r (endpoint is
-// its route pattern, "POST /v1/jobs"). With tracing on (see package
+// publishIntake publishes an intake message of kind (events.KindSubmit,
+// KindTrack) for job id on route for request r (endpoint is its route
+// pattern, "POST /v1/jobs"), stored once or not at all (intake.deliver:
+// nil, a *notStored, or an *unconfirmed). With tracing on (see package
 // tracing) it does so in a span of the request — a child of the
 // request's traceparent header, so the submitter sees Pollux in its own
 // trace — whose context the message carries in its traceparent header:
 // ingest's intake span, and so the job's trace, descend from it. With
 // tracing off it publishes the message as it is.
-func (s *Server) publishIntake(ctx context.Context, r *http.Request, endpoint, subject, route, id string, data []byte) error {
+func (s *Server) publishIntake(ctx context.Context, r *http.Request, endpoint, kind, route, id string, data []byte) error {
+	subject := s.ns.Intake(kind, route)
+	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
+	msg.Header.Set(jetstream.MsgIDHeader, events.IntakeMsgID(kind, route, id))
 	t := s.jobs.Tracer()
 	if t == nil {
-		_, err := s.js.Publish(ctx, subject, data)
-		return err
+		return s.intake.deliver(ctx, msg)
 	}
 	ctx = t.ExtractHTTP(ctx, r.Header)
 	ctx, span := t.Start(ctx, "", endpoint, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(
@@ -33,9 +39,8 @@ func (s *Server) publishIntake(ctx context.Context, r *http.Request, endpoint, s
 		attribute.String("pollux.route", route),
 		attribute.String("pollux.job.id", id),
 	))
-	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
 	t.Inject(ctx, msg.Header)
-	_, err := s.js.PublishMsg(ctx, msg)
+	err := s.intake.deliver(ctx, msg)
 	status := http.StatusAccepted
 	if err != nil {
 		status = http.StatusServiceUnavailable

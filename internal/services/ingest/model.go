@@ -21,8 +21,10 @@ import (
 // why (state.Job.Routing), its events on the member's subjects
 // (events.<member>.<id>; clients watch events.*.<id>). A redelivery, or a
 // duplicate submission, finds the record and follows the choice made:
-// a job is never created on two routes, nor twice on one. A cancel sent
-// to the model route goes to the member the job is on.
+// a job is never created on two routes, nor twice on one; a job that
+// ended where no member runs it (the front door withdrew a create it
+// answered 503, jobs.Owner.Withdraw) makes nothing. A cancel sent to the
+// model route goes to the member the job is on.
 
 // servedModels returns the model routes whose members this process all
 // serves.
@@ -82,7 +84,13 @@ func (s *Service) submitModel(ctx context.Context, mr *route.ModelRoute, in inta
 	}
 	// Routed before (a redelivery, or a duplicate submission): where it went.
 	member, ok := mr.Member(j.Route)
-	if !ok {
+	switch {
+	case !ok && j.State.Terminal():
+		// Ended where no member runs it (the front door withdrew it:
+		// jobs.Owner.Withdraw): nothing to do.
+		log.Debug().Str(logkey.ModelRoute, mr.Name).Msg("duplicate submission; the job has ended")
+		return events.Done(), "duplicate"
+	case !ok:
 		return s.reject(ctx, in, id, fmt.Errorf("route: the job went to %s, no longer a member of model route %s", j.Route, mr.Name))
 	}
 	in.route, in.routeName, m.Model = member.Route, member.Route.Name, member.Model

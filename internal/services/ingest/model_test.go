@@ -159,3 +159,24 @@ func TestAModelRouteRejectsWhatItCannotTake(t *testing.T) {
 	require.Equal(t, 1, s.a.createsOf("direct"))
 	require.Zero(t, s.b.createsOf("direct-h"))
 }
+
+// A submission to a model route whose job ended before ingest took it —
+// the front door withdrew it, its record on the model route — makes
+// nothing, and is no rejection.
+func TestAModelRoutesWithdrawnJobMakesNothing(t *testing.T) {
+	t.Parallel()
+	s := startModels(t)
+	_, created, err := s.Jobs.Withdraw(s.Ctx(), &state.Job{ID: "withdrawn", Route: "m", Model: "kling", Routing: &state.Routing{Via: "m"}},
+		"its create was answered 503", "app")
+	require.NoError(t, err)
+	require.True(t, created)
+	s.submitTo("m", "withdrawn")
+	s.intakeDone()
+	require.Zero(t, s.a.createsOf("withdrawn")+s.b.createsOf("withdrawn"))
+	msg, err := s.Res.Events.GetLastMsgForSubject(s.Ctx(), s.NS.Event("m", "withdrawn"))
+	require.NoError(t, err)
+	ev, err := events.DecodeEvent(msg.Data)
+	require.NoError(t, err)
+	require.Equal(t, events.EventCanceled, ev.Type, "no rejection follows its end")
+	require.Equal(t, state.Canceled, s.Job("withdrawn").State)
+}

@@ -83,6 +83,9 @@ type Env struct {
 	Stats   *learn.Stats
 	Metrics *metrics.Metrics
 	Log     zerolog.Logger
+	// intake is the front door's connection for its intake (FrontDoor),
+	// closed by Close.
+	intake *nats.Conn
 }
 
 // Options returns the stream options of the configuration.
@@ -267,8 +270,14 @@ func Open(ctx context.Context, g *errgroup.Group, cfg *config.Config, nc *nats.C
 }
 
 // Close returns what the environment's services held of the fleet's:
-// the gates' idle budget leases. Call it once its services have stopped.
-func (e *Env) Close() { e.Gates.Close() }
+// the gates' idle budget leases; and closes the front door's intake
+// connection. Call it once its services have stopped.
+func (e *Env) Close() {
+	e.Gates.Close()
+	if e.intake != nil {
+		e.intake.Close()
+	}
+}
 
 // Run is a service binary's main: it loads the configuration, connects,
 // serves metrics, runs the service until SIGINT or SIGTERM, then drains the

@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pollux-dev/pollux/internal/platform/config"
+	"github.com/pollux-dev/pollux/internal/testkit/natstest"
 	"github.com/pollux-dev/pollux/internal/wiring/app"
 )
 
@@ -139,4 +140,26 @@ func writeKey(t *testing.T, path string, key *ecdsa.PrivateKey) {
 	der, err := x509.MarshalECPrivateKey(key)
 	require.NoError(t, err)
 	writePEM(t, path, "EC PRIVATE KEY", der)
+}
+
+// The front door's intake connection reaches the servers the process's
+// connection does, with its credentials, and keeps no reconnect buffer:
+// while the server is down a publish on it is refused at once, never
+// kept to go out when the server is back.
+func TestTheIntakeConnectionKeepsNoReconnectBuffer(t *testing.T) {
+	r := natstest.NewRestartable(t)
+	nc, err := app.Connect(r.URL(), "pollux-test", nil, zerolog.Nop())
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	in, err := app.IntakeConn(nc)
+	require.NoError(t, err)
+	t.Cleanup(in.Close)
+	require.Equal(t, "pollux-test-intake", in.Opts.Name)
+	require.NoError(t, in.Flush())
+	r.Stop()
+	require.Eventually(t, func() bool { return !in.IsConnected() }, 10*time.Second, 10*time.Millisecond)
+	require.ErrorIs(t, in.Publish("pollux.submit.sim", []byte("{}")), nats.ErrReconnectBufExceeded)
+	require.NoError(t, nc.Publish("pollux.submit.sim", []byte("{}")), "the process's own connection buffers")
+	r.Start(t)
+	require.Eventually(t, func() bool { return in.IsConnected() }, 20*time.Second, 10*time.Millisecond)
 }

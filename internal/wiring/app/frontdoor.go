@@ -6,6 +6,8 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/pollux-dev/pollux/internal/edge/census"
@@ -25,8 +27,22 @@ func (e *Env) Census(ctx context.Context) (*census.Snapshot, error) {
 // everything its endpoints read: a jobs index over the events stream (run
 // under g until ctx ends, and caught up before FrontDoor returns), the
 // route pauses, the census, the learned durations and the routes'
-// schedules. cfg gives the rest: tokens, the console, the logger.
+// schedules; and its intake connection, without a reconnect buffer
+// (IntakeConn; Close closes it). cfg gives the rest: tokens, the
+// console, the logger.
 func (e *Env) FrontDoor(ctx context.Context, g *errgroup.Group, cfg frontdoor.Config) (*frontdoor.Server, error) {
+	if e.intake == nil {
+		nc, err := IntakeConn(e.NC)
+		if err != nil {
+			return nil, err
+		}
+		e.intake = nc
+	}
+	intake, err := jetstream.New(e.intake)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Intake = intake
 	x, err := index.New(index.Config{Logger: cfg.Logger}, e.JS, e.NS, e.Res)
 	if err != nil {
 		return nil, err
@@ -116,4 +132,22 @@ func (e *Env) Faces() []face.Mount {
 		}
 	}
 	return out
+}
+
+// IntakeConn dials a second connection to the servers nc reaches, as nc
+// does (its servers, credentials, TLS), but without a reconnect buffer:
+// while it is down a publish is refused at once, never kept to go out
+// when it is back. The front door publishes submissions on it
+// (frontdoor.Config.Intake), so that a create it answered 503 is never
+// sent afterwards. Its disconnects are nc's to log.
+func IntakeConn(nc *nats.Conn) (*nats.Conn, error) {
+	opts := nc.Opts
+	opts.Name += "-intake"
+	opts.ReconnectBufSize = -1
+	opts.DisconnectedErrCB, opts.DisconnectedCB, opts.ReconnectedCB, opts.ClosedCB = nil, nil, nil, nil
+	c, err := opts.Connect()
+	if err != nil {
+		return nil, fmt.Errorf("connect the front door's intake to NATS: %w", err)
+	}
+	return c, nil
 }

@@ -18,13 +18,18 @@ import (
 	"github.com/pollux-dev/pollux/internal/services/webhook"
 )
 
-// FrontDoor returns the hooks that feed pollux_http_requests_total and
-// pollux_http_request_duration_seconds.
+// FrontDoor returns the hooks that feed pollux_http_requests_total,
+// pollux_http_request_duration_seconds, pollux_face_outage_reads_total
+// and pollux_http_creates_unconfirmed_total.
 func (m *Metrics) FrontDoor() frontdoor.Metrics {
-	return frontdoor.Metrics{Request: func(handler, method string, code int, d time.Duration) {
-		m.httpRequests.WithLabelValues(handler, method, strconv.Itoa(code)).Inc()
-		m.httpDuration.WithLabelValues(handler, method).Observe(d.Seconds())
-	}}
+	return frontdoor.Metrics{
+		Request: func(handler, method string, code int, d time.Duration) {
+			m.httpRequests.WithLabelValues(handler, method, strconv.Itoa(code)).Inc()
+			m.httpDuration.WithLabelValues(handler, method).Observe(d.Seconds())
+		},
+		OutageRead:  func(known bool) { m.outageReads.WithLabelValues(strconv.FormatBool(known)).Inc() },
+		Unconfirmed: func(route, outcome string) { m.unconfirmed.WithLabelValues(route, outcome).Inc() },
+	}
 }
 
 // Gate returns the observer of the process's provider calls

@@ -65,6 +65,8 @@ type Metrics struct {
 	queueOldest     *prometheus.GaugeVec
 	httpRequests    *prometheus.CounterVec
 	httpDuration    *prometheus.HistogramVec
+	outageReads     *prometheus.CounterVec
+	unconfirmed     *prometheus.CounterVec
 	buildInfo       *prometheus.GaugeVec
 
 	mu     sync.Mutex
@@ -232,6 +234,17 @@ func New() *Metrics {
 		Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
 	}, []string{"handler", "method"})
 
+	m.outageReads = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pollux_face_outage_reads_total",
+		Help: "A face's reads of a job's record made while NATS was unavailable, by whether the front door knew the job (its last record read, which a poll is answered from) or not (a 503).",
+	}, []string{"known"})
+	m.unconfirmed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pollux_http_creates_unconfirmed_total",
+		Help: "Creates the front door answered 503 while NATS had not confirmed their submission, by route and how each was settled: withdrawn (its job ended before ingest took it), canceled (ingest had taken it), ended (it had ended: a job no app holds an id for), abandoned (the front door stopped first).",
+	}, []string{"route", "outcome"})
+	m.outageReads.WithLabelValues("true")
+	m.outageReads.WithLabelValues("false")
+
 	m.buildInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "pollux_build_info",
 		Help: "Always 1: the version, revision and Go version of the running binary (--version).",
@@ -253,7 +266,7 @@ func (m *Metrics) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.submissions, m.providerCalls, m.statusCalls, m.completions,
 		m.pollsPerJob, m.finishedPolls, m.detectionDelay, m.lateness, m.pauses, m.pausedSeconds, m.eventsPublished,
 		m.webhooks, m.webhooksApplied, m.webhooksDropped, m.notifyDelivered, m.notifyCalls, m.notifyOpen, m.custodyOutputs, m.custodyBytes, m.outputsExpiring, m.reconciled, m.callbackHints, m.overrun, m.deadlineCancels, m.drift, m.webhookMiss, m.webhookLate, m.age, m.orphans,
-		m.slotWaits, m.slotRepairs, m.queueWaiting, m.queueOldest, m.httpRequests, m.httpDuration, m.buildInfo}
+		m.slotWaits, m.slotRepairs, m.queueWaiting, m.queueOldest, m.httpRequests, m.httpDuration, m.outageReads, m.unconfirmed, m.buildInfo}
 }
 
 // The label values known in advance, for the series Routes starts.

@@ -163,3 +163,34 @@ func TestFrontDoorRequestsAreCounted(t *testing.T) {
 	}, got)
 	require.Equal(t, uint64(3), observed)
 }
+
+// What the front door does through a NATS outage is counted: the faces'
+// reads it answered from what it knew or could not, and each create
+// answered 503 in doubt by how it was settled.
+func TestFrontDoorOutagesAreCounted(t *testing.T) {
+	m := metrics.New()
+	fd := m.FrontDoor()
+	fd.OutageRead(true)
+	fd.OutageRead(true)
+	fd.OutageRead(false)
+	fd.Unconfirmed("sim", "withdrawn")
+	mfs, err := m.Registry().Gather()
+	require.NoError(t, err)
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		for _, s := range mf.GetMetric() {
+			name := mf.GetName()
+			for _, l := range s.GetLabel() {
+				name += " " + l.GetName() + "=" + l.GetValue()
+			}
+			if strings.Contains(name, "outage") || strings.Contains(name, "unconfirmed") {
+				got[name] = s.GetCounter().GetValue()
+			}
+		}
+	}
+	require.Equal(t, map[string]float64{
+		"pollux_face_outage_reads_total known=true":                         2,
+		"pollux_face_outage_reads_total known=false":                        1,
+		"pollux_http_creates_unconfirmed_total outcome=withdrawn route=sim": 1,
+	}, got)
+}

@@ -29,6 +29,10 @@ type Harness struct {
 	// serves: each builds the request as the face's handler sees it (its
 	// path below the mount).
 	Verbs map[string]func(id string) *http.Request
+	// Poll names the verb an app polls a job with until it ends (a get,
+	// a status): the one answered through an outage from what the face
+	// last knew (face.Kit.Poll).
+	Poll string
 }
 
 // The routes the suite mounts a face on: a route, and a model route
@@ -46,10 +50,21 @@ const (
 //     another model route — is answered, by every verb, exactly as an
 //     unknown id is (status and body), and no verb cancels it;
 //   - a job it made on its route, and one submitted through the model
-//     route it is mounted on, are not answered as unknown.
+//     route it is mounted on, are not answered as unknown;
+//   - through an outage (records cannot be read, see Outage): an unknown
+//     id is a 503 with Retry-After, and a job the face may not see is
+//     answered exactly as it; a job that had ended is answered by every
+//     verb as before the outage; a job under way is answered by the Poll
+//     verb as before the outage — even when it has ended since, which
+//     the face cannot know — and by every other verb with the 503.
 func Conformance(t *testing.T, h Harness) {
 	t.Helper()
 	require.NotEmpty(t, h.Verbs, "a face answers about a job")
+	require.Contains(t, h.Verbs, h.Poll, "Poll names one of the verbs")
+	t.Run("through an outage", func(t *testing.T) {
+		t.Parallel()
+		conformOutage(t, h)
+	})
 	made := func(route string, routing *state.Routing, kind string) *state.Job {
 		md := maps.Clone(h.Meta)
 		if md == nil {
@@ -111,6 +126,47 @@ func Conformance(t *testing.T, h Harness) {
 	}
 }
 
+// conformOutage is Conformance's outage part.
+func conformOutage(t *testing.T, h Harness) {
+	job := func(route string, s state.State) *state.Job {
+		md := maps.Clone(h.Meta)
+		if md == nil {
+			md = map[string]string{}
+		}
+		md[face.MetaFace] = string(h.Kind)
+		j := &state.Job{ID: h.ID, Route: route, Model: "acme/video", State: s, RemoteID: "r-1",
+			CreatedAt: time.Now().UTC().Add(-time.Minute), Metadata: md}
+		if s.Terminal() {
+			j.CompletedAt, j.Outputs = time.Now().UTC(), []string{"https://provider.example/out.mp4"}
+		}
+		return j
+	}
+	for verb, build := range h.Verbs {
+		unknown := serveOutage(t, h, nil, nil, build)
+		require.Equal(t, http.StatusServiceUnavailable, unknown.Code, "%s of an unknown id through an outage: %s", verb, unknown.Body)
+		require.NotEmpty(t, unknown.Header().Get("Retry-After"), "%s of an unknown id through an outage", verb)
+		hidden := serveOutage(t, h, job("elsewhere", state.Running), nil, build)
+		require.Equal(t, unknown.Code, hidden.Code, "%s of another route's job through an outage: as an unknown id", verb)
+		require.Equal(t, unknown.Body.String(), hidden.Body.String(), "%s of another route's job through an outage: as an unknown id", verb)
+
+		ended := job(conformanceRoute, state.Succeeded)
+		before := serve(t, h, conformanceRoute, ended, build)
+		got := serveOutage(t, h, ended, nil, build)
+		require.Equal(t, before.Code, got.Code, "%s of an ended job through an outage: as before it: %s", verb, got.Body)
+		require.Equal(t, before.Body.String(), got.Body.String(), "%s of an ended job through an outage: as before it", verb)
+
+		running := job(conformanceRoute, state.Running)
+		got = serveOutage(t, h, running, func(j *state.Job) { j.State, j.CompletedAt = state.Succeeded, time.Now().UTC() }, build)
+		if verb != h.Poll {
+			require.Equal(t, unknown.Code, got.Code, "%s of a job under way through an outage: the 503: %s", verb, got.Body)
+			continue
+		}
+		before = serve(t, h, conformanceRoute, running, build)
+		require.Equal(t, before.Code, got.Code, "%s of a job under way through an outage: as before it: %s", verb, got.Body)
+		require.Equal(t, before.Body.String(), got.Body.String(), "%s of a job under way through an outage: as before it, not as it has ended since", verb)
+	}
+}
+
 // serve builds face h mounted on route over a Pollux holding j (if not
 // nil), sends it build's request about h.ID, and checks no cancel of a
 // job it was not to see was asked for.
@@ -126,5 +182,25 @@ func serve(t *testing.T, h Harness, route string, j *state.Job, build func(strin
 	if rec.Code == http.StatusNotFound {
 		require.Empty(t, p.Cancels(), "a job the face may not see is not canceled")
 	}
+	return rec
+}
+
+// serveOutage is serve on the suite's route through an outage that began
+// while j (if not nil) was the job's record; then since, when not nil,
+// changes the record, which the face cannot read.
+func serveOutage(t *testing.T, h Harness, j *state.Job, since func(*state.Job), build func(string) *http.Request) *httptest.ResponseRecorder {
+	t.Helper()
+	p := New()
+	if j != nil {
+		p.Put(j)
+	}
+	p.Outage(true)
+	if since != nil {
+		p.Update(j.ID, since)
+	}
+	f := h.New(face.Mount{Kind: h.Kind, Route: conformanceRoute, Prefix: face.Prefix(h.Kind, conformanceRoute), RecordGrace: 20 * time.Millisecond}, p)
+	rec := httptest.NewRecorder()
+	f.Handler().ServeHTTP(rec, build(h.ID))
+	require.Empty(t, p.Cancels(), "nothing is canceled through an outage")
 	return rec
 }

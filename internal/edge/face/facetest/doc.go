@@ -8,7 +8,8 @@
 // record wakes the waiters, as the jobs index does; a cancel is recorded
 // and, when asked, ends the job.
 // A test steers it with its knobs (Hold, FailSubmit, CancelEnds,
-// KeepOutputs, Clock),
+// KeepOutputs, Clock, Outage: NATS unavailable, the records as they stood
+// when it began the last ones read),
 // writes records with Put and Update, and reads what the face asked with
 // Submissions, Cancels and Waits.
 //
@@ -16,7 +17,9 @@
 // kind, its job ids, its verbs about one job): it holds the face to what
 // every face promises, as pkg/provider/providertest does the adapters —
 // a job the face may not see is answered, by every verb, exactly as an
-// unknown id, and no verb cancels it.
+// unknown id, and no verb cancels it; through an outage, a job that had
+// ended is answered as before it, one under way is answered by the
+// face's poll as before it, and anything else is the 503.
 //
 // Only tests import it (depguard's test-support-stays-in-tests rule).
 package facetest

@@ -32,8 +32,11 @@ type Pollux struct {
 	// waits receives the id of each Wait call (dropped when full).
 	waits chan string
 
-	hold       bool
-	submitErr  error
+	hold      bool
+	submitErr error
+	// lastRead, during an outage, are the records as they stood when it
+	// began: what the front door last read of each.
+	lastRead   map[string]*state.Job
 	cancelEnds bool
 	keeps      map[string]bool
 	now        func() time.Time
@@ -59,6 +62,35 @@ func (p *Pollux) FailSubmit(err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.submitErr = err
+}
+
+// Outage makes, when on, every method that reads or writes records
+// answer as the front door does while NATS is unavailable: a 503
+// *face.Error; Job's wraps a *face.Outage whose Last is the job's record
+// as it stood when the outage began (nil for a job that had none), as
+// the front door answers from the last record it read. Records changed
+// meanwhile (Put, Update) are not seen until it is off.
+func (p *Pollux) Outage(on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.lastRead = nil
+	if on {
+		p.lastRead = map[string]*state.Job{}
+		for id, j := range p.jobs {
+			p.lastRead[id] = clone(j)
+		}
+	}
+}
+
+// unavailable is the front door's answer while NATS is unavailable,
+// carrying what it last read of job id ("": none asked about).
+func (p *Pollux) unavailable(id string) error {
+	o := &face.Outage{Err: ErrUnavailable}
+	if j, ok := p.lastRead[id]; ok && id != "" {
+		o.Last = clone(j)
+	}
+	return &face.Error{Status: http.StatusServiceUnavailable, Code: "unavailable", RetryAfter: time.Second,
+		Message: "Pollux cannot read job records now; retry later", Err: o}
 }
 
 // KeepOutputs makes routes keep their outputs (KeepsOutputs).
@@ -106,6 +138,9 @@ func (p *Pollux) Submit(_ context.Context, _ *http.Request, route string, m even
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.lastRead != nil {
+		return p.unavailable("")
+	}
 	if p.submitErr != nil {
 		return p.submitErr
 	}
@@ -123,6 +158,9 @@ func (p *Pollux) Submit(_ context.Context, _ *http.Request, route string, m even
 func (p *Pollux) Job(_ context.Context, id string) (*state.Job, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.lastRead != nil {
+		return nil, p.unavailable(id)
+	}
 	j, ok := p.jobs[id]
 	if !ok {
 		return nil, state.ErrNotFound
@@ -163,6 +201,9 @@ func (p *Pollux) Cancel(_ context.Context, _ *http.Request, j *state.Job, _ stri
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.lastRead != nil {
+		return p.unavailable("")
+	}
 	c, ok := p.jobs[j.ID]
 	if ok && c.State.Terminal() {
 		return face.ErrTerminal
@@ -203,6 +244,9 @@ func (p *Pollux) Output(w http.ResponseWriter, r *http.Request, j *state.Job, n 
 func (p *Pollux) List(_ context.Context, k face.Kind, route, after string, limit int) ([]*state.Job, bool, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.lastRead != nil {
+		return nil, false, p.unavailable("")
+	}
 	var all []*state.Job
 	for _, j := range p.jobs {
 		if j.Metadata["face"] == string(k) && (j.Route == route || j.Routing != nil && j.Routing.Via == route) {

@@ -23,6 +23,7 @@ func TestConformance(t *testing.T) {
 	facetest.Conformance(t, facetest.Harness{
 		Kind: face.Fal, New: New, ID: uuid([]byte("conformance-0001")),
 		Meta: map[string]string{MetaApp: "acme/video"},
+		Poll: "status",
 		Verbs: map[string]func(id string) *http.Request{
 			"status": verb(http.MethodGet, "/status"),
 			"result": verb(http.MethodGet, ""),

@@ -59,7 +59,11 @@
 // client makes its error's message of); a field at fault is a 422 whose
 // detail lists it as FastAPI does ({loc, msg, type}), which the client
 // throws as a ValidationError. The front door's own refusals come here
-// too: 401, 403, 429 and 503 with Retry-After.
+// too: 401, 403, 429 and 503 with Retry-After. While NATS is
+// unavailable a status of a request this process knows is answered as it
+// last knew it (IN_QUEUE or IN_PROGRESS, never COMPLETED from what may be
+// stale: face.Kit.Poll), and a result of one it last knew COMPLETED from
+// that record; anything else is the 503.
 //
 // Decided where fal is silent or Pollux differs: fal_webhook is refused
 // (422; Pollux sends no fal-shaped webhooks); x-fal-request-timeout,

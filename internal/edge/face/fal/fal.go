@@ -124,11 +124,12 @@ func readInput(w http.ResponseWriter, r *http.Request) (json.RawMessage, error) 
 	return body, nil
 }
 
-// job is the target's request (face.Kit.Job decides whether the face may
-// see it), which must be of the app the target's URL names: a request id
-// under another app's URL is the same 404 as an unknown one.
-func (f *Face) job(r *http.Request, t target) (*state.Job, error) {
-	j, err := f.Job(r, t.id)
+// job is the target's request as look finds it (face.Kit.Job, or Poll
+// for a status: either decides whether the face may see it), which must
+// be of the app the target's URL names: a request id under another app's
+// URL is the same 404 as an unknown one.
+func (f *Face) job(r *http.Request, t target, look func(*http.Request, string) (*state.Job, error)) (*state.Job, error) {
+	j, err := look(r, t.id)
 	if err != nil {
 		return nil, err
 	}
@@ -140,8 +141,10 @@ func (f *Face) job(r *http.Request, t target) (*state.Job, error) {
 	return j, nil
 }
 
+// status answers the request's status from its job's record (or, through
+// an outage, from what this process last knew of it: face.Kit.Poll).
 func (f *Face) status(w http.ResponseWriter, r *http.Request, t target) error {
-	j, err := f.job(r, t)
+	j, err := f.job(r, t, f.Poll)
 	if err != nil {
 		return err
 	}
@@ -152,7 +155,7 @@ func (f *Face) status(w http.ResponseWriter, r *http.Request, t target) error {
 // result answers a succeeded job's outputs, and an ended job's failure as
 // fal's error; a job still under way is a 400.
 func (f *Face) result(w http.ResponseWriter, r *http.Request, t target) error {
-	j, err := f.job(r, t)
+	j, err := f.job(r, t, f.Job)
 	if err != nil {
 		return err
 	}
@@ -172,7 +175,7 @@ func (f *Face) result(w http.ResponseWriter, r *http.Request, t target) error {
 // fal's 400 ALREADY_COMPLETED once it has ended, 404 NOT_FOUND for a
 // request the face may not see.
 func (f *Face) cancel(w http.ResponseWriter, r *http.Request, t target) error {
-	j, err := f.job(r, t)
+	j, err := f.job(r, t, f.Job)
 	if e := (*face.Error)(nil); errors.Is(err, state.ErrNotFound) && errors.As(err, &e) {
 		return face.WriteJSON(w, e.Status, errorBody{Status: "NOT_FOUND", Detail: e.Message, Message: e.Message})
 	}

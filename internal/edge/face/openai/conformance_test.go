@@ -21,6 +21,7 @@ func TestConformance(t *testing.T) {
 	facetest.Conformance(t, facetest.Harness{
 		Kind: face.OpenAI, New: openai.New, ID: "video_0123456789abcdef0123456789abcdef",
 		Meta: map[string]string{"openai_model": "sora-2"},
+		Poll: "retrieve",
 		Verbs: map[string]func(id string) *http.Request{
 			"retrieve": verb(http.MethodGet, ""),
 			"content":  verb(http.MethodGet, "/content"),

@@ -41,7 +41,10 @@
 //
 // Every video answer carries openai-poll-after-ms: until Pollux's own next
 // check of the job (face.PollAfter), 1 to 10 s — the interval the SDK's
-// poll helpers sleep. Errors are OpenAI's {"error": {message, type,
+// poll helpers sleep. While NATS is unavailable a retrieve of a video
+// this process knows is answered as it last knew it (never completed or
+// failed from what may be stale: face.Kit.Poll), its hint at least 5 s
+// (face.OutagePollAfter); anything else is a 503 with Retry-After. Errors are OpenAI's {"error": {message, type,
 // param, code}}: a bad token 401 invalid_api_key, a read-only token 403,
 // a video the face may not see 404 video_not_found (face.Kit.Job: an
 // unknown id, another route's job, one the face did not make — a delete

@@ -129,8 +129,10 @@ func (f *Face) pollAfter(w http.ResponseWriter, j *state.Job) {
 	w.Header().Set("Openai-Poll-After-Ms", strconv.FormatInt(d.Milliseconds(), 10))
 }
 
+// retrieve answers a video from its job's record (or, through an outage,
+// from what this process last knew of it: face.Kit.Poll).
 func (f *Face) retrieve(w http.ResponseWriter, r *http.Request) error {
-	j, err := f.Job(r, r.PathValue("id"))
+	j, err := f.Poll(r, r.PathValue("id"))
 	if err != nil {
 		return err
 	}

@@ -310,6 +310,29 @@ func TestPollAfterIsPolluxsPlan(t *testing.T) {
 	}
 }
 
+// Through an outage the hint is Pollux's plan, but at least
+// face.OutagePollAfter: nothing changes before NATS is back.
+func TestPollAfterThroughAnOutage(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		next time.Duration
+		want string
+	}{
+		{-time.Second, "5000"},
+		{3 * time.Second, "5000"},
+		{8 * time.Second, "8000"},
+		{time.Hour, "10000"},
+	} {
+		r := setup(t)
+		r.p.Put(&state.Job{ID: "video_p", Route: "sim", Metadata: made, State: state.Running, CreatedAt: r.now, NextCheckAt: r.now.Add(c.next)})
+		r.p.Outage(true)
+		a := r.get(t, "/v1/videos/video_p")
+		require.Equal(t, http.StatusOK, a.status, a.raw)
+		require.Equal(t, "in_progress", a.body["status"])
+		require.Equal(t, c.want, a.header.Get("openai-poll-after-ms"), "%+v", c)
+	}
+}
+
 // An unknown id, an unserved path and the front door's refusals are
 // OpenAI's errors; a quota's wait is in both headers the SDK reads.
 func TestErrorsAreOpenAIs(t *testing.T) {

@@ -17,6 +17,7 @@ func TestConformance(t *testing.T) {
 	facetest.Conformance(t, facetest.Harness{
 		Kind: face.Replicate, New: replicate.New, ID: "abcdefghijklmnopqrstuvwxyz",
 		Meta: map[string]string{"replicate_model": "acme/video"},
+		Poll: "get",
 		Verbs: map[string]func(id string) *http.Request{
 			"get": func(id string) *http.Request { return httptest.NewRequest(http.MethodGet, "/v1/predictions/"+id, nil) },
 			"cancel": func(id string) *http.Request {

@@ -208,9 +208,10 @@ func preferWait(values []string) (time.Duration, error) {
 	return 0, nil
 }
 
-// get answers a prediction from its job's record.
+// get answers a prediction from its job's record (or, through an outage,
+// from what this process last knew of it: face.Kit.Poll).
 func (f *Face) get(w http.ResponseWriter, r *http.Request) error {
-	j, err := f.Job(r, r.PathValue("id"))
+	j, err := f.Poll(r, r.PathValue("id"))
 	if err != nil {
 		return err
 	}

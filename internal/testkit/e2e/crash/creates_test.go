@@ -4,13 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
-	"strconv"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
@@ -134,23 +131,6 @@ func (f *creatingFleet) check(timeout time.Duration) sim.Stats {
 	return st
 }
 
-// stoppableNATS starts a nats-server process with its store under dir,
-// which the test can stop and start again, and connects to it (the
-// connection reconnects for ever).
-func stoppableNATS(t *testing.T, bin, dir string) (*e2etest.NATSNode, string, jetstream.JetStream) {
-	t.Helper()
-	port := e2etest.FreePort(t)
-	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
-	node := e2etest.StartNode(t, "nats-server", filepath.Join(bin, "nats-server"), nil,
-		"-a", "127.0.0.1", "-p", strconv.Itoa(port), "-js", "-sd", filepath.Join(dir, "js"))
-	nc, err := nats.Connect(url, nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
-	return node, url, js
-}
-
 // TestChaosNATSRestartDuringCreates stops the nats-server (SIGTERM) while
 // ingest is creating jobs, keeps it down for five seconds and starts it
 // again on the same store: ingest has the provider's answers in hand for
@@ -166,7 +146,7 @@ func TestChaosNATSRestartDuringCreates(t *testing.T) {
 			t.Parallel()
 			bin := e2etest.Binaries(t)
 			dir := t.TempDir()
-			node, url, js := stoppableNATS(t, bin, dir)
+			node, url, js := e2etest.StoppableNATS(t, bin, dir)
 			f := startCreatingFleet(t, js, func(string) string { return url }, 1, idempotent)
 			n := e2etest.Size(150, 1500)
 			f.submit(n)
@@ -197,7 +177,7 @@ func TestChaosLongNATSOutageDuringCreates(t *testing.T) {
 	t.Parallel()
 	bin := e2etest.Binaries(t)
 	dir := t.TempDir()
-	node, url, js := stoppableNATS(t, bin, dir)
+	node, url, js := e2etest.StoppableNATS(t, bin, dir)
 	f := startCreatingFleetWith(t, js, func(string) string { return url }, creating{replicas: 1, ingests: 2, intakeAckWait: 3 * time.Second})
 	n := e2etest.Size(150, 1500)
 	f.submit(n)

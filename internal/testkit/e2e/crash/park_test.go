@@ -109,7 +109,7 @@ func TestChaosParkedChecks(t *testing.T) {
 		t.Parallel()
 		bin := e2etest.Binaries(t)
 		dir := t.TempDir()
-		node, url, js := stoppableNATS(t, bin, dir)
+		node, url, js := e2etest.StoppableNATS(t, bin, dir)
 		f := startParkingFleet(t, js, func(string) string { return url }, 1)
 		n := e2etest.Size(60, 600)
 		f.submit(n)

@@ -96,6 +96,24 @@ func (n *NATSNode) Restart(sig syscall.Signal, down time.Duration) {
 	n.Start()
 }
 
+// StoppableNATS starts a nats-server process (from the binaries in bin)
+// with its store under dir, which the test can stop and start again on
+// the same port and store, and connects to it (the connection reconnects
+// for ever): it returns the node, its URL and the connection's JetStream.
+func StoppableNATS(t *testing.T, bin, dir string) (*NATSNode, string, jetstream.JetStream) {
+	t.Helper()
+	port := FreePort(t)
+	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
+	node := StartNode(t, "nats-server", filepath.Join(bin, "nats-server"), nil,
+		"-a", "127.0.0.1", "-p", strconv.Itoa(port), "-js", "-sd", filepath.Join(dir, "js"))
+	nc, err := nats.Connect(url, nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	return node, url, js
+}
+
 // ShippedCluster is deploy/nats/cluster's three nodes run as processes,
 // their addresses moved to free local ports (flags override the files; the
 // store directory goes into a wrapper file, as the server refuses -sd over

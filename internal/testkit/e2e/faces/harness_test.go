@@ -62,13 +62,27 @@ models:
 // start runs the stack until the test ends.
 func start(t *testing.T) *stack {
 	t.Helper()
+	return startWith(t, simConfig, "", nil)
+}
+
+// startWith runs the stack with the simulated provider's configuration
+// sim until the test ends; on the NATS server at natsURL, which js
+// reaches, when natsURL is not "" (a server the test stops and starts).
+func startWith(t *testing.T, sim, natsURL string, js jetstream.JetStream) *stack {
+	t.Helper()
+	var servers func(string) string
+	if natsURL != "" {
+		servers = func(string) string { return natsURL }
+	}
 	// A killed gateway's intake and checks are taken over within seconds,
 	// and a create it left in doubt is settled as soon (the tests SIGKILL
 	// it).
 	f := e2etest.StartSimFleet(t, e2etest.SimFleetConfig{
 		Token:     "sim-secret-token",
 		TimeScale: 50,
-		Sim:       simConfig,
+		Sim:       sim,
+		NATS:      servers,
+		JS:        js,
 		Config: fmt.Sprintf(`
 streams: {intake_ack_wait: 6s, check_ack_wait: 4s}
 routes:
