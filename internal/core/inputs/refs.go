@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/pollux-dev/pollux/pkg/provider"
 )
 
 // RefError refuses an input's reference: the field that holds it (a JSON
@@ -161,4 +163,22 @@ func (s *Store) inline(ctx context.Context, f *File) (string, error) {
 	}
 	_ = enc.Close()
 	return b.String(), nil
+}
+
+// Deliverer is Deliver with d for a route's gate (route.Route.Inputs):
+// its errors are *provider.Error values — a file gone, or one d cannot
+// deliver, is Invalid (the job fails, its reason naming the field);
+// anything else (the bucket unreadable) Transient, retried.
+func (s *Store) Deliverer(d Delivery) func(ctx context.Context, input json.RawMessage) (json.RawMessage, error) {
+	return func(ctx context.Context, input json.RawMessage) (json.RawMessage, error) {
+		out, err := s.Deliver(ctx, input, d)
+		var re *RefError
+		switch {
+		case err == nil:
+			return out, nil
+		case errors.As(err, &re):
+			return nil, &provider.Error{Class: provider.Invalid, Message: err.Error(), Err: err}
+		}
+		return nil, &provider.Error{Class: provider.Transient, Message: "reading the job's input files failed", Err: err}
+	}
 }

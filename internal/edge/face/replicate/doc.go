@@ -48,7 +48,7 @@
 //     still to come, another route's job, one the face did not make),
 //     409 with Retry-After for a cancel of a create not taken yet, 400
 //     for a body that is not a JSON object or a
-//     bad Prefer, 422 naming the field at fault, 413 beyond MaxBody, 503
+//     bad Prefer, 422 naming the field at fault, 413 beyond face.MaxDataBody, 503
 //     (Retry-After 1) when NATS is unavailable — but for a get of a
 //     prediction this process knows, answered through the outage as it
 //     last knew it, never as ended from what may be stale
