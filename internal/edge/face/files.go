@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -158,3 +159,37 @@ var errNoInputs = &Error{Status: http.StatusNotImplemented, Code: "not_implement
 
 // NoFiles is Pollux.Files of a Pollux that keeps no input files.
 func NoFiles() (*Files, error) { return nil, errNoInputs }
+
+// InputRefs is a create's input (below root, for the field names of its
+// errors) with request r's caller's files named by the face's URLs of
+// them (FileURL with filesPath), or carried as large data: URIs, replaced
+// by their references (Files.Refs). A Pollux that keeps no files leaves
+// the input as it is.
+func (k *Kit) InputRefs(w http.ResponseWriter, r *http.Request, input json.RawMessage, root, filesPath string) (json.RawMessage, error) {
+	files, err := k.pollux.Files(r)
+	if err != nil && !errors.Is(err, errNoInputs) {
+		return nil, err
+	}
+	return files.Refs(r, w, input, root, func(s string) (string, bool) { return k.FileOf(r, filesPath, s) })
+}
+
+// ServeFile answers the bytes of request r's caller's file id.
+func (k *Kit) ServeFile(w http.ResponseWriter, r *http.Request, id string) error {
+	files, err := k.pollux.Files(r)
+	if err != nil {
+		return err
+	}
+	f, err := files.Get(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	_, body, err := files.Store.Open(r.Context(), f.ID)
+	if err != nil {
+		return FileError(err, "")
+	}
+	defer body.Close()
+	w.Header().Set("Content-Type", f.ContentType)
+	w.Header().Set("Content-Length", strconv.FormatInt(f.Size, 10))
+	_, _ = io.Copy(w, body)
+	return nil
+}

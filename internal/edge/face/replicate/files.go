@@ -110,23 +110,10 @@ func (f *Face) getFile(w http.ResponseWriter, r *http.Request) error {
 
 // downloadFile answers one of the caller's files' bytes.
 func (f *Face) downloadFile(w http.ResponseWriter, r *http.Request) error {
-	in, err := f.callerFile(r)
-	if err != nil {
+	if _, err := f.callerFile(r); err != nil {
 		return err
 	}
-	files, err := f.Files(r)
-	if err != nil {
-		return err
-	}
-	_, body, err := files.Store.Open(r.Context(), in.ID)
-	if err != nil {
-		return face.FileError(err, "")
-	}
-	defer body.Close()
-	w.Header().Set("Content-Type", in.ContentType)
-	w.Header().Set("Content-Length", strconv.FormatInt(in.Size, 10))
-	_, _ = io.Copy(w, body)
-	return nil
+	return f.ServeFile(w, r, r.PathValue("id"))
 }
 
 // callerFile is the caller's file the path names, or Replicate's 404.
@@ -183,15 +170,4 @@ func (f *Face) deleteFile(w http.ResponseWriter, r *http.Request) error {
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
-}
-
-// inputRefs is a create's input with the caller's files named by their
-// urls.get (or carried as large data: URIs) replaced by their
-// references.
-func (f *Face) inputRefs(w http.ResponseWriter, r *http.Request, input json.RawMessage) (json.RawMessage, error) {
-	files, err := f.Files(r)
-	if err != nil {
-		files = nil // none kept: data: URIs stay in the input, bounded by the body
-	}
-	return files.Refs(r, w, input, "input", func(s string) (string, bool) { return f.FileOf(r, filesPath, s) })
 }

@@ -111,7 +111,7 @@ func (f *Face) create(w http.ResponseWriter, r *http.Request, model string) erro
 		return err
 	}
 	m, err := submission(body, model, key, newID(f.Mount().Route, key), func(in json.RawMessage) (json.RawMessage, error) {
-		return f.inputRefs(w, r, in)
+		return f.InputRefs(w, r, in, "input", filesPath)
 	})
 	if err != nil {
 		return err
