@@ -30,6 +30,8 @@ type Server struct {
 
 	mu       sync.Mutex
 	preds    map[string]*prediction
+	// inputFiles are the predictions' input files received (inputs.go).
+	inputFiles []InputFile
 	order    []*prediction
 	keys     map[string]string // Idempotency-Key → id of its first prediction
 	nextSeq  uint64
@@ -121,6 +123,9 @@ func (s *Server) routes() http.Handler {
 	})
 	mux.HandleFunc("GET /_sim/predictions", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, s.Predictions())
+	})
+	mux.HandleFunc("GET /_sim/inputs", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, s.InputFiles())
 	})
 	mux.HandleFunc("POST /_sim/reset-stats", func(w http.ResponseWriter, _ *http.Request) {
 		s.ResetStats()
