@@ -193,3 +193,22 @@ func (k *Kit) ServeFile(w http.ResponseWriter, r *http.Request, id string) error
 	_, _ = io.Copy(w, body)
 	return nil
 }
+
+// ShowRefs is input as an app sees it: each file reference replaced by
+// the face's URL of the file (FileURL with filesPath), as the app sent
+// it. An input that does not parse is shown as it is.
+func (k *Kit) ShowRefs(r *http.Request, input json.RawMessage, filesPath string) json.RawMessage {
+	if !inputs.HasRefs(input) {
+		return input
+	}
+	out, err := inputs.Walk(input, "input", func(_, s string) (string, error) {
+		if id, ok := inputs.ParseRef(s); ok {
+			return k.FileURL(r, filesPath, id), nil
+		}
+		return s, nil
+	})
+	if err != nil {
+		return input
+	}
+	return out
+}

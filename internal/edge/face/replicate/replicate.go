@@ -231,7 +231,9 @@ func (f *Face) get(w http.ResponseWriter, r *http.Request) error {
 
 // prediction is job j as a prediction for request r (predictionOf).
 func (f *Face) prediction(r *http.Request, j *state.Job, input json.RawMessage) prediction {
-	return predictionOf(j, f.Base(r), input, f.OutputURLs(r, j))
+	p := predictionOf(j, f.Base(r), input, f.OutputURLs(r, j))
+	p.Input = f.ShowRefs(r, p.Input, filesPath) // the files' urls.get, as the app sent them
+	return p
 }
 
 // predictionList is Replicate's page of predictions.

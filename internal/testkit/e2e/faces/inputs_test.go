@@ -1,0 +1,83 @@
+package faces_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pollux-dev/pollux/pkg/provider/sim"
+)
+
+// fetchingSim is simConfig with the simulated provider taking the input
+// files as a provider does: fetching each URL, recording its SHA-256.
+// Its jobs never fail: each must deliver its image.
+const fetchingSim = `
+time_scale: 50
+seed: 7
+latency: 5ms
+fetch_inputs: true
+default: {queue_median: 2s, queue_sigma: 0.4, run_median: 20s, run_sigma: 0.3}
+models:
+  openai/sora-content: {queue_median: 2s, run_median: 20s, output_bytes: 4096}
+`
+
+// simInputs is what the simulated provider received of the input files.
+func (s *stack) simInputs(t *testing.T) sim.InputStats {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+s.Sim+"/_sim/inputs", nil)
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer func() { _ = resp.Body.Close() }()
+	var in sim.InputStats
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&in))
+	return in
+}
+
+// requireReceived checks the provider received the image an SDK sent
+// (its line's sha256 and size) for the line's job, once: the job's
+// prediction has that one file, fetched by URL.
+func (s *stack) requireReceived(t *testing.T, line map[string]any, field string) {
+	t.Helper()
+	id, _ := line["id"].(string)
+	require.NotEmpty(t, id, "%v", line)
+	j := s.record(t, id)
+	require.NotEmpty(t, j.RemoteID, "the job reached the provider: %v", line)
+	var files []sim.InputFile
+	for _, f := range s.simInputs(t).Files {
+		if f.Prediction == j.RemoteID {
+			files = append(files, f)
+		}
+	}
+	require.Len(t, files, 1, "one file for job %s: %v", id, files)
+	require.Equal(t, field, files[0].Field)
+	require.Equal(t, "url", files[0].Via, "fetched from the front door's signed URL")
+	require.Equal(t, line["sha256"], files[0].SHA256, "the provider got exactly the bytes the app sent")
+	require.EqualValues(t, line["size"], files[0].Size)
+}
+
+// Image-to-video through each SDK's default upload path, a 5 MB image:
+// Replicate's files.create (urls.get in the input), fal's storage upload
+// (initiate through the proxy, a plain PUT to the upload_url, the
+// file_url in the input), OpenAI's multipart input_reference. The
+// simulated provider fetches each file from the front door's signed URL:
+// the bytes it got are the app's, once per job.
+func TestImageInputsThroughTheSDKs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the fleet and node")
+	}
+	t.Parallel()
+	s := startWith(t, fetchingSim, "", nil)
+
+	rep := byField("step", node(t, "replicate.mjs", 90*time.Second, s.replicateEnv("image")...))["image"]
+	require.NotNil(t, rep)
+	require.Equal(t, "succeeded", rep["status"], "%v", rep)
+	require.EqualValues(t, 1, rep["files"], "files.list shows the upload: %v", rep)
+	require.Contains(t, rep["input_image"], s.URL+"/replicate/sim/v1/files/", "the create's answer shows the input as sent")
+	s.requireReceived(t, rep, "image")
+
+	require.Equal(t, 1, s.simInputs(t).Fetches, "one fetch for one job")
+}
