@@ -28,14 +28,14 @@ type Server struct {
 	wake      chan struct{} // nudges Run when an earlier event is queued
 	running   atomic.Bool
 
-	mu       sync.Mutex
-	preds    map[string]*prediction
+	mu    sync.Mutex
+	preds map[string]*prediction
 	// inputFiles are the predictions' input files received (inputs.go).
 	inputFiles []InputFile
-	order    []*prediction
-	keys     map[string]string // Idempotency-Key → id of its first prediction
-	nextSeq  uint64
-	faultRNG *mrand.Rand
+	order      []*prediction
+	keys       map[string]string // Idempotency-Key → id of its first prediction
+	nextSeq    uint64
+	faultRNG   *mrand.Rand
 	// The current throttle episode: every /v1 call before until gets 429.
 	throttleFirst time.Time // when its first 429 was answered
 	throttleUntil time.Time

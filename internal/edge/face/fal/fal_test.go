@@ -78,7 +78,7 @@ func TestASubmitsBodyIsChecked(t *testing.T) {
 		require.Equal(t, http.StatusUnprocessableEntity, r.status, "%s: %s", body, r.raw)
 		require.Equal(t, []any{map[string]any{"loc": []any{"body"}, "msg": "the input must be a JSON object", "type": "value_error"}}, r.body["detail"])
 	}
-	r := call(t, f, http.MethodPost, queue+"acme/video", `{"p":"`+strings.Repeat("x", events.MaxMessageBytes)+`"}`)
+	r := call(t, f, http.MethodPost, queue+"acme/video", `{"p":"`+strings.Repeat("x", face.MaxDataBody)+`"}`)
 	require.Equal(t, http.StatusRequestEntityTooLarge, r.status, r.raw)
 	r = call(t, f, http.MethodPost, queue+"acme/video", `{}`, "Content-Type", "text/plain")
 	require.Equal(t, http.StatusUnsupportedMediaType, r.status, r.raw)
@@ -100,7 +100,7 @@ func TestOnlyFalsQueueIsATarget(t *testing.T) {
 	for _, target := range []string{
 		"http://queue.fal.run/acme/video",
 		"https://fal.run/acme/video",
-		"https://rest.alpha.fal.ai/storage/upload/initiate",
+		"https://rest.alpha.fal.ai/storage/upload/complete",
 		"https://rest.fal.ai/tokens/",
 		"https://other.fal.run/acme/video",
 		"https://evilfal.run/acme/video",

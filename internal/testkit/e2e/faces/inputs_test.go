@@ -79,5 +79,16 @@ func TestImageInputsThroughTheSDKs(t *testing.T) {
 	require.Contains(t, rep["input_image"], s.URL+"/replicate/sim/v1/files/", "the create's answer shows the input as sent")
 	s.requireReceived(t, rep, "image")
 
-	require.Equal(t, 1, s.simInputs(t).Fetches, "one fetch for one job")
+
+	fal := byField("op", node(t, "fal.mjs", 90*time.Second, falEnv(s, "image")...))["image"]
+	require.NotNil(t, fal)
+	require.Nil(t, fal["error"], "%v", fal)
+	s.requireReceived(t, fal, "image_url")
+
+	oai := byField("step", node(t, "openai.mjs", 90*time.Second, "POLLUX_URL="+s.URL, "TOKEN="+tokenApp, "MODE=image"))["image"]
+	require.NotNil(t, oai)
+	require.Equal(t, "completed", oai["status"], "%v", oai)
+	s.requireReceived(t, oai, "input_reference")
+
+	require.Equal(t, 3, s.simInputs(t).Fetches, "one fetch a job")
 }
