@@ -182,8 +182,9 @@ async function image() {
   const retrying = env.KEY ? retryingFetch(env.KEY) : null;
   const replicate = client(env.POLLUX_TOKEN, retrying ? { fetch: retrying.fetch } : {});
   const created = await replicate.predictions.create({ model, input: { prompt: "image to video", image: bytes } });
+  const attempts = retrying?.attempts(); // the upload's and the create's
   const files = await replicate.files.list();
-  print({ step: "image", sha256: sha256(bytes), size: bytes.length, attempts: retrying?.attempts(), input_image: created.input?.image,
+  print({ step: "image", sha256: sha256(bytes), size: bytes.length, attempts, input_image: created.input?.image,
     files: files.results.length, ...(await waitFor(replicate, created)) });
 }
 

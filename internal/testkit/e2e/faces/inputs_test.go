@@ -92,3 +92,32 @@ func TestImageInputsThroughTheSDKs(t *testing.T) {
 
 	require.Equal(t, 3, s.simInputs(t).Fetches, "one fetch a job")
 }
+
+// The gateway SIGKILLed under an image job: the app uploads its image
+// (files.create), then its create — carrying an Idempotency-Key — kills
+// the gateway once durable and before it answers (exit 137); the app
+// retries the create with its key until the restarted gateway answers.
+// One job, and the provider fetched the image once, the app's bytes.
+func TestAnImageJobThroughAGatewayKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the fleet and node")
+	}
+	t.Parallel()
+	s := startWith(t, fetchingSim, "", nil)
+	s.Ingest.Kill(t)
+	crashing := s.startCrashingIngest(t)
+	wait := startNode(t, "replicate.mjs", 120*time.Second, s.replicateEnv("image", "KEY=image-42")...)
+	select {
+	case <-crashing.Done():
+	case <-time.After(60 * time.Second):
+		t.Fatal("the gateway did not crash after the create's submission")
+	}
+	s.StartIngest(t)
+	line := byField("step", wait())["image"]
+	require.NotNil(t, line)
+	require.Equal(t, "succeeded", line["status"], "%v", line)
+	require.GreaterOrEqual(t, line["attempts"], float64(3), "the create was retried (an upload, a create, its retries): %v", line)
+	s.requireReceived(t, line, "image")
+	require.Equal(t, 1, s.SimStats(t).Predictions, "one job at the provider")
+	require.Equal(t, 1, s.simInputs(t).Fetches, "the image fetched once")
+}
