@@ -7,6 +7,11 @@
 // The client then sends every request to that one URL with the URL it
 // meant in the x-fal-target-url header; the face dispatches on it:
 //
+//   - POST https://rest.fal.ai/storage/upload/initiate (the client's
+//     upload of a Blob input) is answered with an upload_url on the front
+//     door, signed, expiring and single-use, which the client's plain PUT
+//     reaches, and a file_url on the face (GET files/{id}), which a
+//     submit's input maps to the file's reference (storage.go).
 //   - POST https://queue.fal.run/{owner}/{app}[/{path}] (submit) is a
 //     Pollux submission on the face's route whose model is the endpoint id
 //     ({owner}/{app}[/{path}], with a workflows/ or comfy/ namespace when

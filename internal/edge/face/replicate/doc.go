@@ -8,8 +8,9 @@
 // /v1/models/{owner}/{name}/predictions, GET /v1/predictions (the face's
 // predictions, newest first), GET /v1/predictions/{id}, POST
 // /v1/predictions/{id}/cancel and GET /outputs/{id}/{n} (a kept output,
-// face.OutputPath); every other path (deployments, trainings, files) is
-// answered 404. A create is a
+// face.OutputPath), and the files API (files.go: POST, GET and DELETE
+// /v1/files, the file's urls.get in an input mapped to its reference);
+// every other path (deployments, trainings) is answered 404. A create is a
 // Pollux submission on the mount's route — the model (owner/name) or the
 // version is the job's model, the input its input — answered once the
 // job's record exists (at most RecordWait), so a get that follows never
