@@ -79,7 +79,6 @@ func TestImageInputsThroughTheSDKs(t *testing.T) {
 	require.Contains(t, rep["input_image"], s.URL+"/replicate/sim/v1/files/", "the create's answer shows the input as sent")
 	s.requireReceived(t, rep, "image")
 
-
 	fal := byField("op", node(t, "fal.mjs", 90*time.Second, falEnv(s, "image")...))["image"]
 	require.NotNil(t, fal)
 	require.Nil(t, fal["error"], "%v", fal)
