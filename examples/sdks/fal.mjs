@@ -15,6 +15,8 @@
 //           client uploads it first, its storage initiate through the
 //           proxy and a plain PUT to the upload_url it got, and sends the
 //           file_url in the input
+//   stream  subscribe in streaming mode (the status as an event stream),
+//           then queue.submit and queue.streamStatus until COMPLETED
 //   keyed   FAL_JOBS submits with an Idempotency-Key each, paced, retried
 //           until answered (the gateway may die under them), then their
 //           results
@@ -157,6 +159,28 @@ async function image() {
   }
 }
 
+async function stream() {
+  const fal = client(process.env.POLLUX_TOKEN);
+  let requestId;
+  const statuses = [];
+  try {
+    const r = await fal.subscribe(app, {
+      input: { prompt: "a fox" }, mode: "streaming",
+      onEnqueue: (id) => { requestId = id; },
+      onQueueUpdate: (s) => { statuses.push(s.status); },
+    });
+    out({ op: "stream-subscribe", requestId, resultRequestId: r.requestId, data: r.data, statuses });
+  } catch (e) {
+    out({ op: "stream-subscribe", requestId, error: errorOf(e), statuses });
+  }
+  const { request_id: id } = await fal.queue.submit(app, { input: { prompt: "a fox" } });
+  const s = await fal.queue.streamStatus(app, { requestId: id });
+  const seen = [];
+  s.on("data", (d) => { seen.push(d.status); });
+  const last = await s.done();
+  out({ op: "streamStatus", requestId: id, statuses: seen, last: last?.status });
+}
+
 async function keyed() {
   const jobs = Number(process.env.FAL_JOBS ?? 60);
   const workers = 6;
@@ -270,4 +294,4 @@ async function outage() {
   }));
 }
 
-await ({ main, many, image, keyed, errors, keyless, outage })[mode]();
+await ({ main, many, image, stream, keyed, errors, keyless, outage })[mode]();

@@ -74,7 +74,8 @@
 // (422; Pollux sends no fal-shaped webhooks); x-fal-request-timeout,
 // x-fal-queue-priority and x-fal-runner-hint are ignored (Pollux's
 // schedule and the route's deadline rule); status streaming
-// (…/status/stream) answers 501, so subscribe in its default polling
-// mode; logs=1 gives [] plus a line saying what a job not yet submitted
+// (…/status/stream) is an event stream of the statuses a poll would
+// answer, from the job's records, ending after COMPLETED (stream.go);
+// logs=1 gives [] plus a line saying what a job not yet submitted
 // waits for.
 package fal

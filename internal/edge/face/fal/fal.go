@@ -69,6 +69,8 @@ func (f *Face) serve(w http.ResponseWriter, r *http.Request) error {
 		return f.cancel(w, r, t)
 	case opUpload:
 		return f.initiate(w, r)
+	case opStatusStream:
+		return f.statusStream(w, r, t)
 	default:
 		return f.submit(w, r, t)
 	}

@@ -30,6 +30,8 @@ const (
 	opStatus
 	opResult
 	opCancel
+	// opStatusStream streams a request's status.
+	opStatusStream
 	// opUpload initiates a storage upload (fal's storage client).
 	opUpload
 )
@@ -153,8 +155,8 @@ func parseTarget(raw, method string) (target, *face.Error) {
 		t.op = opCancel
 		return t, checkMethod(method, http.MethodPut, "a cancel")
 	case "status/stream":
-		return t, &face.Error{Status: http.StatusNotImplemented, Code: "not_implemented",
-			Message: "status streaming is not served: subscribe in polling mode (the default)"}
+		t.op, t.logs = opStatusStream, q.Get("logs") == "1"
+		return t, checkMethod(method, http.MethodGet, "a status stream")
 	}
 	return t, notFound("no such queue endpoint")
 }

@@ -120,3 +120,29 @@ func TestAnImageJobThroughAGatewayKill(t *testing.T) {
 	require.Equal(t, 1, s.SimStats(t).Predictions, "one job at the provider")
 	require.Equal(t, 1, s.simInputs(t).Fetches, "the image fetched once")
 }
+
+// fal's status streaming through the face: subscribe in streaming mode
+// and queue.streamStatus read the status as an event stream, served from
+// Pollux's own records, to COMPLETED; subscribe then gets the result.
+func TestFalStatusStreaming(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the fleet and node")
+	}
+	t.Parallel()
+	s := startWith(t, fetchingSim, "", nil)
+	before := s.SimStats(t).StatusCalls
+	lines := byField("op", node(t, "fal.mjs", 90*time.Second, falEnv(s, "stream")...))
+	sub := lines["stream-subscribe"]
+	require.NotNil(t, sub)
+	require.Nil(t, sub["error"], "%v", sub)
+	require.Equal(t, sub["requestId"], sub["resultRequestId"])
+	statuses, _ := sub["statuses"].([]any)
+	require.NotEmpty(t, statuses)
+	require.Equal(t, "COMPLETED", statuses[len(statuses)-1], "%v", sub)
+	st := lines["streamStatus"]
+	require.NotNil(t, st)
+	require.Equal(t, "COMPLETED", st["last"], "%v", st)
+	// Each job's polls are Pollux's own schedule's: the streams cost the
+	// provider nothing.
+	t.Logf("provider status calls for 2 jobs: %d", s.SimStats(t).StatusCalls-before)
+}
