@@ -71,4 +71,3 @@ func (f *Face) statusStream(w http.ResponseWriter, r *http.Request, t target) er
 		j = next
 	}
 }
-
