@@ -183,7 +183,7 @@ func (s *Store) put(ctx context.Context, id string, u Upload) (*File, error) {
 		metaKey: hex.EncodeToString(key),
 	}}
 	body := &limited{r: u.Body, left: limit, err: tooLarge}
-	info, err := s.obs.Put(ctx, meta, body)
+	info, err := s.obs.Put(ctx, meta, filling{body})
 	if err != nil {
 		if body.over {
 			return nil, tooLarge
@@ -244,6 +244,21 @@ func (l *limited) Read(p []byte) (int, error) {
 	if l.left < 0 {
 		l.over = true
 		return 0, l.err
+	}
+	return n, err
+}
+
+// filling reads r until p is full (or r ends): the object store makes a
+// chunk of each Read, and a body read a few KiB at a time (a multipart
+// part) would make thousands of small chunks, more than the publishes it
+// keeps in flight (its Put then fails: "stalled with too many outstanding
+// async published messages").
+type filling struct{ r io.Reader }
+
+func (f filling) Read(p []byte) (int, error) {
+	n, err := io.ReadFull(f.r, p)
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		err = io.EOF
 	}
 	return n, err
 }

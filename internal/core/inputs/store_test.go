@@ -198,3 +198,30 @@ func TestDeliver(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, string(plain), string(out))
 }
+
+// trickle reads n bytes a few hundred at a time, as a multipart part is
+// read.
+type trickle struct{ n int }
+
+func (t *trickle) Read(p []byte) (int, error) {
+	if t.n == 0 {
+		return 0, io.EOF
+	}
+	k := min(len(p), t.n, 500)
+	clear(p[:k])
+	t.n -= k
+	return k, nil
+}
+
+// A body read a little at a time is stored in full chunks: the object
+// store makes a chunk of each read, and thousands of small ones would
+// stall its publishes (a Put failing "stalled with too many outstanding
+// async published messages" under load).
+func TestASlowBodyIsStoredInFullChunks(t *testing.T) {
+	t.Parallel()
+	s := setup(t, inputs.Config{})
+	f, err := s.Put(context.Background(), inputs.Upload{Owner: "app", Body: &trickle{n: 3 << 20}})
+	require.NoError(t, err)
+	require.Equal(t, int64(3<<20), f.Size)
+	require.Equal(t, 24, inputs.Chunks(t, s, f.ID), "3 MiB in 128 KiB chunks")
+}
