@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bufio"
+	"encoding/json"
 	"context"
 	"fmt"
 	"io"
@@ -41,7 +42,7 @@ const (
 
 func (r *runner) uploads(ctx context.Context) error {
 	return r.withStack(ctx, dev.StackConfig{
-		Route: config.Route{Faces: []string{"replicate"}}, NoWebhooks: true, Logger: zerolog.New(os.Stderr).Level(zerolog.ErrorLevel),
+		Route: config.Route{Faces: []string{"replicate", "fal"}}, NoWebhooks: true, Logger: zerolog.New(os.Stderr).Level(zerolog.ErrorLevel),
 	}, func(st *dev.Stack, js jetstream.JetStream) error {
 		files := st.HTTPURL + "/replicate/" + dev.RouteName + "/v1/files"
 		client := &http.Client{Timeout: 5 * time.Minute}
@@ -61,6 +62,15 @@ func (r *runner) uploads(ctx context.Context) error {
 			return err
 		}
 
+		r.progress("%d uploads of %d MB through fal's upload URL (a plain PUT)", uploadRuns, uploadBytes>>20)
+		start = time.Now()
+		for range uploadRuns {
+			if err := falUpload(ctx, client, st.HTTPURL+"/fal/"+dev.RouteName+"/", uploadBytes); err != nil {
+				return err
+			}
+		}
+		falRate := float64(uploadRuns*uploadBytes) / (1 << 20) / time.Since(start).Seconds()
+
 		r.progress("%d puts of %d MB straight into an Object Store bucket", uploadRuns, uploadBytes>>20)
 		obs, err := js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: "bench-uploads", Storage: jetstream.FileStorage})
 		if err != nil {
@@ -76,6 +86,10 @@ func (r *runner) uploads(ctx context.Context) error {
 		_ = js.DeleteObjectStore(ctx, "bench-uploads")
 		r.report.add(Row{Group: "uploads", Name: "upload throughput through the Replicate face (MB/s)", Value: face, Unit: "MB/s", Reference: plain,
 			Note: fmt.Sprintf("%d files of %d MB one after another; reference: the same put straight into an Object Store bucket", uploadRuns, uploadBytes>>20)}).
+			atLeast(0.5, true, "≥ 0.5 of a plain put")
+
+		r.report.add(Row{Group: "uploads", Name: "upload throughput through fal's upload URL (MB/s)", Value: falRate, Unit: "MB/s", Reference: plain,
+			Note: fmt.Sprintf("%d files of %d MB one after another, each a plain PUT of the bytes (no multipart)", uploadRuns, uploadBytes>>20)}).
 			atLeast(0.5, true, "≥ 0.5 of a plain put")
 
 		r.progress("%d uploads of %d MB at once: the RSS they add", uploadConcurrent, uploadBytes>>20)
@@ -166,6 +180,43 @@ func faceUpload(ctx context.Context, client *http.Client, url string, n int64) (
 		return "", fmt.Errorf("an upload's answer names no file: %s", body)
 	}
 	return id, nil
+}
+
+// falUpload uploads n bytes as fal's client does: the storage initiate
+// through the face's proxy, then a plain PUT of the bytes to the
+// upload_url it answers.
+func falUpload(ctx context.Context, client *http.Client, proxy string, n int64) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, proxy, strings.NewReader(`{"content_type":"application/octet-stream","file_name":"bench.bin"}`))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("x-fal-target-url", "https://rest.fal.ai/storage/upload/initiate?storage_type=fal-cdn-v3")
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	var init struct {
+		UploadURL string `json:"upload_url"`
+	}
+	err = json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&init)
+	_ = resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("fal's upload initiate answered %d (%v)", resp.StatusCode, err)
+	}
+	put, err := http.NewRequestWithContext(ctx, http.MethodPut, init.UploadURL, io.LimitReader(zeros{}, n))
+	if err != nil {
+		return err
+	}
+	put.ContentLength = n
+	if resp, err = client.Do(put); err != nil {
+		return err
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("a PUT to fal's upload URL answered %d", resp.StatusCode)
+	}
+	return nil
 }
 
 // deleteFiles deletes the files uploaded through the face.

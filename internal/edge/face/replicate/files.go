@@ -1,10 +1,12 @@
 package replicate
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"io"
 	"mime"
+	"mime/multipart"
 	"net/http"
 	"strconv"
 	"time"
@@ -58,14 +60,14 @@ func (f *Face) createFile(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "multipart/form-data" {
+	mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mt != "multipart/form-data" || params["boundary"] == "" {
 		return &face.Error{Status: http.StatusUnsupportedMediaType, Code: "unsupported_media_type", Field: "Content-Type",
-			Message: "Content-Type: a file is uploaded as multipart/form-data, its bytes in the part named content"}
+			Message: "Content-Type: a file is uploaded as multipart/form-data (with its boundary), its bytes in the part named content"}
 	}
-	mr, err := r.MultipartReader()
-	if err != nil {
-		return badRequest("content", "the body is not multipart/form-data: "+err.Error())
-	}
+	// A large read buffer under the parser's own small one: the body
+	// arrives in fewer, larger reads.
+	mr := multipart.NewReader(bufio.NewReaderSize(r.Body, 256<<10), params["boundary"])
 	var stored *inputs.File
 	var metadata json.RawMessage
 	for {
