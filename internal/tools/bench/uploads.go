@@ -2,8 +2,8 @@ package bench
 
 import (
 	"bufio"
-	"encoding/json"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"mime/multipart"
