@@ -22,10 +22,12 @@ import (
 // HMAC of what they allow under the file's (or ticket's) own key, so any
 // process verifies them and nothing else need be shared.
 
-// FetchPath is the front door's path of file id's bytes, and UploadPath
-// that of ticket id's upload; both are answered to anyone holding a
-// signed URL, without a token.
-func FetchPath(id string) string  { return "/v1/inputs/" + id }
+// FetchPath is the front door's path of file id's bytes, answered to
+// anyone holding a signed URL, without a token.
+func FetchPath(id string) string { return "/v1/inputs/" + id }
+
+// UploadPath is the front door's path of ticket id's upload, answered to
+// anyone holding its signed URL, without a token.
 func UploadPath(id string) string { return "/v1/inputs/" + id + "/upload" }
 
 // sign is the signature of what (get or put) of id until exp under key.

@@ -201,8 +201,11 @@ func falUpload(ctx context.Context, client *http.Client, proxy string, n int64) 
 	}
 	err = json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&init)
 	_ = resp.Body.Close()
-	if err != nil || resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("fal's upload initiate answered %d (%v)", resp.StatusCode, err)
+	switch {
+	case resp.StatusCode != http.StatusOK:
+		return fmt.Errorf("fal's upload initiate answered %d", resp.StatusCode)
+	case err != nil:
+		return fmt.Errorf("fal's upload initiate: %w", err)
 	}
 	put, err := http.NewRequestWithContext(ctx, http.MethodPut, init.UploadURL, io.LimitReader(zeros{}, n))
 	if err != nil {
