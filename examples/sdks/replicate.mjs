@@ -15,6 +15,7 @@
 //           and a token over its quota (SLOW_TOKEN)
 //   keyed   one create carrying Idempotency-Key: KEY through a custom
 //           fetch that retries a create whose connection broke, then wait()
+//   images  as load, each job with an image of its own (IMAGE_BYTES)
 //   image   one image-to-video job whose input carries a Buffer (IMAGE_BYTES,
 //           default 5 MB): the SDK uploads it through files.create, its
 //           default fileEncodingStrategy, and puts urls.get in the input;
@@ -121,6 +122,26 @@ async function load() {
           ? await runOne(replicate, model, { prompt: `job ${n}` })
           : await createAndWait(replicate, { prompt: `job ${n}` });
         print({ step: "load", client: c, n, ...r });
+      }
+    }),
+  );
+}
+
+// images: load, each job an image-to-video one with its own image
+// (IMAGE_BYTES, seeded by the job's number), uploaded by the SDK.
+async function images() {
+  const clients = Number(env.CLIENTS ?? 50);
+  const jobs = Number(env.JOBS ?? 200);
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: clients }, async (_, c) => {
+      const replicate = client();
+      while (next < jobs) {
+        const n = next++;
+        const bytes = imageBytes(undefined, n + 1);
+        const input = { prompt: `job ${n}`, image: bytes };
+        const r = c % 2 === 0 ? await runOne(replicate, model, input) : await createAndWait(replicate, input);
+        print({ step: "images", client: c, n, sha256: sha256(bytes), size: bytes.length, ...r });
       }
     }),
   );
@@ -283,7 +304,7 @@ async function outage() {
   );
 }
 
-const modes = { main, load, errors, image, keyed, keyless, list, outage };
+const modes = { main, load, images, errors, image, keyed, keyless, list, outage };
 const mode = modes[process.argv[2] ?? env.MODE];
 if (!mode) {
   console.error(`usage: node replicate.mjs ${Object.keys(modes).join("|")}`);

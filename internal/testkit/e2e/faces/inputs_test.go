@@ -146,3 +146,26 @@ func TestFalStatusStreaming(t *testing.T) {
 	// provider nothing.
 	t.Logf("provider status calls for 2 jobs: %d", s.SimStats(t).StatusCalls-before)
 }
+
+// Many apps at once, each job with an image of its own (a bounded load:
+// 20 clients, 60 jobs, 256 KiB images, at the simulated provider's fast
+// timings): every job ends, the provider made one prediction a job, and
+// fetched each job's image once, the bytes its app sent.
+func TestImageJobsUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the fleet and node")
+	}
+	t.Parallel()
+	const jobs = 60
+	s := startWith(t, fetchingSim, "", nil)
+	lines := node(t, "replicate.mjs", 180*time.Second, s.replicateEnv("images", "CLIENTS=20", "JOBS=60", "IMAGE_BYTES=262144")...)
+	require.Len(t, lines, jobs)
+	for _, l := range lines {
+		require.Equal(t, "succeeded", l["status"], "%v", l)
+		s.requireReceived(t, l, "image")
+	}
+	st := s.SimStats(t)
+	require.Equal(t, jobs, st.Predictions, "one prediction a job")
+	require.Zero(t, st.DuplicateCreates, "no create sent twice")
+	require.Equal(t, jobs, s.simInputs(t).Fetches, "each image fetched once")
+}
