@@ -3,7 +3,9 @@ package frontdoor_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
+	"mime/multipart"
 	"net/http"
 	"net/url"
 	"strings"
@@ -12,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pollux-dev/pollux/internal/core/inputs"
+	"github.com/pollux-dev/pollux/internal/edge/face"
 	"github.com/pollux-dev/pollux/internal/edge/frontdoor"
 	"github.com/pollux-dev/pollux/pkg/events"
 )
@@ -117,4 +120,63 @@ func TestSignedInputPaths(t *testing.T) {
 	require.Equal(t, http.StatusRequestEntityTooLarge, put(t, big.UploadURL(d.url), make([]byte, 1<<20+1)))
 	_, err = store.Get(t.Context(), "alice", big.ID)
 	require.ErrorIs(t, err, inputs.ErrNotFound, "nothing of the refused upload")
+}
+
+// Through the Replicate face, a file is its token's: another token's
+// get and delete of it are the face's 404, and its create naming the
+// file's urls.get is refused naming input.image; the uploader's create
+// publishes the file's reference.
+func TestAFaceFileIsItsTokens(t *testing.T) {
+	t.Parallel()
+	tokens, err := frontdoor.ParseTokens(strings.NewReader(tokenAlice + " act name=alice\n" + tokenBob + " act name=bob\n"))
+	require.NoError(t, err)
+	var store *inputs.Store
+	d := setupWith(t, frontdoor.Config{Tokens: tokens, Faces: []face.Mount{{Kind: face.Replicate, Route: route}}}, withInputs(&store))
+	send := func(token, method, path, ctype string, body io.Reader) (int, map[string]any) {
+		req, err := http.NewRequestWithContext(t.Context(), method, d.url+"/replicate/sim/v1"+path, body)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Token "+token)
+		if ctype != "" {
+			req.Header.Set("Content-Type", ctype)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer func() { _ = resp.Body.Close() }()
+		var v map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&v)
+		return resp.StatusCode, v
+	}
+	var form bytes.Buffer
+	mw := multipart.NewWriter(&form)
+	fw, err := mw.CreateFormFile("content", "cat.png")
+	require.NoError(t, err)
+	_, _ = fw.Write(bytes.Repeat([]byte("png"), 1000))
+	require.NoError(t, mw.Close())
+	status, f := send(tokenAlice, http.MethodPost, "/files", mw.FormDataContentType(), &form)
+	require.Equal(t, http.StatusCreated, status, "%v", f)
+	id := f["id"].(string)
+	get := f["urls"].(map[string]any)["get"].(string)
+
+	status, _ = send(tokenBob, http.MethodGet, "/files/"+id, "", nil)
+	require.Equal(t, http.StatusNotFound, status, "another token's file")
+	status, _ = send(tokenBob, http.MethodDelete, "/files/"+id, "", nil)
+	require.Equal(t, http.StatusNotFound, status)
+	status, list := send(tokenBob, http.MethodGet, "/files", "", nil)
+	require.Equal(t, http.StatusOK, status)
+	require.Empty(t, list["results"])
+
+	create := `{"input":{"prompt":"a cat","image":"` + get + `"}}`
+	status, p := send(tokenBob, http.MethodPost, "/models/acme/video/predictions", "application/json", strings.NewReader(create))
+	require.Equal(t, http.StatusUnprocessableEntity, status, "%v", p)
+	require.Equal(t, "input.image", p["invalid_fields"].([]any)[0].(map[string]any)["field"])
+	info, err := d.res.Intake.Info(t.Context())
+	require.NoError(t, err)
+	require.Zero(t, info.State.Msgs, "nothing published")
+
+	status, p = send(tokenAlice, http.MethodPost, "/models/acme/video/predictions", "application/json", strings.NewReader(create))
+	require.Equal(t, http.StatusCreated, status, "%v", p)
+	require.Equal(t, get, p["input"].(map[string]any)["image"], "shown as sent")
+	m, err := events.DecodeSubmit(d.lastIntake(t, d.ns.Submit(route)))
+	require.NoError(t, err)
+	require.JSONEq(t, `{"prompt":"a cat","image":"`+inputs.Scheme+id+`"}`, string(m.Input))
 }
