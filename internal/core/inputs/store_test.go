@@ -225,3 +225,28 @@ func TestASlowBodyIsStoredInFullChunks(t *testing.T) {
 	require.Equal(t, int64(3<<20), f.Size)
 	require.Equal(t, 24, inputs.Chunks(t, s, f.ID), "3 MiB in 128 KiB chunks")
 }
+
+// A file about to expire may not be named by a create (the provider
+// might fetch it too late), and an expired one is not found.
+func TestAnExpiringFileIsRefused(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	clock := func() time.Time { return now }
+	s := setup(t, inputs.Config{TTL: time.Hour, Now: clock})
+	ctx := context.Background()
+	f := put(t, s, "app", []byte("frame"))
+	in := json.RawMessage(`{"image":"` + f.Ref() + `"}`)
+	require.NoError(t, s.Check(ctx, "app", in, "input"))
+
+	now = now.Add(55 * time.Minute) // 5 min left, under a tenth of the TTL
+	var re *inputs.RefError
+	require.ErrorAs(t, s.Check(ctx, "app", in, "input"), &re)
+	require.Equal(t, "input.image", re.Field)
+	require.Contains(t, re.Error(), "expires in less than")
+
+	now = now.Add(10 * time.Minute)
+	_, err := s.Get(ctx, "app", f.ID)
+	require.ErrorIs(t, err, inputs.ErrNotFound, "expired")
+	_, err = s.Deliver(ctx, in, inputs.Delivery{PublicURL: "https://pollux.example"})
+	require.ErrorAs(t, err, &re, "a create whose file expired meanwhile fails naming the field")
+}
