@@ -58,6 +58,9 @@ func run(args []string, stderr io.Writer) int {
 		}
 	}
 	return app.Run(c.Flags, "ingest", stderr, func(ctx context.Context, env *app.Env) error {
+		if _, err := env.UseInputs(ctx, c.Inputs); err != nil {
+			return err
+		}
 		svc, err := ingest.New(ingest.Config{
 			Routes: env.Routes, ModelRoutes: env.ModelRoutes, NotifyURLs: env.Config.Notify.Submissions != nil, Options: env.Options(), Logger: env.Log, Metrics: env.Metrics.Ingest(), Learned: env.Stats,
 			Sweep:          env.Config.Streams.SweepInterval,

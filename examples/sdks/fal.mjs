@@ -11,6 +11,12 @@
 //   many    FAL_CLIENTS clients (default 50), each subscribing to
 //           FAL_JOBS_EACH jobs in turn (default 4), at the default poll
 //           interval
+//   image   subscribe with a Blob input (IMAGE_BYTES, default 5 MB): the
+//           client uploads it first, its storage initiate through the
+//           proxy and a plain PUT to the upload_url it got, and sends the
+//           file_url in the input
+//   stream  subscribe in streaming mode (the status as an event stream),
+//           then queue.submit and queue.streamStatus until COMPLETED
 //   keyed   FAL_JOBS submits with an Idempotency-Key each, paced, retried
 //           until answered (the gateway may die under them), then their
 //           results
@@ -29,6 +35,7 @@
 import { existsSync } from "node:fs";
 import http from "node:http";
 import { createFalClient } from "@fal-ai/client";
+import { imageBytes, sha256 } from "./image.mjs";
 
 const base = process.env.POLLUX_URL;
 const route = process.env.FAL_ROUTE ?? "sim";
@@ -135,6 +142,43 @@ async function retrying(fn) {
       await sleep(250);
     }
   }
+}
+
+async function image() {
+  const fal = client(process.env.POLLUX_TOKEN);
+  const bytes = imageBytes();
+  let requestId;
+  try {
+    const r = await fal.subscribe(app, {
+      input: { prompt: "image to video", image_url: new Blob([bytes], { type: "image/png" }) },
+      onEnqueue: (id) => { requestId = id; },
+    });
+    out({ op: "image", id: requestId, sha256: sha256(bytes), size: bytes.length, data: r.data });
+  } catch (e) {
+    out({ op: "image", id: requestId, error: errorOf(e) });
+  }
+}
+
+async function stream() {
+  const fal = client(process.env.POLLUX_TOKEN);
+  let requestId;
+  const statuses = [];
+  try {
+    const r = await fal.subscribe(app, {
+      input: { prompt: "a fox" }, mode: "streaming",
+      onEnqueue: (id) => { requestId = id; },
+      onQueueUpdate: (s) => { statuses.push(s.status); },
+    });
+    out({ op: "stream-subscribe", requestId, resultRequestId: r.requestId, data: r.data, statuses });
+  } catch (e) {
+    out({ op: "stream-subscribe", requestId, error: errorOf(e), statuses });
+  }
+  const { request_id: id } = await fal.queue.submit(app, { input: { prompt: "a fox" } });
+  const s = await fal.queue.streamStatus(app, { requestId: id });
+  const seen = [];
+  s.on("data", (d) => { seen.push(d.status); });
+  const last = await s.done();
+  out({ op: "streamStatus", requestId: id, statuses: seen, last: last?.status });
 }
 
 async function keyed() {
@@ -250,4 +294,4 @@ async function outage() {
   }));
 }
 
-await ({ main, many, keyed, errors, keyless, outage })[mode]();
+await ({ main, many, image, stream, keyed, errors, keyless, outage })[mode]();

@@ -7,6 +7,8 @@
 // MODE=main    create, poll (the SDK's poll-helper way: sleep
 //              openai-poll-after-ms), downloadContent, delete, 404s
 // MODE=many    CLIENTS clients making JOBS videos in all, each polling
+// MODE=image   a video from a reference image (IMAGE_BYTES, default 5 MB),
+//              uploaded as the multipart input_reference
 // MODE=keyed   JOBS creates one after another, each with an
 //              Idempotency-Key, retried by the app until answered
 // MODE=errors  a wrong token, a read-only token, a malformed create
@@ -22,7 +24,8 @@
 //              second later, a throw while polling is a failure the test
 //              counts
 import { existsSync } from 'node:fs';
-import OpenAI from 'openai';
+import OpenAI, { toFile } from 'openai';
+import { imageBytes, sha256 } from './image.mjs';
 
 const base = `${process.env.POLLUX_URL}/openai/${process.env.ROUTE || 'sim'}/v1`;
 const model = process.env.MODEL || 'openai/sora-2';
@@ -85,6 +88,15 @@ async function many() {
       out({ i, client: c, id: video.id, status: video.status, error: video.error, polls });
     }
   }));
+}
+
+async function image() {
+  const openai = client();
+  const bytes = imageBytes();
+  const created = await openai.videos.create({ model, prompt: 'image to video', seconds: '4', size: '720x1280',
+    input_reference: await toFile(bytes, 'reference.png', { type: 'image/png' }) });
+  const { video } = await poll(openai, created.id);
+  out({ step: 'image', id: created.id, sha256: sha256(bytes), size: bytes.length, status: video.status });
 }
 
 async function keyed() {
@@ -175,5 +187,5 @@ async function outage() {
   }));
 }
 
-const modes = { main, many, keyed, errors, keyless, list, outage };
+const modes = { main, many, image, keyed, errors, keyless, list, outage };
 await modes[process.env.MODE || 'main']();

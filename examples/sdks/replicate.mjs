@@ -15,6 +15,12 @@
 //           and a token over its quota (SLOW_TOKEN)
 //   keyed   one create carrying Idempotency-Key: KEY through a custom
 //           fetch that retries a create whose connection broke, then wait()
+//   images  as load, each job with an image of its own (IMAGE_BYTES)
+//   image   one image-to-video job whose input carries a Buffer (IMAGE_BYTES,
+//           default 5 MB): the SDK uploads it through files.create, its
+//           default fileEncodingStrategy, and puts urls.get in the input;
+//           with KEY, every request carries Idempotency-Key: KEY and a
+//           create whose connection broke is retried (as keyed)
 //   keyless one create as the SDK sends it (no key), reporting its error
 //   list    every prediction of the route, through paginate(predictions.list)
 //   outage  CLIENTS apps, each running a job of LONG_MODEL, then creating
@@ -34,6 +40,7 @@
 
 import { existsSync } from "node:fs";
 import Replicate from "replicate";
+import { imageBytes, sha256 } from "./image.mjs";
 
 const env = process.env;
 const route = env.ROUTE ?? "sim";
@@ -120,6 +127,26 @@ async function load() {
   );
 }
 
+// images: load, each job an image-to-video one with its own image
+// (IMAGE_BYTES, seeded by the job's number), uploaded by the SDK.
+async function images() {
+  const clients = Number(env.CLIENTS ?? 50);
+  const jobs = Number(env.JOBS ?? 200);
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: clients }, async (_, c) => {
+      const replicate = client();
+      while (next < jobs) {
+        const n = next++;
+        const bytes = imageBytes(undefined, n + 1);
+        const input = { prompt: `job ${n}`, image: bytes };
+        const r = c % 2 === 0 ? await runOne(replicate, model, input) : await createAndWait(replicate, input);
+        print({ step: "images", client: c, n, sha256: sha256(bytes), size: bytes.length, ...r });
+      }
+    }),
+  );
+}
+
 async function errors() {
   const steps = [
     ["wrong-token", () => client("not-a-pollux-token-0123456789").predictions.create({ model, input: {} })],
@@ -148,6 +175,38 @@ async function errors() {
   } catch (err) {
     print(apiError("quota", err));
   }
+}
+
+// retryingFetch is a fetch that sends every request with Idempotency-Key:
+// key and retries one whose connection broke, for a minute; attempts()
+// counts the tries.
+function retryingFetch(key) {
+  let attempts = 0;
+  const f = async (url, init) => {
+    const deadline = Date.now() + 60_000;
+    for (;;) {
+      attempts++;
+      try {
+        return await fetch(url, { ...init, headers: { ...init.headers, "Idempotency-Key": key } });
+      } catch (err) {
+        if (Date.now() > deadline) throw err;
+        await new Promise((r) => setTimeout(r, 200));
+      }
+    }
+  };
+  return { fetch: f, attempts: () => attempts };
+}
+
+// image: image-to-video through the SDK's default upload path.
+async function image() {
+  const bytes = imageBytes();
+  const retrying = env.KEY ? retryingFetch(env.KEY) : null;
+  const replicate = client(env.POLLUX_TOKEN, retrying ? { fetch: retrying.fetch } : {});
+  const created = await replicate.predictions.create({ model, input: { prompt: "image to video", image: bytes } });
+  const attempts = retrying?.attempts(); // the upload's and the create's
+  const files = await replicate.files.list();
+  print({ step: "image", sha256: sha256(bytes), size: bytes.length, attempts, input_image: created.input?.image,
+    files: files.results.length, ...(await waitFor(replicate, created)) });
 }
 
 // keyed: a create the app makes safe to retry, by giving it a key.
@@ -245,7 +304,7 @@ async function outage() {
   );
 }
 
-const modes = { main, load, errors, keyed, keyless, list, outage };
+const modes = { main, load, images, errors, image, keyed, keyless, list, outage };
 const mode = modes[process.argv[2] ?? env.MODE];
 if (!mode) {
   console.error(`usage: node replicate.mjs ${Object.keys(modes).join("|")}`);

@@ -54,3 +54,19 @@ func (n Namespace) OutputsBucketConfig(o Options, ttl time.Duration) jetstream.O
 		TTL: ttl, Storage: o.storage(), Replicas: o.Replicas,
 	}
 }
+
+// InputsBucket names the object store of uploaded input files (package
+// inputs): files a face received from an app, which a job's input names
+// by reference.
+func (n Namespace) InputsBucket() string { return n.prefix + "-inputs" }
+
+// InputsBucketConfig is the object store of uploaded input files, each
+// kept for ttl after it was uploaded; at most maxBytes in all (0: no
+// limit but the server's).
+func (n Namespace) InputsBucketConfig(o Options, ttl time.Duration, maxBytes int64) jetstream.ObjectStoreConfig {
+	o = o.WithDefaults()
+	return jetstream.ObjectStoreConfig{
+		Bucket: n.InputsBucket(), Description: "Pollux input files: uploads a job's input names by reference",
+		TTL: ttl, MaxBytes: maxBytes, Storage: o.storage(), Replicas: o.Replicas,
+	}
+}

@@ -190,6 +190,22 @@ func EnsureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.Ke
 	return kv, nil
 }
 
+// EnsureObjectStore creates the object store, or finds it and updates
+// its TTL, size limit and replicas.
+func EnsureObjectStore(ctx context.Context, js jetstream.JetStream, want jetstream.ObjectStoreConfig) (jetstream.ObjectStore, error) {
+	obs, err := js.CreateObjectStore(ctx, want)
+	if err == nil {
+		return obs, nil
+	}
+	if !errors.Is(err, jetstream.ErrBucketExists) {
+		return nil, fmt.Errorf("create object store %s: %w", want.Bucket, err)
+	}
+	if obs, err = js.UpdateObjectStore(ctx, want); err != nil {
+		return nil, fmt.Errorf("update object store %s: %w", want.Bucket, err)
+	}
+	return obs, nil
+}
+
 // EnsureConsumer creates the durable consumer on stream, or checks and
 // updates an existing one: a different filter, ack or deliver policy is an
 // *IncompatibleError; ack wait, limits and replicas are updated.

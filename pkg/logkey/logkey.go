@@ -50,6 +50,8 @@ const (
 	Events = "events"
 	// Face is the log key "face".
 	Face = "face"
+	// FileID is the log key "file_id".
+	FileID = "file_id"
 	// Freed is the log key "freed".
 	Freed = "freed"
 	// From is the log key "from".
@@ -112,6 +114,8 @@ const (
 	Problem = "problem"
 	// ProviderStatus is the log key "provider_status".
 	ProviderStatus = "provider_status"
+	// PublicURL is the log key "public_url".
+	PublicURL = "public_url"
 	// Queue is the log key "queue".
 	Queue = "queue"
 	// Rate is the log key "rate".

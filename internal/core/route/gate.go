@@ -375,6 +375,13 @@ func (g *Gate) busyWait(op Op) time.Duration {
 // calls a provider.
 func (g *Gate) call(ctx context.Context, c Call) (provider.Status, error) {
 	a := g.Route.Adapter
+	if (c.Op == OpSubmit || c.Op == OpFind) && g.Route.Inputs != nil {
+		in, err := g.Route.Inputs(ctx, c.Request.Input)
+		if err != nil {
+			return provider.Status{}, err
+		}
+		c.Request.Input = in
+	}
 	switch c.Op {
 	case OpSubmit:
 		return a.Submit(ctx, c.Request)

@@ -2,6 +2,7 @@ package route
 
 import (
 	"cmp"
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -87,6 +88,13 @@ type Route struct {
 	CallTimeout time.Duration
 	// WebhookMaxBody caps a delivery.
 	WebhookMaxBody int64
+	// Inputs, when set, turns the input files a job's input names by
+	// reference (pollux-input://, package inputs) into what the
+	// provider takes, on every create and find the gate makes: a signed
+	// URL or the bytes inline. Its errors are *provider.Error values (a
+	// file gone is Invalid: the job fails saying which field). Nil: the
+	// input goes as it is.
+	Inputs func(ctx context.Context, input json.RawMessage) (json.RawMessage, error)
 }
 
 // Defaults of route settings.

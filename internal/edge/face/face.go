@@ -140,6 +140,13 @@ type Pollux interface {
 	// ErrOutputNotFound when the job has no such output. Nothing is
 	// written when it returns an error.
 	Output(w http.ResponseWriter, r *http.Request, j *state.Job, n int) error
+	// Files are request r's caller's input files (its token's, by the
+	// name the front door knows it by), in Pollux's inputs bucket; a
+	// *Error when this Pollux keeps none (NoFiles). A create whose input
+	// names a file (pollux-input://) is checked by Submit: each must be
+	// the caller's and not expired, or the create is refused naming the
+	// field.
+	Files(r *http.Request) (*Files, error)
 	// KeepsOutputs reports whether route keeps its succeeded jobs'
 	// outputs (its keep_outputs): output custody copies them, and Output
 	// serves the copies.

@@ -218,6 +218,19 @@ func (k *Kit) Ended(ctx context.Context, j *state.Job, until time.Time) *state.J
 	return j
 }
 
+// Await is job id's record once done holds for it, read through the
+// jobs index (Pollux.Wait: no provider call), waiting until until; nil
+// when it did not hold by then, or the face may not see the record.
+func (k *Kit) Await(r *http.Request, id string, until time.Time, done func(*state.Job) bool) *state.Job {
+	ctx, cancel := context.WithDeadline(r.Context(), until)
+	defer cancel()
+	j, err := k.pollux.Wait(ctx, id, done)
+	if err != nil || j == nil || !k.sees(j) || !done(j) {
+		return nil
+	}
+	return j
+}
+
 // Cancel asks for job j's cancel (a job Job returned) on request r's
 // behalf: ErrTerminal when it has ended, a 409 with Retry-After when it
 // has no record yet (nothing to cancel until ingest takes it).

@@ -103,9 +103,10 @@ func changes(method string) bool {
 
 // public reports whether a path is served to anyone: the console's pages
 // (its data comes from the API) and its session endpoints, which check
-// what they need themselves.
+// what they need themselves; and the signed input paths, whose signature
+// is what they check (inputs.go).
 func public(path string) bool {
-	return path == "/" || path == "/console" || strings.HasPrefix(path, "/console/")
+	return path == "/" || path == "/console" || strings.HasPrefix(path, "/console/") || inputPath(path)
 }
 
 // access wraps the front door's handler with the checks above.

@@ -37,6 +37,12 @@ func faceVerbs(t *testing.T) []faceVerb {
 	mw := multipart.NewWriter(&form)
 	require.NoError(t, mw.WriteField("prompt", "a lighthouse"))
 	require.NoError(t, mw.Close())
+	var upload bytes.Buffer
+	uw := multipart.NewWriter(&upload)
+	fw, err := uw.CreateFormFile("content", "a.png")
+	require.NoError(t, err)
+	_, _ = fw.Write([]byte("\x89PNG\r\n\x1a\n"))
+	require.NoError(t, uw.Close())
 	const (
 		repID = "forbiddenabcdefghijklmnopq"
 		falID = "6f6f6f6f-6f6f-4f6f-8f6f-6f6f6f6f6f6f"
@@ -87,6 +93,11 @@ func faceVerbs(t *testing.T) []faceVerb {
 			job: repID, meta: made(face.Replicate), forbidden: replicate, cancel: true},
 		{face: "fal", name: "submit", method: http.MethodPost, path: "/fal/sim/", header: target("https://queue.fal.run/acme/video"),
 			body: `{}`, ctype: "application/json", forbidden: fal},
+		{face: "replicate", name: "upload a file", method: http.MethodPost, path: "/replicate/sim/v1/files",
+			body: upload.String(), ctype: uw.FormDataContentType(), forbidden: replicate},
+		{face: "replicate", name: "delete a file", method: http.MethodDelete, path: "/replicate/sim/v1/files/" + strings.Repeat("ab", 16), forbidden: replicate},
+		{face: "fal", name: "initiate an upload", method: http.MethodPost, path: "/fal/sim/", header: target("https://rest.fal.ai/storage/upload/initiate?storage_type=fal-cdn-v3"),
+			body: `{"content_type":"image/png","file_name":"a.png"}`, ctype: "application/json", forbidden: fal},
 		{face: "fal", name: "cancel", method: http.MethodPut, path: "/fal/sim/", header: target("https://queue.fal.run/acme/video/requests/" + falID + "/cancel"),
 			job: falID, meta: made(face.Fal, "fal_app", "acme/video"), forbidden: fal, cancel: true},
 		{face: "openai", name: "create", method: http.MethodPost, path: "/openai/sim/v1/videos",

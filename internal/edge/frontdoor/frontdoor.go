@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/pollux-dev/pollux/internal/core/inputs"
 	"github.com/pollux-dev/pollux/internal/core/jobs"
 	"github.com/pollux-dev/pollux/internal/core/route"
 	"github.com/pollux-dev/pollux/internal/edge/census"
@@ -121,6 +122,11 @@ type Config struct {
 	// (keep_outputs): a face gives an app its own URL for their outputs,
 	// which serves the copy output custody keeps (default none).
 	KeepOutputs []string
+	// Inputs keeps the input files the faces take uploads of (package
+	// inputs); a submission naming one is checked against it, and its
+	// signed URLs are served (inputs.go). Nil: none are kept, and a
+	// submission naming one is refused.
+	Inputs *inputs.Store
 	// Console, when set, is served at /console/ and / redirects there.
 	Console http.Handler
 	// Logger receives the front door's log lines (default: none).
@@ -253,6 +259,8 @@ func (s *Server) handler(closing context.Context) http.Handler {
 	mux.Handle("/v1/stream", only(http.MethodGet, func(w http.ResponseWriter, r *http.Request) *apiError {
 		return s.live(closing, w, r)
 	}))
+	mux.Handle("/v1/inputs/{id}", methods{http.MethodGet: s.fetchInput, http.MethodHead: s.fetchInput})
+	mux.Handle("/v1/inputs/{id}/upload", only(http.MethodPut, s.uploadInput))
 	mux.Handle("/v1/routes", only(http.MethodGet, s.routes))
 	mux.Handle("/v1/routes/{name}/pause", only(http.MethodPost, s.pause))
 	mux.Handle("/v1/routes/{name}/resume", only(http.MethodPost, s.resume))

@@ -245,6 +245,9 @@ func (s *Server) requestCancelBy(ctx context.Context, j *state.Job, reason, by s
 // answered 503 makes no job.
 func (s *Server) publishSubmit(ctx context.Context, r *http.Request, endpoint, route string, m events.Submit) *apiError {
 	m.By = who(r).by(r)
+	if e := s.checkInputs(ctx, r, m); e != nil {
+		return e
+	}
 	id := m.ID // the job's id: given, or derived from the idempotency key
 	if id == "" {
 		id = events.KeyID(route, m.IdempotencyKey)

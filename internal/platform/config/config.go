@@ -47,6 +47,8 @@ type Config struct {
 	// Custody configures the outputs_expiring warning (see Custody;
 	// default none: the defaults, where a route keeps its outputs).
 	Custody *Custody `yaml:"custody"`
+	// Inputs configures the input files uploaded through the faces.
+	Inputs Inputs `yaml:"inputs"`
 }
 
 // ModelRoute serves one model through several provider routes (Kling
@@ -350,6 +352,9 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Notify.validate(); err != nil {
 		return fmt.Errorf("notify.%w", err)
+	}
+	if err := c.Inputs.validate(); err != nil {
+		return fmt.Errorf("inputs.%w", err)
 	}
 	if err := c.Custody.validate(); err != nil {
 		return fmt.Errorf("custody.%w", err)

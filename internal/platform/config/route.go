@@ -109,6 +109,9 @@ type Route struct {
 	// changing only its base URL: replicate, fal, openai (default none;
 	// see docs/faces.md).
 	Faces []string `yaml:"faces"`
+	// Inputs is how the route's provider is given the input files its
+	// jobs name (default: as signed URLs on inputs.public_url).
+	Inputs RouteInputs `yaml:"inputs"`
 	// LengthFrom names the top-level input field holding the output
 	// length a submission asks for, in seconds (for example duration): a
 	// number, or a string such as "5" or "5s". The model's learned
@@ -277,6 +280,8 @@ func (r Route) validate() error {
 	switch {
 	case r.Kind == "":
 		return errors.New("kind: required")
+	case r.Inputs.InlineMaxBytes < 0:
+		return errors.New("inputs.inline_max_bytes: must not be negative")
 	case r.TokenEnv != "" && r.TokenFile != "":
 		return errors.New("token_env: give token_env or token_file, not both")
 	case r.WebhookSecretEnv != "" && r.WebhookSecretFile != "":

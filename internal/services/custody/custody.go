@@ -151,7 +151,7 @@ func (s *Service) Run(ctx context.Context) error {
 	if s.work, err = events.EnsureStream(sctx, s.js, s.ns.CustodyStreamConfig(s.cfg.Options)); err != nil {
 		return fmt.Errorf("custody: %w", err)
 	}
-	if s.objects, err = ensureObjects(sctx, s.js, s.ns.OutputsBucketConfig(s.cfg.Options, s.cfg.TTL)); err != nil {
+	if s.objects, err = events.EnsureObjectStore(sctx, s.js, s.ns.OutputsBucketConfig(s.cfg.Options, s.cfg.TTL)); err != nil {
 		return fmt.Errorf("custody: %w", err)
 	}
 	eventsStream, err := s.js.Stream(sctx, s.ns.EventsStream())
@@ -210,22 +210,6 @@ func (s *Service) Run(ctx context.Context) error {
 
 // maxWatched bounds the jobs waiting in the work queue at once.
 const maxWatched = 1 << 17
-
-// ensureObjects creates the outputs bucket, or finds it and updates its
-// TTL and replicas.
-func ensureObjects(ctx context.Context, js jetstream.JetStream, want jetstream.ObjectStoreConfig) (jetstream.ObjectStore, error) {
-	obs, err := js.CreateObjectStore(ctx, want)
-	if err == nil {
-		return obs, nil
-	}
-	if !errors.Is(err, jetstream.ErrBucketExists) {
-		return nil, fmt.Errorf("create object store %s: %w", want.Bucket, err)
-	}
-	if obs, err = js.UpdateObjectStore(ctx, want); err != nil {
-		return nil, fmt.Errorf("update object store %s: %w", want.Bucket, err)
-	}
-	return obs, nil
-}
 
 // copy copies one succeeded job that concerns custody to the work queue:
 // its route keeps outputs, or its outputs expire.

@@ -19,7 +19,7 @@ import (
 )
 
 // Sections of the bench, in the order they run.
-var Sections = []string{"micro", "cycles", "fleet", "ingest", "limits", "webhook", "faces", "index", "capacity", "timers", "cluster"}
+var Sections = []string{"micro", "cycles", "fleet", "ingest", "limits", "webhook", "faces", "uploads", "index", "capacity", "timers", "cluster"}
 
 // Config configures a run. Zero values mean the defaults on each field.
 type Config struct {
@@ -96,7 +96,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		Machine: fmt.Sprintf("%s/%s, %d CPUs, %s", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version()),
 	}}
 	steps := map[string]func(context.Context) error{
-		"micro": r.micro, "cycles": r.cycles, "fleet": r.fleet, "ingest": r.ingest, "limits": r.limits, "webhook": r.webhook, "faces": r.faces,
+		"micro": r.micro, "cycles": r.cycles, "fleet": r.fleet, "ingest": r.ingest, "limits": r.limits, "webhook": r.webhook, "faces": r.faces, "uploads": r.uploads,
 		"index": r.index, "capacity": r.capacity, "timers": r.timers, "cluster": r.cluster,
 	}
 	for _, s := range Sections {

@@ -37,6 +37,11 @@
 //     second 32 clients get; and the provider's status calls per
 //     completion when 50 clients poll every job every 500 ms (the SDK's
 //     interval), next to one client's;
+//   - uploads: input files through the faces into the inputs bucket:
+//     50 MB files through Replicate's multipart POST /v1/files and
+//     through fal's upload URL (a plain PUT), MB/s next to a plain Object
+//     Store put of the same bytes (target ≥ 0.5), and the RSS ten
+//     concurrent 50 MB uploads add (target < 64 MB);
 //   - index: the jobs index (internal/edge/index) over 100,000 jobs' events in
 //     the stream: replay into a fresh index, p50/p99 of a page filtered by
 //     route and state (first five pages by cursor), of one filtered by

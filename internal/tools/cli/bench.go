@@ -19,7 +19,7 @@ type BenchCmd struct {
 	Sizes       []int         `name:"sizes" env:"POLLUX_BENCH_SIZES" default:"1000000,3000000" help:"Tracked-job counts of the capacity section (the smallest also runs the workload mix, parking off and partitioned)."`
 	Processes   []int         `name:"processes" env:"POLLUX_BENCH_PROCESSES" default:"1,2,4" help:"Poller process counts of the fleet section."`
 	Partitions  int           `name:"partitions" env:"POLLUX_BENCH_PARTITIONS" default:"3" help:"Check partitions of the cluster's capacity run."`
-	Only        []string      `name:"only" env:"POLLUX_BENCH_ONLY" help:"Run only these sections (micro, cycles, fleet, ingest, limits, webhook, faces, index, capacity, timers, cluster)."`
+	Only        []string      `name:"only" env:"POLLUX_BENCH_ONLY" help:"Run only these sections (micro, cycles, fleet, ingest, limits, webhook, faces, uploads, index, capacity, timers, cluster)."`
 	JSON        bool          `name:"json" env:"POLLUX_BENCH_JSON" help:"Print the report as one JSON object."`
 	CPUProfile  string        `name:"cpuprofile" env:"POLLUX_BENCH_CPUPROFILE" help:"Write a CPU profile of this process (its in-process pollers, ingest and webhook receiver) to this file, for go tool pprof."`
 	ServerPprof int           `name:"server-pprof" env:"POLLUX_BENCH_SERVER_PPROF" help:"Serve the (single) nats-server's pprof on this loopback port (its --profile), to profile the server while a section runs: go tool pprof http://127.0.0.1:PORT/debug/pprof/profile."`

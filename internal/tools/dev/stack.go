@@ -155,16 +155,24 @@ func Start(ctx context.Context, g *errgroup.Group, nc *nats.Conn, sc StackConfig
 		_ = hookLn.Close()
 		return nil, err
 	}
+	httpLn, err := frontdoor.Listen(cmp.Or(sc.HTTPAddr, "127.0.0.1:0"), sc.HTTPTokens != nil, sc.HTTPInsecure)
+	if err != nil {
+		_ = hookLn.Close()
+		return nil, err
+	}
+	// The simulated provider reaches the front door where it listens: the
+	// input files the faces take go to it as signed URLs there.
+	if _, err := env.UseInputs(ctx, app.InputsFlags{PublicURL: "http://" + httpLn.Addr().String()}); err != nil {
+		_ = hookLn.Close()
+		_ = httpLn.Close()
+		return nil, err
+	}
 	fd, err := env.FrontDoor(ctx, g, frontdoor.Config{
 		Tokens: sc.HTTPTokens, AllowedHosts: sc.HTTPAllowedHosts, Console: console.Handler(), Logger: log.With().Str(logkey.Component, "frontdoor").Logger(),
 	})
 	if err != nil {
 		_ = hookLn.Close()
-		return nil, err
-	}
-	httpLn, err := frontdoor.Listen(cmp.Or(sc.HTTPAddr, "127.0.0.1:0"), sc.HTTPTokens != nil, sc.HTTPInsecure)
-	if err != nil {
-		_ = hookLn.Close()
+		_ = httpLn.Close()
 		return nil, err
 	}
 	g.Go(func() error {

@@ -24,6 +24,7 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/pollux-dev/pollux/internal/core/inputs"
 	"github.com/pollux-dev/pollux/internal/core/jobs"
 	"github.com/pollux-dev/pollux/internal/core/learn"
 	"github.com/pollux-dev/pollux/internal/core/route"
@@ -83,6 +84,8 @@ type Env struct {
 	Stats   *learn.Stats
 	Metrics *metrics.Metrics
 	Log     zerolog.Logger
+	// inputs is the inputs store UseInputs opened (nil before).
+	inputs *inputs.Store
 	// intake is the front door's connection for its intake (FrontDoor),
 	// closed by Close.
 	intake *nats.Conn

@@ -177,12 +177,18 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, now time.T
 	}
 	m := s.modelFor(full, pc.model, pc.version)
 	base := s.baseURL(r)
+	files, err := s.receiveInputs(r.Context(), pc.input, pc.key)
+	if err != nil {
+		writeProblem(w, http.StatusUnprocessableEntity, "Input validation failed", err.Error())
+		return
+	}
 
 	created, refused := s.createOrReplay(pc, m, base, now)
 	if refused != nil {
 		writeJSON(w, http.StatusTooManyRequests, refused)
 		return
 	}
+	s.recordInputs(created.ID, files)
 	if d := time.Duration(s.cfg.CreateDelay); d > 0 {
 		t := time.NewTimer(d)
 		select {

@@ -262,6 +262,12 @@ type Config struct {
 	// (Faults.OutputGoneRate, DeleteOutput). Default 0: the output URL is
 	// on Replicate's delivery host and serves nothing.
 	OutputBytes int64 `json:"output_bytes" yaml:"output_bytes"`
+	// FetchInputs makes the sim take the files a create's input names, as
+	// a provider does: each http(s) URL fetched, each data: URI decoded,
+	// its SHA-256 recorded (InputFiles); a URL that cannot be fetched
+	// refuses the create with 422. Default false: inputs are not looked
+	// at.
+	FetchInputs bool `json:"fetch_inputs" yaml:"fetch_inputs"`
 	// BaseURL is how the server writes its own URLs (urls.get, urls.cancel),
 	// e.g. "http://127.0.0.1:8080". Default "": taken from each create
 	// request's Host.

@@ -28,12 +28,14 @@ type Server struct {
 	wake      chan struct{} // nudges Run when an earlier event is queued
 	running   atomic.Bool
 
-	mu       sync.Mutex
-	preds    map[string]*prediction
-	order    []*prediction
-	keys     map[string]string // Idempotency-Key → id of its first prediction
-	nextSeq  uint64
-	faultRNG *mrand.Rand
+	mu    sync.Mutex
+	preds map[string]*prediction
+	// inputFiles are the predictions' input files received (inputs.go).
+	inputFiles []InputFile
+	order      []*prediction
+	keys       map[string]string // Idempotency-Key → id of its first prediction
+	nextSeq    uint64
+	faultRNG   *mrand.Rand
 	// The current throttle episode: every /v1 call before until gets 429.
 	throttleFirst time.Time // when its first 429 was answered
 	throttleUntil time.Time
@@ -121,6 +123,9 @@ func (s *Server) routes() http.Handler {
 	})
 	mux.HandleFunc("GET /_sim/predictions", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, s.Predictions())
+	})
+	mux.HandleFunc("GET /_sim/inputs", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, s.InputFiles())
 	})
 	mux.HandleFunc("POST /_sim/reset-stats", func(w http.ResponseWriter, _ *http.Request) {
 		s.ResetStats()

@@ -97,6 +97,7 @@ type counters struct {
 	maxCreatesPerKey                    int
 	statusCalls, cancelCalls            int
 	listCalls                           int
+	inputFetches                        int
 	peakStatus, peakCreates             int
 	peakRunning                         int
 	runningRefused, rateRefused         int

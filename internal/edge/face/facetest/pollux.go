@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pollux-dev/pollux/internal/core/inputs"
 	"github.com/pollux-dev/pollux/internal/edge/face"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/state"
@@ -40,6 +41,7 @@ type Pollux struct {
 	cancelEnds bool
 	keeps      map[string]bool
 	now        func() time.Time
+	inputs     *inputs.Store
 }
 
 var _ face.Pollux = (*Pollux)(nil)
@@ -47,6 +49,24 @@ var _ face.Pollux = (*Pollux)(nil)
 // New returns a Pollux with no records, whose clock is time.Now.
 func New() *Pollux {
 	return &Pollux{jobs: map[string]*state.Job{}, changed: make(chan struct{}), waits: make(chan string, 64), now: time.Now}
+}
+
+// KeepFiles keeps the callers' input files in store (Files): each
+// caller is its Authorization header.
+func (p *Pollux) KeepFiles(store *inputs.Store) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.inputs = store
+}
+
+// Files are the caller's input files, when KeepFiles gave a store.
+func (p *Pollux) Files(r *http.Request) (*face.Files, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.inputs == nil {
+		return face.NoFiles()
+	}
+	return &face.Files{Store: p.inputs, Owner: r.Header.Get("Authorization")}, nil
 }
 
 // Hold keeps, when on, a submission's record from being made: the

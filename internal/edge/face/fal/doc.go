@@ -7,6 +7,11 @@
 // The client then sends every request to that one URL with the URL it
 // meant in the x-fal-target-url header; the face dispatches on it:
 //
+//   - POST https://rest.fal.ai/storage/upload/initiate (the client's
+//     upload of a Blob input) is answered with an upload_url on the front
+//     door, signed, expiring and single-use, which the client's plain PUT
+//     reaches, and a file_url on the face (GET files/{id}), which a
+//     submit's input maps to the file's reference (storage.go).
 //   - POST https://queue.fal.run/{owner}/{app}[/{path}] (submit) is a
 //     Pollux submission on the face's route whose model is the endpoint id
 //     ({owner}/{app}[/{path}], with a workflows/ or comfy/ namespace when
@@ -69,7 +74,8 @@
 // (422; Pollux sends no fal-shaped webhooks); x-fal-request-timeout,
 // x-fal-queue-priority and x-fal-runner-hint are ignored (Pollux's
 // schedule and the route's deadline rule); status streaming
-// (…/status/stream) answers 501, so subscribe in its default polling
-// mode; logs=1 gives [] plus a line saying what a job not yet submitted
+// (…/status/stream) is an event stream of the statuses a poll would
+// answer, from the job's records, ending after COMPLETED (stream.go);
+// logs=1 gives [] plus a line saying what a job not yet submitted
 // waits for.
 package fal

@@ -36,6 +36,7 @@ func (f *Face) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/", face.Serve(f, f.serve))
 	mux.Handle("GET "+face.OutputPath, face.Serve(f, f.ServeOutput))
+	mux.Handle("GET "+filesPath+"{id}", face.Serve(f, f.serveFile))
 	return mux
 }
 
@@ -66,6 +67,10 @@ func (f *Face) serve(w http.ResponseWriter, r *http.Request) error {
 		return f.result(w, r, t)
 	case opCancel:
 		return f.cancel(w, r, t)
+	case opUpload:
+		return f.initiate(w, r)
+	case opStatusStream:
+		return f.statusStream(w, r, t)
 	default:
 		return f.submit(w, r, t)
 	}
@@ -84,6 +89,9 @@ func (f *Face) submit(w http.ResponseWriter, r *http.Request, t target) error {
 	}
 	input, err := readInput(w, r)
 	if err != nil {
+		return err
+	}
+	if input, err = f.InputRefs(w, r, input, "body", filesPath); err != nil {
 		return err
 	}
 	id := uuid(face.IDBytes(face.Fal, f.Mount().Route, key, 16))
@@ -107,9 +115,10 @@ func (f *Face) submit(w http.ResponseWriter, r *http.Request, t target) error {
 }
 
 // readInput reads a submit's body: a JSON object of at most
-// events.MaxMessageBytes ({} when the client sent none).
+// face.MaxDataBody ({} when the client sent none): files it carries as
+// data: URIs are taken out (inputRefs), and the submission is bounded.
 func readInput(w http.ResponseWriter, r *http.Request) (json.RawMessage, error) {
-	body, err := face.ReadBody(w, r, events.MaxMessageBytes)
+	body, err := face.ReadBody(w, r, face.MaxDataBody)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package fal
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -78,7 +79,7 @@ func TestASubmitsBodyIsChecked(t *testing.T) {
 		require.Equal(t, http.StatusUnprocessableEntity, r.status, "%s: %s", body, r.raw)
 		require.Equal(t, []any{map[string]any{"loc": []any{"body"}, "msg": "the input must be a JSON object", "type": "value_error"}}, r.body["detail"])
 	}
-	r := call(t, f, http.MethodPost, queue+"acme/video", `{"p":"`+strings.Repeat("x", events.MaxMessageBytes)+`"}`)
+	r := call(t, f, http.MethodPost, queue+"acme/video", `{"p":"`+strings.Repeat("x", face.MaxDataBody)+`"}`)
 	require.Equal(t, http.StatusRequestEntityTooLarge, r.status, r.raw)
 	r = call(t, f, http.MethodPost, queue+"acme/video", `{}`, "Content-Type", "text/plain")
 	require.Equal(t, http.StatusUnsupportedMediaType, r.status, r.raw)
@@ -100,7 +101,7 @@ func TestOnlyFalsQueueIsATarget(t *testing.T) {
 	for _, target := range []string{
 		"http://queue.fal.run/acme/video",
 		"https://fal.run/acme/video",
-		"https://rest.alpha.fal.ai/storage/upload/initiate",
+		"https://rest.alpha.fal.ai/storage/upload/complete",
 		"https://rest.fal.ai/tokens/",
 		"https://other.fal.run/acme/video",
 		"https://evilfal.run/acme/video",
@@ -172,8 +173,51 @@ func TestTargetsTakeTheirMethod(t *testing.T) {
 	require.Equal(t, http.StatusMethodNotAllowed, r.status, r.raw)
 	r = call(t, f, http.MethodGet, queue+"acme/video/requests/"+uuid(make([]byte, 16))+"/cancel", "")
 	require.Equal(t, http.StatusMethodNotAllowed, r.status, r.raw)
+	r = call(t, f, http.MethodPost, queue+"acme/video/requests/"+uuid(make([]byte, 16))+"/status/stream", "")
+	require.Equal(t, http.StatusMethodNotAllowed, r.status, r.raw)
 	r = call(t, f, http.MethodGet, queue+"acme/video/requests/"+uuid(make([]byte, 16))+"/status/stream", "")
-	require.Equal(t, http.StatusNotImplemented, r.status, r.raw)
+	require.Equal(t, http.StatusNotFound, r.status, "an unknown request: %s", r.raw)
+}
+
+// A status stream sends the request's status at once, then each change
+// of it, and ends after COMPLETED.
+func TestAStatusStreamFollowsTheJobToItsEnd(t *testing.T) {
+	t.Parallel()
+	f, p := setup(t)
+	id := submit(t, f, "acme/video", `{"prompt":"a fox"}`)
+	for len(p.Waits()) > 0 {
+		<-p.Waits() // the create's
+	}
+	done := make(chan *httptest.ResponseRecorder, 1)
+	go func() {
+		req := httptest.NewRequestWithContext(t.Context(), http.MethodGet, "/", nil)
+		req.Header.Set(TargetHeader, requestURL(id, "/status/stream"))
+		rec := httptest.NewRecorder()
+		f.Handler().ServeHTTP(rec, req)
+		done <- rec
+	}()
+	select {
+	case <-p.Waits(): // the stream sent the first status and waits for a change
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream never waited for a change")
+	}
+	p.Update(id, func(j *state.Job) { j.State = state.Running })
+	p.Update(id, func(j *state.Job) {
+		j.State, j.Outputs = state.Succeeded, []string{"https://cdn.example/v.mp4"}
+	})
+	rec := <-done
+	require.Equal(t, http.StatusOK, rec.Code)
+	require.Equal(t, "text/event-stream", rec.Header().Get("Content-Type"))
+	var statuses []string
+	for _, ev := range strings.Split(strings.TrimSpace(rec.Body.String()), "\n\n") {
+		data, ok := strings.CutPrefix(ev, "data: ")
+		require.True(t, ok, "%q", ev)
+		var s struct{ Status string }
+		require.NoError(t, json.Unmarshal([]byte(data), &s))
+		statuses = append(statuses, s.Status)
+	}
+	require.Equal(t, "IN_QUEUE", statuses[0])
+	require.Equal(t, "COMPLETED", statuses[len(statuses)-1], "%v", statuses)
 }
 
 func requestURL(id, suffix string) string { return queue + "acme/video/requests/" + id + suffix }

@@ -30,7 +30,18 @@ const (
 	opStatus
 	opResult
 	opCancel
+	// opStatusStream streams a request's status.
+	opStatusStream
+	// opUpload initiates a storage upload (fal's storage client).
+	opUpload
 )
+
+// StorageHost is the host of fal's storage API, whose upload initiate
+// the face serves; the upload itself goes to Pollux's front door.
+const StorageHost = "rest.fal.ai"
+
+// storage hosts fal's clients name: the current and the older one.
+var storageHosts = map[string]bool{StorageHost: true, "rest.alpha.fal.ai": true}
 
 // target is a parsed x-fal-target-url.
 type target struct {
@@ -90,8 +101,14 @@ func parseTarget(raw, method string) (target, *face.Error) {
 		return t, refuse("its path must not be percent-encoded")
 	case u.Host == "fal.run" || strings.HasSuffix(u.Host, ".fal.run") && u.Host != QueueHost:
 		return t, refuse("%s is not fal's queue: Pollux serves the queue API (fal.subscribe, fal.queue.*), not fal.run()", u.Host)
+	case storageHosts[u.Host] && u.Path == "/storage/upload/initiate":
+		t.op = opUpload
+		return t, checkMethod(method, http.MethodPost, "an upload's initiate")
+	case storageHosts[u.Host] && u.Path == "/storage/upload/initiate-multipart":
+		return t, &face.Error{Status: http.StatusRequestEntityTooLarge, Code: "file_too_large", Field: "file",
+			Message: "multipart uploads (files over 90 MB) are not served by Pollux: upload a smaller file, or pass the file as a URL"}
 	case u.Host == "fal.ai" || strings.HasSuffix(u.Host, ".fal.ai"):
-		return t, refuse("%s is not fal's queue: Pollux serves the queue API only (no storage uploads or tokens: pass input files as URLs)", u.Host)
+		return t, refuse("%s is not fal's queue: Pollux serves the queue API and storage uploads only (no tokens or other storage calls)", u.Host)
 	case u.Host != QueueHost:
 		return t, refuse("only https://%s/... is served", QueueHost)
 	}
@@ -138,8 +155,8 @@ func parseTarget(raw, method string) (target, *face.Error) {
 		t.op = opCancel
 		return t, checkMethod(method, http.MethodPut, "a cancel")
 	case "status/stream":
-		return t, &face.Error{Status: http.StatusNotImplemented, Code: "not_implemented",
-			Message: "status streaming is not served: subscribe in polling mode (the default)"}
+		t.op, t.logs = opStatusStream, q.Get("logs") == "1"
+		return t, checkMethod(method, http.MethodGet, "a status stream")
 	}
 	return t, notFound("no such queue endpoint")
 }

@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"bufio"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -54,7 +55,11 @@ func (f *Face) create(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	form, err := readForm(w, r)
+	files, err := f.Files(r)
+	if err != nil {
+		files = nil // none kept: a reference image travels inline, bounded
+	}
+	form, err := readForm(w, r, files)
 	if err != nil {
 		return err
 	}
@@ -84,14 +89,19 @@ func (f *Face) create(w http.ResponseWriter, r *http.Request) error {
 	return f.writeVideo(w, j)
 }
 
-// readForm reads and checks a create's multipart form.
-func readForm(w http.ResponseWriter, r *http.Request) (createForm, error) {
+// readForm reads and checks a create's multipart form. With files, an
+// uploaded reference image streams into them (the form's reference is
+// its pollux-input:// reference, bounded by the files' limits); without,
+// it travels inline, at most maxReference bytes.
+func readForm(w http.ResponseWriter, r *http.Request, files *face.Files) (createForm, error) {
 	var form createForm
 	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mt != "multipart/form-data" {
 		return form, invalid("", "invalid_content_type", "The body must be multipart/form-data (model, prompt, seconds, size, input_reference).")
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+	if files == nil {
+		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+	}
 	mr, err := r.MultipartReader()
 	if err != nil {
 		return form, invalid("", "invalid_body", "The multipart body does not parse: "+err.Error())
@@ -115,7 +125,11 @@ func readForm(w http.ResponseWriter, r *http.Request) (createForm, error) {
 			if p.FileName() == "" {
 				return form, invalid(name, "invalid_type", "input_reference: an image file, or input_reference[image_url]")
 			}
-			form.reference, err = reference(p)
+			if files != nil {
+				form.reference, err = upload(w, r, files, p)
+			} else {
+				form.reference, err = reference(p)
+			}
 		case "input_reference[image_url]":
 			var u string
 			if u, err = text(p, maxField); err == nil {
@@ -196,13 +210,41 @@ func reference(p io.Reader) (string, error) {
 	case len(b) > maxReference:
 		return "", badField("file_too_large", fmt.Sprintf("input_reference: at most %d KiB uploaded (it travels inside the submission); give a larger image as input_reference[image_url].", maxReference>>10))
 	}
-	ct := http.DetectContentType(b)
-	switch ct {
-	case "image/jpeg", "image/png", "image/webp":
-	default:
-		return "", badField("invalid_file_format", "input_reference: a JPEG, PNG or WebP image, not "+ct+".")
+	ct, err := imageType(b)
+	if err != nil {
+		return "", err
 	}
 	return "data:" + ct + ";base64," + base64.StdEncoding.EncodeToString(b), nil
+}
+
+// upload streams an uploaded reference image into files, and returns its
+// reference.
+func upload(w http.ResponseWriter, r *http.Request, files *face.Files, p io.Reader) (string, error) {
+	br := bufio.NewReaderSize(p, 512)
+	head, err := br.Peek(512)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return "", err
+	}
+	ct, err := imageType(head)
+	if err != nil {
+		return "", err
+	}
+	f, err := files.Put(r, w, "input_reference", "input_reference", ct, br)
+	if err != nil {
+		return "", err
+	}
+	return f.Ref(), nil
+}
+
+// imageType is the type of an image whose first bytes are head: JPEG,
+// PNG or WebP, else an error.
+func imageType(head []byte) (string, error) {
+	ct := http.DetectContentType(head)
+	switch ct {
+	case "image/jpeg", "image/png", "image/webp":
+		return ct, nil
+	}
+	return "", badField("invalid_file_format", "input_reference: a JPEG, PNG or WebP image, not "+ct+".")
 }
 
 // imageURL checks a reference image's URL.

@@ -6,13 +6,14 @@
 //     input_reference) becomes a Pollux submission on the route: model is
 //     the submission's model (default sora-2; it passes to the route's
 //     provider as is), {prompt, seconds, size, input_reference} its input.
-//     An uploaded input_reference (JPEG, PNG or WebP, at most 128 KiB)
-//     travels inside the submission as a data: URI; a larger image is
-//     refused (400, param input_reference) — give it as
-//     input_reference[image_url]; input_reference[file_id] is refused, as
-//     Pollux keeps no files. Unknown fields, repeated fields and bad
-//     values are 400 invalid_request_error naming the field (param); a
-//     body over 192 KiB is 413. The create answers once the job has a
+//     An uploaded input_reference (JPEG, PNG or WebP) streams into
+//     Pollux's inputs bucket (face.Files), and the input names it by
+//     reference, within the files' limits (413, param input_reference);
+//     where Pollux keeps no files it travels inside the submission as a
+//     data: URI, at most 128 KiB, in a body of at most 192 KiB (413).
+//     input_reference[file_id] (OpenAI's files API) is refused. Unknown
+//     fields, repeated fields and bad values are 400
+//     invalid_request_error naming the field (param). The create answers once the job has a
 //     record (it waits, at most 10 s, for ingest to take the durable
 //     submission, so the app's first retrieve finds it); a record still
 //     absent then is answered queued from what was submitted, and so is

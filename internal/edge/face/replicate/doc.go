@@ -8,8 +8,9 @@
 // /v1/models/{owner}/{name}/predictions, GET /v1/predictions (the face's
 // predictions, newest first), GET /v1/predictions/{id}, POST
 // /v1/predictions/{id}/cancel and GET /outputs/{id}/{n} (a kept output,
-// face.OutputPath); every other path (deployments, trainings, files) is
-// answered 404. A create is a
+// face.OutputPath), and the files API (files.go: POST, GET and DELETE
+// /v1/files, the file's urls.get in an input mapped to its reference);
+// every other path (deployments, trainings) is answered 404. A create is a
 // Pollux submission on the mount's route — the model (owner/name) or the
 // version is the job's model, the input its input — answered once the
 // job's record exists (at most RecordWait), so a get that follows never
@@ -48,7 +49,7 @@
 //     still to come, another route's job, one the face did not make),
 //     409 with Retry-After for a cancel of a create not taken yet, 400
 //     for a body that is not a JSON object or a
-//     bad Prefer, 422 naming the field at fault, 413 beyond MaxBody, 503
+//     bad Prefer, 422 naming the field at fault, 413 beyond face.MaxDataBody, 503
 //     (Retry-After 1) when NATS is unavailable — but for a get of a
 //     prediction this process knows, answered through the outage as it
 //     last knew it, never as ended from what may be stale

@@ -19,8 +19,6 @@ import (
 
 // Limits and waits of the face.
 const (
-	// MaxBody bounds a create's body: the largest intake message.
-	MaxBody = events.MaxMessageBytes
 	// MaxWait is the longest a create with Prefer: wait holds its answer
 	// (Replicate's 60 s; also what a bare "wait" asks for). A longer
 	// wait=n is held 60 s.
@@ -66,9 +64,14 @@ func (f *Face) Handler() http.Handler {
 	mux.Handle("GET /v1/predictions", face.Serve(f, f.list))
 	mux.Handle("GET /v1/predictions/{id}", face.Serve(f, f.get))
 	mux.Handle("POST /v1/predictions/{id}/cancel", face.Serve(f, f.cancel))
+	mux.Handle("POST /v1/files", face.Serve(f, f.createFile))
+	mux.Handle("GET /v1/files", face.Serve(f, f.listFiles))
+	mux.Handle("GET /v1/files/{id}", face.Serve(f, f.getFile))
+	mux.Handle("GET /v1/files/{id}/download", face.Serve(f, f.downloadFile))
+	mux.Handle("DELETE /v1/files/{id}", face.Serve(f, f.deleteFile))
 	mux.Handle("GET "+face.OutputPath, face.Serve(f, f.ServeOutput))
 	mux.Handle("/", face.Serve(f, func(_ http.ResponseWriter, r *http.Request) error {
-		return notFound("Pollux's Replicate face serves creating, getting, listing and canceling predictions; " + r.Method + " " + r.URL.Path + " is not among them")
+		return notFound("Pollux's Replicate face serves creating, getting, listing and canceling predictions, and the files API; " + r.Method + " " + r.URL.Path + " is not among them")
 	}))
 	return mux
 }
@@ -103,11 +106,13 @@ func (f *Face) create(w http.ResponseWriter, r *http.Request, model string) erro
 	if err != nil {
 		return err
 	}
-	body, err := face.ReadBody(w, r, MaxBody)
+	body, err := face.ReadBody(w, r, face.MaxDataBody)
 	if err != nil {
 		return err
 	}
-	m, err := submission(body, model, key, newID(f.Mount().Route, key))
+	m, err := submission(body, model, key, newID(f.Mount().Route, key), func(in json.RawMessage) (json.RawMessage, error) {
+		return f.InputRefs(w, r, in, "input", filesPath)
+	})
 	if err != nil {
 		return err
 	}
@@ -137,7 +142,8 @@ func (f *Face) create(w http.ResponseWriter, r *http.Request, model string) erro
 }
 
 // submission checks a create's body and makes the job's submission.
-func submission(body []byte, model, key, id string) (events.Submit, error) {
+// refs turns the files the input carries into references (inputRefs).
+func submission(body []byte, model, key, id string, refs func(json.RawMessage) (json.RawMessage, error)) (events.Submit, error) {
 	var b createBody
 	if t := bytes.TrimSpace(body); len(t) == 0 || t[0] != '{' {
 		return events.Submit{}, badRequest("", "the body must be a JSON object")
@@ -166,6 +172,11 @@ func submission(body []byte, model, key, id string) (events.Submit, error) {
 	if b.Webhook != "" || len(b.WebhookEventsFilter) > 0 {
 		return events.Submit{}, invalid("webhook", "webhook: Pollux's Replicate face sends no webhooks; follow the prediction with get (or Pollux's own events)")
 	}
+	input, err := refs(b.Input)
+	if err != nil {
+		return events.Submit{}, err
+	}
+	b.Input = input
 	m := events.Submit{V: events.Version, ID: id, IdempotencyKey: key, Model: model, Input: b.Input, Metadata: md}
 	// Check as the front door will, so a refusal names this API's field.
 	data, err := json.Marshal(m)
@@ -220,7 +231,9 @@ func (f *Face) get(w http.ResponseWriter, r *http.Request) error {
 
 // prediction is job j as a prediction for request r (predictionOf).
 func (f *Face) prediction(r *http.Request, j *state.Job, input json.RawMessage) prediction {
-	return predictionOf(j, f.Base(r), input, f.OutputURLs(r, j))
+	p := predictionOf(j, f.Base(r), input, f.OutputURLs(r, j))
+	p.Input = f.ShowRefs(r, p.Input, filesPath) // the files' urls.get, as the app sent them
+	return p
 }
 
 // predictionList is Replicate's page of predictions.

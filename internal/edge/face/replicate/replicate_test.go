@@ -341,7 +341,7 @@ func TestBadRequests(t *testing.T) {
 		{"bad Prefer", "/v1/models/acme/video/predictions", `{"input":{}}`, map[string]string{"Prefer": "wait=soon"}, 400, "Prefer"},
 		{"zero Prefer", "/v1/models/acme/video/predictions", `{"input":{}}`, map[string]string{"Prefer": "wait=0"}, 400, "Prefer"},
 		{"not JSON content", "/v1/models/acme/video/predictions", `{"input":{}}`, map[string]string{"Content-Type": "text/plain"}, 415, "Content-Type"},
-		{"too large", "/v1/models/acme/video/predictions", `{"input":{"x":"` + strings.Repeat("x", replicate.MaxBody) + `"}}`, nil, 413, ""},
+		{"too large", "/v1/models/acme/video/predictions", `{"input":{"x":"` + strings.Repeat("x", face.MaxDataBody) + `"}}`, nil, 413, ""},
 		{"deployments", "/v1/deployments/acme/video/predictions", `{"input":{}}`, nil, 404, ""},
 		{"trainings", "/v1/trainings", "", nil, 404, ""},
 	} {

@@ -139,7 +139,8 @@ func (s *stack) StartIngest(t *testing.T) {
 // answers (a request without a token refused, so its routes are served).
 func (s *stack) launchIngest(t *testing.T, name string, env ...string) *e2etest.Proc {
 	t.Helper()
-	p := s.fleet.Launch(name, "ingest", append([]string{"POLLUX_HTTP_ADDR=" + s.addr, "POLLUX_HTTP_TOKENS_FILE=" + s.tokens}, env...)...)
+	p := s.fleet.Launch(name, "ingest", append([]string{"POLLUX_HTTP_ADDR=" + s.addr, "POLLUX_HTTP_TOKENS_FILE=" + s.tokens,
+		"POLLUX_INPUTS_PUBLIC_URL=" + s.URL}, env...)...)
 	e2etest.WaitFor(t, "the front door answering", 30*time.Second, func() bool {
 		resp, err := http.Get(s.URL + "/v1/routes")
 		if err != nil {

@@ -1,0 +1,182 @@
+package frontdoor_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pollux-dev/pollux/internal/core/inputs"
+	"github.com/pollux-dev/pollux/internal/edge/face"
+	"github.com/pollux-dev/pollux/internal/edge/frontdoor"
+	"github.com/pollux-dev/pollux/pkg/events"
+)
+
+// withInputs keeps input files in the door's inputs bucket.
+func withInputs(store **inputs.Store) func(d *door, cfg *frontdoor.Config) {
+	return func(d *door, cfg *frontdoor.Config) {
+		s, err := inputs.Open(context.Background(), d.js, d.ns, inputs.Config{MaxFileBytes: 1 << 20})
+		require.NoError(d.t, err)
+		cfg.Inputs, *store = s, s
+	}
+}
+
+// A submission may name only its caller's files, alive: another token's,
+// an unknown one or a malformed reference is refused naming the field,
+// and nothing is published; the caller's is published as a reference,
+// never as the bytes.
+func TestASubmissionNamesOnlyItsCallersFiles(t *testing.T) {
+	t.Parallel()
+	tokens, err := frontdoor.ParseTokens(strings.NewReader(tokenAlice + " act name=alice\n" + tokenBob + " act name=bob\n"))
+	require.NoError(t, err)
+	var store *inputs.Store
+	d := setupWith(t, frontdoor.Config{Tokens: tokens}, withInputs(&store))
+	f, err := store.Put(t.Context(), inputs.Upload{Owner: "alice", Body: bytes.NewReader(bytes.Repeat([]byte("img"), 1000))})
+	require.NoError(t, err)
+	submit := func(token, ref string) reply {
+		return d.do(t, "POST", "/v1/jobs", `{"route":"sim","v":1,"model":"m","input":{"frames":["`+ref+`"]}}`,
+			map[string]string{"Authorization": "Bearer " + token})
+	}
+	requireError(t, submit(tokenBob, f.Ref()), http.StatusBadRequest, frontdoor.CodeInvalidParameter, "input.frames[0]")
+	requireError(t, submit(tokenAlice, inputs.Scheme+strings.Repeat("0", 32)), http.StatusBadRequest, frontdoor.CodeInvalidParameter, "input.frames[0]")
+	requireError(t, submit(tokenAlice, inputs.Scheme+"nope"), http.StatusBadRequest, frontdoor.CodeInvalidParameter, "input.frames[0]")
+	info, err := d.res.Intake.Info(t.Context())
+	require.NoError(t, err)
+	require.Zero(t, info.State.Msgs, "nothing published")
+
+	r := submit(tokenAlice, f.Ref())
+	require.Equal(t, http.StatusAccepted, r.status, "%s", r.raw)
+	m, err := events.DecodeSubmit(d.lastIntake(t, d.ns.Submit(route)))
+	require.NoError(t, err)
+	require.JSONEq(t, `{"frames":["`+f.Ref()+`"]}`, string(m.Input), "the reference, not the bytes")
+}
+
+// get fetches u without a token.
+func get(t *testing.T, u string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, u, nil)
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, b
+}
+
+// put PUTs body to u without a token.
+func put(t *testing.T, u string, body []byte) int {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPut, u, bytes.NewReader(body))
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	return resp.StatusCode
+}
+
+// The signed paths need no token, only their signature: a provider
+// fetches a file by its URL, an altered one is refused; an issued upload
+// URL takes one PUT.
+func TestSignedInputPaths(t *testing.T) {
+	t.Parallel()
+	tokens, err := frontdoor.ParseTokens(strings.NewReader(tokenAlice + " act name=alice\n"))
+	require.NoError(t, err)
+	var store *inputs.Store
+	d := setupWith(t, frontdoor.Config{Tokens: tokens}, withInputs(&store))
+	b := bytes.Repeat([]byte("frame"), 50_000)
+	f, err := store.Put(t.Context(), inputs.Upload{Owner: "alice", ContentType: "image/png", Body: bytes.NewReader(b)})
+	require.NoError(t, err)
+
+	u := store.URL(d.url, f)
+	status, got := get(t, u)
+	require.Equal(t, http.StatusOK, status)
+	require.Equal(t, b, got)
+	status, _ = get(t, strings.Replace(u, "sig=", "sig=0", 1))
+	require.Equal(t, http.StatusForbidden, status, "an altered signature")
+	status, _ = get(t, d.url+inputs.FetchPath(f.ID))
+	require.Equal(t, http.StatusForbidden, status, "no signature")
+
+	tk, err := store.Issue(t.Context(), "alice", "a.png", "image/png")
+	require.NoError(t, err)
+	up := tk.UploadURL(d.url)
+	require.Equal(t, http.StatusOK, put(t, up, b))
+	require.Equal(t, http.StatusForbidden, put(t, up, b), "used already")
+	uploaded, err := store.Get(t.Context(), "alice", tk.ID)
+	require.NoError(t, err)
+	require.Equal(t, int64(len(b)), uploaded.Size)
+	pu, _ := url.Parse(up)
+	require.Equal(t, http.StatusForbidden, put(t, d.url+pu.Path+"?exp=1&sig=x", b), "never issued so")
+
+	big, err := store.Issue(t.Context(), "alice", "b.png", "image/png")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusRequestEntityTooLarge, put(t, big.UploadURL(d.url), make([]byte, 1<<20+1)))
+	_, err = store.Get(t.Context(), "alice", big.ID)
+	require.ErrorIs(t, err, inputs.ErrNotFound, "nothing of the refused upload")
+}
+
+// Through the Replicate face, a file is its token's: another token's
+// get and delete of it are the face's 404, and its create naming the
+// file's urls.get is refused naming input.image; the uploader's create
+// publishes the file's reference.
+func TestAFaceFileIsItsTokens(t *testing.T) {
+	t.Parallel()
+	tokens, err := frontdoor.ParseTokens(strings.NewReader(tokenAlice + " act name=alice\n" + tokenBob + " act name=bob\n"))
+	require.NoError(t, err)
+	var store *inputs.Store
+	d := setupWith(t, frontdoor.Config{Tokens: tokens, Faces: []face.Mount{{Kind: face.Replicate, Route: route}}}, withInputs(&store))
+	send := func(token, method, path, ctype string, body io.Reader) (int, map[string]any) {
+		req, err := http.NewRequestWithContext(t.Context(), method, d.url+"/replicate/sim/v1"+path, body)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Token "+token)
+		if ctype != "" {
+			req.Header.Set("Content-Type", ctype)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer func() { _ = resp.Body.Close() }()
+		var v map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&v)
+		return resp.StatusCode, v
+	}
+	var form bytes.Buffer
+	mw := multipart.NewWriter(&form)
+	fw, err := mw.CreateFormFile("content", "cat.png")
+	require.NoError(t, err)
+	_, _ = fw.Write(bytes.Repeat([]byte("png"), 1000))
+	require.NoError(t, mw.Close())
+	status, f := send(tokenAlice, http.MethodPost, "/files", mw.FormDataContentType(), &form)
+	require.Equal(t, http.StatusCreated, status, "%v", f)
+	id := f["id"].(string)
+	get := f["urls"].(map[string]any)["get"].(string)
+
+	status, _ = send(tokenBob, http.MethodGet, "/files/"+id, "", nil)
+	require.Equal(t, http.StatusNotFound, status, "another token's file")
+	status, _ = send(tokenBob, http.MethodDelete, "/files/"+id, "", nil)
+	require.Equal(t, http.StatusNotFound, status)
+	status, list := send(tokenBob, http.MethodGet, "/files", "", nil)
+	require.Equal(t, http.StatusOK, status)
+	require.Empty(t, list["results"])
+
+	create := `{"input":{"prompt":"a cat","image":"` + get + `"}}`
+	status, p := send(tokenBob, http.MethodPost, "/models/acme/video/predictions", "application/json", strings.NewReader(create))
+	require.Equal(t, http.StatusUnprocessableEntity, status, "%v", p)
+	require.Equal(t, "input.image", p["invalid_fields"].([]any)[0].(map[string]any)["field"])
+	info, err := d.res.Intake.Info(t.Context())
+	require.NoError(t, err)
+	require.Zero(t, info.State.Msgs, "nothing published")
+
+	status, p = send(tokenAlice, http.MethodPost, "/models/acme/video/predictions", "application/json", strings.NewReader(create))
+	require.Equal(t, http.StatusCreated, status, "%v", p)
+	require.Equal(t, get, p["input"].(map[string]any)["image"], "shown as sent")
+	m, err := events.DecodeSubmit(d.lastIntake(t, d.ns.Submit(route)))
+	require.NoError(t, err)
+	require.JSONEq(t, `{"prompt":"a cat","image":"`+inputs.Scheme+id+`"}`, string(m.Input))
+}
