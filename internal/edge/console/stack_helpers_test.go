@@ -56,7 +56,7 @@ type fleet struct {
 func startFleet(t *testing.T) *fleet {
 	t.Helper()
 	tokens, err := frontdoor.ParseTokens(strings.NewReader(
-		actToken + " act name=" + actName + "\n" + readToken + " read name=" + readName + "\n"))
+		actToken + " admin name=" + actName + "\n" + readToken + " read app=* name=" + readName + "\n"))
 	require.NoError(t, err)
 	return startFleetWith(t, tokens, false)
 }

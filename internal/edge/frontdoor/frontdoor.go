@@ -63,6 +63,10 @@ type Config struct {
 	// beyond loopback unless told otherwise, and only requests for
 	// localhost, a loopback address or AllowedHosts are answered.
 	Tokens *Tokens
+	// Apps are the apps the tokens may name (app=; the configuration's
+	// apps): a tokens file naming another is refused, at New and at a
+	// reload. None: any app.
+	Apps []string
 	// AllowedHosts are the host names (or addresses, without a port) a
 	// request's Host may name besides localhost and the loopback
 	// addresses. Without Tokens any other Host is answered 421, which
@@ -203,8 +207,12 @@ func New(cfg Config, js jetstream.JetStream, ns events.Namespace, res *events.Re
 	}
 	if cfg.Tokens != nil {
 		cfg.Tokens.mu.Lock()
-		cfg.Tokens.log = cfg.Logger
+		cfg.Tokens.log, cfg.Tokens.apps = cfg.Logger, slices.Clone(cfg.Apps)
+		err := knownApps(cfg.Tokens.entries, cfg.Apps)
 		cfg.Tokens.mu.Unlock()
+		if err != nil {
+			return nil, fmt.Errorf("frontdoor: Tokens: %w", err)
+		}
 	}
 	s := &Server{
 		cfg: cfg, js: js, ns: ns, jobs: owner, stream: res.Events,

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/pollux-dev/pollux/internal/edge/tenant"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/logkey"
 	"github.com/pollux-dev/pollux/pkg/state"
@@ -70,7 +71,7 @@ func (s *Server) events(closing context.Context, w http.ResponseWriter, r *http.
 	defer context.AfterFunc(closing, stop)()
 	sse := startSSE(w, s.cfg.WriteTimeout)
 	if sse.flush() == nil {
-		s.pump(ctx, sse, it, route, id)
+		s.pump(ctx, sse, it, tenant.From(r.Context()), route, id)
 	}
 	return nil
 }
@@ -115,7 +116,9 @@ func (p position) consumer(subject string) jetstream.OrderedConsumerConfig {
 }
 
 // routeOfJob returns the route of the job's events: the one the request
-// names, else the job record's.
+// names, else the job record's. Another app's job is no job, named route
+// or not (its events are never followed: pump stops at any event of a job
+// the request may not see, for one whose record did not exist yet).
 func (s *Server) routeOfJob(ctx context.Context, id, route string) (string, *apiError) {
 	if route != "" {
 		switch {
@@ -123,6 +126,15 @@ func (s *Server) routeOfJob(ctx context.Context, id, route string) (string, *api
 			return "", fail(http.StatusBadRequest, CodeInvalidParameter, "route", "a route name is 1-128 characters of [A-Za-z0-9_-]")
 		case !s.knownRoute(route):
 			return "", fail(http.StatusNotFound, CodeUnknownRoute, "route", fmt.Sprintf("no route named %q", route))
+		}
+		// A job with no record yet may be followed by its route; one with
+		// a record only as s.job answers it.
+		switch j, err := s.jobs.Get(ctx, id); {
+		case errors.Is(err, state.ErrNotFound):
+		case err != nil:
+			return "", s.unavailable(err, "reading job "+id)
+		case !tenant.From(ctx).Sees(j):
+			return "", noJob(id)
 		}
 		return route, nil
 	}
@@ -158,7 +170,9 @@ func (s *Server) endedBy(ctx context.Context, route, id, subject string, after u
 
 // pump writes the job's events until the one that ends the stream, the
 // client leaves, or ctx ends; it sends a comment when idle for KeepAlive.
-func (s *Server) pump(ctx context.Context, sse *sseWriter, it jetstream.MessagesContext, route, id string) {
+// It ends at an event of a job v may not see, unsent: a stream opened by
+// route before the job's record existed follows only v's own job.
+func (s *Server) pump(ctx context.Context, sse *sseWriter, it jetstream.MessagesContext, v tenant.Viewer, route, id string) {
 	log := s.log.With().Str(logkey.Route, route).Str(logkey.JobID, id).Logger()
 	var seen uint64 // the highest job seq sent
 	for {
@@ -189,6 +203,9 @@ func (s *Server) pump(ctx context.Context, sse *sseWriter, it jetstream.Messages
 		if err != nil {
 			log.Warn().Err(err).Uint64(logkey.StreamSeq, md.Sequence.Stream).Msg("undecodable event; skipped")
 			continue
+		}
+		if ev.Job != nil && !v.Sees(ev.Job) {
+			return
 		}
 		if ev.Seq > 0 && ev.Seq <= seen {
 			continue // a republished duplicate

@@ -47,6 +47,9 @@ type Config struct {
 	// Custody configures the outputs_expiring warning (see Custody;
 	// default none: the defaults, where a route keeps its outputs).
 	Custody *Custody `yaml:"custody"`
+	// Apps are the applications that share this Pollux, by name (see
+	// App; default none: any app a token or submission names).
+	Apps map[string]App `yaml:"apps"`
 }
 
 // ModelRoute serves one model through several provider routes (Kling
@@ -320,6 +323,9 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Budgets.validate(); err != nil {
 		return fmt.Errorf("budgets: %w", err)
+	}
+	if err := c.validateApps(); err != nil {
+		return err
 	}
 	for _, name := range sortedKeys(c.Accounts) {
 		if !events.ValidToken(name) {

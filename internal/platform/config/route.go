@@ -32,8 +32,8 @@ type Route struct {
 	Account string `yaml:"account"`
 	// TenantKey names the submission metadata key that carries its tenant:
 	// submissions waiting for running slots are admitted by weighted fair
-	// queueing across tenants, each tenant's in order (default none: one
-	// tenant).
+	// queueing across tenants, each tenant's in order (default none: the
+	// submission's app is its tenant).
 	TenantKey string `yaml:"tenant_key"`
 	// TenantWeights are the tenants' shares when the route names no
 	// account (default 1 each; an account's routes share the account's

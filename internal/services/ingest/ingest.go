@@ -55,6 +55,9 @@ type Config struct {
 	// (notify_url; the configuration's notify.submissions); without it
 	// they are rejected.
 	NotifyURLs bool
+	// Apps are the apps a submission or track request may name (the
+	// configuration's apps); one naming another is rejected. None: any.
+	Apps []string
 	// Options size the streams (see events.Options).
 	Options events.Options
 	// SweepInterval is how often intake on unserved routes is looked for

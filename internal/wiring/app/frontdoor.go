@@ -67,6 +67,9 @@ func (e *Env) FrontDoor(ctx context.Context, g *errgroup.Group, cfg frontdoor.Co
 	}
 	cfg.Policies = policies
 	cfg.Faces, cfg.KeepOutputs = e.Faces(), e.KeepOutputs()
+	if e.Config != nil {
+		cfg.Apps = e.Config.AppNames()
+	}
 	if e.Metrics != nil {
 		cfg.Metrics = e.Metrics.FrontDoor()
 	}

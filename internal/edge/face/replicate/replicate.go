@@ -107,7 +107,7 @@ func (f *Face) create(w http.ResponseWriter, r *http.Request, model string) erro
 	if err != nil {
 		return err
 	}
-	m, err := submission(body, model, key, newID(f.Mount().Route, key))
+	m, err := submission(body, model, key, newID(r.Context(), f.Mount().Route, key))
 	if err != nil {
 		return err
 	}

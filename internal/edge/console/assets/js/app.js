@@ -71,9 +71,11 @@ function renderWho() {
   const who = document.getElementById('who');
   const s = ctx.session;
   if (!s) { mount(who); return; }
-  const role = s.role === 'read' ? 'read-only' : 'operator';
+  const role = s.role === 'read' ? 'read-only' : s.role === 'admin' || !s.auth ? 'operator' : 'app';
+  const scope = s.all_apps === false ? `app ${s.app || '(none)'}` : '';
   mount(who,
     h(`span.role.${s.role === 'read' ? 'ro' : 'rw'}`, { id: 'role', 'data-role': s.role || 'act', title: s.role === 'read' ? 'This session may look but not act' : 'This session may submit, cancel, track and pause' }, role),
+    scope ? h('span.app', { id: 'app', 'data-app': s.app || '', title: 'This session sees only this app\'s jobs and spend' }, scope) : null,
     s.name ? h('span.name', s.name) : null,
     s.auth ? h('button.btn.link', { id: 'logout', on: { click: doLogout } }, 'Sign out')
       : h('span.muted.small', { title: 'The front door has no tokens file: every request is allowed' }, 'no login'));
