@@ -209,7 +209,10 @@ func parseTokens(r io.Reader) ([]token, error) {
 				return nil, fmt.Errorf("line %d: word %d after the token is neither a role (act, read or admin, once), name=<who>, app=<app> nor rate=<requests a second>", n, i+1)
 			}
 		}
-		if tok.app == "" && tok.name != "" && !tok.allApps {
+		if tok.role == RoleAdmin && (tok.app != "" || tok.allApps) {
+			return nil, fmt.Errorf("line %d: an admin sees every app: app= is an app's token's", n)
+		}
+		if tok.app == "" && tok.name != "" && !tok.allApps && tok.role != RoleAdmin {
 			if !events.ValidApp(tok.name) {
 				return nil, fmt.Errorf("line %d: the token's app is its name, and %q is not an app's name (1 to %d characters of [A-Za-z0-9_-]): give app=", n, tok.name, events.MaxAppLen)
 			}

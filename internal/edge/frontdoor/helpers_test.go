@@ -40,6 +40,8 @@ type door struct {
 	jobs  *jobs.Owner
 	stop  context.CancelFunc
 	done  chan error
+	// server is the front door.
+	server *frontdoor.Server
 }
 
 // setup runs a front door for routes "sim" and "other" until the test ends.
@@ -69,7 +71,7 @@ func setupOn(t *testing.T, s *stack.Stack, cfg frontdoor.Config, with func(d *do
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
-	d.url, d.stop = "http://"+ln.Addr().String(), cancel
+	d.url, d.stop, d.server = "http://"+ln.Addr().String(), cancel, fd
 	go func() { d.done <- fd.Run(ctx, ln) }()
 	t.Cleanup(func() {
 		cancel()

@@ -116,9 +116,9 @@ func (p position) consumer(subject string) jetstream.OrderedConsumerConfig {
 }
 
 // routeOfJob returns the route of the job's events: the one the request
-// names, else the job record's. Another app's job is no job, named route
-// or not (its events are never followed: pump stops at any event of a job
-// the request may not see, for one whose record did not exist yet).
+// names, else the job record's (another app's job is no job). A stream of
+// another app's job opened by its route is one of an id without a record
+// yet: pump sends none of its events.
 func (s *Server) routeOfJob(ctx context.Context, id, route string) (string, *apiError) {
 	if route != "" {
 		switch {
@@ -126,15 +126,6 @@ func (s *Server) routeOfJob(ctx context.Context, id, route string) (string, *api
 			return "", fail(http.StatusBadRequest, CodeInvalidParameter, "route", "a route name is 1-128 characters of [A-Za-z0-9_-]")
 		case !s.knownRoute(route):
 			return "", fail(http.StatusNotFound, CodeUnknownRoute, "route", fmt.Sprintf("no route named %q", route))
-		}
-		// A job with no record yet may be followed by its route; one with
-		// a record only as s.job answers it.
-		switch j, err := s.jobs.Get(ctx, id); {
-		case errors.Is(err, state.ErrNotFound):
-		case err != nil:
-			return "", s.unavailable(err, "reading job "+id)
-		case !tenant.From(ctx).Sees(j):
-			return "", noJob(id)
 		}
 		return route, nil
 	}
@@ -170,8 +161,9 @@ func (s *Server) endedBy(ctx context.Context, route, id, subject string, after u
 
 // pump writes the job's events until the one that ends the stream, the
 // client leaves, or ctx ends; it sends a comment when idle for KeepAlive.
-// It ends at an event of a job v may not see, unsent: a stream opened by
-// route before the job's record existed follows only v's own job.
+// It skips the events of a job v may not see: a stream opened by route
+// (before a record exists, or of another app's job) sends only v's own
+// job's, and another app's job looks like an id that never gets any.
 func (s *Server) pump(ctx context.Context, sse *sseWriter, it jetstream.MessagesContext, v tenant.Viewer, route, id string) {
 	log := s.log.With().Str(logkey.Route, route).Str(logkey.JobID, id).Logger()
 	var seen uint64 // the highest job seq sent
@@ -205,7 +197,7 @@ func (s *Server) pump(ctx context.Context, sse *sseWriter, it jetstream.Messages
 			continue
 		}
 		if ev.Job != nil && !v.Sees(ev.Job) {
-			return
+			continue
 		}
 		if ev.Seq > 0 && ev.Seq <= seen {
 			continue // a republished duplicate
