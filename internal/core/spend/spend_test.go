@@ -1,0 +1,155 @@
+package spend_test
+
+import (
+	"context"
+	"errors"
+	"math"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pollux-dev/pollux/internal/core/spend"
+	"github.com/pollux-dev/pollux/internal/testkit/stack"
+	"github.com/pollux-dev/pollux/pkg/state"
+)
+
+func TestPricesAreValidated(t *testing.T) {
+	t.Parallel()
+	require.NoError(t, spend.Price{Per: spend.PerJob, Amount: 0.4}.Validate())
+	require.NoError(t, spend.Price{Per: spend.PerOutputSecond, Amount: 0, Assumed: 5}.Validate())
+	for _, tc := range []struct {
+		p    spend.Price
+		want string
+	}{
+		{spend.Price{Per: "frame", Amount: 1}, `per: "frame" is not a unit`},
+		{spend.Price{Per: spend.PerJob, Amount: -1}, "price: -1 is not a non-negative number"},
+		{spend.Price{Per: spend.PerJob, Amount: math.NaN()}, "price: NaN"},
+		{spend.Price{Per: spend.PerJob, Amount: math.Inf(1)}, "price: +Inf"},
+		{spend.Price{Per: spend.PerRunSecond, Amount: 1, Assumed: -3}, "assumed_s: -3"},
+	} {
+		require.ErrorContains(t, tc.p.Validate(), tc.want)
+	}
+	require.ErrorContains(t, spend.Budget{Day: math.NaN()}.Validate(), "day: NaN")
+	require.ErrorContains(t, spend.Budget{Month: -5}.Validate(), "month: -5")
+	require.ErrorContains(t, spend.Budget{Day: 10, Month: 5}.Validate(), "day: more than month")
+}
+
+// A job's estimate and its cost by unit: a job that never reached its
+// provider costs nothing unless the route bills it; polls never count.
+func TestEstimateAndActual(t *testing.T) {
+	t.Parallel()
+	start := time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
+	done := &state.Job{RemoteID: "r", State: state.Succeeded, Length: 8, StartedAt: start, CompletedAt: start.Add(90 * time.Second), Polls: 40}
+	failedEarly := &state.Job{State: state.Failed, Length: 8}
+	for _, tc := range []struct {
+		name        string
+		p           spend.Price
+		j           *state.Job
+		billsFailed bool
+		estimate    float64
+		actual      float64
+	}{
+		{"per job", spend.Price{Per: spend.PerJob, Amount: 0.5}, done, false, 0.5, 0.5},
+		{"per output second", spend.Price{Per: spend.PerOutputSecond, Amount: 0.1, Assumed: 5}, done, false, 0.8, 0.8},
+		{"per output second, no length: assumed", spend.Price{Per: spend.PerOutputSecond, Amount: 0.1, Assumed: 5},
+			&state.Job{RemoteID: "r", State: state.Succeeded}, false, 0.5, 0.5},
+		{"per run second", spend.Price{Per: spend.PerRunSecond, Amount: 0.01, Assumed: 60}, done, false, 0.6, 0.9},
+		{"failed before start", spend.Price{Per: spend.PerJob, Amount: 0.5}, failedEarly, false, 0.5, 0},
+		{"failed before start, billed", spend.Price{Per: spend.PerJob, Amount: 0.5}, failedEarly, true, 0.5, 0.5},
+		{"output never made", spend.Price{Per: spend.PerOutputSecond, Amount: 0.1}, &state.Job{RemoteID: "r", State: state.Failed, Length: 8}, false, 0.8, 0},
+	} {
+		require.InDelta(t, tc.estimate, tc.p.Estimate(tc.j), 1e-9, tc.name)
+		require.InDelta(t, tc.actual, tc.p.Actual(tc.j, tc.billsFailed), 1e-9, tc.name)
+	}
+}
+
+// The ledger admits up to the budget and refuses past it, saying the
+// budget, what is spent and when it resets; a job admitted twice is
+// counted once; its settlement replaces its estimate once, and a create
+// retried after it is still the job admitted before.
+func TestLedgerHoldsTheBudget(t *testing.T) {
+	t.Parallel()
+	s := stack.New(t, stack.Config{})
+	l := spend.NewLedger(s.Res.Spend)
+	ctx := context.Background()
+	at := time.Date(2026, 12, 7, 15, 0, 0, 0, time.UTC)
+	b := spend.Budget{Day: 2, Month: 10}
+	require.NoError(t, l.Admit(ctx, "studio", "j1", 1.5, b, at))
+	require.NoError(t, l.Admit(ctx, "studio", "j1", 1.5, b, at), "the same job again")
+	err := l.Admit(ctx, "studio", "j2", 1, b, at)
+	var ob *spend.OverBudgetError
+	require.ErrorAs(t, err, &ob)
+	require.Equal(t, "day", ob.Period)
+	require.InDelta(t, 2, ob.Budget, 1e-9)
+	require.InDelta(t, 1.5, ob.Spent, 1e-9)
+	require.Equal(t, time.Date(2026, 12, 8, 0, 0, 0, 0, time.UTC), ob.ResetsAt)
+	day, month, err := l.Spent(ctx, "studio", at)
+	require.NoError(t, err)
+	require.InDelta(t, 1.5, day, 1e-9)
+	require.InDelta(t, 1.5, month, 1e-9, "a refusal reserves nothing")
+	require.NoError(t, l.Admit(ctx, "rival", "j3", 1.9, b, at), "another app's budget")
+
+	app, err := l.Settle(ctx, "j1", 0.25)
+	require.NoError(t, err)
+	require.Equal(t, "studio", app)
+	_, err = l.Settle(ctx, "j1", 0.25)
+	require.NoError(t, err)
+	day, month, err = l.Spent(ctx, "studio", at)
+	require.NoError(t, err)
+	require.InDelta(t, 0.25, day, 1e-9)
+	require.InDelta(t, 0.25, month, 1e-9)
+	require.NoError(t, l.Admit(ctx, "studio", "j1", 1.5, b, at), "a create retried after its job ended")
+	day, _, err = l.Spent(ctx, "studio", at)
+	require.NoError(t, err)
+	require.InDelta(t, 0.25, day, 1e-9, "reserves nothing more")
+
+	day, _, err = l.Spent(ctx, "studio", at.Add(24*time.Hour))
+	require.NoError(t, err)
+	require.Zero(t, day, "the next day starts at nothing")
+}
+
+// Three processes' ledgers on one NATS admit, between them, exactly what
+// the budget holds: every admission is a compare-and-set of the shared
+// total.
+func TestLedgerHoldsAcrossProcesses(t *testing.T) {
+	t.Parallel()
+	s := stack.New(t, stack.Config{})
+	var ledgers []*spend.Ledger
+	for range 3 {
+		nc, err := nats.Connect(s.Server.ClientURL())
+		require.NoError(t, err)
+		t.Cleanup(nc.Close)
+		js, err := jetstream.New(nc)
+		require.NoError(t, err)
+		kv, err := js.KeyValue(context.Background(), s.NS.SpendBucket())
+		require.NoError(t, err)
+		ledgers = append(ledgers, spend.NewLedger(kv))
+	}
+	at := time.Now()
+	var admitted, refused atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 60 {
+		wg.Go(func() {
+			err := ledgers[i%3].Admit(context.Background(), "studio", "c"+string(rune('A'+i%26))+string(rune('a'+i/26)), 1, spend.Budget{Day: 25}, at)
+			switch {
+			case err == nil:
+				admitted.Add(1)
+			case errors.As(err, new(*spend.OverBudgetError)):
+				refused.Add(1)
+			default:
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	require.EqualValues(t, 25, admitted.Load())
+	require.EqualValues(t, 35, refused.Load())
+	day, _, err := ledgers[0].Spent(context.Background(), "studio", at)
+	require.NoError(t, err)
+	require.InDelta(t, 25, day, 1e-9)
+}
