@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pollux-dev/pollux/internal/core/spend"
+	"github.com/pollux-dev/pollux/internal/platform/config"
 	"github.com/pollux-dev/pollux/internal/testkit/stack"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
@@ -152,4 +154,28 @@ func TestLedgerHoldsAcrossProcesses(t *testing.T) {
 	day, _, err := ledgers[0].Spent(context.Background(), "studio", at)
 	require.NoError(t, err)
 	require.InDelta(t, 25, day, 1e-9)
+}
+
+// A price or budget that is negative, not a number or in an unknown unit
+// refuses the start, naming its field.
+func TestFromConfigNamesTheBadField(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ yaml, want string }{
+		{"routes: {r: {kind: sim, prices: {'*': {per: frame, price: 1}}}}", `routes.r.prices.*.per: "frame" is not a unit`},
+		{"routes: {r: {kind: sim, prices: {m: {per: job, price: -0.5}}}}", "routes.r.prices.m.price: -0.5"},
+		{"routes: {r: {kind: sim, prices: {m: {per: job, price: .nan}}}}", "routes.r.prices.m.price: NaN"},
+		{"routes: {r: {kind: sim}}\napps: {studio: {budgets: {day: -1}}}", "apps.studio.budgets.day: -1"},
+		{"routes: {r: {kind: sim}}\napps: {studio: {budgets: {month: .nan}}}", "apps.studio.budgets.month: NaN"},
+	} {
+		c, err := config.Parse(strings.NewReader(tc.yaml))
+		require.NoError(t, err, tc.yaml)
+		_, _, err = spend.FromConfig(c)
+		require.ErrorContains(t, err, tc.want)
+	}
+	c, err := config.Parse(strings.NewReader("routes: {r: {kind: sim, bills_failed: true, prices: {m: {per: output_second, price: 0.1, assumed_s: 5}}}}\napps: {studio: {budgets: {day: 20, month: 300}}}"))
+	require.NoError(t, err)
+	prices, budgets, err := spend.FromConfig(c)
+	require.NoError(t, err)
+	require.Equal(t, spend.Prices{ByModel: map[string]spend.Price{"m": {Per: spend.PerOutputSecond, Amount: 0.1, Assumed: 5}}, BillsFailed: true}, prices["r"])
+	require.Equal(t, spend.Budget{Day: 20, Month: 300}, budgets["studio"])
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/pollux-dev/pollux/internal/core/jobs"
 	"github.com/pollux-dev/pollux/internal/core/route"
+	"github.com/pollux-dev/pollux/internal/core/spend"
 	"github.com/pollux-dev/pollux/internal/edge/census"
 	"github.com/pollux-dev/pollux/internal/edge/face"
 	"github.com/pollux-dev/pollux/internal/edge/index"
@@ -67,6 +68,10 @@ type Config struct {
 	// apps): a tokens file naming another is refused, at New and at a
 	// reload. None: any app.
 	Apps []string
+	// Spend admits each create against its app's budget before it is
+	// published: one over it is answered 429 budget_exceeded, in the
+	// face's shape through a face (nil: nothing is priced).
+	Spend *spend.Keeper
 	// AllowedHosts are the host names (or addresses, without a port) a
 	// request's Host may name besides localhost and the loopback
 	// addresses. Without Tokens any other Host is answered 421, which

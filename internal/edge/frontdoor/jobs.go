@@ -270,6 +270,9 @@ func (s *Server) publishSubmit(ctx context.Context, r *http.Request, endpoint, r
 	if _, err := events.DecodeSubmit(data); err != nil {
 		return invalid(err)
 	}
+	if e := s.admitSpend(ctx, route, id, m); e != nil {
+		return e
+	}
 	err = s.publishIntake(ctx, r, endpoint, events.KindSubmit, route, id, data)
 	if un := (*unconfirmed)(nil); errors.As(err, &un) {
 		s.settle(route, id, m, un.err)

@@ -10,7 +10,35 @@ import (
 // door tokens name it (app= in the tokens file), its jobs carry it, and
 // it sees only its own. With apps configured, a token or a submission
 // naming another app is refused.
-type App struct{}
+type App struct {
+	// Budgets are the most the app's jobs may cost (in the routes'
+	// prices' currency; default none: no limit). A create that would pass
+	// one is refused until the period resets.
+	Budgets SpendBudgets `yaml:"budgets"`
+}
+
+// SpendBudgets are an app's spend limits per UTC day and month (0: none;
+// package spend checks them at start).
+type SpendBudgets struct {
+	// Day is the most a day (default 0: no limit).
+	Day float64 `yaml:"day"`
+	// Month is the most a month (default 0: no limit).
+	Month float64 `yaml:"month"`
+}
+
+// Price is what a provider charges per unit (package spend checks it at
+// start).
+type Price struct {
+	// Per is the unit: job, output_second (the output length the
+	// submission asks for, its route's length_from) or run_second (how
+	// long the provider ran it) (required).
+	Per string `yaml:"per"`
+	// Price is the price of one unit (required, at least 0).
+	Price float64 `yaml:"price"`
+	// AssumedS is how many seconds a job's estimate counts when the job
+	// does not say (its length, its expected duration) (default 0).
+	AssumedS float64 `yaml:"assumed_s"`
+}
 
 func (a App) validate() error { return nil }
 

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/pollux-dev/pollux/internal/core/route"
+	"github.com/pollux-dev/pollux/internal/core/spend"
 	"github.com/pollux-dev/pollux/internal/platform/config"
 	"github.com/pollux-dev/pollux/internal/services/ingest"
 	"github.com/pollux-dev/pollux/internal/testkit/stack"
@@ -548,4 +549,31 @@ func TestASubmissionsAppIsItsJobs(t *testing.T) {
 		return err == nil && ev.Type == events.EventRejected && strings.Contains(ev.Rejection.Error, "id: already used by another job")
 	}, 20*time.Second, 10*time.Millisecond)
 	require.Equal(t, "studio", s.Until("t", func(j *state.Job) bool { return j.Tracked }).App, "still the first app's")
+}
+
+// A submission over NATS that would pass its app's budget is rejected,
+// the rejection saying the budget, what is spent and when it resets; one
+// within it is submitted; its redelivered duplicate costs nothing more.
+func TestASubmissionOverItsAppsBudgetIsRejected(t *testing.T) {
+	t.Parallel()
+	var keeper *spend.Keeper
+	s := startWith(t, newFake(), config.Route{}, func(st *stack.Stack) {
+		keeper = spend.New(spend.Config{
+			Prices:  map[string]spend.Prices{"fake": {ByModel: map[string]spend.Price{"m": {Per: spend.PerJob, Amount: 3}}}},
+			Budgets: map[string]spend.Budget{"studio": {Day: 5}},
+		}, st.Res.Spend)
+	}, func(c *ingest.Config) { c.Spend = keeper })
+	sub := func(id string) events.Submit {
+		return events.Submit{V: events.Version, ID: id, Model: "m", Input: json.RawMessage(`{}`), App: "studio"}
+	}
+	s.Publish(s.NS.Submit("fake"), sub("a"))
+	s.Until("a", submitted)
+	s.Publish(s.NS.Submit("fake"), sub("a"))
+	s.Publish(s.NS.Submit("fake"), sub("b"))
+	rej := s.rejection("fake", "b").Rejection
+	require.Equal(t, "app", rej.Field)
+	require.Contains(t, rej.Error, "app studio's day budget of 5 is spent (3 counted, this job's estimate 3); it resets at ")
+	day, _, err := keeper.Ledger().Spent(context.Background(), "studio", time.Now())
+	require.NoError(t, err)
+	require.InDelta(t, 3, day, 1e-9, "the duplicate of a costs nothing more")
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/pollux-dev/pollux/internal/core/spend"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/logkey"
 	"github.com/pollux-dev/pollux/pkg/state"
@@ -72,6 +74,14 @@ func (s *Service) first(ctx context.Context, in intake, m *events.Submit, id str
 		WebhookExpected:  r.WebhookURL != "" && (m.Webhook == nil || *m.Webhook),
 		Routing:          routing,
 		SubmittedBy:      m.By, SubmitReason: m.Reason, ResubmitOf: m.ResubmitOf, App: m.App,
+	}
+	// Its estimate against its app's budget, once per job: the front
+	// door admitted a create it answered already, and a redelivery or a
+	// duplicate finds the job admitted.
+	if err := s.cfg.Spend.Admit(ctx, j); errors.As(err, new(*spend.OverBudgetError)) {
+		return end(s.reject(ctx, in, id, &events.FieldError{Field: "app", Problem: err.Error()}))
+	} else if err != nil {
+		return end(s.retry(log, err, "admitting the job's spend"))
 	}
 	if in.attempt > 1 || !now.Before(dl) {
 		// A redelivery: its record says what is next. One whose deadline

@@ -136,7 +136,7 @@ func Start(ctx context.Context, g *errgroup.Group, nc *nats.Conn, sc StackConfig
 		_ = hookLn.Close()
 		return nil, err
 	}
-	in, err := ingest.New(ingest.Config{Routes: routes, Options: env.Options(), Logger: log.With().Str(logkey.Component, "ingest").Logger(),
+	in, err := ingest.New(ingest.Config{Routes: routes, Spend: env.Spend, Options: env.Options(), Logger: log.With().Str(logkey.Component, "ingest").Logger(),
 		Metrics: m.Ingest(), Learned: env.Stats, SweepInterval: time.Second}, env.JS, env.NS, env.Res, env.Jobs.Intake(), env.Gates)
 	if err != nil {
 		_ = hookLn.Close()

@@ -66,7 +66,7 @@ func (e *Env) FrontDoor(ctx context.Context, g *errgroup.Group, cfg frontdoor.Co
 		cfg.ModelRoutes = append(cfg.ModelRoutes, name)
 	}
 	cfg.Policies = policies
-	cfg.Faces, cfg.KeepOutputs = e.Faces(), e.KeepOutputs()
+	cfg.Faces, cfg.KeepOutputs, cfg.Spend = e.Faces(), e.KeepOutputs(), e.Spend
 	if e.Config != nil {
 		cfg.Apps = e.Config.AppNames()
 	}

@@ -29,6 +29,8 @@ import (
 // Metrics is one process's metrics.
 type Metrics struct {
 	reg *prometheus.Registry
+	// spend are the apps' spend (spend.go).
+	spend *spendMetrics
 
 	submissions     *prometheus.CounterVec
 	providerCalls   *prometheus.HistogramVec
@@ -80,7 +82,9 @@ func New() *Metrics {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	f := func(c prometheus.Collector) { reg.MustRegister(c) }
-	m := &Metrics{reg: reg}
+	m := &Metrics{reg: reg, spend: newSpendMetrics()}
+	f(m.spend.cost)
+	f(m.spend.budgets)
 
 	m.submissions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "pollux_intake_messages_total",

@@ -1,0 +1,45 @@
+package frontdoor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/pollux-dev/pollux/internal/core/spend"
+	"github.com/pollux-dev/pollux/internal/platform/problem"
+	"github.com/pollux-dev/pollux/pkg/events"
+)
+
+// admitSpend admits submission m of job id on route against its app's
+// budget (Config.Spend): a create that would pass it is answered 429
+// budget_exceeded, saying the budget, what is spent and when it resets
+// (Retry-After: then), and nothing is published. A create admitted before
+// (a retry) is admitted again at no cost.
+func (s *Server) admitSpend(ctx context.Context, route, id string, m events.Submit) *apiError {
+	err := s.cfg.Spend.AdmitSubmit(ctx, route, id, m)
+	var ob *spend.OverBudgetError
+	switch {
+	case errors.As(err, &ob):
+		return overBudget(ob, s.cfg.Now())
+	case err != nil:
+		return s.unavailable(err, "admitting the job's spend")
+	}
+	return nil
+}
+
+// overBudget is the 429 of a create its app's budget refuses.
+func overBudget(ob *spend.OverBudgetError, now time.Time) *apiError {
+	wait := max(ob.ResetsAt.Sub(now), time.Second)
+	e := fail(http.StatusTooManyRequests, CodeBudgetExceeded, "app", fmt.Sprintf(
+		"app %s has spent its %s budget: %.4g of %.4g counted (this job's estimate %.4g); it resets at %s",
+		ob.App, ob.Period, ob.Spent, ob.Budget, ob.Cost, ob.ResetsAt.Format(time.RFC3339)))
+	e.detail.Budget = &problem.Budget{Period: ob.Period, Budget: ob.Budget, Spent: ob.Spent, Estimate: ob.Cost, ResetsAt: ob.ResetsAt}
+	e.header = http.Header{}
+	e.header.Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+	e.retryAfter = wait
+	return e
+}
