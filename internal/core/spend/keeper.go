@@ -95,7 +95,7 @@ func (k *Keeper) Settle(ctx context.Context, j *state.Job) error {
 		return nil
 	}
 	cost := p.Actual(j, ps.BillsFailed)
-	if _, err := k.ledger.Settle(ctx, j.ID, cost); err != nil {
+	if _, err := k.ledger.Settle(ctx, j.ID, cost, j.Route, j.Model); err != nil {
 		return err
 	}
 	if k.cfg.Spent != nil {

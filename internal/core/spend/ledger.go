@@ -115,10 +115,10 @@ func (l *Ledger) Admit(ctx context.Context, app, id string, estimate float64, b 
 	return nil
 }
 
-// Settle counts ended job id's actual cost in place of its estimate, and
-// forgets its reservation; a job never admitted (not priced) is nothing.
-// It returns the app and the cost counted.
-func (l *Ledger) Settle(ctx context.Context, id string, actual float64) (app string, err error) {
+// Settle counts ended job id's actual cost in place of its estimate, once,
+// and on its day's line of route and model (Keeper.Report); a job never
+// admitted (not priced) is nothing. It returns the job's app.
+func (l *Ledger) Settle(ctx context.Context, id string, actual float64, route, model string) (app string, err error) {
 	e, err := l.kv.Get(ctx, jobKey(id))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return "", nil
@@ -152,7 +152,7 @@ func (l *Ledger) Settle(ctx context.Context, id string, actual float64) (app str
 			}
 		}
 	}
-	return r.App, nil
+	return r.App, l.addLine(ctx, r.App, r.At, route, model, actual)
 }
 
 // Spent is app's totals of the day and month of at.

@@ -119,7 +119,8 @@ func or(v, fallback float64) float64 {
 // Budget is an app's limits: the most its jobs may cost a day and a month
 // (UTC; 0: no limit).
 type Budget struct {
-	Day, Month float64
+	Day   float64 `json:"day,omitempty"`
+	Month float64 `json:"month,omitempty"`
 }
 
 // Validate names what is wrong with b.

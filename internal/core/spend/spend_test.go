@@ -96,10 +96,10 @@ func TestLedgerHoldsTheBudget(t *testing.T) {
 	require.InDelta(t, 1.5, month, 1e-9, "a refusal reserves nothing")
 	require.NoError(t, l.Admit(ctx, "rival", "j3", 1.9, b, at), "another app's budget")
 
-	app, err := l.Settle(ctx, "j1", 0.25)
+	app, err := l.Settle(ctx, "j1", 0.25, "sim", "m")
 	require.NoError(t, err)
 	require.Equal(t, "studio", app)
-	_, err = l.Settle(ctx, "j1", 0.25)
+	_, err = l.Settle(ctx, "j1", 0.25, "sim", "m")
 	require.NoError(t, err)
 	day, month, err = l.Spent(ctx, "studio", at)
 	require.NoError(t, err)
@@ -178,4 +178,51 @@ func TestFromConfigNamesTheBadField(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, spend.Prices{ByModel: map[string]spend.Price{"m": {Per: spend.PerOutputSecond, Amount: 0.1, Assumed: 5}}, BillsFailed: true}, prices["r"])
 	require.Equal(t, spend.Budget{Day: 20, Month: 300}, budgets["studio"])
+}
+
+// The report: each app's days, oldest first, with what each route and
+// model cost; one app's only when the caller may see only it.
+func TestReportByAppDayRouteAndModel(t *testing.T) {
+	t.Parallel()
+	s := stack.New(t, stack.Config{})
+	now := time.Now().UTC()
+	k := spend.New(spend.Config{
+		Prices:  map[string]spend.Prices{"sim": {ByModel: map[string]spend.Price{"*": {Per: spend.PerJob, Amount: 2}}}},
+		Budgets: map[string]spend.Budget{"studio": {Day: 100}},
+		Now:     func() time.Time { return now },
+	}, s.Res.Spend)
+	ctx := context.Background()
+	for i, j := range []*state.Job{
+		{ID: "a", App: "studio", Route: "sim", Model: "acme/video", RemoteID: "r", State: state.Succeeded},
+		{ID: "b", App: "studio", Route: "sim", Model: "acme/video", RemoteID: "r", State: state.Succeeded},
+		{ID: "c", App: "studio", Route: "sim", Model: "acme/other", State: state.Failed}, // never started: nothing
+		{ID: "d", App: "rival", Route: "sim", Model: "acme/video", RemoteID: "r", State: state.Succeeded},
+		{ID: "e", Route: "sim", Model: "acme/video", RemoteID: "r", State: state.Running}, // under way: its estimate
+	} {
+		require.NoError(t, k.Admit(ctx, j), i)
+		if j.State.Terminal() {
+			require.NoError(t, k.Settle(ctx, j))
+		}
+	}
+	all, err := k.Report(ctx, false, "", 7, now)
+	require.NoError(t, err)
+	require.Len(t, all, 3)
+	require.Equal(t, "", all[0].App, "jobs of no app")
+	require.InDelta(t, 2, all[0].Days[0].Spent, 1e-9)
+	studio := all[2]
+	require.Equal(t, "studio", studio.App)
+	require.Equal(t, spend.Budget{Day: 100}, studio.Budget)
+	require.InDelta(t, 4, studio.Month, 1e-9)
+	require.Len(t, studio.Days, 1)
+	require.Equal(t, now.Format(time.DateOnly), studio.Days[0].Date)
+	require.InDelta(t, 4, studio.Days[0].Spent, 1e-9)
+	require.Equal(t, []spend.Line{{Route: "sim", Model: "acme/other", Cost: 0, Jobs: 1}, {Route: "sim", Model: "acme/video", Cost: 4, Jobs: 2}}, studio.Days[0].By)
+
+	one, err := k.Report(ctx, true, "rival", 7, now)
+	require.NoError(t, err)
+	require.Len(t, one, 1)
+	require.Equal(t, "rival", one[0].App)
+	none, err := k.Report(ctx, true, "nobody", 7, now)
+	require.NoError(t, err)
+	require.Empty(t, none)
 }

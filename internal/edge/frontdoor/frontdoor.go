@@ -290,6 +290,7 @@ func (s *Server) endpoints(closing context.Context) []endpoint {
 		endpoint{"/v1/routes/{name}/pause", only(http.MethodPost, s.pause)},
 		endpoint{"/v1/routes/{name}/resume", only(http.MethodPost, s.resume)},
 		endpoint{"/v1/models", only(http.MethodGet, s.models)},
+		endpoint{"/v1/spend", only(http.MethodGet, s.spendReport)},
 		endpoint{"/v1/routes/{name}/models/{model...}", only(http.MethodGet, s.model)},
 		endpoint{"/console/login", only(http.MethodPost, s.login)},
 		endpoint{"/console/logout", only(http.MethodPost, s.logout)},

@@ -80,6 +80,7 @@ var isolationRows = map[string]isolationRow{
 	"/v1/routes/{name}/pause":             {shared: "an operator's: refused to an app's tokens (TestOnlyAnOperatorPausesARoute)"},
 	"/v1/routes/{name}/resume":            {shared: "an operator's: refused to an app's tokens (TestOnlyAnOperatorPausesARoute)"},
 	"/v1/models":                          {shared: "the models' learned durations: no job's"},
+	"/v1/spend":                           {shared: "the spend of the caller's app only, every app's to an operator (TestSpendIsPerApp)"},
 	"/v1/routes/{name}/models/{model...}": {shared: "a model's learned durations: no job's"},
 	"/console/login":                      {shared: "the console's login"},
 	"/console/logout":                     {shared: "the console's logout"},

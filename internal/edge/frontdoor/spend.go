@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pollux-dev/pollux/internal/core/spend"
+	"github.com/pollux-dev/pollux/internal/edge/tenant"
 	"github.com/pollux-dev/pollux/internal/platform/problem"
 	"github.com/pollux-dev/pollux/pkg/events"
 )
@@ -42,4 +43,39 @@ func overBudget(ob *spend.OverBudgetError, now time.Time) *apiError {
 	e.header.Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
 	e.retryAfter = wait
 	return e
+}
+
+// SpendReport is what GET /v1/spend answers.
+type SpendReport struct {
+	// Apps are the apps the caller may see that count anything in the
+	// report's days, by name: an app's tokens see their app only.
+	Apps []spend.AppSpend `json:"apps"`
+	// Days is how many days the report covers, up to today (UTC).
+	Days int `json:"days"`
+}
+
+// spendReport handles GET /v1/spend?days=N (1-92, default 30): the spend
+// of the apps the caller may see, per day, route and model, with their
+// budgets.
+func (s *Server) spendReport(w http.ResponseWriter, r *http.Request) *apiError {
+	if s.cfg.Spend == nil {
+		return fail(http.StatusServiceUnavailable, CodeUnavailable, "", "this front door keeps no spend (run it from cmd/ingest or pollux serve, which do)")
+	}
+	days := 30
+	if v := r.URL.Query().Get("days"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > spend.MaxReportDays {
+			return fail(http.StatusBadRequest, CodeInvalidParameter, "days", fmt.Sprintf("must be a whole number from 1 to %d", spend.MaxReportDays))
+		}
+		days = n
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+	defer cancel()
+	v := tenant.From(r.Context())
+	apps, err := s.cfg.Spend.Report(ctx, v.Scoped, v.App, days, s.cfg.Now())
+	if err != nil {
+		return s.unavailable(err, "reading the spend")
+	}
+	writeJSON(w, http.StatusOK, SpendReport{Apps: apps, Days: days})
+	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/pollux-dev/pollux/internal/core/spend"
 	"github.com/pollux-dev/pollux/internal/edge/face"
 	"github.com/pollux-dev/pollux/internal/edge/frontdoor"
+	"github.com/pollux-dev/pollux/pkg/state"
 )
 
 // A create that would pass its app's budget is refused 429
@@ -70,4 +71,37 @@ func TestACreateOverItsAppsBudgetIsRefused(t *testing.T) {
 	body := string(raw)
 	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode, "%s", body)
 	require.Contains(t, body, "has spent its day budget: 1 of 1 counted", "the face's 429, saying the budget")
+}
+
+// GET /v1/spend: an app's tokens see their app's spend only, an admin's
+// every app's; per day, with what each route and model cost.
+func TestSpendIsPerApp(t *testing.T) {
+	t.Parallel()
+	tokens, err := frontdoor.ParseTokens(strings.NewReader(tokenAlice + " read app=" + ownApp + "\n" + tokenBob + " admin\n"))
+	require.NoError(t, err)
+	var keeper *spend.Keeper
+	d := setupWith(t, frontdoor.Config{Tokens: tokens}, func(d *door, cfg *frontdoor.Config) {
+		keeper = spend.New(spend.Config{Prices: map[string]spend.Prices{route: {ByModel: map[string]spend.Price{"*": {Per: spend.PerJob, Amount: 1.5}}}}}, d.res.Spend)
+		cfg.Spend = keeper
+	})
+	for _, j := range []*state.Job{
+		{ID: "s1", App: ownApp, Route: route, Model: "m", RemoteID: "r", State: state.Succeeded},
+		{ID: "r1", App: otherApp, Route: route, Model: "m", RemoteID: "r", State: state.Succeeded},
+	} {
+		require.NoError(t, keeper.Admit(t.Context(), j))
+		require.NoError(t, keeper.Settle(t.Context(), j))
+	}
+	apps := func(tok string) []any {
+		r := d.do(t, http.MethodGet, "/v1/spend?days=7", "", map[string]string{"Authorization": "Bearer " + tok})
+		require.Equal(t, http.StatusOK, r.status, "%s", r.raw)
+		return r.body["apps"].([]any)
+	}
+	own := apps(tokenAlice)
+	require.Len(t, own, 1)
+	require.Equal(t, ownApp, own[0].(map[string]any)["app"])
+	day := own[0].(map[string]any)["days"].([]any)[0].(map[string]any)
+	require.EqualValues(t, 1.5, day["spent"])
+	require.Equal(t, []any{map[string]any{"route": route, "model": "m", "cost": 1.5, "jobs": float64(1)}}, day["by"])
+	require.Len(t, apps(tokenBob), 2, "an admin sees every app")
+	requireError(t, d.do(t, http.MethodGet, "/v1/spend?days=0", "", map[string]string{"Authorization": "Bearer " + tokenBob}), http.StatusBadRequest, frontdoor.CodeInvalidParameter, "days")
 }
