@@ -8,6 +8,7 @@ import { model } from './views/model.js';
 import { track } from './views/track.js';
 import { submitView } from './views/submit.js';
 import { loginView } from './views/login.js';
+import { spendView } from './views/spend.js';
 
 const view = document.getElementById('view');
 
@@ -35,6 +36,7 @@ const routes = [
   [/^\/jobs\/([^/]+)$/, 'jobs', (m) => (c, el) => job(c, el, decodeURIComponent(m[1]))],
   [/^\/models\/([^/]+)\/(.+)$/, 'overview', (m) => (c, el) => model(c, el, decodeURIComponent(m[1]), decodeURIComponent(m[2]))],
   [/^\/track\/?$/, 'track', () => track],
+  [/^\/spend\/?$/, 'spend', () => spendView],
 ];
 
 async function route() {
