@@ -325,7 +325,7 @@ func (n Namespace) WebhookConsumerConfig(o Options) jetstream.ConsumerConfig {
 
 // Resources are the namespace's streams and buckets, ready to use.
 type Resources struct {
-	Intake, Checks, Webhooks, Slots, Events jetstream.Stream
+	Intake, Checks, Webhooks, Slots, Events        jetstream.Stream
 	Jobs, Routes, Stats, Limits, Deliveries, Spend jetstream.KeyValue
 	// JS is the JetStream they were found in (the running-slot streams,
 	// one per capped budget level, are looked up through it).

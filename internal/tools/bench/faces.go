@@ -67,7 +67,7 @@ func (r *runner) faces(ctx context.Context) error {
 	}
 	return r.withStack(ctx, dev.StackConfig{
 		HTTPTokens: tokens,
-		Sim: sim.Config{Seed: 5, TimeScale: 20, Default: sim.Model{QueueMedian: sim.Duration(time.Second), RunMedian: sim.Duration(20 * time.Second), RunSigma: 0.3}},
+		Sim:        sim.Config{Seed: 5, TimeScale: 20, Default: sim.Model{QueueMedian: sim.Duration(time.Second), RunMedian: sim.Duration(20 * time.Second), RunSigma: 0.3}},
 		Route: config.Route{Workers: config.Workers{Submit: 16, Status: 32}, Faces: []string{"replicate"},
 			Poll: config.Poll{MaxDelay: 5 * time.Second}},
 		NoWebhooks: true,

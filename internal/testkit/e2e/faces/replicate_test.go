@@ -54,7 +54,7 @@ func TestReplicateSDK(t *testing.T) {
 	s := start(t)
 	f, err := os.OpenFile(s.tokens, os.O_APPEND|os.O_WRONLY, 0)
 	require.NoError(t, err)
-	_, err = f.WriteString(tokenSlow + " act name=slow rate=1\n")
+	_, err = f.WriteString(tokenSlow + " act name=slow app=app rate=1\n")
 	require.NoError(t, err)
 	require.NoError(t, f.Close())
 
