@@ -158,6 +158,11 @@ func (s *Server) access(next http.Handler) http.Handler {
 			s.writeError(w, r, e)
 			return
 		}
+		if e := s.overAppQuota(r.Context(), p); e != nil {
+			s.log.Debug().Str(logkey.App, p.app).Str(logkey.Path, r.URL.Path).Msg("request over its app's quota")
+			s.writeError(w, r, e)
+			return
+		}
 		if changes(r.Method) {
 			if e := s.mayChange(r, p); e != nil {
 				s.log.Info().Str(logkey.By, p.by(r)).Str(logkey.Method, r.Method).Str(logkey.Path, r.URL.Path).Str(logkey.Why, e.detail.Message).Msg("request refused")

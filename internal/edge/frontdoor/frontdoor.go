@@ -17,6 +17,7 @@ import (
 
 	"github.com/pollux-dev/pollux/internal/core/jobs"
 	"github.com/pollux-dev/pollux/internal/core/route"
+	"github.com/pollux-dev/pollux/internal/core/route/budget"
 	"github.com/pollux-dev/pollux/internal/core/spend"
 	"github.com/pollux-dev/pollux/internal/edge/census"
 	"github.com/pollux-dev/pollux/internal/edge/face"
@@ -68,6 +69,11 @@ type Config struct {
 	// apps): a tokens file naming another is refused, at New and at a
 	// reload. None: any app.
 	Apps []string
+	// AppQuotas are the apps' request rates across the fleet, by app
+	// (apps.<name>.rate; budget.Ensure of AppQuotaScope, AppQuotaKind):
+	// past it a request of the app's tokens is answered 429
+	// (appquota.go; default none).
+	AppQuotas map[string]*budget.Budget
 	// Spend admits each create against its app's budget before it is
 	// published: one over it is answered 429 budget_exceeded, in the
 	// face's shape through a face (nil: nothing is priced).

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/pollux-dev/pollux/pkg/events"
 )
@@ -11,6 +12,10 @@ import (
 // it sees only its own. With apps configured, a token or a submission
 // naming another app is refused.
 type App struct {
+	// Rate is the most requests a second the app's tokens make to the
+	// front door, together, across the whole fleet (default 0: no limit;
+	// at most 1,000,000). Past it a request is answered 429.
+	Rate float64 `yaml:"rate"`
 	// Budgets are the most the app's jobs may cost (in the routes'
 	// prices' currency; default none: no limit). A create that would pass
 	// one is refused until the period resets.
@@ -40,7 +45,12 @@ type Price struct {
 	AssumedS float64 `yaml:"assumed_s"`
 }
 
-func (a App) validate() error { return nil }
+func (a App) validate() error {
+	if math.IsNaN(a.Rate) || a.Rate < 0 || a.Rate > 1_000_000 {
+		return fmt.Errorf("rate: %v is not a number of requests a second from 0 to 1000000", a.Rate)
+	}
+	return nil
+}
 
 // AppNames lists the configured apps in order (none: any app is
 // accepted).

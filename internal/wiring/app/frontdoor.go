@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/pollux-dev/pollux/internal/core/route/budget"
 	"github.com/pollux-dev/pollux/internal/edge/census"
 	"github.com/pollux-dev/pollux/internal/edge/face"
 	"github.com/pollux-dev/pollux/internal/edge/frontdoor"
@@ -69,6 +70,20 @@ func (e *Env) FrontDoor(ctx context.Context, g *errgroup.Group, cfg frontdoor.Co
 	cfg.Faces, cfg.KeepOutputs, cfg.Spend = e.Faces(), e.KeepOutputs(), e.Spend
 	if e.Config != nil {
 		cfg.Apps = e.Config.AppNames()
+		for _, name := range cfg.Apps {
+			rate := e.Config.Apps[name].Rate
+			if rate <= 0 {
+				continue
+			}
+			b, err := budget.Ensure(ctx, e.JS, e.NS, e.Res.Slots, frontdoor.AppQuotaScope(name), frontdoor.AppQuotaKind, budget.Limit{Rate: rate}, e.Options())
+			if err != nil {
+				return nil, fmt.Errorf("apps.%s.rate: %w", name, err)
+			}
+			if cfg.AppQuotas == nil {
+				cfg.AppQuotas = map[string]*budget.Budget{}
+			}
+			cfg.AppQuotas[name] = b
+		}
 	}
 	if e.Metrics != nil {
 		cfg.Metrics = e.Metrics.FrontDoor()
