@@ -63,11 +63,25 @@ func (k *Keeper) Admit(ctx context.Context, j *state.Job) error {
 	if k == nil {
 		return nil
 	}
-	p, ok := k.cfg.Prices[j.Route].Of(j.Model)
-	if !ok {
+	p, priced := k.cfg.Prices[j.Route].Of(j.Model)
+	b := k.cfg.Budgets[j.App]
+	if !priced && b.Jobs == 0 {
 		return nil
 	}
-	return k.ledger.Admit(ctx, j.App, j.ID, p.Estimate(j), k.cfg.Budgets[j.App], k.cfg.Now())
+	estimate := 0.0
+	if priced {
+		estimate = p.Estimate(j)
+	}
+	return k.ledger.Admit(ctx, j.App, j.ID, estimate, b, k.cfg.Now())
+}
+
+// Release undoes job id's admission when nothing was made of it (its
+// create was not stored).
+func (k *Keeper) Release(ctx context.Context, id string) error {
+	if k == nil {
+		return nil
+	}
+	return k.ledger.Release(ctx, id)
 }
 
 // AdmitSubmit admits submission m of job id to route, as Admit does the
@@ -90,11 +104,14 @@ func (k *Keeper) Settle(ctx context.Context, j *state.Job) error {
 		return nil
 	}
 	ps := k.cfg.Prices[j.Route]
-	p, ok := ps.Of(j.Model)
-	if !ok {
+	p, priced := ps.Of(j.Model)
+	if !priced && k.cfg.Budgets[j.App].Jobs == 0 {
 		return nil
 	}
-	cost := p.Actual(j, ps.BillsFailed)
+	cost := 0.0
+	if priced {
+		cost = p.Actual(j, ps.BillsFailed)
+	}
 	if _, err := k.ledger.Settle(ctx, j.ID, cost, j.Route, j.Model); err != nil {
 		return err
 	}

@@ -25,6 +25,9 @@ type OverBudgetError struct {
 }
 
 func (e *OverBudgetError) Error() string {
+	if e.Period == PeriodJobs {
+		return fmt.Sprintf("app %s has %.0f jobs under way, its max_jobs: one must end first", e.App, e.Spent)
+	}
 	return fmt.Sprintf("app %s's %s budget of %.4g is spent (%.4g counted, this job's estimate %.4g); it resets at %s",
 		e.App, e.Period, e.Budget, e.Spent, e.Cost, e.ResetsAt.Format(time.RFC3339))
 }
@@ -49,6 +52,9 @@ type reservation struct {
 	// record stays (RecordTTL), so a create retried after the job ended
 	// is still the job admitted before, not a new reservation.
 	Settled bool `json:"settled,omitempty"`
+	// Counted says the job counts among its app's jobs under way (its
+	// app has a max_jobs): its settlement counts it out.
+	Counted bool `json:"counted,omitempty"`
 }
 
 // RecordTTL is how long an admitted job's record is kept: past the
@@ -79,8 +85,11 @@ type period struct {
 }
 
 func (p period) budget(b Budget) float64 {
-	if p.name == "day" {
+	switch p.name {
+	case "day":
 		return b.Day
+	case PeriodJobs:
+		return float64(b.Jobs)
 	}
 	return b.Month
 }
@@ -90,7 +99,7 @@ func (p period) budget(b Budget) float64 {
 // nothing is reserved). A job admitted before is admitted again at no
 // cost.
 func (l *Ledger) Admit(ctx context.Context, app, id string, estimate float64, b Budget, at time.Time) error {
-	data, err := json.Marshal(reservation{App: app, Estimate: estimate, At: at.UTC()})
+	data, err := json.Marshal(reservation{App: app, Estimate: estimate, At: at.UTC(), Counted: b.Jobs > 0})
 	if err != nil {
 		return err
 	}
@@ -100,17 +109,68 @@ func (l *Ledger) Admit(ctx context.Context, app, id string, estimate float64, b 
 		return fmt.Errorf("recording job %s's spend: %w", id, err)
 	}
 	ps := periods(app, at)
+	if b.Jobs > 0 {
+		ps = append([]period{jobsPeriod(app)}, ps...)
+	}
 	for i, p := range ps {
-		err := l.add(ctx, p, estimate, p.budget(b), app)
+		err := l.add(ctx, p, p.of(estimate), p.budget(b), app)
 		if err == nil {
 			continue
 		}
 		// Undo what was reserved; a failure here errs high, never low.
 		for _, q := range ps[:i] {
-			_ = l.add(context.WithoutCancel(ctx), q, -estimate, 0, app)
+			_ = l.add(context.WithoutCancel(ctx), q, -q.of(estimate), 0, app)
 		}
 		_ = l.kv.Delete(context.WithoutCancel(ctx), jobKey(id))
 		return err
+	}
+	return nil
+}
+
+// jobsPeriod is the count of app's jobs under way (not a period: it never
+// resets; each job's settlement counts it out).
+func jobsPeriod(app string) period {
+	return period{name: PeriodJobs, key: events.TenantToken(app) + ".jobs"}
+}
+
+// PeriodJobs is the OverBudgetError.Period of an app's max_jobs.
+const PeriodJobs = "jobs"
+
+// of is what a job moves the period's total by: its estimate, or one job.
+func (p period) of(estimate float64) float64 {
+	if p.name == PeriodJobs {
+		return 1
+	}
+	return estimate
+}
+
+// Release undoes job id's admission, when nothing was made of it (its
+// create was not stored): its estimate and its place among its app's jobs
+// under way are given back, and its record goes, so that a retry is
+// admitted afresh.
+func (l *Ledger) Release(ctx context.Context, id string) error {
+	e, err := l.kv.Get(ctx, jobKey(id))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading job %s's spend: %w", id, err)
+	}
+	var r reservation
+	if err := json.Unmarshal(e.Value(), &r); err != nil || r.Settled {
+		return err
+	}
+	if err := l.kv.Delete(ctx, jobKey(id), jetstream.LastRevision(e.Revision())); err != nil {
+		return fmt.Errorf("releasing job %s's spend: %w", id, err)
+	}
+	ps := periods(r.App, r.At)
+	if r.Counted {
+		ps = append(ps, jobsPeriod(r.App))
+	}
+	for _, p := range ps {
+		if err := l.add(ctx, p, -p.of(r.Estimate), 0, r.App); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -150,6 +210,11 @@ func (l *Ledger) Settle(ctx context.Context, id string, actual float64, route, m
 			if err := l.add(ctx, p, d, 0, r.App); err != nil {
 				return r.App, err
 			}
+		}
+	}
+	if r.Counted {
+		if err := l.add(ctx, jobsPeriod(r.App), -1, 0, r.App); err != nil {
+			return r.App, err
 		}
 	}
 	return r.App, l.addLine(ctx, r.App, r.At, route, model, actual)

@@ -226,3 +226,31 @@ func TestReportByAppDayRouteAndModel(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, none)
 }
+
+// An app's max_jobs caps its jobs under way across the fleet: a create
+// past it is refused until one ends; a job admitted twice counts once; a
+// create that made nothing gives its place back.
+func TestMaxJobsCapsTheJobsUnderWay(t *testing.T) {
+	t.Parallel()
+	s := stack.New(t, stack.Config{})
+	k := spend.New(spend.Config{Budgets: map[string]spend.Budget{"studio": {Jobs: 2}}}, s.Res.Spend)
+	ctx := context.Background()
+	job := func(id string) *state.Job { return &state.Job{ID: id, App: "studio", Route: "sim", Model: "m"} }
+	require.NoError(t, k.Admit(ctx, job("a")))
+	require.NoError(t, k.Admit(ctx, job("a")), "the same job")
+	require.NoError(t, k.Admit(ctx, job("b")))
+	var ob *spend.OverBudgetError
+	require.ErrorAs(t, k.Admit(ctx, job("c")), &ob)
+	require.Equal(t, spend.PeriodJobs, ob.Period)
+	require.Contains(t, ob.Error(), "app studio has 2 jobs under way, its max_jobs")
+	require.NoError(t, k.Admit(ctx, &state.Job{ID: "x", App: "rival", Route: "sim", Model: "m"}), "another app has no cap")
+
+	ended := job("a")
+	ended.State = state.Succeeded
+	require.NoError(t, k.Settle(ctx, ended))
+	require.NoError(t, k.Settle(ctx, ended), "settled once")
+	require.NoError(t, k.Admit(ctx, job("c")), "a job ended: room for one")
+	require.ErrorAs(t, k.Admit(ctx, job("d")), &ob)
+	require.NoError(t, k.Release(ctx, "c"), "c's create was not stored")
+	require.NoError(t, k.Admit(ctx, job("d")))
+}

@@ -32,8 +32,18 @@ func (s *Server) admitSpend(ctx context.Context, route, id string, m events.Subm
 	return nil
 }
 
-// overBudget is the 429 of a create its app's budget refuses.
+// overBudget is the 429 of a create its app's budget refuses: a spend
+// budget until its period resets, or its max_jobs until one of its jobs
+// ends.
 func overBudget(ob *spend.OverBudgetError, now time.Time) *apiError {
+	if ob.Period == spend.PeriodJobs {
+		e := fail(http.StatusTooManyRequests, CodeBudgetExceeded, "app", ob.Error())
+		e.detail.Budget = &problem.Budget{Period: ob.Period, Budget: ob.Budget, Spent: ob.Spent, Estimate: ob.Cost}
+		e.header = http.Header{}
+		e.header.Set("Retry-After", "1")
+		e.retryAfter = time.Second
+		return e
+	}
 	wait := max(ob.ResetsAt.Sub(now), time.Second)
 	e := fail(http.StatusTooManyRequests, CodeBudgetExceeded, "app", fmt.Sprintf(
 		"app %s has spent its %s budget: %.4g of %.4g counted (this job's estimate %.4g); it resets at %s",

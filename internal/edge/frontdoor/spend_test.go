@@ -5,6 +5,7 @@ import (
 	"io"
 	"mime/multipart"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -50,7 +51,9 @@ func TestACreateOverItsAppsBudgetIsRefused(t *testing.T) {
 	resets, err := time.Parse(time.RFC3339, b["resets_at"].(string))
 	require.NoError(t, err)
 	require.True(t, resets.After(time.Now()) && resets.Before(time.Now().Add(25*time.Hour)), "%s", resets)
-	require.NotEmpty(t, r.header.Get("Retry-After"))
+	wait, err := strconv.Atoi(r.header.Get("Retry-After"))
+	require.NoError(t, err)
+	require.InDelta(t, time.Until(resets).Seconds(), wait, 5, "Retry-After: until the budget resets")
 	require.Len(t, d.intake(t, d.ns.Submit(route)), before, "nothing published")
 
 	require.Equal(t, http.StatusAccepted, create(tokenBob, "a").status, "another app's budget")
@@ -104,4 +107,25 @@ func TestSpendIsPerApp(t *testing.T) {
 	require.Equal(t, []any{map[string]any{"route": route, "model": "m", "cost": 1.5, "jobs": float64(1)}}, day["by"])
 	require.Len(t, apps(tokenBob), 2, "an admin sees every app")
 	requireError(t, d.do(t, http.MethodGet, "/v1/spend?days=0", "", map[string]string{"Authorization": "Bearer " + tokenBob}), http.StatusBadRequest, frontdoor.CodeInvalidParameter, "days")
+}
+
+// An app's max_jobs: a create past its jobs under way is refused 429
+// until one ends, saying so.
+func TestACreatePastItsAppsMaxJobsIsRefused(t *testing.T) {
+	t.Parallel()
+	tokens, err := frontdoor.ParseTokens(strings.NewReader(tokenAlice + " app=" + ownApp + "\n"))
+	require.NoError(t, err)
+	d := setupWith(t, frontdoor.Config{Tokens: tokens}, func(d *door, cfg *frontdoor.Config) {
+		cfg.Spend = spend.New(spend.Config{Budgets: map[string]spend.Budget{ownApp: {Jobs: 1}}}, d.res.Spend)
+	})
+	create := func(key string) reply {
+		return d.do(t, http.MethodPost, "/v1/jobs", `{"route":"sim","v":1,"model":"m","input":{},"idempotency_key":"`+key+`"}`,
+			map[string]string{"Authorization": "Bearer " + tokenAlice})
+	}
+	require.Equal(t, http.StatusAccepted, create("a").status)
+	require.Equal(t, http.StatusAccepted, create("a").status, "its retry")
+	r := create("b")
+	requireError(t, r, http.StatusTooManyRequests, frontdoor.CodeBudgetExceeded, "app")
+	require.Equal(t, "jobs", r.body["error"].(map[string]any)["budget"].(map[string]any)["period"])
+	require.Equal(t, "1", r.header.Get("Retry-After"))
 }

@@ -16,6 +16,10 @@ type App struct {
 	// front door, together, across the whole fleet (default 0: no limit;
 	// at most 1,000,000). Past it a request is answered 429.
 	Rate float64 `yaml:"rate"`
+	// MaxJobs caps the app's jobs under way — admitted and not ended,
+	// waiting or running at the provider — across the fleet (default 0:
+	// no cap). A create past it is refused until one ends.
+	MaxJobs int `yaml:"max_jobs"`
 	// Budgets are the most the app's jobs may cost (in the routes'
 	// prices' currency; default none: no limit). A create that would pass
 	// one is refused until the period resets.

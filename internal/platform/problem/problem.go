@@ -74,9 +74,9 @@ type Budget struct {
 const RetryAfter = 2 * time.Second
 
 // Write answers with status and the problem body of d; a 429 or 503 also
-// says when to retry.
+// says when to retry (RetryAfter, unless the response says already).
 func Write(w http.ResponseWriter, status int, d Detail) {
-	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
+	if (status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable) && w.Header().Get("Retry-After") == "" {
 		w.Header().Set("Retry-After", strconv.Itoa(int(RetryAfter.Seconds())))
 	}
 	WriteJSON(w, status, Body{Error: d})
