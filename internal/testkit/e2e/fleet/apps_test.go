@@ -1,0 +1,173 @@
+package fleet_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pollux-dev/pollux/internal/testkit/e2e/e2etest"
+)
+
+// TestAppsQuotasHoldAcrossGateways runs three ingest processes, each with
+// its front door, and a poller, against the simulated provider; 50 clients
+// of two apps create jobs through all three as fast as they can for a few
+// seconds. Each app's admitted requests stay within its fleet-wide rate
+// (apps.<name>.rate) ± one second's worth — not three times it — and its
+// jobs under way (waiting or running, as the jobs index shows them to an
+// operator) never pass its max_jobs.
+func TestAppsQuotasHoldAcrossGateways(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs processes")
+	}
+	t.Parallel()
+	type app struct {
+		name, token   string
+		rate, maxJobs int
+		clients       int
+	}
+	apps := []app{
+		{name: "studio", token: "e2e-studio-token-0123456789", rate: 20, maxJobs: 6, clients: 30},
+		{name: "rival", token: "e2e-rival-token-0123456789", rate: 10, maxJobs: 4, clients: 20},
+	}
+	const admin = "e2e-admin-token-0123456789"
+	const window = 4 * time.Second
+	f := e2etest.StartSimFleet(t, e2etest.SimFleetConfig{
+		Token: "sim-secret-token", TimeScale: 50,
+		Sim: "time_scale: 50\nseed: 3\nlatency: 5ms\ndefault: {queue_median: 5s, queue_sigma: 0.3, run_median: 20s, run_sigma: 0.3}\n",
+		Config: fmt.Sprintf(`
+routes:
+  sim:
+    kind: replicate
+    base_url: http://{{sim}}
+    token_env: SIM_TOKEN
+    workers: {submit: 8, status: 16}
+    options: {idempotent: true}
+apps:
+  %s: {rate: %d, max_jobs: %d}
+  %s: {rate: %d, max_jobs: %d}
+`, apps[0].name, apps[0].rate, apps[0].maxJobs, apps[1].name, apps[1].rate, apps[1].maxJobs),
+	})
+	tokens := filepath.Join(f.Dir, "tokens")
+	lines := admin + " admin\n"
+	for _, a := range apps {
+		lines += a.token + " app=" + a.name + "\n"
+	}
+	require.NoError(t, os.WriteFile(tokens, []byte(lines), 0o600))
+	f.Launch("poller", "poller")
+	var doors []string
+	for i := range 3 {
+		addr := fmt.Sprintf("127.0.0.1:%d", e2etest.FreePort(t))
+		f.Launch(fmt.Sprint("ingest-", i), "ingest", "POLLUX_HTTP_ADDR="+addr, "POLLUX_HTTP_TOKENS_FILE="+tokens)
+		url := "http://" + addr
+		e2etest.WaitFor(t, "front door "+url, 30*time.Second, func() bool {
+			resp, err := http.Get(url + "/v1/routes")
+			if err != nil {
+				return false
+			}
+			_ = resp.Body.Close()
+			return resp.StatusCode == http.StatusUnauthorized
+		})
+		doors = append(doors, url)
+	}
+	client := &http.Client{Timeout: 10 * time.Second}
+	do := func(method, url, token, body string) (int, []byte) {
+		req, err := http.NewRequest(method, url, strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+token)
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0, nil
+		}
+		defer func() { _ = resp.Body.Close() }()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+
+	// The operator samples each app's jobs under way while the clients run.
+	stop := make(chan struct{})
+	peak := map[string]*atomic.Int64{}
+	for _, a := range apps {
+		peak[a.name] = new(atomic.Int64)
+	}
+	var sampler sync.WaitGroup
+	sampler.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			status, body := do(http.MethodGet, doors[0]+"/v1/jobs?state=pending,queued,running&limit=500", admin, "")
+			if status != http.StatusOK {
+				continue
+			}
+			var page struct{ Jobs []struct{ App string } }
+			if json.Unmarshal(body, &page) != nil {
+				continue
+			}
+			n := map[string]int64{}
+			for _, j := range page.Jobs {
+				n[j.App]++
+			}
+			for name, c := range n {
+				if p := peak[name]; p != nil && c > p.Load() {
+					p.Store(c)
+				}
+			}
+		}
+	})
+
+	admitted := map[string]*atomic.Int64{}
+	created := map[string]*atomic.Int64{}
+	var wg sync.WaitGroup
+	end := time.Now().Add(window)
+	for _, a := range apps {
+		admitted[a.name], created[a.name] = new(atomic.Int64), new(atomic.Int64)
+		for c := range a.clients {
+			wg.Go(func() {
+				for i := 0; time.Now().Before(end); i++ {
+					body := fmt.Sprintf(`{"route":"sim","v":1,"model":"acme/video","input":{},"idempotency_key":"%s-%d-%d"}`, a.name, c, i)
+					status, answer := do(http.MethodPost, doors[(c+i)%len(doors)]+"/v1/jobs", a.token, body)
+					switch {
+					case status == http.StatusAccepted:
+						admitted[a.name].Add(1)
+						created[a.name].Add(1)
+					case status == http.StatusTooManyRequests && strings.Contains(string(answer), `"budget_exceeded"`):
+						admitted[a.name].Add(1) // past the rate, refused by max_jobs
+					case status == http.StatusTooManyRequests: // the rate's refusal
+					case status != 0:
+						t.Errorf("app %s: %d %s", a.name, status, answer)
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	close(stop)
+	sampler.Wait()
+	for _, a := range apps {
+		got := float64(admitted[a.name].Load())
+		// The rate over the window, within a second's worth either way
+		// (a second's leases are there at the start), where three
+		// unshared quotas would admit three times as much.
+		want := float64(a.rate) * window.Seconds()
+		t.Logf("app %s: %v creates answered in %s (rate %d/s: %v expected), %d jobs made, at most %d under way (max_jobs %d)",
+			a.name, got, window, a.rate, want, created[a.name].Load(), peak[a.name].Load(), a.maxJobs)
+		require.InDelta(t, want, got, float64(a.rate), "app %s: its fleet-wide rate ± one second's worth", a.name)
+		require.Positive(t, created[a.name].Load())
+		require.LessOrEqual(t, peak[a.name].Load(), int64(a.maxJobs), "app %s: never more jobs under way than its max_jobs", a.name)
+	}
+}
