@@ -27,8 +27,11 @@
 // budget, so the totals never pass a budget through admissions: what
 // passes it is only what jobs cost beyond their estimates, at most the
 // difference for the jobs admitted and not yet ended (none for per-job
-// prices). A process that dies between reserving and recording the job's
-// reservation leaves the estimate counted without a job: the totals err
-// high, never low. A process that dies between a job's end and its
-// settlement leaves the estimate counted instead of the actual.
+// prices). The totals are reserved before the job's record is written: a
+// process that dies in between leaves the estimate counted without a job
+// (the totals err high, never low), and a job's record never exists
+// without its reservation (TestADayBudgetHoldsThroughAKill found the
+// other order let a retry of a create whose gateway died run uncounted).
+// A process that dies between a job's end and its settlement leaves the
+// estimate counted instead of the actual.
 package spend

@@ -97,32 +97,42 @@ func (p period) budget(b Budget) float64 {
 // Admit reserves job id's estimate in its app's totals, at most its
 // budget b in each period: an *OverBudgetError when it would pass one (and
 // nothing is reserved). A job admitted before is admitted again at no
-// cost.
+// cost. The totals are reserved before the job's record is written, so a
+// process that dies in between leaves an estimate counted without a job —
+// the totals err high, never low — and of two admissions of one job at
+// once, the one whose record is second gives its reservation back.
 func (l *Ledger) Admit(ctx context.Context, app, id string, estimate float64, b Budget, at time.Time) error {
+	switch _, err := l.kv.Get(ctx, jobKey(id)); {
+	case err == nil:
+		return nil // admitted before: a retry, a redelivery, a duplicate
+	case !errors.Is(err, jetstream.ErrKeyNotFound):
+		return fmt.Errorf("reading job %s's spend: %w", id, err)
+	}
 	data, err := json.Marshal(reservation{App: app, Estimate: estimate, At: at.UTC(), Counted: b.Jobs > 0})
 	if err != nil {
 		return err
-	}
-	if _, err := l.kv.Create(ctx, jobKey(id), data, jetstream.KeyTTL(RecordTTL)); errors.Is(err, jetstream.ErrKeyExists) {
-		return nil // admitted before: a retry, a redelivery, a duplicate
-	} else if err != nil {
-		return fmt.Errorf("recording job %s's spend: %w", id, err)
 	}
 	ps := periods(app, at)
 	if b.Jobs > 0 {
 		ps = append([]period{jobsPeriod(app)}, ps...)
 	}
-	for i, p := range ps {
-		err := l.add(ctx, p, p.of(estimate), p.budget(b), app)
-		if err == nil {
-			continue
-		}
-		// Undo what was reserved; a failure here errs high, never low.
-		for _, q := range ps[:i] {
+	undo := func(done []period) {
+		for _, q := range done {
 			_ = l.add(context.WithoutCancel(ctx), q, -q.of(estimate), 0, app)
 		}
-		_ = l.kv.Delete(context.WithoutCancel(ctx), jobKey(id))
-		return err
+	}
+	for i, p := range ps {
+		if err := l.add(ctx, p, p.of(estimate), p.budget(b), app); err != nil {
+			undo(ps[:i])
+			return err
+		}
+	}
+	if _, err := l.kv.Create(ctx, jobKey(id), data, jetstream.KeyTTL(RecordTTL)); errors.Is(err, jetstream.ErrKeyExists) {
+		undo(ps) // admitted meanwhile by another process
+		return nil
+	} else if err != nil {
+		undo(ps)
+		return fmt.Errorf("recording job %s's spend: %w", id, err)
 	}
 	return nil
 }

@@ -171,3 +171,135 @@ apps:
 		require.LessOrEqual(t, peak[a.name].Load(), int64(a.maxJobs), "app %s: never more jobs under way than its max_jobs", a.name)
 	}
 }
+
+// TestADayBudgetHoldsThroughAKill: a day budget with 50 clients creating
+// through three gateway processes, one SIGKILLed midway: the jobs the
+// provider made, the creates answered 202 and the day's spend never pass
+// the budget (per-job prices: admissions are compare-and-sets of the
+// fleet's total, so a kill can leave an estimate counted, never one
+// uncounted).
+func TestADayBudgetHoldsThroughAKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs processes")
+	}
+	t.Parallel()
+	const (
+		app    = "studio"
+		token  = "e2e-budget-token-0123456789"
+		admin  = "e2e-budget-admin-0123456789"
+		budget = 30
+		window = 3 * time.Second
+	)
+	f := e2etest.StartSimFleet(t, e2etest.SimFleetConfig{
+		Token: "sim-secret-token", TimeScale: 50,
+		Sim: "time_scale: 50\nseed: 4\nlatency: 5ms\ndefault: {queue_median: 2s, queue_sigma: 0.3, run_median: 10s, run_sigma: 0.3}\n",
+		Config: fmt.Sprintf(`
+routes:
+  sim:
+    kind: replicate
+    base_url: http://{{sim}}
+    token_env: SIM_TOKEN
+    workers: {submit: 8, status: 16}
+    options: {idempotent: true}
+    prices: {"*": {per: job, price: 1}}
+apps:
+  %s: {budgets: {day: %d}}
+`, app, budget),
+	})
+	tokens := filepath.Join(f.Dir, "tokens")
+	require.NoError(t, os.WriteFile(tokens, []byte(admin+" admin\n"+token+" app="+app+"\n"), 0o600))
+	f.Launch("poller", "poller")
+	var doors []string
+	var procs []*e2etest.Proc
+	for i := range 3 {
+		addr := fmt.Sprintf("127.0.0.1:%d", e2etest.FreePort(t))
+		procs = append(procs, f.Launch(fmt.Sprint("ingest-", i), "ingest", "POLLUX_HTTP_ADDR="+addr, "POLLUX_HTTP_TOKENS_FILE="+tokens))
+		url := "http://" + addr
+		e2etest.WaitFor(t, "front door "+url, 30*time.Second, func() bool {
+			resp, err := http.Get(url + "/v1/routes")
+			if err != nil {
+				return false
+			}
+			_ = resp.Body.Close()
+			return resp.StatusCode == http.StatusUnauthorized
+		})
+		doors = append(doors, url)
+	}
+	client := &http.Client{Timeout: 10 * time.Second}
+	post := func(url, body string) int {
+		req, err := http.NewRequest(http.MethodPost, url+"/v1/jobs", strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}
+	var accepted, refused atomic.Int64
+	var wg sync.WaitGroup
+	end := time.Now().Add(window)
+	for c := range 50 {
+		wg.Go(func() {
+			for i := 0; time.Now().Before(end); i++ {
+				body := fmt.Sprintf(`{"route":"sim","v":1,"model":"acme/video","input":{},"idempotency_key":"b-%d-%d"}`, c, i)
+				// Retried with the same key on the next door when a door is
+				// gone or unsure: the same job.
+				for try := 0; try < 3; try++ {
+					status := post(doors[(c+i+try)%len(doors)], body)
+					if status == http.StatusAccepted {
+						accepted.Add(1)
+						break
+					}
+					if status == http.StatusTooManyRequests {
+						refused.Add(1)
+						break
+					}
+				}
+			}
+		})
+	}
+	time.Sleep(window / 3)
+	procs[1].Kill(t)
+	wg.Wait()
+
+	// Every job the provider took ends; then the day's total is final.
+	e2etest.WaitFor(t, "the jobs ended", 60*time.Second, func() bool {
+		req, _ := http.NewRequest(http.MethodGet, doors[0]+"/v1/jobs?state=pending,queued,running&limit=1", nil)
+		req.Header.Set("Authorization", "Bearer "+admin)
+		resp, err := client.Do(req)
+		if err != nil {
+			return false
+		}
+		defer func() { _ = resp.Body.Close() }()
+		var page struct{ Total int }
+		return json.NewDecoder(resp.Body).Decode(&page) == nil && page.Total == 0
+	})
+	st := e2etest.SimStats(t, f.SimURL)
+	req, err := http.NewRequest(http.MethodGet, doors[0]+"/v1/spend?days=1", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+admin)
+	resp, err := client.Do(req)
+	require.NoError(t, err)
+	var report struct {
+		Apps []struct {
+			App  string
+			Days []struct{ Spent float64 }
+		}
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&report))
+	_ = resp.Body.Close()
+	require.Len(t, report.Apps, 1)
+	spent := report.Apps[0].Days[0].Spent
+	made := st.Creates - st.DuplicateCreates
+	t.Logf("budget %d: %d creates answered 202, %d refused, %d jobs made at the provider, %.0f spent (a gateway SIGKILLed at %s)",
+		budget, accepted.Load(), refused.Load(), made, spent, window/3)
+	require.LessOrEqual(t, accepted.Load(), int64(budget))
+	require.LessOrEqual(t, made, budget, "the provider made no job past the budget")
+	require.LessOrEqual(t, spent, float64(budget), "the day's spend never passes the budget")
+	require.Positive(t, refused.Load())
+	require.GreaterOrEqual(t, spent, float64(made), "every job made is counted")
+}
