@@ -150,25 +150,11 @@ func TestIsolationMatrix(t *testing.T) {
 // returns the status and body — an event stream's until it ends.
 func rawDo(t *testing.T, d *door, method, path, body, token string) (int, string) {
 	t.Helper()
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, d.url+path, rd)
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+token)
+	header := map[string]string{}
 	if path == "/v1/stream" {
-		req.Header.Set("Last-Event-ID", "1") // what changed since: both jobs, to whoever may see them
+		header["Last-Event-ID"] = "1" // what changed since: both jobs, to whoever may see them
 	}
-	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := c.Do(req)
-	require.NoError(t, err)
-	defer func() { _ = resp.Body.Close() }()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return resp.StatusCode, string(b)
+	return send(t, d, method, path, body, header, "Bearer "+token)
 }
 
 // Every face verb that names a job — get, cancel, content, list — answers
@@ -255,7 +241,20 @@ func TestFacesIsolateApps(t *testing.T) {
 
 func faceDo(t *testing.T, d *door, method, path string, header map[string]string, auth string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), method, d.url+path, nil)
+	return send(t, d, method, path, "", header, auth)
+}
+
+// send sends a request with the Authorization auth and the headers,
+// following no redirect, and returns its status and body, bounded.
+func send(t *testing.T, d *door, method, path, body string, header map[string]string, auth string) (int, string) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, d.url+path, rd)
 	require.NoError(t, err)
 	for k, v := range header {
 		req.Header.Set(k, v)

@@ -64,21 +64,7 @@ apps:
 	}
 	require.NoError(t, os.WriteFile(tokens, []byte(lines), 0o600))
 	f.Launch("poller", "poller")
-	var doors []string
-	for i := range 3 {
-		addr := fmt.Sprintf("127.0.0.1:%d", e2etest.FreePort(t))
-		f.Launch(fmt.Sprint("ingest-", i), "ingest", "POLLUX_HTTP_ADDR="+addr, "POLLUX_HTTP_TOKENS_FILE="+tokens)
-		url := "http://" + addr
-		e2etest.WaitFor(t, "front door "+url, 30*time.Second, func() bool {
-			resp, err := http.Get(url + "/v1/routes")
-			if err != nil {
-				return false
-			}
-			_ = resp.Body.Close()
-			return resp.StatusCode == http.StatusUnauthorized
-		})
-		doors = append(doors, url)
-	}
+	doors, _ := gateways(t, f, tokens, 3)
 	client := &http.Client{Timeout: 10 * time.Second}
 	do := func(method, url, token, body string) (int, []byte) {
 		req, err := http.NewRequest(method, url, strings.NewReader(body))
@@ -209,22 +195,7 @@ apps:
 	tokens := filepath.Join(f.Dir, "tokens")
 	require.NoError(t, os.WriteFile(tokens, []byte(admin+" admin\n"+token+" app="+app+"\n"), 0o600))
 	f.Launch("poller", "poller")
-	var doors []string
-	var procs []*e2etest.Proc
-	for i := range 3 {
-		addr := fmt.Sprintf("127.0.0.1:%d", e2etest.FreePort(t))
-		procs = append(procs, f.Launch(fmt.Sprint("ingest-", i), "ingest", "POLLUX_HTTP_ADDR="+addr, "POLLUX_HTTP_TOKENS_FILE="+tokens))
-		url := "http://" + addr
-		e2etest.WaitFor(t, "front door "+url, 30*time.Second, func() bool {
-			resp, err := http.Get(url + "/v1/routes")
-			if err != nil {
-				return false
-			}
-			_ = resp.Body.Close()
-			return resp.StatusCode == http.StatusUnauthorized
-		})
-		doors = append(doors, url)
-	}
+	doors, procs := gateways(t, f, tokens, 3)
 	client := &http.Client{Timeout: 10 * time.Second}
 	post := func(url, body string) int {
 		req, err := http.NewRequest(http.MethodPost, url+"/v1/jobs", strings.NewReader(body))
@@ -302,4 +273,27 @@ apps:
 	require.LessOrEqual(t, spent, float64(budget), "the day's spend never passes the budget")
 	require.Positive(t, refused.Load())
 	require.GreaterOrEqual(t, spent, float64(made), "every job made is counted")
+}
+
+// gateways launches n ingest processes of fleet f, each serving the front
+// door with the tokens file, and returns their base URLs once each answers.
+func gateways(t *testing.T, f *e2etest.SimFleet, tokens string, n int) ([]string, []*e2etest.Proc) {
+	t.Helper()
+	var doors []string
+	var procs []*e2etest.Proc
+	for i := range n {
+		addr := fmt.Sprintf("127.0.0.1:%d", e2etest.FreePort(t))
+		procs = append(procs, f.Launch(fmt.Sprint("ingest-", i), "ingest", "POLLUX_HTTP_ADDR="+addr, "POLLUX_HTTP_TOKENS_FILE="+tokens))
+		url := "http://" + addr
+		e2etest.WaitFor(t, "front door "+url, 30*time.Second, func() bool {
+			resp, err := http.Get(url + "/v1/routes")
+			if err != nil {
+				return false
+			}
+			_ = resp.Body.Close()
+			return resp.StatusCode == http.StatusUnauthorized
+		})
+		doors = append(doors, url)
+	}
+	return doors, procs
 }
