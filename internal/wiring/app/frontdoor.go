@@ -99,7 +99,7 @@ func (e *Env) FrontDoor(ctx context.Context, g *errgroup.Group, cfg frontdoor.Co
 // the Host check), on every binary that serves it — cmd/ingest and pollux
 // serve. The address flag is each binary's own (its default differs).
 type FrontDoorFlags struct {
-	TokensFile   string   `name:"http-tokens-file" env:"POLLUX_HTTP_TOKENS_FILE" type:"path" help:"File of the front door's tokens, one a line: TOKEN [act|read] [name=WHO] [rate=REQUESTS_A_SECOND] (# comments); reread when it changes. Without it anyone who reaches the front door may act, so it listens on loopback only and answers only requests for localhost, a loopback address or --http-allowed-hosts."`
+	TokensFile   string   `name:"http-tokens-file" env:"POLLUX_HTTP_TOKENS_FILE" type:"path" help:"File of the front door's tokens, one a line: TOKEN [act|read|admin] [name=WHO] [app=APP|app=*] [rate=REQUESTS_A_SECOND] (# comments); reread when it changes. Without it anyone who reaches the front door may act, so it listens on loopback only and answers only requests for localhost, a loopback address or --http-allowed-hosts."`
 	Insecure     bool     `name:"http-insecure" env:"POLLUX_HTTP_INSECURE" help:"Serve the front door without tokens beyond loopback (behind a gateway that authenticates); refused otherwise."`
 	AllowedHosts []string `name:"http-allowed-hosts" env:"POLLUX_HTTP_ALLOWED_HOSTS" sep:"," placeholder:"NAME,..." help:"Host names (or addresses, without a port) the front door answers besides localhost and the loopback addresses, comma-separated: the names a gateway or your clients reach it by. Without tokens any other Host is refused (421), which stops DNS rebinding; with tokens, when given, it is enforced too."`
 }
