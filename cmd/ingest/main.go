@@ -62,7 +62,7 @@ func run(args []string, stderr io.Writer) int {
 			return err
 		}
 		svc, err := ingest.New(ingest.Config{
-			Routes: env.Routes, ModelRoutes: env.ModelRoutes, NotifyURLs: env.Config.Notify.Submissions != nil, Options: env.Options(), Logger: env.Log, Metrics: env.Metrics.Ingest(), Learned: env.Stats,
+			Routes: env.Routes, ModelRoutes: env.ModelRoutes, NotifyURLs: env.Config.Notify.Submissions != nil, Apps: env.Config.AppNames(), Spend: env.Spend, Options: env.Options(), Logger: env.Log, Metrics: env.Metrics.Ingest(), Learned: env.Stats,
 			Sweep:          env.Config.Streams.SweepInterval,
 			RepairInterval: env.Config.RunningRepair.Interval, RepairGrace: env.Config.RunningRepair.Grace,
 		}, env.JS, env.NS, env.Res, env.Jobs.Intake(), env.Gates)

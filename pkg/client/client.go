@@ -111,7 +111,7 @@ func (c *Client) Submit(ctx context.Context, route string, s events.Submit) (Job
 	}
 	id := s.ID
 	if id == "" {
-		id = events.KeyID(route, s.IdempotencyKey)
+		id = events.AppKeyID(route, s.App, s.IdempotencyKey)
 	}
 	job := Job{Route: route, ID: id}
 	data, err := json.Marshal(s)
@@ -131,7 +131,7 @@ func (c *Client) Track(ctx context.Context, route string, t events.Track) (Job, 
 	t.V = events.Version
 	id := t.ID
 	if id == "" && t.RemoteID != "" {
-		id = events.RemoteKeyID(route, t.RemoteID)
+		id = events.AppRemoteKeyID(route, t.App, t.RemoteID)
 	}
 	job := Job{Route: route, ID: id}
 	data, err := json.Marshal(t)

@@ -41,6 +41,8 @@ const (
 	MaxReasonLen = 1024
 	// MaxByLen is the longest "by" (who asked) of a message.
 	MaxByLen = 256
+	// MaxAppLen is the longest app name (see ValidApp).
+	MaxAppLen = 64
 )
 
 // FieldError is a validation failure that names the offending field ("" for
@@ -107,6 +109,12 @@ type Submit struct {
 	// "api"), and Reason why, for the record.
 	By     string `json:"by,omitempty"`
 	Reason string `json:"reason,omitempty"`
+	// App is the application the job belongs to (ValidApp; "" for none):
+	// the app of the front door token that created it, or what a
+	// publisher over NATS names. Only the app's tokens see the job, the
+	// app is its fair-share tenant unless the route names a tenant_key,
+	// and its spend counts against the app's budgets.
+	App string `json:"app,omitempty"`
 }
 
 // Track asks Pollux to track a job that was submitted elsewhere.
@@ -121,6 +129,8 @@ type Track struct {
 	Webhook           *bool             `json:"webhook,omitempty"`
 	ConfigKey         string            `json:"config_key,omitempty"`
 	Metadata          map[string]string `json:"metadata,omitempty"`
+	// App is the application the job belongs to, as Submit.App.
+	App string `json:"app,omitempty"`
 }
 
 // Cancel asks Pollux to cancel a job.
@@ -179,6 +189,9 @@ func DecodeSubmit(data []byte) (*Submit, error) {
 	if err := checkText("reason", m.Reason, MaxReasonLen, false); err != nil {
 		return nil, err
 	}
+	if err := checkApp(m.App); err != nil {
+		return nil, err
+	}
 	return &m, nil
 }
 
@@ -207,6 +220,9 @@ func DecodeTrack(data []byte) (*Track, error) {
 		return nil, err
 	}
 	if err := checkCommon(m.ConfigKey, m.Metadata); err != nil {
+		return nil, err
+	}
+	if err := checkApp(m.App); err != nil {
 		return nil, err
 	}
 	return &m, nil
@@ -281,6 +297,18 @@ func checkVersion(v int) error {
 		return fieldErr("v", "required (this Pollux speaks version %d)", Version)
 	}
 	return fieldErr("v", "unsupported version %d (this Pollux speaks version %d)", v, Version)
+}
+
+// ValidApp reports whether s is an app's name: 1 to MaxAppLen characters
+// of [A-Za-z0-9_-], so that it can be a subject token (a fair-share
+// tenant, a NATS permission) as it is.
+func ValidApp(s string) bool { return len(s) <= MaxAppLen && ValidToken(s) }
+
+func checkApp(app string) error {
+	if app != "" && !ValidApp(app) {
+		return fieldErr("app", "an app is 1 to %d characters of [A-Za-z0-9_-]", MaxAppLen)
+	}
+	return nil
 }
 
 func checkOptionalID(id string) error {
@@ -364,6 +392,21 @@ func KeyID(route, key string) string {
 // RemoteKeyID derives the id of a tracked job that names no id from its
 // provider's id: tracking the same remote job twice on a route is one job.
 func RemoteKeyID(route, remoteID string) string { return KeyID(route, "remote:"+remoteID) }
+
+// AppKeyID is KeyID for a submission of app: the same key used by two
+// apps is two jobs (one app's key never lands on another's job, nor tells
+// it that job exists). For no app it is KeyID.
+func AppKeyID(route, app, key string) string {
+	if app == "" {
+		return KeyID(route, key)
+	}
+	return KeyID(route, "app:"+app+"\x00"+key)
+}
+
+// AppRemoteKeyID is RemoteKeyID for a track request of app, as AppKeyID.
+func AppRemoteKeyID(route, app, remoteID string) string {
+	return AppKeyID(route, app, "remote:"+remoteID)
+}
 
 // MessageID derives a job id for a submission that has neither id nor
 // idempotency key from its intake message: redeliveries of the same stored

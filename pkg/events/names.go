@@ -344,6 +344,10 @@ func (n Namespace) DeliveriesBucket() string { return n.prefix + "-deliveries" }
 // StatsBucket names the KV bucket of learned duration statistics.
 func (n Namespace) StatsBucket() string { return n.prefix + "-stats" }
 
+// SpendBucket names the KV bucket of the apps' spend: each period's total
+// and each admitted job's estimate (package spend).
+func (n Namespace) SpendBucket() string { return n.prefix + "-spend" }
+
 // IngestConsumer names the durable consumer of route's intake.
 func (n Namespace) IngestConsumer(route string) string { return "ingest-" + route }
 

@@ -207,6 +207,12 @@ func (n Namespace) Buckets(o Options) []jetstream.KeyValueConfig {
 			Bucket: n.DeliveriesBucket(), Description: "Pollux webhook deliveries seen",
 			History: 1, TTL: o.WebhookDuplicates, Storage: o.storage(), Replicas: o.Replicas,
 		},
+		{
+			// Per-key TTLs: an admitted job's record outlives any period
+			// its estimate counts in, then goes.
+			Bucket: n.SpendBucket(), Description: "Pollux apps' spend",
+			History: 1, Storage: o.storage(), Replicas: o.Replicas, LimitMarkerTTL: time.Hour,
+		},
 	}
 }
 
@@ -319,8 +325,8 @@ func (n Namespace) WebhookConsumerConfig(o Options) jetstream.ConsumerConfig {
 
 // Resources are the namespace's streams and buckets, ready to use.
 type Resources struct {
-	Intake, Checks, Webhooks, Slots, Events jetstream.Stream
-	Jobs, Routes, Stats, Limits, Deliveries jetstream.KeyValue
+	Intake, Checks, Webhooks, Slots, Events        jetstream.Stream
+	Jobs, Routes, Stats, Limits, Deliveries, Spend jetstream.KeyValue
 	// JS is the JetStream they were found in (the running-slot streams,
 	// one per capped budget level, are looked up through it).
 	JS jetstream.JetStream
@@ -386,7 +392,7 @@ func (n Namespace) setup(ctx context.Context, js jetstream.JetStream, o Options)
 		}
 		*dst[i] = s
 	}
-	kvs := []*jetstream.KeyValue{&r.Jobs, &r.Routes, &r.Stats, &r.Limits, &r.Deliveries}
+	kvs := []*jetstream.KeyValue{&r.Jobs, &r.Routes, &r.Stats, &r.Limits, &r.Deliveries, &r.Spend}
 	for i, cfg := range n.Buckets(o) {
 		kv, err := EnsureBucket(ctx, js, cfg)
 		if err != nil {
@@ -409,7 +415,7 @@ func (n Namespace) Open(ctx context.Context, js jetstream.JetStream) (*Resources
 		}
 		*dst[i] = s
 	}
-	kvs := []*jetstream.KeyValue{&r.Jobs, &r.Routes, &r.Stats, &r.Limits, &r.Deliveries}
+	kvs := []*jetstream.KeyValue{&r.Jobs, &r.Routes, &r.Stats, &r.Limits, &r.Deliveries, &r.Spend}
 	for i, cfg := range n.Buckets(Options{}) {
 		kv, err := js.KeyValue(ctx, cfg.Bucket)
 		if err != nil {

@@ -18,6 +18,8 @@ const (
 	AllowedHosts = "allowed_hosts"
 	// Answer is the log key "answer".
 	Answer = "answer"
+	// App is the log key "app".
+	App = "app"
 	// Attempt is the log key "attempt".
 	Attempt = "attempt"
 	// Attempts is the log key "attempts".

@@ -192,6 +192,9 @@ type Job struct {
 	// (events.Submit.By and Reason), when the submission said.
 	SubmittedBy  string `json:"submitted_by,omitempty"`
 	SubmitReason string `json:"submit_reason,omitempty"`
+	// App is the application the job belongs to (events.Submit.App; ""
+	// for none): only the app's front door tokens, and operators, see it.
+	App string `json:"app,omitempty"`
 	// ResubmitOf is the finished job this one resubmits, and
 	// ResubmittedAs the jobs that resubmit this one (written when each
 	// is accepted).

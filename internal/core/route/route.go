@@ -59,8 +59,8 @@ type Route struct {
 	SubmitWorkers, StatusWorkers int
 	// Account is the provider account the route spends ("" for none).
 	Account string
-	// TenantKey is the metadata key of a submission's tenant ("": every
-	// submission is one tenant's), and Weights the tenants' shares of the
+	// TenantKey is the metadata key of a submission's tenant ("": its
+	// app is — and a submission of no app is one tenant's), and Weights the tenants' shares of the
 	// admission queue (default 1).
 	TenantKey string
 	Weights   map[string]float64
@@ -210,13 +210,14 @@ func (r *Route) Capped() bool {
 	return false
 }
 
-// Tenant is the tenant of a submission with metadata md, as a subject
-// token (events.TenantToken).
-func (r *Route) Tenant(md map[string]string) string {
+// Tenant is the tenant of job j, as a subject token (events.TenantToken):
+// the value of its metadata's TenantKey when the route names one, else its
+// app.
+func (r *Route) Tenant(j *state.Job) string {
 	if r.TenantKey == "" {
-		return events.NoTenant
+		return events.TenantToken(j.App)
 	}
-	return events.TenantToken(md[r.TenantKey])
+	return events.TenantToken(j.Metadata[r.TenantKey])
 }
 
 // Weight is a tenant's share (token as Tenant returns it).

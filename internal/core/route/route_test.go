@@ -178,3 +178,13 @@ func TestConfigKeyFromSettings(t *testing.T) {
 	}
 	require.Equal(t, "", (&route.Route{}).ConfigKey("", json.RawMessage(`{"resolution":"1080p"}`)), "no settings_from: no key")
 }
+
+// A job's fair-share tenant is its app, unless its route names a
+// tenant_key: then the metadata's value is, whatever the app.
+func TestTheAppIsTheTenantUnlessTheRouteNamesOne(t *testing.T) {
+	t.Parallel()
+	j := &state.Job{App: "studio", Metadata: map[string]string{"customer": "acme"}}
+	require.Equal(t, "studio", (&route.Route{}).Tenant(j))
+	require.Equal(t, events.NoTenant, (&route.Route{}).Tenant(&state.Job{}), "no app: one tenant")
+	require.Equal(t, "acme", (&route.Route{TenantKey: "customer"}).Tenant(j))
+}

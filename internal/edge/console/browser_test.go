@@ -60,7 +60,7 @@ func TestOperatorConsole(t *testing.T) {
 	t.Parallel()
 	f := startFleet(t)
 	b := newTab(t, f.HTTPURL)
-	b.login(actToken, "act")
+	b.login(actToken, "admin")
 
 	t.Run("OverviewShowsEveryRoute", func(t *testing.T) {
 		b := b.on(t)

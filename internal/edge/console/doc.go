@@ -5,7 +5,7 @@
 // the browser runs.
 //
 // The console is a client of the front door's HTTP API (package
-// frontdoor), nothing more: it reads /v1/routes, /v1/jobs, /v1/stream,
+// frontdoor), nothing more: it reads /v1/routes, /v1/jobs, /v1/stream, /v1/spend,
 // /v1/jobs/{id}/events and /v1/routes/{route}/models/{model}, asks
 // /console/session who the browser is, and sends every state-changing
 // request with the session's X-CSRF-Token. The front door mounts Handler
@@ -19,4 +19,5 @@
 //	#/jobs/{id}?route=          one job: its record and its event timeline
 //	#/models/{route}/{model}    a model's durations and the poll plan over them
 //	#/track                     track a job submitted elsewhere
+//	#/spend                     each app's spend: a bar a day against its budget, costs by route and model
 package console

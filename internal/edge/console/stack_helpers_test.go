@@ -56,7 +56,7 @@ type fleet struct {
 func startFleet(t *testing.T) *fleet {
 	t.Helper()
 	tokens, err := frontdoor.ParseTokens(strings.NewReader(
-		actToken + " act name=" + actName + "\n" + readToken + " read name=" + readName + "\n"))
+		actToken + " admin name=" + actName + "\n" + readToken + " read app=* name=" + readName + "\n"))
 	require.NoError(t, err)
 	return startFleetWith(t, tokens, false)
 }
@@ -65,6 +65,13 @@ func startFleet(t *testing.T) *fleet {
 // allowed, as pollux serve runs on loopback), its route poll-only when
 // pollOnly, until the test ends.
 func startFleetWith(t *testing.T, tokens *frontdoor.Tokens, pollOnly bool) *fleet {
+	t.Helper()
+	return startFleetConfig(t, tokens, pollOnly, config.Route{}, nil)
+}
+
+// startFleetConfig is startFleetWith with the route's prices (rc.Prices,
+// rc.BillsFailed) and the apps.
+func startFleetConfig(t *testing.T, tokens *frontdoor.Tokens, pollOnly bool, rc config.Route, apps map[string]config.App) *fleet {
 	t.Helper()
 	srv := natstest.Server(t)
 	nc, js := natstest.Connect(t, srv)
@@ -82,8 +89,9 @@ func startFleetWith(t *testing.T, tokens *frontdoor.Tokens, pollOnly bool) *flee
 			flakyModel: {QueueMedian: d(10 * time.Second), QueueSigma: 0.5, RunMedian: d(30 * time.Second), RunSigma: 0.5, FailRate: 0.4},
 			slowModel:  {QueueMedian: d(time.Second), QueueSigma: 0.2, RunMedian: d(2 * time.Hour), RunSigma: 0.1},
 		}},
-		Route:      config.Route{Workers: config.Workers{Submit: 8}},
+		Route:      config.Route{Workers: config.Workers{Submit: 8}, Prices: rc.Prices, BillsFailed: rc.BillsFailed},
 		HTTPTokens: tokens,
+		Apps:       apps,
 		NoWebhooks: pollOnly,
 		Logger:     zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel),
 	})

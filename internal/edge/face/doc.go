@@ -32,9 +32,11 @@
 //   - Kit is what a face embeds, and its only way to Pollux. Kit.Job is
 //     the one place that decides whether a face may see a job — one it
 //     made (metadata "face" names it, its id is of the face's shape) on
-//     its route, or submitted through its model route; anything else is
-//     the face's NotFound, the same answer as an unknown id, for every
-//     verb. The kit waits for a record that does not exist yet (a create
+//     its route, or submitted through its model route, of an app the
+//     caller's token sees (tenant.Viewer, which the front door puts in
+//     the request's context); anything else is the face's NotFound, the
+//     same answer as an unknown id, for every verb. List asks the same
+//     of every job it answers. The kit waits for a record that does not exist yet (a create
 //     racing ingest, on this gateway or another), answers a create whose
 //     record is late from the create itself (Created), waits for a job to
 //     end (Ended), cancels (Cancel), lists (List) and knows the face's own

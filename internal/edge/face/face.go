@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/pollux-dev/pollux/internal/edge/tenant"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
@@ -170,16 +171,21 @@ type Face interface {
 type New func(m Mount, p Pollux) Face
 
 // IDBytes returns n bytes (at most 32) a face formats as a job id: derived
-// from the route and key when key is not empty — the same create retried
-// with the same key has the same id, so Pollux makes it one job — and
-// random otherwise.
-func IDBytes(k Kind, route, key string, n int) []byte {
+// from the route, the caller's app (the viewer ctx carries: tenant.From)
+// and key when key is not empty — the same create retried with the same
+// key has the same id, so Pollux makes it one job, while another app's
+// same key is another job and tells it nothing — and random otherwise.
+func IDBytes(ctx context.Context, k Kind, route, key string, n int) []byte {
 	if key == "" {
 		b := make([]byte, n)
 		_, _ = rand.Read(b)
 		return b
 	}
-	sum := sha256.Sum256([]byte("pollux face id v1\x00" + string(k) + "\x00" + route + "\x00" + key))
+	seed := "pollux face id v1\x00" + string(k) + "\x00" + route + "\x00" + key
+	if v := tenant.From(ctx); v.Scoped && v.App != "" {
+		seed = "pollux face id v2\x00" + string(k) + "\x00" + route + "\x00" + v.App + "\x00" + key
+	}
+	sum := sha256.Sum256([]byte(seed))
 	return sum[:n]
 }
 

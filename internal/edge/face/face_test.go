@@ -2,6 +2,7 @@ package face_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -34,12 +35,12 @@ func TestConfigNamesEveryFace(t *testing.T) {
 // A key makes the same id on the same route and face, another id
 // elsewhere; no key, a new id each time.
 func TestIDBytes(t *testing.T) {
-	a := face.IDBytes(face.Replicate, "sim", "k", 16)
-	require.Equal(t, a, face.IDBytes(face.Replicate, "sim", "k", 16))
-	require.NotEqual(t, a, face.IDBytes(face.Replicate, "other", "k", 16), "the route is part of the id")
-	require.NotEqual(t, a, face.IDBytes(face.Fal, "sim", "k", 16), "the face is part of the id")
-	require.NotEqual(t, a, face.IDBytes(face.Replicate, "sim", "k2", 16))
-	require.NotEqual(t, face.IDBytes(face.Replicate, "sim", "", 16), face.IDBytes(face.Replicate, "sim", "", 16))
+	a := face.IDBytes(context.Background(), face.Replicate, "sim", "k", 16)
+	require.Equal(t, a, face.IDBytes(context.Background(), face.Replicate, "sim", "k", 16))
+	require.NotEqual(t, a, face.IDBytes(context.Background(), face.Replicate, "other", "k", 16), "the route is part of the id")
+	require.NotEqual(t, a, face.IDBytes(context.Background(), face.Fal, "sim", "k", 16), "the face is part of the id")
+	require.NotEqual(t, a, face.IDBytes(context.Background(), face.Replicate, "sim", "k2", 16))
+	require.NotEqual(t, face.IDBytes(context.Background(), face.Replicate, "sim", "", 16), face.IDBytes(context.Background(), face.Replicate, "sim", "", 16))
 }
 
 func TestIdempotencyKeyIsBounded(t *testing.T) {

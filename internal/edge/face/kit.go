@@ -9,6 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/pollux-dev/pollux/internal/edge/tenant"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/logkey"
 	"github.com/pollux-dev/pollux/pkg/state"
@@ -58,12 +59,14 @@ func SubmittedTo(j *state.Job) string {
 	return j.Route
 }
 
-// sees reports whether the face may see job j: one it made (its metadata
-// names the face, its id is of the face's shape) on the face's route — a
-// model route's face sees the jobs submitted through the model route,
-// whichever member runs them.
-func (k *Kit) sees(j *state.Job) bool {
-	return j != nil && j.Metadata[MetaFace] == string(k.mount.Kind) && SubmittedTo(j) == k.mount.Route && k.shape.Mints(j.ID)
+// sees reports whether the face may see job j for the caller whose
+// context ctx is: one it made (its metadata names the face, its id is of
+// the face's shape) on the face's route — a model route's face sees the
+// jobs submitted through the model route, whichever member runs them —
+// of an app the caller sees (tenant.Viewer.Sees: the front door's token).
+func (k *Kit) sees(ctx context.Context, j *state.Job) bool {
+	return j != nil && j.Metadata[MetaFace] == string(k.mount.Kind) && SubmittedTo(j) == k.mount.Route && k.shape.Mints(j.ID) &&
+		tenant.From(ctx).Sees(j)
 }
 
 // notFound is the face's answer about job id it may not see, carrying
@@ -76,7 +79,7 @@ func (k *Kit) notFound(id string) *Error {
 
 // Job is job id's record as request r may see it, and the one place that
 // decides whether a face may: a job of another route, one the face did
-// not make, and an unknown id are all the face's NotFound (which wraps
+// not make, another app's, and an unknown id are all the face's NotFound (which wraps
 // state.ErrNotFound), whatever the verb. A create this process answered
 // before its record existed (Created) is answered from the create; a
 // record that does not exist yet is waited for (the mount's RecordGrace),
@@ -105,7 +108,7 @@ func (k *Kit) Job(r *http.Request, id string) (*state.Job, error) {
 		return nil, k.notFound(id)
 	case err != nil:
 		return nil, err
-	case !k.sees(j):
+	case !k.sees(ctx, j):
 		return nil, k.notFound(id)
 	}
 	return j, nil
@@ -133,7 +136,7 @@ func (k *Kit) Poll(r *http.Request, id string) (*state.Job, error) {
 	if last == nil {
 		last = k.pending.get(id, now)
 	}
-	if last == nil || !k.sees(last) || last.State.Terminal() {
+	if last == nil || !k.sees(r.Context(), last) || last.State.Terminal() {
 		return nil, err
 	}
 	c := *last // its maps and slices are shared, not changed
@@ -193,12 +196,14 @@ func (k *Kit) Created(ctx context.Context, m events.Submit, until time.Time) (*s
 		k.mount.Logger.Warn().Str(logkey.JobID, m.ID).Msg("a create's job has no record yet; answering it from the create")
 		now := k.mount.Clock()
 		j = &state.Job{ID: m.ID, Route: k.mount.Route, Model: m.Model, State: state.Pending, CreatedAt: now.UTC(),
-			Metadata: m.Metadata, Input: m.Input, IdempotencyKey: m.IdempotencyKey}
+			Metadata: m.Metadata, Input: m.Input, IdempotencyKey: m.IdempotencyKey,
+			// The app the front door gave the submission: the caller's.
+			App: tenant.From(ctx).App}
 		k.pending.add(j, now)
 		return j, nil
 	case err != nil:
 		return nil, err
-	case !k.sees(j):
+	case !k.sees(ctx, j):
 		return nil, k.notFound(m.ID)
 	}
 	return j, nil
@@ -212,7 +217,7 @@ func (k *Kit) Ended(ctx context.Context, j *state.Job, until time.Time) *state.J
 	}
 	ctx, cancel := context.WithDeadline(ctx, until)
 	defer cancel()
-	if last, err := k.pollux.Wait(ctx, j.ID, func(j *state.Job) bool { return j.State.Terminal() }); err == nil && k.sees(last) {
+	if last, err := k.pollux.Wait(ctx, j.ID, func(j *state.Job) bool { return j.State.Terminal() }); err == nil && k.sees(ctx, last) {
 		return last
 	}
 	return j
@@ -225,7 +230,7 @@ func (k *Kit) Await(r *http.Request, id string, until time.Time, done func(*stat
 	ctx, cancel := context.WithDeadline(r.Context(), until)
 	defer cancel()
 	j, err := k.pollux.Wait(ctx, id, done)
-	if err != nil || j == nil || !k.sees(j) || !done(j) {
+	if err != nil || j == nil || !k.sees(ctx, j) || !done(j) {
 		return nil
 	}
 	return j
@@ -251,7 +256,7 @@ func (k *Kit) List(r *http.Request, after string, limit int) ([]*state.Job, bool
 	}
 	seen := jobs[:0]
 	for _, j := range jobs {
-		if k.sees(j) {
+		if k.sees(r.Context(), j) {
 			seen = append(seen, j)
 		}
 	}

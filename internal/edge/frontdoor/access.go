@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/pollux-dev/pollux/internal/edge/tenant"
 	"github.com/pollux-dev/pollux/pkg/logkey"
 )
 
@@ -57,6 +58,10 @@ const SessionLifetime = 12 * time.Hour
 type principal struct {
 	role Role
 	name string
+	// app is the app the token belongs to (token.app), and allApps
+	// whether it sees every app's jobs (token.allApps).
+	app     string
+	allApps bool
 	// quota is the token's rate limiter (nil: none).
 	quota *rate.Limiter
 	// via is how it was recognised: viaToken, viaSession or viaOpen.
@@ -95,6 +100,30 @@ func (p principal) by(r *http.Request) string {
 		return "api"
 	}
 }
+
+// filesOwner is whose input files p uploads and names: its app's, so
+// that an app's tokens (a rotation) share them and another app's never
+// see them; a token of no app, its own (by).
+func (p principal) filesOwner(r *http.Request) string {
+	if p.app != "" {
+		return "app:" + p.app
+	}
+	return p.by(r)
+}
+
+// viewer is what p may see: an admin's token, one of app=*, or anyone at
+// a front door without tokens, every app's jobs; any other token its
+// app's.
+func (p principal) viewer() tenant.Viewer {
+	if p.via == viaOpen || p.role == RoleAdmin || p.allApps {
+		return tenant.Operator
+	}
+	return tenant.Of(p.app)
+}
+
+// operator reports whether p may act on what every app shares (pause and
+// resume a route): an admin, or anyone at a front door without tokens.
+func (p principal) operator() bool { return p.via == viaOpen || p.role == RoleAdmin }
 
 // changes reports whether a method changes state.
 func changes(method string) bool {
@@ -140,6 +169,11 @@ func (s *Server) access(next http.Handler) http.Handler {
 			s.writeError(w, r, e)
 			return
 		}
+		if e := s.overAppQuota(r.Context(), p); e != nil {
+			s.log.Debug().Str(logkey.App, p.app).Str(logkey.Path, r.URL.Path).Msg("request over its app's quota")
+			s.writeError(w, r, e)
+			return
+		}
 		if changes(r.Method) {
 			if e := s.mayChange(r, p); e != nil {
 				s.log.Info().Str(logkey.By, p.by(r)).Str(logkey.Method, r.Method).Str(logkey.Path, r.URL.Path).Str(logkey.Why, e.detail.Message).Msg("request refused")
@@ -147,7 +181,8 @@ func (s *Server) access(next http.Handler) http.Handler {
 				return
 			}
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
+		ctx := tenant.With(context.WithValue(r.Context(), principalKey{}, p), p.viewer())
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 
@@ -215,7 +250,7 @@ func (s *Server) principal(r *http.Request) (principal, *apiError) {
 		if !ok {
 			return principal{}, unauthorized(true)
 		}
-		return principal{role: t.role, name: t.name, via: viaToken, quota: s.quotas.of(t)}, nil
+		return principal{role: t.role, name: t.name, app: t.app, allApps: t.allApps, via: viaToken, quota: s.quotas.of(t)}, nil
 	}
 	if c, err := r.Cookie(SessionCookie); err == nil {
 		if p, ok := verifySession(entries, c.Value, s.cfg.Now()); ok {
@@ -246,7 +281,7 @@ func (s *Server) mayChange(r *http.Request, p principal) *apiError {
 		return fail(http.StatusForbidden, CodeForbidden, CSRFHeader,
 			"a browser's request must carry the csrf of GET /console/session in "+CSRFHeader)
 	}
-	if p.role != RoleAct {
+	if !p.role.Acts() {
 		return fail(http.StatusForbidden, CodeForbidden, "", "a read-only token may not change anything")
 	}
 	return nil
@@ -308,7 +343,7 @@ func verifySession(entries []token, value string, now time.Time) (principal, boo
 		if !hmac.Equal([]byte(mac(key, payload)), []byte(parts[5])) {
 			return principal{}, false
 		}
-		return principal{role: t.role, name: t.name, via: viaSession, csrf: mac(key, "csrf", payload), expires: time.Unix(exp, 0).UTC(), token: t}, true
+		return principal{role: t.role, name: t.name, app: t.app, allApps: t.allApps, via: viaSession, csrf: mac(key, "csrf", payload), expires: time.Unix(exp, 0).UTC(), token: t}, true
 	}
 	return principal{}, false
 }
@@ -322,10 +357,14 @@ func openCSRF() string { return mac([]byte("pollux open front door"), "csrf") }
 // Session is what GET /console/session answers: who the browser is and
 // the CSRF token its state-changing requests carry in X-CSRF-Token.
 type Session struct {
-	// Role is act or read.
+	// Role is act, read or admin.
 	Role Role `json:"role"`
 	// Name is the token's name ("" when it has none).
 	Name string `json:"name"`
+	// App is the app whose jobs the browser sees ("" for an admin, or a
+	// token of no app); All is true when it sees every app's.
+	App string `json:"app,omitempty"`
+	All bool   `json:"all_apps"`
 	// CSRF goes into the X-CSRF-Token header of every state-changing
 	// request ("" for a bearer token, which needs none).
 	CSRF string `json:"csrf"`
@@ -336,7 +375,7 @@ type Session struct {
 }
 
 func (p principal) session(auth bool) Session {
-	s := Session{Role: p.role, Name: p.name, CSRF: p.csrf, Auth: auth}
+	s := Session{Role: p.role, Name: p.name, CSRF: p.csrf, Auth: auth, App: p.app, All: !p.viewer().Scoped}
 	if !p.expires.IsZero() {
 		s.ExpiresAt = &p.expires
 	}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/logkey"
 )
 
@@ -31,7 +33,20 @@ const (
 	// RoleRead may only read: every state-changing request is answered
 	// 403 forbidden.
 	RoleRead Role = "read"
+	// RoleAdmin is an operator's: it acts as RoleAct does, sees every
+	// app's jobs, and alone pauses and resumes routes, which every app
+	// shares.
+	RoleAdmin Role = "admin"
 )
+
+// AllApps is the app= of a token that sees every app's jobs.
+const AllApps = "*"
+
+// roles are the roles a tokens file's line may name.
+var roles = []Role{RoleAct, RoleRead, RoleAdmin}
+
+// Acts reports whether a role may change state.
+func (r Role) Acts() bool { return r == RoleAct || r == RoleAdmin }
 
 // Tokens are the bearer tokens the front door accepts (Config.Tokens),
 // each with its role and an optional name. Only their SHA-256 sums are
@@ -44,6 +59,9 @@ type Tokens struct {
 	path string
 	log  zerolog.Logger
 
+	// apps are the apps a token may name (Config.Apps; none: any).
+	apps []string
+
 	mu      sync.RWMutex
 	entries []token
 	stamp   fileStamp
@@ -55,6 +73,13 @@ type token struct {
 	sum  [sha256.Size]byte
 	role Role
 	name string
+	// app is the application the token belongs to (app=, default its
+	// name; "" for a token with neither): it creates the app's jobs and
+	// sees only those, but for an admin.
+	app string
+	// allApps is set by app=*: the token sees every app's jobs (an
+	// operator's dashboard), as an admin's does.
+	allApps bool
 	// rate is the token's quota in requests a second (0: none).
 	rate float64
 }
@@ -81,8 +106,12 @@ const (
 )
 
 // LoadTokens reads a tokens file: one token a line, optionally followed by
-// its role (act, the default, or read), a name (name=alice) that appears
-// as who acted in route pauses and logs — never the token itself — and a
+// its role (act, the default, read, or admin: an operator, who sees every
+// app and pauses routes), a name (name=alice) that appears
+// as who acted in route pauses and logs — never the token itself — the
+// app it belongs to (app=studio, default its name: it sees only the
+// app's jobs, and the jobs it creates are the app's; app=* sees every
+// app's, as an operator's dashboard does), and a
 // quota (rate=50: requests a second, with bursts of twice that, beyond
 // which a request is answered 429 with Retry-After; default none).
 // Blank lines and lines starting with # are skipped. Rotate a token by
@@ -151,7 +180,15 @@ func parseTokens(r io.Reader) ([]token, error) {
 		roleSeen := false
 		for i, f := range fields[1:] {
 			rateText, isRate := strings.CutPrefix(f, "rate=")
+			app, isApp := strings.CutPrefix(f, "app=")
 			switch name, isName := strings.CutPrefix(f, "name="); {
+			case isApp && app == AllApps && tok.app == "" && !tok.allApps:
+				tok.allApps = true
+			case isApp:
+				if tok.app != "" || tok.allApps || !events.ValidApp(app) {
+					return nil, fmt.Errorf("line %d: app= is given once, 1 to %d characters of [A-Za-z0-9_-]", n, events.MaxAppLen)
+				}
+				tok.app = app
 			case isRate:
 				r, err := strconv.ParseFloat(rateText, 64)
 				if tok.rate != 0 || err != nil || !(r > 0 && r <= maxTokenRate) {
@@ -166,11 +203,20 @@ func parseTokens(r io.Reader) ([]token, error) {
 					return nil, fmt.Errorf("line %d: a name is 1 to %d bytes of UTF-8", n, MaxTokenName)
 				}
 				tok.name = name
-			case (f == string(RoleAct) || f == string(RoleRead)) && !roleSeen:
+			case slices.Contains(roles, Role(f)) && !roleSeen:
 				tok.role, roleSeen = Role(f), true
 			default:
-				return nil, fmt.Errorf("line %d: word %d after the token is neither a role (act or read, once), name=<who> nor rate=<requests a second>", n, i+1)
+				return nil, fmt.Errorf("line %d: word %d after the token is neither a role (act, read or admin, once), name=<who>, app=<app> nor rate=<requests a second>", n, i+1)
 			}
+		}
+		if tok.role == RoleAdmin && (tok.app != "" || tok.allApps) {
+			return nil, fmt.Errorf("line %d: an admin sees every app: app= is an app's token's", n)
+		}
+		if tok.app == "" && tok.name != "" && !tok.allApps && tok.role != RoleAdmin {
+			if !events.ValidApp(tok.name) {
+				return nil, fmt.Errorf("line %d: the token's app is its name, and %q is not an app's name (1 to %d characters of [A-Za-z0-9_-]): give app=", n, tok.name, events.MaxAppLen)
+			}
+			tok.app = tok.name
 		}
 		if len(out) == maxTokens {
 			return nil, fmt.Errorf("line %d: more than %d tokens", n, maxTokens)
@@ -184,6 +230,22 @@ func parseTokens(r io.Reader) ([]token, error) {
 		return nil, errors.New("no tokens (a file without any would lock every client out)")
 	}
 	return out, nil
+}
+
+// knownApps checks that every token's app is one of apps (none: any).
+func knownApps(entries []token, apps []string) error {
+	if len(apps) == 0 {
+		return nil
+	}
+	for i, t := range entries {
+		if t.app != "" && !slices.Contains(apps, t.app) {
+			return fmt.Errorf("token %d: app %q is not one of the configured apps (apps: %v)", i+1, t.app, apps)
+		}
+		if t.app == "" && t.role != RoleAdmin && !t.allApps {
+			return fmt.Errorf("token %d: with apps configured, a token that is not an admin's names its app (app= or name=)", i+1)
+		}
+	}
+	return nil
 }
 
 // validToken checks a token against RFC 6750's token68 characters and the
@@ -238,6 +300,9 @@ func (t *Tokens) refresh() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	entries, stamp, err := readTokens(t.path)
+	if err == nil {
+		err = knownApps(entries, t.apps)
+	}
 	if err != nil {
 		if st != nil {
 			t.stamp = fileStamp{mod: st.ModTime(), size: st.Size()}

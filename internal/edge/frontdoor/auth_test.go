@@ -30,7 +30,7 @@ const (
 // as before with any of them.
 func TestTokensGuardEveryEndpoint(t *testing.T) {
 	t.Parallel()
-	tokens, err := frontdoor.ParseTokens(strings.NewReader("# rotation: old and new\n" + tokenA + "\n\n  " + tokenB + "  \n"))
+	tokens, err := frontdoor.ParseTokens(strings.NewReader("# rotation: old and new\n" + tokenA + " admin\n\n  " + tokenB + " admin \n"))
 	require.NoError(t, err)
 	require.Equal(t, 2, tokens.Len())
 	d := setup(t, frontdoor.Config{Tokens: tokens})
@@ -216,7 +216,7 @@ func isFacePath(path string) bool {
 // forbidden) and may read; an acting token may do both.
 func TestReadOnlyTokenMayNotAct(t *testing.T) {
 	t.Parallel()
-	d := actionDoor(t, tokenAlice+" act name=alice", tokenRead+" read name=reader")
+	d := actionDoor(t, tokenAlice+" admin name=alice", tokenRead+" read name=reader app=team")
 	read := map[string]string{"Authorization": "Bearer " + tokenRead}
 	for _, ep := range stateChanging(t) {
 		r := d.do(t, http.MethodPost, ep.path, ep.body, read)
@@ -275,7 +275,7 @@ func (d *door) login(t *testing.T, token string, header map[string]string) (answ
 // read-only token's session.
 func TestConsoleSession(t *testing.T) {
 	t.Parallel()
-	d := actionDoor(t, tokenAlice+" name=alice", tokenRead+" read")
+	d := actionDoor(t, tokenAlice+" admin name=alice", tokenRead+" read app=team")
 
 	resp, c := d.login(t, tokenAlice, nil)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
@@ -294,7 +294,7 @@ func TestConsoleSession(t *testing.T) {
 	cookie := map[string]string{"Cookie": frontdoor.SessionCookie + "=" + c.Value}
 	r := d.do(t, http.MethodGet, "/console/session", "", cookie)
 	require.Equal(t, http.StatusOK, r.status, "body %s", r.raw)
-	require.Equal(t, "act", r.body["role"])
+	require.Equal(t, "admin", r.body["role"])
 	require.Equal(t, "alice", r.body["name"])
 	require.Equal(t, true, r.body["auth"])
 	csrf, _ := r.body["csrf"].(string)
@@ -373,7 +373,7 @@ func TestConsoleLoginRefused(t *testing.T) {
 // others go on; a file that no longer parses changes nothing.
 func TestSessionEndsWhenItsTokenLeavesTheFile(t *testing.T) {
 	t.Parallel()
-	path := tokensFile(t, tokenAlice+" name=alice", tokenBob+" name=bob")
+	path := tokensFile(t, tokenAlice+" name=alice app=team", tokenBob+" name=bob app=team")
 	tokens, err := frontdoor.LoadTokens(path)
 	require.NoError(t, err)
 	d := setup(t, frontdoor.Config{Tokens: tokens})
@@ -386,7 +386,7 @@ func TestSessionEndsWhenItsTokenLeavesTheFile(t *testing.T) {
 	require.Equal(t, http.StatusOK, session(alice))
 	require.Equal(t, http.StatusOK, session(bob))
 
-	require.NoError(t, os.WriteFile(path, []byte(tokenBob+" name=bob\n"), 0o600))
+	require.NoError(t, os.WriteFile(path, []byte(tokenBob+" name=bob app=team\n"), 0o600))
 	require.Equal(t, http.StatusUnauthorized, session(alice))
 	require.Equal(t, http.StatusOK, session(bob))
 	r := d.do(t, http.MethodGet, "/v1/jobs/job-1", "", map[string]string{"Authorization": "Bearer " + tokenAlice})
@@ -397,7 +397,7 @@ func TestSessionEndsWhenItsTokenLeavesTheFile(t *testing.T) {
 	require.Equal(t, http.StatusOK, session(bob), "a broken file keeps the tokens read before")
 	require.NoError(t, os.Remove(path))
 	require.Equal(t, http.StatusOK, session(bob), "so does a missing one")
-	require.NoError(t, os.WriteFile(path, []byte(tokenAlice+"\n"), 0o600))
+	require.NoError(t, os.WriteFile(path, []byte(tokenAlice+" app=team\n"), 0o600))
 	require.Equal(t, http.StatusUnauthorized, session(bob), "a good file is read again")
 }
 
@@ -443,7 +443,7 @@ func TestCrossOriginRequestsRefused(t *testing.T) {
 
 	r := d.do(t, http.MethodGet, "/console/session", "", nil)
 	require.Equal(t, http.StatusOK, r.status)
-	require.Equal(t, map[string]any{"role": "act", "name": "", "csrf": r.body["csrf"], "auth": false}, r.body)
+	require.Equal(t, map[string]any{"role": "act", "name": "", "csrf": r.body["csrf"], "auth": false, "all_apps": true}, r.body)
 	csrf := r.body["csrf"].(string)
 	require.NotEmpty(t, csrf)
 
@@ -466,7 +466,7 @@ func TestCrossOriginRequestsRefused(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, resp.StatusCode)
 
 	// Bearer tokens need no CSRF token, but the Origin rule holds.
-	tokens, err := frontdoor.ParseTokens(strings.NewReader(tokenAlice + "\n"))
+	tokens, err := frontdoor.ParseTokens(strings.NewReader(tokenAlice + " app=team\n"))
 	require.NoError(t, err)
 	d2 := setup(t, frontdoor.Config{Tokens: tokens})
 	d2.createJob(t, "job-1", "running")

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/pollux-dev/pollux/internal/edge/index"
+	"github.com/pollux-dev/pollux/internal/edge/tenant"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/logkey"
 	"github.com/pollux-dev/pollux/pkg/state"
@@ -121,7 +122,7 @@ func (s *Server) bulk(w http.ResponseWriter, r *http.Request, action string, act
 	if _, err := events.DecodeCancel(fmt.Appendf(nil, `{"v":%d,"id":"x","reason":%q}`, events.Version, req.Reason)); err != nil {
 		return invalid(err)
 	}
-	ids, e := s.match(req)
+	ids, e := s.match(tenant.From(r.Context()), req)
 	if e != nil {
 		return e
 	}
@@ -184,8 +185,9 @@ func (s *Server) maxBulk() int {
 
 // match returns the ids a bulk request selects: its ids (deduplicated,
 // in order), or those of the jobs its filter matches in the index, newest
-// first. More than maxBulk is a 422.
-func (s *Server) match(req BulkRequest) ([]string, *apiError) {
+// first, of those viewer sees (named ids it may not see are skipped as unknown
+// ones are). More than maxBulk is a 422.
+func (s *Server) match(viewer tenant.Viewer, req BulkRequest) ([]string, *apiError) {
 	limit := s.maxBulk()
 	tooMany := func(n string) *apiError {
 		return fail(http.StatusUnprocessableEntity, CodeTooManyJobs, "",
@@ -234,7 +236,7 @@ func (s *Server) match(req BulkRequest) ([]string, *apiError) {
 		e.detail.Field = "filter." + e.detail.Field
 		return nil, e
 	}
-	q.Limit = index.MaxLimit
+	q.Limit, q.Viewer = index.MaxLimit, viewer
 	var ids []string
 	for {
 		page, err := s.cfg.Index.List(q)

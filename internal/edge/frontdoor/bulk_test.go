@@ -1,6 +1,7 @@
 package frontdoor_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -26,7 +27,7 @@ const (
 // read-only one, and at most max jobs per bulk action.
 func bulkDoor(t *testing.T, max int) *door {
 	t.Helper()
-	tokens, err := frontdoor.ParseTokens(strings.NewReader(tokenOps + " act name=ops\n" + tokenViewer + " read\n"))
+	tokens, err := frontdoor.ParseTokens(strings.NewReader(tokenOps + " act name=ops app=team\n" + tokenViewer + " read app=team\n"))
 	require.NoError(t, err)
 	return setupWith(t, frontdoor.Config{Tokens: tokens, MaxBulk: max}, withIndex)
 }
@@ -35,7 +36,7 @@ func bulkDoor(t *testing.T, max int) *door {
 // the index; the index has it when this returns.
 func (d *door) job(t *testing.T, j state.Job) {
 	t.Helper()
-	j.CreatedAt = time.Now().UTC().Add(-time.Minute)
+	j.CreatedAt, j.App = time.Now().UTC().Add(-time.Minute), cmp.Or(j.App, testApp)
 	_, created, err := d.jobs.Intake().Accept(context.Background(), &j)
 	require.NoError(t, err)
 	require.True(t, created)
@@ -184,13 +185,14 @@ func TestResubmit(t *testing.T) {
 	require.Equal(t, map[string]any{"prompt": "kite"}, m["input"])
 	require.Equal(t, map[string]any{"order": "42"}, m["metadata"])
 	require.NotContains(t, m, "idempotency_key", "the old key would make the provider answer with the old job")
+	require.Equal(t, testApp, m["app"], "the old job's app")
 	require.InDelta(t, 30*60, m["timeout_s"], 5, "the deadline's window, counted afresh")
 
 	// Ingest accepts it; then both records say so.
 	sub, err := events.DecodeSubmit(mustJSON(t, m))
 	require.NoError(t, err)
 	_, _, err = d.jobs.Intake().Accept(context.Background(), &state.Job{ID: sub.ID, Route: route, Model: sub.Model, State: state.Pending,
-		ResubmitOf: sub.ResubmitOf, SubmittedBy: sub.By, SubmitReason: sub.Reason, CreatedAt: now})
+		ResubmitOf: sub.ResubmitOf, SubmittedBy: sub.By, SubmitReason: sub.Reason, CreatedAt: now, App: sub.App})
 	require.NoError(t, err)
 	old := d.do(t, http.MethodGet, "/v1/jobs/lost1", "", auth)
 	require.Equal(t, []any{"lost1-r1"}, old.body["resubmitted_as"])

@@ -86,6 +86,10 @@ const (
 	// (rate= in the tokens file); retry after the Retry-After header's
 	// seconds.
 	CodeTooManyRequests Code = "too_many_requests"
+	// CodeBudgetExceeded (429): the create would pass its app's spend
+	// budget (field app; budget says which, what is spent and when it
+	// resets); retry after the Retry-After header's seconds, when it does.
+	CodeBudgetExceeded Code = "budget_exceeded"
 	// CodeUnavailable (503): NATS did not answer in time or refused the
 	// message (the intake stream is full, say); retry after the
 	// Retry-After header's seconds.
@@ -97,7 +101,7 @@ var Codes = []Code{
 	CodeInvalidBody, CodeInvalidField, CodeInvalidParameter, CodeIdempotencyKeyMismatch,
 	CodeUnauthorized, CodeForbidden, CodeUnknownRoute, CodeJobNotFound, CodeOutputNotKept, CodeModelNotFound, CodeNotFound, CodeMethodNotAllowed,
 	CodeHostNotAllowed, CodeJobTerminal, CodeNotPaused, CodeNotResubmittable, CodeInputNotKept, CodeConfirmMismatch, CodeTooManyJobs,
-	CodeBodyTooLarge, CodeUnsupportedMediaType, CodeTooManyStreams, CodeTooManyRequests, CodeUnavailable,
+	CodeBodyTooLarge, CodeUnsupportedMediaType, CodeTooManyStreams, CodeTooManyRequests, CodeBudgetExceeded, CodeUnavailable,
 }
 
 // Error is the body of every error response.

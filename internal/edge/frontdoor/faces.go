@@ -15,6 +15,7 @@ import (
 	"github.com/pollux-dev/pollux/internal/edge/face/openai"
 	"github.com/pollux-dev/pollux/internal/edge/face/replicate"
 	"github.com/pollux-dev/pollux/internal/edge/index"
+	"github.com/pollux-dev/pollux/internal/edge/tenant"
 	"github.com/pollux-dev/pollux/internal/platform/faultpoint"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/logkey"
@@ -158,7 +159,7 @@ func (f facade) List(ctx context.Context, k face.Kind, route, after string, limi
 	if x == nil {
 		return nil, false, toFace(noIndex())
 	}
-	q := index.Query{Route: route, Face: k, Limit: max(1, min(limit, face.MaxList))}
+	q := index.Query{Route: route, Face: k, Viewer: tenant.From(ctx), Limit: max(1, min(limit, face.MaxList))}
 	if slices.Contains(f.s.cfg.ModelRoutes, route) {
 		// The index knows the member route a job went to, not the model
 		// route it came through: the records say.

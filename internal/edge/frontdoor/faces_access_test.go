@@ -152,7 +152,7 @@ func TestAReadTokenMayNotActThroughAFace(t *testing.T) {
 			continue
 		}
 		_, created, err := d.jobs.Intake().Accept(t.Context(), &state.Job{ID: v.job, Route: route, Model: "acme/video", RemoteID: "r-" + v.job,
-			State: state.Running, Metadata: v.meta, CreatedAt: time.Now().UTC()})
+			State: state.Running, Metadata: v.meta, CreatedAt: time.Now().UTC(), App: "app"})
 		require.NoError(t, err)
 		require.True(t, created)
 	}

@@ -49,7 +49,7 @@ func (f *probeFace) Handler() http.Handler {
 			f.WriteError(w, e)
 			return
 		}
-		id := "p-" + strings.ToLower(b32(face.IDBytes(f.m.Kind, f.m.Route, key, 10)))
+		id := "p-" + strings.ToLower(b32(face.IDBytes(r.Context(), f.m.Kind, f.m.Route, key, 10)))
 		err = f.p.Submit(r.Context(), r, f.m.Route, events.Submit{V: events.Version, ID: id, Model: "m", IdempotencyKey: key, Input: json.RawMessage(`{}`)})
 		if e := (*face.Error)(nil); errors.As(err, &e) {
 			f.WriteError(w, e)
@@ -205,7 +205,7 @@ func TestAHeldCreateOutlivesTheWriteTimeout(t *testing.T) {
 	t.Parallel()
 	d := setupWith(t, frontdoor.Config{WriteTimeout: time.Second, Faces: []face.Mount{{Kind: face.Replicate, Route: route}}}, withIndex)
 	const key = "held-order"
-	id := base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding).EncodeToString(face.IDBytes(face.Replicate, route, key, 16))
+	id := base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding).EncodeToString(face.IDBytes(context.Background(), face.Replicate, route, key, 16))
 	go func() { // ingest's part: the record, and its end 2s later
 		var rec jobs.Record
 		require.Eventually(t, func() bool {

@@ -18,6 +18,8 @@ import (
 	"github.com/pollux-dev/pollux/internal/core/inputs"
 	"github.com/pollux-dev/pollux/internal/core/jobs"
 	"github.com/pollux-dev/pollux/internal/core/route"
+	"github.com/pollux-dev/pollux/internal/core/route/budget"
+	"github.com/pollux-dev/pollux/internal/core/spend"
 	"github.com/pollux-dev/pollux/internal/edge/census"
 	"github.com/pollux-dev/pollux/internal/edge/face"
 	"github.com/pollux-dev/pollux/internal/edge/index"
@@ -64,6 +66,19 @@ type Config struct {
 	// beyond loopback unless told otherwise, and only requests for
 	// localhost, a loopback address or AllowedHosts are answered.
 	Tokens *Tokens
+	// Apps are the apps the tokens may name (app=; the configuration's
+	// apps): a tokens file naming another is refused, at New and at a
+	// reload. None: any app.
+	Apps []string
+	// AppQuotas are the apps' request rates across the fleet, by app
+	// (apps.<name>.rate; budget.Ensure of AppQuotaScope, AppQuotaKind):
+	// past it a request of the app's tokens is answered 429
+	// (appquota.go; default none).
+	AppQuotas map[string]*budget.Budget
+	// Spend admits each create against its app's budget before it is
+	// published: one over it is answered 429 budget_exceeded, in the
+	// face's shape through a face (nil: nothing is priced).
+	Spend *spend.Keeper
 	// AllowedHosts are the host names (or addresses, without a port) a
 	// request's Host may name besides localhost and the loopback
 	// addresses. Without Tokens any other Host is answered 421, which
@@ -209,8 +224,12 @@ func New(cfg Config, js jetstream.JetStream, ns events.Namespace, res *events.Re
 	}
 	if cfg.Tokens != nil {
 		cfg.Tokens.mu.Lock()
-		cfg.Tokens.log = cfg.Logger
+		cfg.Tokens.log, cfg.Tokens.apps = cfg.Logger, slices.Clone(cfg.Apps)
+		err := knownApps(cfg.Tokens.entries, cfg.Apps)
 		cfg.Tokens.mu.Unlock()
+		if err != nil {
+			return nil, fmt.Errorf("frontdoor: Tokens: %w", err)
+		}
 	}
 	s := &Server{
 		cfg: cfg, js: js, ns: ns, jobs: owner, stream: res.Events,
@@ -235,47 +254,70 @@ func (s *Server) handler(closing context.Context) http.Handler {
 	s.startWaiters(closing)
 	mux := http.NewServeMux()
 	s.mountFaces(mux)
-	mux.Handle("/v1/jobs", methods{http.MethodGet: s.list, http.MethodPost: s.submit})
-	// A job may be named "track": GET reads it.
-	mux.Handle("/v1/jobs/track", methods{http.MethodPost: s.track, http.MethodGet: func(w http.ResponseWriter, r *http.Request) *apiError {
-		r.SetPathValue("id", "track")
-		return s.get(w, r)
-	}})
-	mux.Handle("/v1/jobs/{id}", only(http.MethodGet, s.get))
-	mux.Handle("/v1/jobs/{id}/cancel", only(http.MethodPost, s.cancel))
-	mux.Handle("/v1/jobs/{id}/resubmit", only(http.MethodPost, s.resubmitOne))
-	for name, h := range map[string]func(http.ResponseWriter, *http.Request) *apiError{"cancel": s.bulkCancel, "resubmit": s.bulkResubmit} {
+	for _, e := range s.endpoints(closing) {
+		mux.Handle(e.pattern, e.h)
+	}
+	return withWriter(s.measure(mux, s.access))
+}
+
+// endpoint is one pattern the front door serves (the faces' aside).
+type endpoint struct {
+	pattern string
+	h       http.Handler
+}
+
+// endpoints are the front door's own endpoints; event streams end when
+// closing ends. Every one is a row of the isolation matrix
+// (isolation_test.go), which fails for a pattern it has no row for.
+func (s *Server) endpoints(closing context.Context) []endpoint {
+	out := []endpoint{
+		{"/v1/jobs", methods{http.MethodGet: s.list, http.MethodPost: s.submit}},
+		// A job may be named "track": GET reads it.
+		{"/v1/jobs/track", methods{http.MethodPost: s.track, http.MethodGet: func(w http.ResponseWriter, r *http.Request) *apiError {
+			r.SetPathValue("id", "track")
+			return s.get(w, r)
+		}}},
+		{"/v1/jobs/{id}", only(http.MethodGet, s.get)},
+		{"/v1/jobs/{id}/cancel", only(http.MethodPost, s.cancel)},
+		{"/v1/jobs/{id}/resubmit", only(http.MethodPost, s.resubmitOne)},
+	}
+	for _, name := range []string{"cancel", "resubmit"} {
+		h := map[string]func(http.ResponseWriter, *http.Request) *apiError{"cancel": s.bulkCancel, "resubmit": s.bulkResubmit}[name]
 		// Bulk actions; a job may be named so too: GET reads it.
-		mux.Handle("/v1/jobs/"+name, methods{http.MethodPost: h, http.MethodGet: func(w http.ResponseWriter, r *http.Request) *apiError {
+		out = append(out, endpoint{"/v1/jobs/" + name, methods{http.MethodPost: h, http.MethodGet: func(w http.ResponseWriter, r *http.Request) *apiError {
 			r.SetPathValue("id", name)
 			return s.get(w, r)
-		}})
+		}}})
 	}
-	mux.Handle("/v1/jobs/{id}/outputs/{n}", only(http.MethodGet, s.output))
-	mux.Handle("/v1/jobs/{id}/deliveries", only(http.MethodGet, s.deliveries))
-	mux.Handle("/v1/jobs/{id}/events", only(http.MethodGet, func(w http.ResponseWriter, r *http.Request) *apiError {
-		return s.events(closing, w, r)
-	}))
-	mux.Handle("/v1/stream", only(http.MethodGet, func(w http.ResponseWriter, r *http.Request) *apiError {
-		return s.live(closing, w, r)
-	}))
-	mux.Handle("/v1/inputs/{id}", methods{http.MethodGet: s.fetchInput, http.MethodHead: s.fetchInput})
-	mux.Handle("/v1/inputs/{id}/upload", only(http.MethodPut, s.uploadInput))
-	mux.Handle("/v1/routes", only(http.MethodGet, s.routes))
-	mux.Handle("/v1/routes/{name}/pause", only(http.MethodPost, s.pause))
-	mux.Handle("/v1/routes/{name}/resume", only(http.MethodPost, s.resume))
-	mux.Handle("/v1/models", only(http.MethodGet, s.models))
-	mux.Handle("/v1/routes/{name}/models/{model...}", only(http.MethodGet, s.model))
-	mux.Handle("/console/login", only(http.MethodPost, s.login))
-	mux.Handle("/console/logout", only(http.MethodPost, s.logout))
-	mux.Handle("/console/session", only(http.MethodGet, s.session))
+	out = append(out,
+		endpoint{"/v1/jobs/{id}/outputs/{n}", only(http.MethodGet, s.output)},
+		endpoint{"/v1/jobs/{id}/deliveries", only(http.MethodGet, s.deliveries)},
+		endpoint{"/v1/jobs/{id}/events", only(http.MethodGet, func(w http.ResponseWriter, r *http.Request) *apiError {
+			return s.events(closing, w, r)
+		})},
+		endpoint{"/v1/stream", only(http.MethodGet, func(w http.ResponseWriter, r *http.Request) *apiError {
+			return s.live(closing, w, r)
+		})},
+		endpoint{"/v1/inputs/{id}", methods{http.MethodGet: s.fetchInput, http.MethodHead: s.fetchInput}},
+		endpoint{"/v1/inputs/{id}/upload", only(http.MethodPut, s.uploadInput)},
+		endpoint{"/v1/routes", only(http.MethodGet, s.routes)},
+		endpoint{"/v1/routes/{name}/pause", only(http.MethodPost, s.pause)},
+		endpoint{"/v1/routes/{name}/resume", only(http.MethodPost, s.resume)},
+		endpoint{"/v1/models", only(http.MethodGet, s.models)},
+		endpoint{"/v1/spend", only(http.MethodGet, s.spendReport)},
+		endpoint{"/v1/routes/{name}/models/{model...}", only(http.MethodGet, s.model)},
+		endpoint{"/console/login", only(http.MethodPost, s.login)},
+		endpoint{"/console/logout", only(http.MethodPost, s.logout)},
+		endpoint{"/console/session", only(http.MethodGet, s.session)},
+	)
 	if s.cfg.Console != nil {
-		mux.Handle("/console/", s.cfg.Console)
-		mux.Handle("/console", http.RedirectHandler("/console/", http.StatusMovedPermanently))
-		mux.Handle("/{$}", http.RedirectHandler("/console/", http.StatusFound))
+		out = append(out,
+			endpoint{"/console/", s.cfg.Console},
+			endpoint{"/console", http.RedirectHandler("/console/", http.StatusMovedPermanently)},
+			endpoint{"/{$}", http.RedirectHandler("/console/", http.StatusFound)},
+		)
 	}
-	mux.Handle("/", problem.NotFound("see api/openapi.yaml"))
-	return withWriter(s.measure(mux, s.access))
+	return append(out, endpoint{"/", problem.NotFound("see api/openapi.yaml")})
 }
 
 // only adapts a handler that returns its error response, and answers 405

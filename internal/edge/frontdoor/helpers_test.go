@@ -2,6 +2,7 @@ package frontdoor_test
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"io"
@@ -39,6 +40,8 @@ type door struct {
 	jobs  *jobs.Owner
 	stop  context.CancelFunc
 	done  chan error
+	// server is the front door.
+	server *frontdoor.Server
 }
 
 // setup runs a front door for routes "sim" and "other" until the test ends.
@@ -68,7 +71,7 @@ func setupOn(t *testing.T, s *stack.Stack, cfg frontdoor.Config, with func(d *do
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
-	d.url, d.stop = "http://"+ln.Addr().String(), cancel
+	d.url, d.stop, d.server = "http://"+ln.Addr().String(), cancel, fd
 	go func() { d.done <- fd.Run(ctx, ln) }()
 	t.Cleanup(func() {
 		cancel()
@@ -179,15 +182,21 @@ func (d *door) lastIntake(t *testing.T, subject string) []byte {
 }
 
 // createJob stores a job record as ingest would.
+// testApp is the app of the jobs createJob makes: the tokens that read
+// them name it (app=team).
+const testApp = "team"
+
 func (d *door) createJob(t *testing.T, id string, st state.State) *state.Job {
 	t.Helper()
-	return d.storeJob(t, &state.Job{ID: id, Route: route, Model: "m", State: st, Input: json.RawMessage(`{"secret":"input"}`),
+	return d.storeJob(t, &state.Job{ID: id, Route: route, Model: "m", State: st, Input: json.RawMessage(`{"secret":"input"}`), App: testApp,
 		CreatedAt: time.Now().UTC(), Outbox: []state.OutboxEvent{{Seq: 9, Type: "queued", State: state.Queued, At: time.Now()}}})
 }
 
-// storeJob stores job j's record as ingest would.
+// storeJob stores job j's record as ingest would (of testApp when it
+// names no app).
 func (d *door) storeJob(t *testing.T, j *state.Job) *state.Job {
 	t.Helper()
+	j.App = cmp.Or(j.App, testApp)
 	_, created, err := d.jobs.Intake().Accept(context.Background(), j)
 	require.NoError(t, err)
 	require.True(t, created)

@@ -155,7 +155,7 @@ func TestAllowedHosts(t *testing.T) {
 // token still needed; an allow list, when given, is enforced too.
 func TestTokensNeedNoHostCheck(t *testing.T) {
 	t.Parallel()
-	tokens, err := frontdoor.ParseTokens(strings.NewReader(tokenA + "\n"))
+	tokens, err := frontdoor.ParseTokens(strings.NewReader(tokenA + " admin\n"))
 	require.NoError(t, err)
 	d := setupWith(t, frontdoor.Config{Tokens: tokens}, withPauses)
 	port := d.url[strings.LastIndex(d.url, ":")+1:]

@@ -51,7 +51,7 @@ func (s *Server) checkInputs(ctx context.Context, r *http.Request, m events.Subm
 	if s.cfg.Inputs == nil {
 		return fail(http.StatusBadRequest, CodeInvalidParameter, "input", "input: this Pollux keeps no input files, so none can be named")
 	}
-	err := s.cfg.Inputs.Check(ctx, who(r).by(r), m.Input, "input")
+	err := s.cfg.Inputs.Check(ctx, who(r).filesOwner(r), m.Input, "input")
 	var re *inputs.RefError
 	switch {
 	case errors.As(err, &re):
@@ -119,5 +119,5 @@ func (f facade) Files(r *http.Request) (*face.Files, error) {
 	if f.s.cfg.Inputs == nil {
 		return face.NoFiles()
 	}
-	return &face.Files{Store: f.s.cfg.Inputs, Owner: who(r).by(r)}, nil
+	return &face.Files{Store: f.s.cfg.Inputs, Owner: who(r).filesOwner(r)}, nil
 }

@@ -34,11 +34,14 @@ func withInputs(store **inputs.Store) func(d *door, cfg *frontdoor.Config) {
 // never as the bytes.
 func TestASubmissionNamesOnlyItsCallersFiles(t *testing.T) {
 	t.Parallel()
-	tokens, err := frontdoor.ParseTokens(strings.NewReader(tokenAlice + " act name=alice\n" + tokenBob + " act name=bob\n"))
+	// alice and her rotated token share app studio, and so its files;
+	// bob is another app.
+	tokens, err := frontdoor.ParseTokens(strings.NewReader(tokenAlice + " act name=alice app=studio\n" +
+		tokenA + " act name=alice-rotated app=studio\n" + tokenBob + " act name=bob\n"))
 	require.NoError(t, err)
 	var store *inputs.Store
 	d := setupWith(t, frontdoor.Config{Tokens: tokens}, withInputs(&store))
-	f, err := store.Put(t.Context(), inputs.Upload{Owner: "alice", Body: bytes.NewReader(bytes.Repeat([]byte("img"), 1000))})
+	f, err := store.Put(t.Context(), inputs.Upload{Owner: "app:studio", Body: bytes.NewReader(bytes.Repeat([]byte("img"), 1000))})
 	require.NoError(t, err)
 	submit := func(token, ref string) reply {
 		return d.do(t, "POST", "/v1/jobs", `{"route":"sim","v":1,"model":"m","input":{"frames":["`+ref+`"]}}`,
@@ -53,6 +56,8 @@ func TestASubmissionNamesOnlyItsCallersFiles(t *testing.T) {
 
 	r := submit(tokenAlice, f.Ref())
 	require.Equal(t, http.StatusAccepted, r.status, "%s", r.raw)
+	r2 := submit(tokenA, f.Ref())
+	require.Equal(t, http.StatusAccepted, r2.status, "a token of the same app names the app's file: %s", r2.raw)
 	m, err := events.DecodeSubmit(d.lastIntake(t, d.ns.Submit(route)))
 	require.NoError(t, err)
 	require.JSONEq(t, `{"frames":["`+f.Ref()+`"]}`, string(m.Input), "the reference, not the bytes")
@@ -92,7 +97,7 @@ func TestSignedInputPaths(t *testing.T) {
 	var store *inputs.Store
 	d := setupWith(t, frontdoor.Config{Tokens: tokens}, withInputs(&store))
 	b := bytes.Repeat([]byte("frame"), 50_000)
-	f, err := store.Put(t.Context(), inputs.Upload{Owner: "alice", ContentType: "image/png", Body: bytes.NewReader(b)})
+	f, err := store.Put(t.Context(), inputs.Upload{Owner: "app:alice", ContentType: "image/png", Body: bytes.NewReader(b)})
 	require.NoError(t, err)
 
 	u := store.URL(d.url, f)

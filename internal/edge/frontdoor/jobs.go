@@ -16,6 +16,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/pollux-dev/pollux/internal/edge/tenant"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/logkey"
 	"github.com/pollux-dev/pollux/pkg/state"
@@ -77,7 +78,11 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) *apiError {
 	switch {
 	case id != "":
 	case m.IdempotencyKey != "":
-		id = events.KeyID(route, m.IdempotencyKey)
+		app, e := s.appOf(who(r), m.App)
+		if e != nil {
+			return e
+		}
+		id = events.AppKeyID(route, app, m.IdempotencyKey)
 	default:
 		id = newID()
 		m.ID = id
@@ -108,7 +113,10 @@ func (s *Server) track(w http.ResponseWriter, r *http.Request) *apiError {
 	if e != nil {
 		return e
 	}
-	id := cmp.Or(m.ID, events.RemoteKeyID(route, m.RemoteID))
+	if m.App, e = s.appOf(who(r), m.App); e != nil {
+		return e
+	}
+	id := cmp.Or(m.ID, events.AppRemoteKeyID(route, m.App, m.RemoteID))
 	data, err := encode(m)
 	if err != nil {
 		return invalid(err)
@@ -219,7 +227,7 @@ func (s *Server) requestCancelBy(ctx context.Context, j *state.Job, reason, by s
 	rec, ended, err := s.jobs.RequestCancel(ctx, j.Route, j.ID, reason, by)
 	switch {
 	case errors.Is(err, state.ErrNotFound):
-		return fail(http.StatusNotFound, CodeJobNotFound, "", "no job "+j.ID)
+		return noJob(j.ID)
 	case err != nil:
 		return s.unavailable(err, "recording the cancel request")
 	case ended:
@@ -244,13 +252,19 @@ func (s *Server) requestCancelBy(ctx context.Context, j *state.Job, reason, by s
 // doubt for DoubtWait, then settles it (settle.go), so that a create
 // answered 503 makes no job.
 func (s *Server) publishSubmit(ctx context.Context, r *http.Request, endpoint, route string, m events.Submit) *apiError {
-	m.By = who(r).by(r)
+	p := who(r)
+	m.By = p.by(r)
+	app, e := s.appOf(p, m.App)
+	if e != nil {
+		return e
+	}
+	m.App = app
 	if e := s.checkInputs(ctx, r, m); e != nil {
 		return e
 	}
 	id := m.ID // the job's id: given, or derived from the idempotency key
 	if id == "" {
-		id = events.KeyID(route, m.IdempotencyKey)
+		id = events.AppKeyID(route, m.App, m.IdempotencyKey)
 	}
 	data, err := encode(m)
 	if err != nil {
@@ -259,15 +273,44 @@ func (s *Server) publishSubmit(ctx context.Context, r *http.Request, endpoint, r
 	if _, err := events.DecodeSubmit(data); err != nil {
 		return invalid(err)
 	}
+	if e := s.admitSpend(ctx, route, id, m); e != nil {
+		return e
+	}
 	err = s.publishIntake(ctx, r, endpoint, events.KindSubmit, route, id, data)
 	if un := (*unconfirmed)(nil); errors.As(err, &un) {
 		s.settle(route, id, m, un.err)
+	}
+	if un := (*unconfirmed)(nil); err != nil && !errors.As(err, &un) {
+		// Nothing was stored: its admission is given back.
+		if rerr := s.cfg.Spend.Release(context.WithoutCancel(ctx), id); rerr != nil {
+			s.log.Warn().Err(rerr).Str(logkey.JobID, id).Msg("giving back a create's admission failed: its app counts it until it expires")
+		}
 	}
 	if err != nil {
 		return s.notPublished(err, "the submission", "Pollux makes sure it makes no job: retry")
 	}
 	s.log.Debug().Str(logkey.JobID, id).Str(logkey.Route, route).Str(logkey.By, m.By).Str(logkey.Endpoint, endpoint).Msg("submission published")
 	return nil
+}
+
+// appOf is the app of a job principal p creates whose submission names
+// app: p's own for a token of an app — a submission naming another is
+// refused, naming the field — else (an admin, a front door without
+// tokens) the one it names, which must be a configured app when apps are
+// configured.
+func (s *Server) appOf(p principal, app string) (string, *apiError) {
+	v := p.viewer()
+	switch {
+	case v.Scoped && app != "" && app != v.App:
+		return "", fail(http.StatusBadRequest, CodeInvalidField, "app", fmt.Sprintf("app: this token creates jobs of app %q, not %q", v.App, app))
+	case v.Scoped:
+		return v.App, nil
+	case app != "" && !events.ValidApp(app):
+		return "", fail(http.StatusBadRequest, CodeInvalidField, "app", fmt.Sprintf("app: an app is 1 to %d characters of [A-Za-z0-9_-]", events.MaxAppLen))
+	case app != "" && len(s.cfg.Apps) > 0 && !slices.Contains(s.cfg.Apps, app):
+		return "", fail(http.StatusBadRequest, CodeInvalidField, "app", fmt.Sprintf("app: %q is not one of the configured apps", app))
+	}
+	return app, nil
 }
 
 // notPublished is the 503 of an intake message (what) that was not
@@ -281,7 +324,9 @@ func (s *Server) notPublished(err error, what, then string) *apiError {
 	return fail(http.StatusServiceUnavailable, CodeUnavailable, "", "NATS is unavailable: "+what+" was not stored; retry later")
 }
 
-// job reads the record of the job the path names.
+// job reads the record of the job the path names, as the request whose
+// context ctx is may see it: another app's job is answered exactly as an
+// unknown id (tenant.Viewer.Sees).
 func (s *Server) job(ctx context.Context, id string) (*state.Job, *apiError) {
 	if !events.ValidToken(id) {
 		return nil, fail(http.StatusBadRequest, CodeInvalidParameter, "id", "a job id is 1-128 characters of [A-Za-z0-9_-]")
@@ -290,12 +335,18 @@ func (s *Server) job(ctx context.Context, id string) (*state.Job, *apiError) {
 	defer cancel()
 	j, err := s.jobs.Get(ctx, id)
 	switch {
-	case errors.Is(err, state.ErrNotFound):
-		return nil, fail(http.StatusNotFound, CodeJobNotFound, "", "no job "+id)
+	case errors.Is(err, state.ErrNotFound), err == nil && !tenant.From(ctx).Sees(j):
+		return nil, noJob(id)
 	case err != nil:
 		return nil, s.unavailable(err, "reading job "+id)
 	}
 	return j, nil
+}
+
+// noJob is the answer about job id when there is none the request may
+// see: the same whether no job has that id or another app's has.
+func noJob(id string) *apiError {
+	return fail(http.StatusNotFound, CodeJobNotFound, "", "no job "+id)
 }
 
 // readJSON reads a request body of at most limit bytes that must be JSON

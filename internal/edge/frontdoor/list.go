@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pollux-dev/pollux/internal/edge/index"
+	"github.com/pollux-dev/pollux/internal/edge/tenant"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
@@ -51,6 +52,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) *apiError {
 	if e != nil {
 		return e
 	}
+	q.Viewer = tenant.From(r.Context())
 	page, err := s.cfg.Index.List(q)
 	if errors.Is(err, index.ErrBadCursor) {
 		return fail(http.StatusBadRequest, CodeInvalidParameter, "cursor", err.Error()+"; start again without it")
@@ -161,9 +163,9 @@ func (s *Server) live(closing context.Context, w http.ResponseWriter, r *http.Re
 	if sse.flush() != nil {
 		return nil
 	}
-	through := pos.after
+	through, v := pos.after, tenant.From(r.Context())
 	if pos.after > 0 {
-		changed, last, ok := s.cfg.Index.ChangedSince(pos.after, route, s.cfg.MaxResume)
+		changed, last, ok := s.cfg.Index.ChangedSince(pos.after, route, v, s.cfg.MaxResume)
 		through = max(through, last)
 		if !ok {
 			if sse.event(through, "reset", []byte(`{"reason":"more jobs changed than a resumption sends: reload the list"}`)) != nil {
@@ -184,7 +186,7 @@ func (s *Server) live(closing context.Context, w http.ResponseWriter, r *http.Re
 			if !ok {
 				return nil // ctx ended
 			}
-			if route != "" && e.Route != route || e.Stream <= through {
+			if route != "" && e.Route != route || e.Stream <= through || !v.SeesApp(e.App) {
 				continue
 			}
 			if !s.sendEntry(sse, e) {

@@ -30,7 +30,7 @@ import (
 func TestKeptOutputsAreServed(t *testing.T) {
 	t.Parallel()
 	const size = 700_000 // several object store chunks
-	tokens, err := frontdoor.ParseTokens(strings.NewReader(tokenA + " read name=dashboard\n"))
+	tokens, err := frontdoor.ParseTokens(strings.NewReader(tokenA + " read app=team\n"))
 	require.NoError(t, err)
 	// The job's id is one the OpenAI face would mint, and its metadata
 	// says the face made it, so its content endpoint serves it too.
@@ -149,7 +149,7 @@ func predicted(t *testing.T, url string) prediction {
 func (d *door) succeed(t *testing.T, id string, md map[string]string, remote string, outputs ...string) {
 	t.Helper()
 	now := time.Now().UTC()
-	j := &state.Job{ID: id, Route: route, Model: "m", RemoteID: remote, State: state.Queued, Tracked: true, Metadata: md,
+	j := &state.Job{ID: id, Route: route, Model: "m", RemoteID: remote, State: state.Queued, Tracked: true, Metadata: md, App: testApp,
 		CreatedAt: now, SubmittedAt: now, ChangedAt: now, Deadline: now.Add(time.Hour), NextCheckAt: now.Add(time.Hour)}
 	j.Record(events.EventSubmitted, now)
 	_, _, err := d.jobs.Intake().Accept(t.Context(), j)
@@ -184,7 +184,7 @@ func fetch(t *testing.T, url, token string) (int, []byte) {
 func TestFacesLinkKeptOutputs(t *testing.T) {
 	t.Parallel()
 	const size = 300_000
-	tokens, err := frontdoor.ParseTokens(strings.NewReader(tokenA + " read name=app\n"))
+	tokens, err := frontdoor.ParseTokens(strings.NewReader(tokenA + " read app=team\n"))
 	require.NoError(t, err)
 	d := setup(t, frontdoor.Config{Tokens: tokens, KeepOutputs: []string{route},
 		Faces: []face.Mount{{Kind: face.Replicate, Route: route}, {Kind: face.Fal, Route: route}}})

@@ -98,7 +98,7 @@ func (s *Server) resubmit(ctx context.Context, r *http.Request, j *state.Job, re
 	m := events.Submit{
 		V: events.Version, ID: it.NewID, Model: j.Model, Input: input, ConfigKey: j.ConfigKey,
 		Metadata: j.Metadata, NotifyURL: j.NotifyURL, ExpectedDurationS: time.Duration(j.ExpectedDuration).Seconds(),
-		ResubmitOf: j.ID, By: who(r).by(r), Reason: reason,
+		ResubmitOf: j.ID, By: who(r).by(r), Reason: reason, App: j.App,
 	}
 	if !j.Deadline.IsZero() && j.Deadline.After(j.CreatedAt) {
 		m.TimeoutS = min(j.Deadline.Sub(j.CreatedAt), events.MaxExpected).Seconds()

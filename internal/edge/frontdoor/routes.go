@@ -292,8 +292,11 @@ func (s *Server) providerPaused(name string) bool {
 }
 
 // actionRoute returns the route a pause or resume names, once it is known
-// that the front door can pause.
+// that the front door can pause and that an operator asks.
 func (s *Server) actionRoute(r *http.Request) (string, *apiError) {
+	if !who(r).operator() {
+		return "", fail(http.StatusForbidden, CodeForbidden, "", "pausing and resuming a route, which every app shares, is an operator's: an admin token's")
+	}
 	if s.cfg.Pauses == nil {
 		return "", fail(http.StatusServiceUnavailable, CodeUnavailable, "", "this front door cannot pause routes (it has no routes bucket)")
 	}

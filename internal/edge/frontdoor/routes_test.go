@@ -48,7 +48,7 @@ func (d *door) lastRouteEvent(t *testing.T, name string) events.RouteEvent {
 // the pause, the census and the index's counts and activity.
 func TestPauseAndResumeRecorded(t *testing.T) {
 	t.Parallel()
-	tokens, err := frontdoor.LoadTokens(tokensFile(t, tokenAlice+" name=alice", tokenBob))
+	tokens, err := frontdoor.LoadTokens(tokensFile(t, tokenAlice+" admin name=alice", tokenBob+" admin"))
 	require.NoError(t, err)
 	d := setupWith(t, frontdoor.Config{Tokens: tokens}, all(withPauses, withIndex, withCensus))
 	alice := map[string]string{"Authorization": "Bearer " + tokenAlice}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/pollux-dev/pollux/internal/edge/tenant"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/logkey"
 	"github.com/pollux-dev/pollux/pkg/state"
@@ -70,7 +71,7 @@ func (s *Server) events(closing context.Context, w http.ResponseWriter, r *http.
 	defer context.AfterFunc(closing, stop)()
 	sse := startSSE(w, s.cfg.WriteTimeout)
 	if sse.flush() == nil {
-		s.pump(ctx, sse, it, route, id)
+		s.pump(ctx, sse, it, tenant.From(r.Context()), route, id)
 	}
 	return nil
 }
@@ -115,7 +116,9 @@ func (p position) consumer(subject string) jetstream.OrderedConsumerConfig {
 }
 
 // routeOfJob returns the route of the job's events: the one the request
-// names, else the job record's.
+// names, else the job record's (another app's job is no job). A stream of
+// another app's job opened by its route is one of an id without a record
+// yet: pump sends none of its events.
 func (s *Server) routeOfJob(ctx context.Context, id, route string) (string, *apiError) {
 	if route != "" {
 		switch {
@@ -158,7 +161,10 @@ func (s *Server) endedBy(ctx context.Context, route, id, subject string, after u
 
 // pump writes the job's events until the one that ends the stream, the
 // client leaves, or ctx ends; it sends a comment when idle for KeepAlive.
-func (s *Server) pump(ctx context.Context, sse *sseWriter, it jetstream.MessagesContext, route, id string) {
+// It skips the events of a job v may not see: a stream opened by route
+// (before a record exists, or of another app's job) sends only v's own
+// job's, and another app's job looks like an id that never gets any.
+func (s *Server) pump(ctx context.Context, sse *sseWriter, it jetstream.MessagesContext, v tenant.Viewer, route, id string) {
 	log := s.log.With().Str(logkey.Route, route).Str(logkey.JobID, id).Logger()
 	var seen uint64 // the highest job seq sent
 	for {
@@ -188,6 +194,9 @@ func (s *Server) pump(ctx context.Context, sse *sseWriter, it jetstream.Messages
 		}
 		if err != nil {
 			log.Warn().Err(err).Uint64(logkey.StreamSeq, md.Sequence.Stream).Msg("undecodable event; skipped")
+			continue
+		}
+		if ev.Job != nil && !v.Sees(ev.Job) {
 			continue
 		}
 		if ev.Seq > 0 && ev.Seq <= seen {

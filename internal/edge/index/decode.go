@@ -48,6 +48,8 @@ type snapshot struct {
 	DetectedBy     state.Source `json:"detected_by"`
 	// WebhookExpected is whether the job asked for a webhook.
 	WebhookExpected bool `json:"webhook_expected"`
+	// App is the app the job belongs to.
+	App string `json:"app"`
 	// Metadata is read for the face that made the job only.
 	Metadata struct {
 		Face string `json:"face"`

@@ -59,6 +59,8 @@ type Entry struct {
 	// WaitingFor says why a pending job waits before its submission (its
 	// route is paused, its running slots are taken: state.Job.WaitingFor).
 	WaitingFor string `json:"waiting_for,omitempty"`
+	// App is the app the job belongs to (state.Job.App).
+	App string `json:"app,omitempty"`
 	// Rejected marks a refused intake message (its event's Rejection);
 	// RejectionError says why. A rejected entry has no State.
 	Rejected bool `json:"rejected,omitempty"`
@@ -250,6 +252,7 @@ func entryOf(ev *event, seq uint64) Entry {
 		e.Tracked, e.Polls, e.Progress, e.QueuePosition, e.Reason = j.Tracked, j.Polls, j.Progress, j.QueuePosition, j.Reason
 		e.WaitingFor = j.WaitingFor
 		e.face = faceOf(j.Metadata.Face)
+		e.App = j.App
 		if !j.CreatedAt.IsZero() {
 			e.CreatedAt = j.CreatedAt
 		}

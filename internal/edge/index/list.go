@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pollux-dev/pollux/internal/edge/face"
+	"github.com/pollux-dev/pollux/internal/edge/tenant"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
@@ -28,6 +29,9 @@ type Query struct {
 	CreatedAfter, CreatedBefore time.Time
 	// Face keeps the jobs a provider face made (Entry.Face).
 	Face face.Kind
+	// Viewer keeps the jobs it may see (Entry.App; the zero Viewer sees
+	// every app's).
+	Viewer tenant.Viewer
 	// Search keeps the jobs whose id, idempotency key or remote id is
 	// exactly this.
 	Search string
@@ -129,7 +133,7 @@ func (x *Index) List(q Query) (Page, error) {
 	// by its indexes alone.
 	for _, o := range lists {
 		w := newWalker([]*ordered{o}, q.CreatedAfter, before)
-		if o.dead == 0 && q.Model == "" && q.Face == "" && q.Search == "" {
+		if o.dead == 0 && q.Model == "" && q.Face == "" && q.Search == "" && !q.Viewer.Scoped {
 			p.Total += w.pos[0] - w.lo[0]
 			continue
 		}
@@ -170,7 +174,7 @@ func (x *Index) sources(q Query, m matcher) []*ordered {
 // countFor returns the query's total from the running counts, when it
 // filters by nothing but route, states and model.
 func (x *Index) countFor(q Query, m matcher) (int, bool) {
-	if q.Search != "" || q.Face != "" || !q.CreatedAfter.IsZero() || !q.CreatedBefore.IsZero() {
+	if q.Search != "" || q.Face != "" || q.Viewer.Scoped || !q.CreatedAfter.IsZero() || !q.CreatedBefore.IsZero() {
 		return 0, false
 	}
 	n := 0
@@ -217,13 +221,14 @@ func (x *Index) searched(s string) []*item {
 type matcher struct {
 	route, model string
 	face         face.Kind
+	viewer       tenant.Viewer
 	states       []state.State
 	after        time.Time
 	before       time.Time
 }
 
 func newMatcher(q Query) matcher {
-	m := matcher{route: q.Route, model: q.Model, face: q.Face, after: q.CreatedAfter, before: q.CreatedBefore}
+	m := matcher{route: q.Route, model: q.Model, face: q.Face, viewer: q.Viewer, after: q.CreatedAfter, before: q.CreatedBefore}
 	for _, s := range q.States {
 		if !slices.Contains(m.states, s) {
 			m.states = append(m.states, s)
@@ -237,6 +242,7 @@ func (m matcher) match(e *Entry) bool {
 	case m.route != "" && e.Route != m.route,
 		m.model != "" && e.Model != m.model,
 		m.face != "" && e.Face() != m.face,
+		!m.viewer.SeesApp(e.App),
 		len(m.states) > 0 && !slices.Contains(m.states, e.State),
 		!m.after.IsZero() && !e.CreatedAt.After(m.after),
 		!m.before.IsZero() && !e.CreatedAt.Before(m.before):
@@ -288,15 +294,16 @@ func (x *Index) StateCounts(q Query) (counts map[state.State]int, capped bool) {
 	counts = map[state.State]int{}
 	x.mu.RLock()
 	defer x.mu.RUnlock()
+	fast := q.Search == "" && q.CreatedAfter.IsZero() && q.CreatedBefore.IsZero() && !q.Viewer.Scoped
 	switch {
-	case q.Search == "" && q.CreatedAfter.IsZero() && q.CreatedBefore.IsZero() && q.Model != "":
+	case fast && q.Model != "":
 		for k, n := range x.models {
 			if k.model == q.Model && (q.Route == "" || k.route == q.Route) && k.state != "" {
 				counts[k.state] += n
 			}
 		}
 		return counts, false
-	case q.Search == "" && q.CreatedAfter.IsZero() && q.CreatedBefore.IsZero():
+	case fast:
 		for k, o := range x.lists {
 			if k.state != "" && k.route == q.Route && o.live > 0 {
 				counts[k.state] = o.live

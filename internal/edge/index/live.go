@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"context"
 	"slices"
+
+	"github.com/pollux-dev/pollux/internal/edge/tenant"
 )
 
 // DefaultSubscribeBuffer is Subscribe's buffer when it is given none.
@@ -53,14 +55,14 @@ func (x *Index) broadcast(e Entry) {
 // to an entry then: a live list that lost its connection after after is
 // current again with them, and an update broadcast with an Entry.Stream
 // at most through is already among them. Each job is there once, as it
-// is now (not every change it went through). When more than limit
+// is now (not every change it went through); only those v sees. When more than limit
 // changed, ok is false and changed nil: the client reloads instead. A job
 // forgotten since (MaxJobs) is not there.
-func (x *Index) ChangedSince(after uint64, route string, limit int) (changed []Entry, through uint64, ok bool) {
+func (x *Index) ChangedSince(after uint64, route string, v tenant.Viewer, limit int) (changed []Entry, through uint64, ok bool) {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	for _, it := range x.jobs {
-		if it.e.Stream <= after || route != "" && it.e.Route != route {
+		if it.e.Stream <= after || route != "" && it.e.Route != route || !v.SeesApp(it.e.App) {
 			continue
 		}
 		if len(changed) == limit {

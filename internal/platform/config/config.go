@@ -49,6 +49,9 @@ type Config struct {
 	Custody *Custody `yaml:"custody"`
 	// Inputs configures the input files uploaded through the faces.
 	Inputs Inputs `yaml:"inputs"`
+	// Apps are the applications that share this Pollux, by name (see
+	// App; default none: any app a token or submission names).
+	Apps map[string]App `yaml:"apps"`
 }
 
 // ModelRoute serves one model through several provider routes (Kling
@@ -322,6 +325,9 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Budgets.validate(); err != nil {
 		return fmt.Errorf("budgets: %w", err)
+	}
+	if err := c.validateApps(); err != nil {
+		return err
 	}
 	for _, name := range sortedKeys(c.Accounts) {
 		if !events.ValidToken(name) {

@@ -32,13 +32,20 @@ type Route struct {
 	Account string `yaml:"account"`
 	// TenantKey names the submission metadata key that carries its tenant:
 	// submissions waiting for running slots are admitted by weighted fair
-	// queueing across tenants, each tenant's in order (default none: one
-	// tenant).
+	// queueing across tenants, each tenant's in order (default none: the
+	// submission's app is its tenant).
 	TenantKey string `yaml:"tenant_key"`
 	// TenantWeights are the tenants' shares when the route names no
 	// account (default 1 each; an account's routes share the account's
 	// weights).
 	TenantWeights map[string]float64 `yaml:"tenant_weights"`
+	// Prices are what the provider charges for a job, by model ("*": any
+	// model not listed), for the apps' spend and budgets (see Price;
+	// default none: the route's jobs count nothing).
+	Prices map[string]Price `yaml:"prices"`
+	// BillsFailed says the provider charges for a job that failed before
+	// it started it (default false: such a job counts nothing).
+	BillsFailed bool `yaml:"bills_failed"`
 	// BaseURL overrides the provider's API URL (default: the adapter's).
 	BaseURL string `yaml:"base_url"`
 	// TokenEnv names the environment variable holding the API token

@@ -54,15 +54,29 @@ type Detail struct {
 	// Field names the offending body field, path segment, query parameter
 	// or header, when there is one.
 	Field string `json:"field,omitempty"`
+	// Budget says which budget refused a create (budget_exceeded).
+	Budget *Budget `json:"budget,omitempty"`
+}
+
+// Budget is the spend budget that refused a create.
+type Budget struct {
+	// Period is day or month; Budget its limit, Spent what it counts so
+	// far, Estimate the refused job's estimate.
+	Period   string  `json:"period"`
+	Budget   float64 `json:"budget"`
+	Spent    float64 `json:"spent"`
+	Estimate float64 `json:"estimate"`
+	// ResetsAt is when the period ends.
+	ResetsAt time.Time `json:"resets_at"`
 }
 
 // RetryAfter is what a 429 or 503 asks the caller to wait.
 const RetryAfter = 2 * time.Second
 
 // Write answers with status and the problem body of d; a 429 or 503 also
-// says when to retry.
+// says when to retry (RetryAfter, unless the response says already).
 func Write(w http.ResponseWriter, status int, d Detail) {
-	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
+	if (status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable) && w.Header().Get("Retry-After") == "" {
 		w.Header().Set("Retry-After", strconv.Itoa(int(RetryAfter.Seconds())))
 	}
 	WriteJSON(w, status, Body{Error: d})

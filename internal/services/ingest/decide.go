@@ -215,7 +215,7 @@ func jobID(route string, m *events.Submit, seq uint64, stored time.Time) string 
 	case m.ID != "":
 		return m.ID
 	case m.IdempotencyKey != "":
-		return events.KeyID(route, m.IdempotencyKey)
+		return events.AppKeyID(route, m.App, m.IdempotencyKey)
 	}
 	return events.MessageID(seq, stored)
 }
@@ -238,6 +238,7 @@ func rejectionID(kind, route string, data []byte, seq uint64, stored time.Time) 
 		ID             string `json:"id"`
 		IdempotencyKey string `json:"idempotency_key"`
 		RemoteID       string `json:"remote_id"`
+		App            string `json:"app"`
 	}
 	if json.Unmarshal(data, &m) != nil {
 		return fallback
@@ -247,9 +248,9 @@ func rejectionID(kind, route string, data []byte, seq uint64, stored time.Time) 
 		return m.ID
 	case !events.ValidToken(route):
 	case kind == events.KindSubmit && m.IdempotencyKey != "":
-		return events.KeyID(route, m.IdempotencyKey)
+		return events.AppKeyID(route, m.App, m.IdempotencyKey)
 	case kind == events.KindTrack && m.RemoteID != "":
-		return events.RemoteKeyID(route, m.RemoteID)
+		return events.AppRemoteKeyID(route, m.App, m.RemoteID)
 	}
 	return fallback
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/pollux-dev/pollux/internal/core/consume"
 	"github.com/pollux-dev/pollux/internal/core/jobs"
 	"github.com/pollux-dev/pollux/internal/core/route"
+	"github.com/pollux-dev/pollux/internal/core/spend"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/logkey"
 	"github.com/pollux-dev/pollux/pkg/schedule"
@@ -55,6 +56,12 @@ type Config struct {
 	// (notify_url; the configuration's notify.submissions); without it
 	// they are rejected.
 	NotifyURLs bool
+	// Apps are the apps a submission or track request may name (the
+	// configuration's apps); one naming another is rejected. None: any.
+	Apps []string
+	// Spend admits each job against its app's budget (nil: nothing is
+	// priced); one over it is rejected.
+	Spend *spend.Keeper
 	// Options size the streams (see events.Options).
 	Options events.Options
 	// SweepInterval is how often intake on unserved routes is looked for

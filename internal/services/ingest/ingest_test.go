@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/pollux-dev/pollux/internal/core/route"
+	"github.com/pollux-dev/pollux/internal/core/spend"
 	"github.com/pollux-dev/pollux/internal/platform/config"
 	"github.com/pollux-dev/pollux/internal/services/ingest"
 	"github.com/pollux-dev/pollux/internal/testkit/stack"
@@ -513,4 +515,65 @@ func TestANotifyURLNeedsTheDeploymentsConsent(t *testing.T) {
 	ok := startWith(t, newFake(), config.Route{}, nil, func(c *ingest.Config) { c.NotifyURLs = true })
 	ok.Publish(ok.NS.Submit("fake"), events.Submit{V: events.Version, ID: "n", Model: "m", Input: json.RawMessage(`{}`), NotifyURL: "https://app.example/hook"})
 	require.Equal(t, "https://app.example/hook", ok.Until("n", submitted).NotifyURL)
+}
+
+// A submission's app is its job's; one naming an app the configuration
+// does not list is rejected by name, over NATS as through the front door;
+// the same idempotency key in two apps is two jobs; a track request's app
+// is its job's too, and another app's remote-id job is not its.
+func TestASubmissionsAppIsItsJobs(t *testing.T) {
+	t.Parallel()
+	s := startWith(t, newFake(), config.Route{}, nil, func(c *ingest.Config) { c.Apps = []string{"studio", "rival"} })
+	s.Publish(s.NS.Submit("fake"), events.Submit{V: events.Version, ID: "x", Model: "m", Input: json.RawMessage(`{}`), App: "nobody"})
+	require.Contains(t, s.rejection("fake", "x").Rejection.Error, `app: "nobody" is not one of the configured apps`)
+
+	s.Publish(s.NS.Submit("fake"), events.Submit{V: events.Version, IdempotencyKey: "k", Model: "m", Input: json.RawMessage(`{}`), App: "studio"})
+	s.Publish(s.NS.Submit("fake"), events.Submit{V: events.Version, IdempotencyKey: "k", Model: "m", Input: json.RawMessage(`{}`), App: "rival"})
+	require.Equal(t, "studio", s.Until(events.AppKeyID("fake", "studio", "k"), submitted).App)
+	require.Equal(t, "rival", s.Until(events.AppKeyID("fake", "rival", "k"), submitted).App)
+	require.NotEqual(t, events.AppKeyID("fake", "studio", "k"), events.AppKeyID("fake", "rival", "k"))
+	require.Equal(t, events.KeyID("fake", "k"), events.AppKeyID("fake", "", "k"), "a job of no app keeps its id")
+
+	s.Publish(s.NS.Track("fake"), events.Track{V: events.Version, ID: "t", RemoteID: "rem-t", Model: "m", App: "studio"})
+	require.Equal(t, "studio", s.Until("t", func(j *state.Job) bool { return j.Tracked }).App)
+	s.Publish(s.NS.Track("fake"), events.Track{V: events.Version, ID: "t", RemoteID: "rem-t", Model: "m", App: "rival"})
+	c, err := s.JS.OrderedConsumer(s.Ctx(), s.NS.EventsStream(), jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{s.NS.Event("fake", "t")}, DeliverPolicy: jetstream.DeliverLastPolicy})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		msg, err := c.Next(jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			return false
+		}
+		ev, err := events.DecodeEvent(msg.Data())
+		return err == nil && ev.Type == events.EventRejected && strings.Contains(ev.Rejection.Error, "id: already used by another job")
+	}, 20*time.Second, 10*time.Millisecond)
+	require.Equal(t, "studio", s.Until("t", func(j *state.Job) bool { return j.Tracked }).App, "still the first app's")
+}
+
+// A submission over NATS that would pass its app's budget is rejected,
+// the rejection saying the budget, what is spent and when it resets; one
+// within it is submitted; its redelivered duplicate costs nothing more.
+func TestASubmissionOverItsAppsBudgetIsRejected(t *testing.T) {
+	t.Parallel()
+	var keeper *spend.Keeper
+	s := startWith(t, newFake(), config.Route{}, func(st *stack.Stack) {
+		keeper = spend.New(spend.Config{
+			Prices:  map[string]spend.Prices{"fake": {ByModel: map[string]spend.Price{"m": {Per: spend.PerJob, Amount: 3}}}},
+			Budgets: map[string]spend.Budget{"studio": {Day: 5}},
+		}, st.Res.Spend)
+	}, func(c *ingest.Config) { c.Spend = keeper })
+	sub := func(id string) events.Submit {
+		return events.Submit{V: events.Version, ID: id, Model: "m", Input: json.RawMessage(`{}`), App: "studio"}
+	}
+	s.Publish(s.NS.Submit("fake"), sub("a"))
+	s.Until("a", submitted)
+	s.Publish(s.NS.Submit("fake"), sub("a"))
+	s.Publish(s.NS.Submit("fake"), sub("b"))
+	rej := s.rejection("fake", "b").Rejection
+	require.Equal(t, "app", rej.Field)
+	require.Contains(t, rej.Error, "app studio's day budget of 5 is spent (3 counted, this job's estimate 3); it resets at ")
+	day, _, err := keeper.Ledger().Spent(context.Background(), "studio", time.Now())
+	require.NoError(t, err)
+	require.InDelta(t, 3, day, 1e-9, "the duplicate of a costs nothing more")
 }

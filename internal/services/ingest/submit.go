@@ -4,11 +4,15 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/pollux-dev/pollux/internal/core/spend"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/logkey"
 	"github.com/pollux-dev/pollux/pkg/state"
@@ -54,6 +58,9 @@ func (s *Service) first(ctx context.Context, in intake, m *events.Submit, id str
 	if err != nil {
 		return end(s.reject(ctx, in, id, err))
 	}
+	if err := s.knownApp(m.App); err != nil {
+		return end(s.reject(ctx, in, id, err))
+	}
 	if m.NotifyURL != "" && !s.cfg.NotifyURLs {
 		return end(s.reject(ctx, in, id, &events.FieldError{Field: "notify_url",
 			Problem: "this deployment does not call submissions' own endpoints (notify.submissions is not configured)"}))
@@ -66,7 +73,15 @@ func (s *Service) first(ctx context.Context, in intake, m *events.Submit, id str
 		ExpectedDuration: state.Duration(m.ExpectedDurationS * float64(time.Second)),
 		WebhookExpected:  r.WebhookURL != "" && (m.Webhook == nil || *m.Webhook),
 		Routing:          routing,
-		SubmittedBy:      m.By, SubmitReason: m.Reason, ResubmitOf: m.ResubmitOf,
+		SubmittedBy:      m.By, SubmitReason: m.Reason, ResubmitOf: m.ResubmitOf, App: m.App,
+	}
+	// Its estimate against its app's budget, once per job: the front
+	// door admitted a create it answered already, and a redelivery or a
+	// duplicate finds the job admitted.
+	if err := s.cfg.Spend.Admit(ctx, j); errors.As(err, new(*spend.OverBudgetError)) {
+		return end(s.reject(ctx, in, id, &events.FieldError{Field: "app", Problem: err.Error()}))
+	} else if err != nil {
+		return end(s.retry(log, err, "admitting the job's spend"))
 	}
 	if in.attempt > 1 || !now.Before(dl) {
 		// A redelivery: its record says what is next. One whose deadline
@@ -113,7 +128,7 @@ func (s *Service) enqueue(ctx context.Context, in intake, m move, log zerolog.Lo
 		return end(s.retry(log, err, "encoding the admission ticket"))
 	}
 	q := s.queues[r.Queue()]
-	if _, err := s.js.Publish(ctx, s.ns.Waiting(q.name, r.Tenant(j.Metadata)), b, jetstream.WithMsgID(events.TicketID(j.ID, j.AttemptID))); err != nil {
+	if _, err := s.js.Publish(ctx, s.ns.Waiting(q.name, r.Tenant(j)), b, jetstream.WithMsgID(events.TicketID(j.ID, j.AttemptID))); err != nil {
 		return end(s.retry(log, err, "queueing the job for a running slot"))
 	}
 	q.queued()
@@ -127,3 +142,13 @@ func (s *Service) enqueue(ctx context.Context, in intake, m move, log zerolog.Lo
 // slotWait is how long a job the admission queue tried to start, and that
 // found a level full, waits before it is tried again.
 const slotWait = time.Second
+
+// knownApp refuses an app the configuration does not name, when it names
+// any: a publisher's typo would otherwise make jobs no token sees and
+// spend no budget holds.
+func (s *Service) knownApp(app string) error {
+	if app == "" || len(s.cfg.Apps) == 0 || slices.Contains(s.cfg.Apps, app) {
+		return nil
+	}
+	return &events.FieldError{Field: "app", Problem: fmt.Sprintf("%q is not one of the configured apps", app)}
+}

@@ -24,14 +24,17 @@ func (s *Service) track(ctx context.Context, in intake) (events.Outcome, string)
 		return s.reject(ctx, in, rejectionID(in.kind, in.routeName, data, in.seq, in.stored), err)
 	}
 	r := in.route
-	id := cmp.Or(m.ID, events.RemoteKeyID(r.Name, m.RemoteID))
+	id := cmp.Or(m.ID, events.AppRemoteKeyID(r.Name, m.App, m.RemoteID))
 	dl, err := deadline(r, m.Deadline, m.TimeoutS, now)
+	if err == nil {
+		err = s.knownApp(m.App)
+	}
 	if err != nil {
 		return s.reject(ctx, in, id, err)
 	}
 	j := &state.Job{
 		ID: id, Route: r.Name, Model: m.Model, ConfigKey: m.ConfigKey, RemoteID: m.RemoteID,
-		State: state.Queued, Metadata: m.Metadata, Tracked: true, IntakeSeq: in.seq,
+		State: state.Queued, Metadata: m.Metadata, Tracked: true, IntakeSeq: in.seq, App: m.App,
 		CreatedAt: now, SubmittedAt: now, ChangedAt: now, Deadline: dl,
 		ExpectedDuration: state.Duration(m.ExpectedDurationS * float64(time.Second)),
 		WebhookExpected:  r.WebhookURL != "" && m.Webhook != nil && *m.Webhook,
@@ -48,6 +51,9 @@ func (s *Service) track(ctx context.Context, in intake) (events.Outcome, string)
 		log.Info().Msg("tracking")
 		s.indexRemote(ctx, r, rec.Job, log)
 		return events.Done(), "tracked"
+	case rec.App != m.App:
+		// Another app's: said as nothing about that job.
+		return s.reject(ctx, in, id, &events.FieldError{Field: "id", Problem: "already used by another job"})
 	case rec.Route != r.Name || rec.RemoteID != m.RemoteID:
 		return s.reject(ctx, in, id, &events.FieldError{Field: "id", Problem: fmt.Sprintf("already used by job of remote id %s on route %s", rec.RemoteID, rec.Route)})
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pollux-dev/pollux/internal/core/jobs"
+	"github.com/pollux-dev/pollux/internal/edge/tenant"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/schedule"
 	"github.com/pollux-dev/pollux/pkg/state"
@@ -19,7 +20,8 @@ import (
 // harness: one schedule decision (cold start, and with learned
 // durations), one event encoded and decoded, one check decoded (what
 // every poll reads), one job record decoded (what a poll that learns
-// something reads), and a poll's span with tracing off and on.
+// something reads), the app check every answer about a job makes, and a
+// poll's span with tracing off and on.
 func (r *runner) micro(ctx context.Context) error {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	rnd := rand.New(rand.NewPCG(1, 2))
@@ -91,6 +93,15 @@ func (r *runner) micro(ctx context.Context) error {
 			for b.Loop() {
 				if _, err := state.Decode(rec); err != nil {
 					b.Fatal(err)
+				}
+			}
+		}},
+		{"app check of a face's answer (the viewer from the request's context, then Sees)", func(b *testing.B) {
+			vctx := tenant.With(ctx, tenant.Of("studio"))
+			mine := &state.Job{App: "studio"}
+			for b.Loop() {
+				if !tenant.From(vctx).Sees(mine) {
+					b.Fatal("an app's own job unseen")
 				}
 			}
 		}},

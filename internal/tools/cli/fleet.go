@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pollux-dev/pollux/internal/core/jobs"
+	"github.com/pollux-dev/pollux/internal/core/spend"
 	"github.com/pollux-dev/pollux/internal/edge/census"
 	"github.com/pollux-dev/pollux/internal/edge/report"
 	"github.com/pollux-dev/pollux/pkg/events"
@@ -29,10 +30,18 @@ func (c *StatsCmd) Run(g *Globals) error {
 		if err != nil {
 			return err
 		}
+		sp, err := spend.New(spend.Config{}, res.Spend).Report(ctx, false, "", spendDays, time.Now())
+		if err != nil {
+			return err
+		}
 		if c.JSON {
-			return json.NewEncoder(g.Stdout).Encode(r)
+			return json.NewEncoder(g.Stdout).Encode(struct {
+				*report.Report
+				Spend []spend.AppSpend `json:"spend"`
+			}{r, sp})
 		}
 		r.Print(g.Stdout)
+		printSpend(g.Stdout, sp)
 		return nil
 	})
 }

@@ -49,6 +49,9 @@ type StackConfig struct {
 	HTTPAddr string
 	// HTTPTokens are the front door's tokens (nil: none, as on loopback).
 	HTTPTokens *frontdoor.Tokens
+	// Apps are the apps that share the stack, with their budgets (none:
+	// any app a token names, no budget).
+	Apps map[string]config.App
 	// HTTPInsecure lets a front door without tokens listen beyond
 	// loopback (behind a gateway that authenticates).
 	HTTPInsecure bool
@@ -131,12 +134,12 @@ func Start(ctx context.Context, g *errgroup.Group, nc *nats.Conn, sc StackConfig
 	}
 	routes := map[string]*route.Route{RouteName: r}
 	m := metrics.New()
-	env, err := app.Open(ctx, g, &config.Config{Streams: sc.Streams, Routes: map[string]config.Route{RouteName: rc}}, nc, routes, m, log, app.WithTracer(sc.Tracer), app.WithCalls(sc.Calls))
+	env, err := app.Open(ctx, g, &config.Config{Streams: sc.Streams, Routes: map[string]config.Route{RouteName: rc}, Apps: sc.Apps}, nc, routes, m, log, app.WithTracer(sc.Tracer), app.WithCalls(sc.Calls))
 	if err != nil {
 		_ = hookLn.Close()
 		return nil, err
 	}
-	in, err := ingest.New(ingest.Config{Routes: routes, Options: env.Options(), Logger: log.With().Str(logkey.Component, "ingest").Logger(),
+	in, err := ingest.New(ingest.Config{Routes: routes, Spend: env.Spend, Apps: env.Config.AppNames(), Options: env.Options(), Logger: log.With().Str(logkey.Component, "ingest").Logger(),
 		Metrics: m.Ingest(), Learned: env.Stats, SweepInterval: time.Second}, env.JS, env.NS, env.Res, env.Jobs.Intake(), env.Gates)
 	if err != nil {
 		_ = hookLn.Close()

@@ -29,6 +29,7 @@ import (
 	"github.com/pollux-dev/pollux/internal/core/learn"
 	"github.com/pollux-dev/pollux/internal/core/route"
 	"github.com/pollux-dev/pollux/internal/core/route/budget"
+	"github.com/pollux-dev/pollux/internal/core/spend"
 	"github.com/pollux-dev/pollux/internal/edge/census"
 	"github.com/pollux-dev/pollux/internal/platform/config"
 	"github.com/pollux-dev/pollux/internal/platform/httpserve"
@@ -80,8 +81,12 @@ type Env struct {
 	// Gates are the process's one set of gates to the providers (one pool
 	// of budget leases), handed to every service the process runs; Close
 	// returns their idle leases.
-	Gates   *route.Gates
-	Stats   *learn.Stats
+	Gates *route.Gates
+	Stats *learn.Stats
+	// Spend prices jobs and holds the apps to their budgets (package
+	// spend), for the front door and ingest to admit creates with and the
+	// owner's Terminal hook to count their costs.
+	Spend   *spend.Keeper
 	Metrics *metrics.Metrics
 	Log     zerolog.Logger
 	// inputs is the inputs store UseInputs opened (nil before).
@@ -241,12 +246,17 @@ func Open(ctx context.Context, g *errgroup.Group, cfg *config.Config, nc *nats.C
 		m.Drift(name, func() float64 { return stats.Drift(name) })
 		m.Webhooks(name, func() (float64, time.Duration) { return stats.Webhook(name) })
 	}
+	keeper, err := newKeeper(cfg, routes, m, res.Spend)
+	if err != nil {
+		return nil, err
+	}
 	var owner *jobs.Owner
 	owner = jobs.New(ns, js, res, jobs.Config{Options: cfg.Streams.Options(), Logger: log, Hooks: jobs.Hooks{
 		Published: m.Published,
 		Terminal: func(j *state.Job) {
 			m.Terminal(j)
 			stats.Observe(j)
+			settleSpend(ctx, keeper, j, log)
 			hedgeEnded(ctx, owner, j, log)
 		},
 		LatePolls: m.LatePolls,
@@ -268,7 +278,7 @@ func Open(ctx context.Context, g *errgroup.Group, cfg *config.Config, nc *nats.C
 	})
 	return &Env{
 		Config: cfg, NC: nc, JS: js, NS: ns, Res: res, Routes: routes, ModelRoutes: models, Pauses: pauses, Stats: stats,
-		Metrics: m, Log: log, Jobs: owner, Gates: gates,
+		Metrics: m, Log: log, Jobs: owner, Gates: gates, Spend: keeper,
 	}, nil
 }
 

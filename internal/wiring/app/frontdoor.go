@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/pollux-dev/pollux/internal/core/route/budget"
 	"github.com/pollux-dev/pollux/internal/edge/census"
 	"github.com/pollux-dev/pollux/internal/edge/face"
 	"github.com/pollux-dev/pollux/internal/edge/frontdoor"
@@ -66,7 +67,24 @@ func (e *Env) FrontDoor(ctx context.Context, g *errgroup.Group, cfg frontdoor.Co
 		cfg.ModelRoutes = append(cfg.ModelRoutes, name)
 	}
 	cfg.Policies = policies
-	cfg.Faces, cfg.KeepOutputs, cfg.Inputs = e.Faces(), e.KeepOutputs(), e.inputs
+	cfg.Faces, cfg.KeepOutputs, cfg.Inputs, cfg.Spend = e.Faces(), e.KeepOutputs(), e.inputs, e.Spend
+	if e.Config != nil {
+		cfg.Apps = e.Config.AppNames()
+		for _, name := range cfg.Apps {
+			rate := e.Config.Apps[name].Rate
+			if rate <= 0 {
+				continue
+			}
+			b, err := budget.Ensure(ctx, e.JS, e.NS, e.Res.Slots, frontdoor.AppQuotaScope(name), frontdoor.AppQuotaKind, budget.Limit{Rate: rate}, e.Options())
+			if err != nil {
+				return nil, fmt.Errorf("apps.%s.rate: %w", name, err)
+			}
+			if cfg.AppQuotas == nil {
+				cfg.AppQuotas = map[string]*budget.Budget{}
+			}
+			cfg.AppQuotas[name] = b
+		}
+	}
 	if e.Metrics != nil {
 		cfg.Metrics = e.Metrics.FrontDoor()
 	}
@@ -81,7 +99,7 @@ func (e *Env) FrontDoor(ctx context.Context, g *errgroup.Group, cfg frontdoor.Co
 // the Host check), on every binary that serves it — cmd/ingest and pollux
 // serve. The address flag is each binary's own (its default differs).
 type FrontDoorFlags struct {
-	TokensFile string `name:"http-tokens-file" env:"POLLUX_HTTP_TOKENS_FILE" type:"path" help:"File of the front door's tokens, one a line: TOKEN [act|read] [name=WHO] [rate=REQUESTS_A_SECOND] (# comments); reread when it changes. Without it anyone who reaches the front door may act, so it listens on loopback only and answers only requests for localhost, a loopback address or --http-allowed-hosts."`
+	TokensFile string `name:"http-tokens-file" env:"POLLUX_HTTP_TOKENS_FILE" type:"path" help:"File of the front door's tokens, one a line: TOKEN [act|read|admin] [name=WHO] [app=APP|app=*] [rate=REQUESTS_A_SECOND] (# comments); reread when it changes. Without it anyone who reaches the front door may act, so it listens on loopback only and answers only requests for localhost, a loopback address or --http-allowed-hosts."`
 	Insecure   bool   `name:"http-insecure" env:"POLLUX_HTTP_INSECURE" help:"Serve the front door without tokens beyond loopback (behind a gateway that authenticates); refused otherwise."`
 	// Inputs are the flags of the input files uploaded through the faces.
 	Inputs       InputsFlags `embed:""`

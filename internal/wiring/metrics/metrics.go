@@ -29,6 +29,8 @@ import (
 // Metrics is one process's metrics.
 type Metrics struct {
 	reg *prometheus.Registry
+	// spend are the apps' spend (spend.go).
+	spend *spendMetrics
 
 	submissions     *prometheus.CounterVec
 	providerCalls   *prometheus.HistogramVec
@@ -80,7 +82,7 @@ func New() *Metrics {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	f := func(c prometheus.Collector) { reg.MustRegister(c) }
-	m := &Metrics{reg: reg}
+	m := &Metrics{reg: reg, spend: newSpendMetrics()}
 
 	m.submissions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "pollux_intake_messages_total",
@@ -266,7 +268,8 @@ func (m *Metrics) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.submissions, m.providerCalls, m.statusCalls, m.completions,
 		m.pollsPerJob, m.finishedPolls, m.detectionDelay, m.lateness, m.pauses, m.pausedSeconds, m.eventsPublished,
 		m.webhooks, m.webhooksApplied, m.webhooksDropped, m.notifyDelivered, m.notifyCalls, m.notifyOpen, m.custodyOutputs, m.custodyBytes, m.outputsExpiring, m.reconciled, m.callbackHints, m.overrun, m.deadlineCancels, m.drift, m.webhookMiss, m.webhookLate, m.age, m.orphans,
-		m.slotWaits, m.slotRepairs, m.queueWaiting, m.queueOldest, m.httpRequests, m.httpDuration, m.outageReads, m.unconfirmed, m.buildInfo}
+		m.slotWaits, m.slotRepairs, m.queueWaiting, m.queueOldest, m.httpRequests, m.httpDuration, m.outageReads, m.unconfirmed, m.buildInfo,
+		m.spend.cost, m.spend.budgets}
 }
 
 // The label values known in advance, for the series Routes starts.

@@ -194,3 +194,31 @@ func TestFrontDoorOutagesAreCounted(t *testing.T) {
 		"pollux_http_creates_unconfirmed_total outcome=withdrawn route=sim": 1,
 	}, got)
 }
+
+// What ended jobs cost, by app, route and model; each budget against its
+// period's fleet-wide total, read at the scrape.
+func TestSpendExported(t *testing.T) {
+	t.Parallel()
+	m := metrics.New()
+	m.Spent("studio", "sim", "m", 0.5)
+	m.Spent("studio", "sim", "m", 0.25)
+	m.Spent("studio", "sim", "m", 0) // a job that cost nothing: no series of its own
+	m.SpendBudget("studio", 20, 0, func() (float64, float64, error) { return 17, 40, nil })
+	mfs, err := m.Registry().Gather()
+	require.NoError(t, err)
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		for _, s := range mf.GetMetric() {
+			key := mf.GetName()
+			for _, l := range s.GetLabel() {
+				key += "," + l.GetValue()
+			}
+			got[key] = s.GetCounter().GetValue() + s.GetGauge().GetValue()
+		}
+	}
+	require.InDelta(t, 0.75, got["pollux_spend_total,studio,m,sim"], 1e-9)
+	require.InDelta(t, 20, got["pollux_spend_budget,studio,day"], 1e-9)
+	require.InDelta(t, 17, got["pollux_spend_period,studio,day"], 1e-9)
+	_, monthly := got["pollux_spend_budget,studio,month"]
+	require.False(t, monthly, "no month budget, no month series")
+}

@@ -94,7 +94,7 @@ func (f *Face) submit(w http.ResponseWriter, r *http.Request, t target) error {
 	if input, err = f.InputRefs(w, r, input, "body", filesPath); err != nil {
 		return err
 	}
-	id := uuid(face.IDBytes(face.Fal, f.Mount().Route, key, 16))
+	id := uuid(face.IDBytes(r.Context(), face.Fal, f.Mount().Route, key, 16))
 	err = f.Submit(r, events.Submit{
 		V: events.Version, ID: id, IdempotencyKey: key, Model: t.endpoint, Input: input,
 		Metadata: map[string]string{face.MetaFace: string(face.Fal), MetaApp: t.app},

@@ -63,7 +63,7 @@ func (f *Face) create(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	id := idPrefix + hex.EncodeToString(face.IDBytes(face.OpenAI, f.Mount().Route, key, 16))
+	id := idPrefix + hex.EncodeToString(face.IDBytes(r.Context(), face.OpenAI, f.Mount().Route, key, 16))
 	in := map[string]string{"prompt": form.prompt, "seconds": form.seconds, "size": form.size}
 	if form.reference != "" {
 		in["input_reference"] = form.reference

@@ -1,6 +1,7 @@
 package replicate
 
 import (
+	"context"
 	"encoding/base32"
 	"encoding/json"
 	"fmt"
@@ -66,8 +67,8 @@ var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadd
 // newID is a create's prediction id: 26 characters of lowercase base32
 // (128 bits), derived from the route and the create's Idempotency-Key
 // when it has one.
-func newID(route, key string) string {
-	return idEncoding.EncodeToString(face.IDBytes(face.Replicate, route, key, 16))
+func newID(ctx context.Context, route, key string) string {
+	return idEncoding.EncodeToString(face.IDBytes(ctx, face.Replicate, route, key, 16))
 }
 
 // status maps a job's state to Replicate's vocabulary: waiting (pending,

@@ -110,7 +110,7 @@ func (f *Face) create(w http.ResponseWriter, r *http.Request, model string) erro
 	if err != nil {
 		return err
 	}
-	m, err := submission(body, model, key, newID(f.Mount().Route, key), func(in json.RawMessage) (json.RawMessage, error) {
+	m, err := submission(body, model, key, newID(r.Context(), f.Mount().Route, key), func(in json.RawMessage) (json.RawMessage, error) {
 		return f.InputRefs(w, r, in, "input", filesPath)
 	})
 	if err != nil {

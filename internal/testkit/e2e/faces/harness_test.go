@@ -107,7 +107,7 @@ model_routes:
 `, builtFaces()),
 	})
 	tokens := filepath.Join(f.Dir, "tokens")
-	require.NoError(t, os.WriteFile(tokens, []byte(tokenApp+" act name=app\n"+tokenRead+" read name=reader\n"), 0o600))
+	require.NoError(t, os.WriteFile(tokens, []byte(tokenApp+" act name=app\n"+tokenRead+" read name=reader app=app\n"), 0o600))
 	s := &stack{JS: f.JS, Sim: f.SimAddr, fleet: f, addr: fmt.Sprintf("127.0.0.1:%d", e2etest.FreePort(t)), tokens: tokens}
 	s.URL = "http://" + s.addr
 	f.Launch("poller", "poller")

@@ -1,6 +1,7 @@
 package faces_test
 
 import (
+	"context"
 	"encoding/base32"
 	"os"
 	"strings"
@@ -53,7 +54,7 @@ func TestReplicateSDK(t *testing.T) {
 	s := start(t)
 	f, err := os.OpenFile(s.tokens, os.O_APPEND|os.O_WRONLY, 0)
 	require.NoError(t, err)
-	_, err = f.WriteString(tokenSlow + " act name=slow rate=1\n")
+	_, err = f.WriteString(tokenSlow + " act name=slow app=app rate=1\n")
 	require.NoError(t, err)
 	require.NoError(t, f.Close())
 
@@ -190,7 +191,7 @@ func TestReplicateCreateAcrossAGatewayCrash(t *testing.T) {
 	require.NotNil(t, keyed)
 	require.GreaterOrEqual(t, keyed["create_attempts"], float64(2), "the create was retried: %v", keyed)
 	want := base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding).
-		EncodeToString(face.IDBytes(face.Replicate, "sim", key, 16))
+		EncodeToString(face.IDBytes(context.Background(), face.Replicate, "sim", key, 16))
 	require.Equal(t, want, keyed["id"], "the key makes the id")
 	s.requireResult(t, keyed)
 	st := s.SimStats(t)

@@ -8,6 +8,7 @@ import { model } from './views/model.js';
 import { track } from './views/track.js';
 import { submitView } from './views/submit.js';
 import { loginView } from './views/login.js';
+import { spendView } from './views/spend.js';
 
 const view = document.getElementById('view');
 
@@ -35,6 +36,7 @@ const routes = [
   [/^\/jobs\/([^/]+)$/, 'jobs', (m) => (c, el) => job(c, el, decodeURIComponent(m[1]))],
   [/^\/models\/([^/]+)\/(.+)$/, 'overview', (m) => (c, el) => model(c, el, decodeURIComponent(m[1]), decodeURIComponent(m[2]))],
   [/^\/track\/?$/, 'track', () => track],
+  [/^\/spend\/?$/, 'spend', () => spendView],
 ];
 
 async function route() {
@@ -71,9 +73,11 @@ function renderWho() {
   const who = document.getElementById('who');
   const s = ctx.session;
   if (!s) { mount(who); return; }
-  const role = s.role === 'read' ? 'read-only' : 'operator';
+  const role = s.role === 'read' ? 'read-only' : s.role === 'admin' || !s.auth ? 'operator' : 'app';
+  const scope = s.all_apps === false ? `app ${s.app || '(none)'}` : '';
   mount(who,
     h(`span.role.${s.role === 'read' ? 'ro' : 'rw'}`, { id: 'role', 'data-role': s.role || 'act', title: s.role === 'read' ? 'This session may look but not act' : 'This session may submit, cancel, track and pause' }, role),
+    scope ? h('span.app', { id: 'app', 'data-app': s.app || '', title: 'This session sees only this app\'s jobs and spend' }, scope) : null,
     s.name ? h('span.name', s.name) : null,
     s.auth ? h('button.btn.link', { id: 'logout', on: { click: doLogout } }, 'Sign out')
       : h('span.muted.small', { title: 'The front door has no tokens file: every request is allowed' }, 'no login'));

@@ -158,3 +158,45 @@ export function stack(counts, order, hrefOf) {
   }
   return bar;
 }
+
+/**
+ * Spend per day: one bar a day (values, over dates 'YYYY-MM-DD'), the
+ * day's budget as a dashed line when there is one, the dates along the
+ * axis and the amounts up the side.
+ */
+export function dayBars(values, dates, opts = {}) {
+  const w = opts.width || 1240;
+  const hgt = opts.height || 200;
+  const m = { l: 56, r: 12, t: 12, b: 30 };
+  const iw = w - m.l - m.r;
+  const ih = hgt - m.t - m.b;
+  const budget = finite(opts.budget);
+  const top = Math.max(1e-9, budget * 1.1, ...values.map(finite));
+  const n = Math.max(1, values.length);
+  const bw = iw / n;
+  const y = (v) => m.t + ih - (finite(v) / top) * ih;
+  const fmt = opts.fmt || ((v) => v.toFixed(2));
+  const svg = s('svg', { class: 'days', viewBox: `0 0 ${w} ${hgt}`, width: '100%', role: 'img', 'aria-label': opts.label || 'spend per day' });
+  for (const t of niceTicks(top, 4)) {
+    svg.append(s('line', { x1: m.l, x2: m.l + iw, y1: y(t), y2: y(t), class: 'grid' }));
+    svg.append(s('text', { x: m.l - 6, y: y(t) + 4, class: 'tick', 'text-anchor': 'end' }, fmt(t)));
+  }
+  values.forEach((v, i) => {
+    const yy = y(v);
+    const over = budget > 0 && finite(v) > budget;
+    const r = s('rect', { x: (m.l + i * bw + 1).toFixed(1), y: yy.toFixed(1), width: Math.max(1, bw - 2).toFixed(1), height: Math.max(0, m.t + ih - yy).toFixed(1), class: over ? 'bar over' : 'bar', 'data-date': dates[i], 'data-value': finite(v) });
+    r.append(s('title', {}, `${dates[i]}: ${fmt(finite(v))}`));
+    svg.append(r);
+  });
+  const every = Math.max(1, Math.ceil(n / 10));
+  dates.forEach((d, i) => {
+    if (i % every !== 0 && i !== n - 1) return;
+    svg.append(s('text', { x: m.l + i * bw + bw / 2, y: m.t + ih + 16, class: 'tick', 'text-anchor': 'middle' }, d.slice(5)));
+  });
+  svg.append(s('line', { x1: m.l, x2: m.l + iw, y1: m.t + ih, y2: m.t + ih, class: 'axis' }));
+  if (budget > 0) {
+    svg.append(s('line', { x1: m.l, x2: m.l + iw, y1: y(budget), y2: y(budget), class: 'budget' }));
+    svg.append(s('text', { x: m.l + iw - 4, y: y(budget) - 4, class: 'tick budget-label', 'text-anchor': 'end' }, `day budget ${fmt(budget)}`));
+  }
+  return svg;
+}

@@ -1,0 +1,91 @@
+package frontdoor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/pollux-dev/pollux/internal/core/spend"
+	"github.com/pollux-dev/pollux/internal/edge/tenant"
+	"github.com/pollux-dev/pollux/internal/platform/problem"
+	"github.com/pollux-dev/pollux/pkg/events"
+)
+
+// admitSpend admits submission m of job id on route against its app's
+// budget (Config.Spend): a create that would pass it is answered 429
+// budget_exceeded, saying the budget, what is spent and when it resets
+// (Retry-After: then), and nothing is published. A create admitted before
+// (a retry) is admitted again at no cost.
+func (s *Server) admitSpend(ctx context.Context, route, id string, m events.Submit) *apiError {
+	err := s.cfg.Spend.AdmitSubmit(ctx, route, id, m)
+	var ob *spend.OverBudgetError
+	switch {
+	case errors.As(err, &ob):
+		return overBudget(ob, s.cfg.Now())
+	case err != nil:
+		return s.unavailable(err, "admitting the job's spend")
+	}
+	return nil
+}
+
+// overBudget is the 429 of a create its app's budget refuses: a spend
+// budget until its period resets, or its max_jobs until one of its jobs
+// ends.
+func overBudget(ob *spend.OverBudgetError, now time.Time) *apiError {
+	if ob.Period == spend.PeriodJobs {
+		e := fail(http.StatusTooManyRequests, CodeBudgetExceeded, "app", ob.Error())
+		e.detail.Budget = &problem.Budget{Period: ob.Period, Budget: ob.Budget, Spent: ob.Spent, Estimate: ob.Cost}
+		e.header = http.Header{}
+		e.header.Set("Retry-After", "1")
+		e.retryAfter = time.Second
+		return e
+	}
+	wait := max(ob.ResetsAt.Sub(now), time.Second)
+	e := fail(http.StatusTooManyRequests, CodeBudgetExceeded, "app", fmt.Sprintf(
+		"app %s has spent its %s budget: %.4g of %.4g counted (this job's estimate %.4g); it resets at %s",
+		ob.App, ob.Period, ob.Spent, ob.Budget, ob.Cost, ob.ResetsAt.Format(time.RFC3339)))
+	e.detail.Budget = &problem.Budget{Period: ob.Period, Budget: ob.Budget, Spent: ob.Spent, Estimate: ob.Cost, ResetsAt: ob.ResetsAt}
+	e.header = http.Header{}
+	e.header.Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+	e.retryAfter = wait
+	return e
+}
+
+// SpendReport is what GET /v1/spend answers.
+type SpendReport struct {
+	// Apps are the apps the caller may see that count anything in the
+	// report's days, by name: an app's tokens see their app only.
+	Apps []spend.AppSpend `json:"apps"`
+	// Days is how many days the report covers, up to today (UTC).
+	Days int `json:"days"`
+}
+
+// spendReport handles GET /v1/spend?days=N (1-92, default 30): the spend
+// of the apps the caller may see, per day, route and model, with their
+// budgets.
+func (s *Server) spendReport(w http.ResponseWriter, r *http.Request) *apiError {
+	if s.cfg.Spend == nil {
+		return fail(http.StatusServiceUnavailable, CodeUnavailable, "", "this front door keeps no spend (run it from cmd/ingest or pollux serve, which do)")
+	}
+	days := 30
+	if v := r.URL.Query().Get("days"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > spend.MaxReportDays {
+			return fail(http.StatusBadRequest, CodeInvalidParameter, "days", fmt.Sprintf("must be a whole number from 1 to %d", spend.MaxReportDays))
+		}
+		days = n
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+	defer cancel()
+	v := tenant.From(r.Context())
+	apps, err := s.cfg.Spend.Report(ctx, v.Scoped, v.App, days, s.cfg.Now())
+	if err != nil {
+		return s.unavailable(err, "reading the spend")
+	}
+	writeJSON(w, http.StatusOK, SpendReport{Apps: apps, Days: days})
+	return nil
+}
