@@ -28,7 +28,7 @@ func TestConfigNamesEveryFace(t *testing.T) {
 		require.True(t, k.Valid())
 	}
 	require.Equal(t, kinds, config.FaceKinds)
-	require.False(t, face.Kind("runway").Valid())
+	require.False(t, face.Kind("kling").Valid())
 }
 
 // A key makes the same id on the same route and face, another id

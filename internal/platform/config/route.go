@@ -361,7 +361,7 @@ func (r Route) OptionsJSON() (json.RawMessage, error) {
 
 // FaceKinds are the faces a route may name; the front door's face
 // package defines each.
-var FaceKinds = []string{"replicate", "fal", "openai"}
+var FaceKinds = []string{"replicate", "fal", "openai", "genai", "runway", "luma"}
 
 // validFaces checks a route's faces: known, each once.
 func validFaces(faces []string) error {

@@ -1,0 +1,44 @@
+package face
+
+import (
+	"bytes"
+	"encoding/base32"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/state"
+)
+
+// Create publishes submission m on the face's route as request r's caller
+// (Submit), then answers its record once it exists, or m as a pending job
+// when it does not within wait (Created): the create of every JSON face.
+func (k *Kit) Create(r *http.Request, m events.Submit, wait time.Duration) (*state.Job, error) {
+	if err := k.Submit(r, m); err != nil {
+		return nil, err
+	}
+	return k.Created(r.Context(), m, time.Now().Add(wait))
+}
+
+// DecodeObject decodes body, which must be a JSON object, into v: a 400
+// *Error otherwise, naming the field whose value has the wrong type.
+func DecodeObject(body []byte, v any) error {
+	if t := bytes.TrimSpace(body); len(t) == 0 || t[0] != '{' {
+		return &Error{Status: http.StatusBadRequest, Code: "invalid_body", Message: "the body must be a JSON object"}
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			return &Error{Status: http.StatusBadRequest, Code: "invalid_field", Field: te.Field,
+				Message: te.Field + ": must not be a JSON " + te.Value}
+		}
+		return &Error{Status: http.StatusBadRequest, Code: "invalid_body", Message: "the body is not valid JSON: " + err.Error()}
+	}
+	return nil
+}
+
+// Base32 writes ids as lowercase base32 without padding (Replicate's,
+// Google's operations).
+var Base32 = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
