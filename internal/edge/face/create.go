@@ -3,6 +3,7 @@ package face
 import (
 	"bytes"
 	"encoding/base32"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -42,3 +43,30 @@ func DecodeObject(body []byte, v any) error {
 // Base32 writes ids as lowercase base32 without padding (Replicate's,
 // Google's operations).
 var Base32 = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+// UUID formats 16 bytes (IDBytes) as a UUID's 8-4-4-4-12 lowercase hex,
+// the ids of Runway's tasks and Luma's generations.
+func UUID(b []byte) string {
+	h := hex.EncodeToString(b)
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+}
+
+// IsUUID reports whether s has the shape UUID writes.
+func IsUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i, c := range []byte(s) {
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+				return false
+			}
+		}
+	}
+	return true
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/pollux-dev/pollux/internal/edge/face/genai"
 	"github.com/pollux-dev/pollux/internal/edge/face/openai"
 	"github.com/pollux-dev/pollux/internal/edge/face/replicate"
+	"github.com/pollux-dev/pollux/internal/edge/face/runway"
 	"github.com/pollux-dev/pollux/internal/edge/index"
 	"github.com/pollux-dev/pollux/internal/platform/faultpoint"
 	"github.com/pollux-dev/pollux/pkg/events"
@@ -35,6 +36,7 @@ var Builders = map[face.Kind]face.New{
 	face.GenAI:     genai.New,
 	face.OpenAI:    openai.New,
 	face.Replicate: replicate.New,
+	face.Runway:    runway.New,
 }
 
 // mountedFace is one face the front door serves.
