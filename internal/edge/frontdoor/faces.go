@@ -13,6 +13,7 @@ import (
 	"github.com/pollux-dev/pollux/internal/edge/face"
 	"github.com/pollux-dev/pollux/internal/edge/face/fal"
 	"github.com/pollux-dev/pollux/internal/edge/face/genai"
+	"github.com/pollux-dev/pollux/internal/edge/face/luma"
 	"github.com/pollux-dev/pollux/internal/edge/face/openai"
 	"github.com/pollux-dev/pollux/internal/edge/face/replicate"
 	"github.com/pollux-dev/pollux/internal/edge/face/runway"
@@ -34,6 +35,7 @@ import (
 var Builders = map[face.Kind]face.New{
 	face.Fal:       fal.New,
 	face.GenAI:     genai.New,
+	face.Luma:      luma.New,
 	face.OpenAI:    openai.New,
 	face.Replicate: replicate.New,
 	face.Runway:    runway.New,
