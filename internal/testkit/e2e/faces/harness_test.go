@@ -29,6 +29,8 @@ import (
 const (
 	tokenApp  = "faces-app-token-0123456789abcdef"
 	tokenRead = "faces-read-token-0123456789abcdef"
+	// tokenQuota may make a request a second (bursts of two).
+	tokenQuota = "faces-quota-token-0123456789abcdef"
 )
 
 // stack is Pollux's binaries serving every face on route "sim" (and model
@@ -107,7 +109,7 @@ model_routes:
 `, builtFaces()),
 	})
 	tokens := filepath.Join(f.Dir, "tokens")
-	require.NoError(t, os.WriteFile(tokens, []byte(tokenApp+" act name=app\n"+tokenRead+" read name=reader\n"), 0o600))
+	require.NoError(t, os.WriteFile(tokens, []byte(tokenApp+" act name=app\n"+tokenRead+" read name=reader\n"+tokenQuota+" act name=quota rate=1\n"), 0o600))
 	s := &stack{JS: f.JS, Sim: f.SimAddr, fleet: f, addr: fmt.Sprintf("127.0.0.1:%d", e2etest.FreePort(t)), tokens: tokens}
 	s.URL = "http://" + s.addr
 	f.Launch("poller", "poller")
