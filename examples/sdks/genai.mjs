@@ -71,13 +71,20 @@ async function main() {
   // The Gemini API shape: the REST create, the SDK's poll (on GEMINI_ROUTE,
   // a model route naming the model its members run).
   const gbase = `${process.env.POLLUX_URL}/genai/${process.env.GEMINI_ROUTE || process.env.ROUTE || 'sim'}`;
-  const res = await fetch(`${gbase}/v1beta/models/veo-3.1-generate-preview:predictLongRunning`, {
-    method: 'POST', headers: { 'x-goog-api-key': process.env.TOKEN, 'content-type': 'application/json' },
-    body: JSON.stringify({ instances: [{ prompt: 'a harbour at dawn' }], parameters: { sampleCount: 1 } }),
-  });
-  const op = Object.assign(new GenerateVideosOperation(), await res.json());
-  const g = await wait(new GoogleGenAI({ apiKey: process.env.TOKEN, httpOptions: { baseUrl: gbase, apiVersion: 'v1beta' } }), op);
-  out({ step: 'gemini', name: op.name, operation: g.operation });
+  const failed = []; // the simulated provider fails a few on purpose: the app tries again
+  for (;;) {
+    const res = await fetch(`${gbase}/v1beta/models/veo-3.1-generate-preview:predictLongRunning`, {
+      method: 'POST', headers: { 'x-goog-api-key': process.env.TOKEN, 'content-type': 'application/json' },
+      body: JSON.stringify({ instances: [{ prompt: 'a harbour at dawn' }], parameters: { sampleCount: 1 } }),
+    });
+    const op = Object.assign(new GenerateVideosOperation(), await res.json());
+    const g = await wait(new GoogleGenAI({ apiKey: process.env.TOKEN, httpOptions: { baseUrl: gbase, apiVersion: 'v1beta' } }), op);
+    if (!g.operation.error || failed.length > 5) {
+      out({ step: 'gemini', name: op.name, operation: g.operation, failed });
+      break;
+    }
+    failed.push(op.name);
+  }
 }
 
 async function many() {
@@ -122,13 +129,14 @@ async function keyed() {
 async function errors() {
   const unknown = Object.assign(new GenerateVideosOperation(), { name: `models/${model}/operations/abcdefghijklmnopqrstuvwxyz` });
   const quota = vertex(process.env.QUOTA_TOKEN);
+  const nope = Object.assign(new GenerateVideosOperation(), { name: `models/${model}/operations/nope` });
   const attempts = [
     ['wrong_token', () => vertex('not-a-pollux-token').models.generateVideos({ model, source: { prompt: 'p' } })],
     ['read_only', () => vertex(process.env.READ_TOKEN).models.generateVideos({ model, source: { prompt: 'p' } })],
     ['no_prompt', () => vertex().models.generateVideos({ model, source: {} })],
     ['unknown', () => gemini().operations.getVideosOperation({ operation: unknown })],
     ['quota', async () => {
-      for (let i = 0; i < 10; i++) await quota.operations.getVideosOperation({ operation: unknown }).catch((e) => { if (e.status !== 404) throw e; });
+      for (let i = 0; i < 10; i++) await quota.operations.getVideosOperation({ operation: nope }).catch((e) => { if (e.status !== 404) throw e; });
     }],
   ];
   for (const [name, call] of attempts) {
