@@ -29,6 +29,8 @@ import (
 //     each request was due, so a stall is not hidden), p50 and p99, next
 //     to the front door's own GET /v1/jobs/{id} at the same rate, and the
 //     most answers a second 32 clients get as fast as they can;
+//   - the same status answer through the genai, Runway and Luma faces
+//     (faces_new.go), each at 2,000 requests a second;
 //   - fan-out: jobs created through the face and polled every 500 ms (the
 //     SDK's interval) by 1 client, then by 50 clients each polling every
 //     job: the provider's status calls per completion, the same in both.
@@ -38,12 +40,13 @@ const (
 	facesClients   = 50
 	facesFanJobs   = 100
 	facesPollEvery = 500 * time.Millisecond
+	facesNewJobs   = 100 // per new face (genai, runway, luma)
 )
 
 func (r *runner) faces(ctx context.Context) error {
 	return r.withStack(ctx, dev.StackConfig{
 		Sim: sim.Config{Seed: 5, TimeScale: 20, Default: sim.Model{QueueMedian: sim.Duration(time.Second), RunMedian: sim.Duration(20 * time.Second), RunSigma: 0.3}},
-		Route: config.Route{Workers: config.Workers{Submit: 16, Status: 32}, Faces: []string{"replicate"},
+		Route: config.Route{Workers: config.Workers{Submit: 16, Status: 32}, Faces: []string{"replicate", "genai", "runway", "luma"},
 			Poll: config.Poll{MaxDelay: 5 * time.Second}},
 		NoWebhooks: true,
 	}, func(st *dev.Stack, _ jetstream.JetStream) error {
@@ -81,6 +84,9 @@ func (r *runner) faces(ctx context.Context) error {
 			Note: note + fmt.Sprintf("; face p50 %.2f ms; %.0f answers/s served, %d errors", fl.p50, fl.rate, fl.errors)}).
 			atMost(pl.p99+5, "< plain + 5 ms")
 		r.report.add(Row{Group: "faces", Name: "status answers/s through the face, 32 clients flat out", Value: most, Unit: "/s"})
+		if err := r.benchNewFaces(ctx, client, st.HTTPURL, pl, facesNewJobs); err != nil {
+			return err
+		}
 
 		// Fan-out: the provider's status calls per completion, 1 client vs 50.
 		per := map[int]float64{}
