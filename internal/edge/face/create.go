@@ -44,6 +44,13 @@ func DecodeObject(body []byte, v any) error {
 // Google's operations).
 var Base32 = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
 
+// IsBase32ID reports whether s is 16 bytes (IDBytes) as Base32 writes
+// them: 26 characters.
+func IsBase32ID(s string) bool {
+	b, err := Base32.DecodeString(s)
+	return err == nil && len(b) == 16 && Base32.EncodeToString(b) == s
+}
+
 // UUID formats 16 bytes (IDBytes) as a UUID's 8-4-4-4-12 lowercase hex,
 // the ids of Runway's tasks and Luma's generations.
 func UUID(b []byte) string {

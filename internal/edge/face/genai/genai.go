@@ -69,17 +69,7 @@ func (f *Face) NotFound(id string) *face.Error {
 
 // Mints reports whether id is an operation id the face makes: 26
 // characters of lowercase base32.
-func (f *Face) Mints(id string) bool {
-	if len(id) != idLen {
-		return false
-	}
-	for _, c := range []byte(id) {
-		if (c < 'a' || c > 'z') && (c < '2' || c > '7') {
-			return false
-		}
-	}
-	return true
-}
+func (f *Face) Mints(id string) bool { return face.IsBase32ID(id) }
 
 // call serves a model call: predictLongRunning (both APIs), and Vertex
 // AI's fetchPredictOperation — the SDK's getVideosOperation there.
@@ -170,11 +160,8 @@ func (f *Face) download(w http.ResponseWriter, r *http.Request) error {
 	if !versions[r.PathValue("version")] || !ok {
 		return unknownPath(r)
 	}
-	if len(file) <= idLen {
-		return f.NotFound(file)
-	}
-	n, err := strconv.Atoi(file[idLen:])
-	if err != nil || strconv.Itoa(n) != file[idLen:] {
+	n, err := strconv.Atoi(file[min(idLen, len(file)):])
+	if err != nil || len(file) <= idLen || strconv.Itoa(n) != file[idLen:] {
 		return f.NotFound(file)
 	}
 	j, err := f.Job(r, file[:idLen])

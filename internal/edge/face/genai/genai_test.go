@@ -16,7 +16,7 @@ import (
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
-const id = "abcdefghijklmnopqrstuvwxyz"
+const id = "abcdefghijklmnopqrstuvwxya" // 16 bytes in base32
 
 var made = map[string]string{face.MetaFace: string(face.GenAI), "genai_model": "veo-3"}
 
