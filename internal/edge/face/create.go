@@ -77,3 +77,22 @@ func IsUUID(s string) bool {
 	}
 	return true
 }
+
+// DeleteCancels is the delete of APIs whose delete cancels a job under way
+// and removes an ended one (Runway's tasks, Luma's generations): it asks
+// for the cancel of the job the path's {id} names, if it is under way, and
+// answers 204. Pollux keeps the record of a job that has ended — its
+// history is not the app's to erase — so deleting one changes nothing.
+func (k *Kit) DeleteCancels(reason string) Handler {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		j, err := k.Job(r, r.PathValue("id"))
+		if err != nil {
+			return err
+		}
+		if err := k.Cancel(r, j, reason); err != nil && !errors.Is(err, ErrTerminal) {
+			return err
+		}
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	}
+}

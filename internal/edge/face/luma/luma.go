@@ -2,7 +2,6 @@ package luma
 
 import (
 	"encoding/json"
-	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -50,7 +49,7 @@ func (f *Face) Handler() http.Handler {
 	mux.Handle("POST /generations/image", face.Serve(f, func(w http.ResponseWriter, r *http.Request) error { return f.create(w, r, "image") }))
 	mux.Handle("GET /generations", face.Serve(f, f.list))
 	mux.Handle("GET /generations/{id}", face.Serve(f, f.get))
-	mux.Handle("DELETE /generations/{id}", face.Serve(f, f.delete))
+	mux.Handle("DELETE /generations/{id}", face.Serve(f, f.DeleteCancels("deleted through the Luma face")))
 	mux.Handle("/", face.Serve(f, func(_ http.ResponseWriter, r *http.Request) error {
 		return &face.Error{Status: http.StatusNotFound, Code: "not_found", Message: "Not Found: " + r.Method + " " + r.URL.Path}
 	}))
@@ -157,21 +156,6 @@ func (f *Face) get(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return face.WriteJSON(w, http.StatusOK, f.generation(r, j))
-}
-
-// delete cancels a generation under way (204). Pollux keeps the record of
-// one that has ended — its history is not the app's to erase — so
-// deleting one is 204 and changes nothing.
-func (f *Face) delete(w http.ResponseWriter, r *http.Request) error {
-	j, err := f.Job(r, r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	if err := f.Cancel(r, j, "deleted through the Luma face"); err != nil && !errors.Is(err, face.ErrTerminal) {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
 }
 
 // list answers GET /generations: the face's generations on its route,

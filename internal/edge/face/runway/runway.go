@@ -1,7 +1,6 @@
 package runway
 
 import (
-	"errors"
 	"math"
 	"net/http"
 	"strings"
@@ -51,7 +50,7 @@ func (f *Face) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("POST /v1/{endpoint}", face.Serve(f, f.create))
 	mux.Handle("GET /v1/tasks/{id}", face.Serve(f, f.retrieve))
-	mux.Handle("DELETE /v1/tasks/{id}", face.Serve(f, f.delete))
+	mux.Handle("DELETE /v1/tasks/{id}", face.Serve(f, f.DeleteCancels("deleted through the Runway face")))
 	mux.Handle("/", face.Serve(f, func(_ http.ResponseWriter, r *http.Request) error { return notFound(r) }))
 	return face.Serve(f, func(w http.ResponseWriter, r *http.Request) error {
 		switch v := r.Header.Get("X-Runway-Version"); v {
@@ -166,21 +165,6 @@ func (f *Face) retrieve(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return face.WriteJSON(w, http.StatusOK, f.taskOf(r, j))
-}
-
-// delete cancels a task under way: 204. Pollux keeps the record of a task
-// that has ended (its history is not the app's to erase): deleting one
-// changes nothing, and is 204 too.
-func (f *Face) delete(w http.ResponseWriter, r *http.Request) error {
-	j, err := f.Job(r, r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	if err := f.Cancel(r, j, "deleted through the Runway face"); err != nil && !errors.Is(err, face.ErrTerminal) {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
 }
 
 // issue is one problem of a 400, as Runway's validation errors list them.
