@@ -106,8 +106,8 @@ type Route struct {
 	KeepInputs bool `yaml:"keep_inputs"`
 	// Faces are the provider faces the front door serves for this route,
 	// so an application using that provider's SDK submits here by
-	// changing only its base URL: replicate, fal, openai (default none;
-	// see docs/faces.md).
+	// changing only its base URL: replicate, fal, openai, genai, runway,
+	// luma (default none; see docs/faces.md).
 	Faces []string `yaml:"faces"`
 	// LengthFrom names the top-level input field holding the output
 	// length a submission asks for, in seconds (for example duration): a
