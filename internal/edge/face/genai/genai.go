@@ -78,8 +78,8 @@ func (f *Face) call(w http.ResponseWriter, r *http.Request, api api, publisher s
 	switch {
 	case !versions[r.PathValue("version")]:
 		return unknownPath(r)
-	case model == "" || !events.ValidToken(strings.ReplaceAll(model, ".", "_")):
-		return &face.Error{Status: http.StatusBadRequest, Code: "invalid_field", Field: "model", Message: "model: " + strconv.Quote(model) + " is not a model name"}
+	case !events.ValidToken(strings.ReplaceAll(model, ".", "_")) || (api == vertex && !events.ValidToken(publisher)):
+		return invalid("model", "model: "+strconv.Quote(publisher+"/"+model)+" is not a model name")
 	case method == "predictLongRunning":
 		return f.create(w, r, api, publisher, model)
 	case method == "fetchPredictOperation" && api == vertex:

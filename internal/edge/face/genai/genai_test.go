@@ -107,6 +107,11 @@ func TestCreateRefusals(t *testing.T) {
 		v := er["details"].([]any)[0].(map[string]any)["fieldViolations"].([]any)[0].(map[string]any)
 		require.Equal(t, field, v["field"], body)
 	}
+	for _, path := range []string{"/v1beta/models/a%20b:predictLongRunning", "/v1beta1/publishers/a%2Fb/models/veo:predictLongRunning"} {
+		code, _, e := r.do(t, http.MethodPost, path, `{"instances":[{"prompt":"p"}]}`)
+		require.Equal(t, http.StatusBadRequest, code, path)
+		require.Equal(t, "model", e["error"].(map[string]any)["details"].([]any)[0].(map[string]any)["fieldViolations"].([]any)[0].(map[string]any)["field"], path)
+	}
 	require.Empty(t, r.p.Submissions())
 }
 
