@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pollux-dev/pollux/internal/testkit/e2e/e2etest"
+	"github.com/pollux-dev/pollux/pkg/state"
 )
 
 // requireProviderPollsArePolluxs waits until every job of ids has ended
@@ -17,17 +18,30 @@ import (
 func requireProviderPollsArePolluxs(t *testing.T, s *stack, name string, ids []string, clientPolls int) {
 	t.Helper()
 	var polls int
-	e2etest.WaitFor(t, "every record's polls counted", 30*time.Second, func() bool {
-		polls = 0
+	var open []*state.Job // the jobs whose polls are not counted yet
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		polls, open = 0, nil
 		for _, id := range ids {
 			j := s.lookup(t, id)
-			if j == nil || !j.State.Terminal() || j.PollsOpen {
-				return false
+			switch {
+			case j == nil:
+				open = append(open, &state.Job{ID: id})
+			case !j.State.Terminal() || j.PollsOpen:
+				open = append(open, j)
+			default:
+				polls += j.Polls
 			}
-			polls += j.Polls
 		}
-		return true
-	})
+		if len(open) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			for _, j := range open {
+				t.Logf("not ended, or its polls not counted: %+v", *j)
+			}
+			t.Fatalf("%d jobs have not ended, or their polls are not counted", len(open))
+		}
+	}
 	st := s.SimStats(t)
 	t.Logf("%s face: %d jobs, provider status calls %d, records' polls %d, the apps' polls %d, creates sent again with their key %d",
 		name, len(ids), st.StatusCalls, polls, clientPolls, st.DuplicateCreates)
