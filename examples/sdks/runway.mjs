@@ -59,8 +59,13 @@ async function many() {
   const clients = Number(process.env.CLIENTS || 50);
   const jobs = Number(process.env.JOBS || 200);
   let next = 0;
+  let polls = 0; // the SDK's own polls, counted by its fetch option
+  const counted = (url, init) => {
+    if (String(url).includes('/v1/tasks/')) polls++;
+    return fetch(url, init);
+  };
   await Promise.all(Array.from({ length: clients }, async (_, c) => {
-    const runway = client();
+    const runway = client(process.env.TOKEN, { fetch: counted });
     while (next < jobs) {
       const i = next++;
       const created = await runway.imageToVideo.create({ ...create, promptText: `job ${i}` });
@@ -73,6 +78,7 @@ async function many() {
       }
     }
   }));
+  out({ step: 'polls', polls });
 }
 
 async function keyed() {
