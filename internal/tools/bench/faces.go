@@ -30,7 +30,8 @@ import (
 //     to the front door's own GET /v1/jobs/{id} at the same rate, and the
 //     most answers a second 32 clients get as fast as they can;
 //   - the same status answer through the genai, Runway and Luma faces
-//     (faces_new.go), each at 2,000 requests a second;
+//     (faces_new.go), each at 2,000 requests a second next to GET
+//     /v1/jobs/{id} of the same jobs just before;
 //   - fan-out: jobs created through the face and polled every 500 ms (the
 //     SDK's interval) by 1 client, then by 50 clients each polling every
 //     job: the provider's status calls per completion, the same in both.
@@ -84,7 +85,7 @@ func (r *runner) faces(ctx context.Context) error {
 			Note: note + fmt.Sprintf("; face p50 %.2f ms; %.0f answers/s served, %d errors", fl.p50, fl.rate, fl.errors)}).
 			atMost(pl.p99+5, "< plain + 5 ms")
 		r.report.add(Row{Group: "faces", Name: "status answers/s through the face, 32 clients flat out", Value: most, Unit: "/s"})
-		if err := r.benchNewFaces(ctx, client, st.HTTPURL, pl, facesNewJobs); err != nil {
+		if err := r.benchNewFaces(ctx, client, st.HTTPURL, facesNewJobs); err != nil {
 			return err
 		}
 
