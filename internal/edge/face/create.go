@@ -13,14 +13,19 @@ import (
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
+// CreateWait bounds how long Create waits for a create's record, so that
+// the app's first poll finds it (ingest takes a durable submission within
+// milliseconds); a record still missing then is answered from the create.
+const CreateWait = 5 * time.Second
+
 // Create publishes submission m on the face's route as request r's caller
 // (Submit), then answers its record once it exists, or m as a pending job
-// when it does not within wait (Created): the create of every JSON face.
-func (k *Kit) Create(r *http.Request, m events.Submit, wait time.Duration) (*state.Job, error) {
+// when it does not within CreateWait (Created).
+func (k *Kit) Create(r *http.Request, m events.Submit) (*state.Job, error) {
 	if err := k.Submit(r, m); err != nil {
 		return nil, err
 	}
-	return k.Created(r.Context(), m, time.Now().Add(wait))
+	return k.Created(r.Context(), m, time.Now().Add(CreateWait))
 }
 
 // DecodeObject decodes body, which must be a JSON object, into v: a 400

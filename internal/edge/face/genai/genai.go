@@ -6,20 +6,16 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/pollux-dev/pollux/internal/edge/face"
 	"github.com/pollux-dev/pollux/pkg/events"
 )
 
-// Bounds and waits of the face.
+// Bounds of the face.
 const (
 	// maxBody bounds a create's body, inline images included: the
 	// largest intake message.
 	maxBody = events.MaxMessageBytes
-	// createWait bounds a create's wait for its job's record, so that the
-	// app's first poll finds the operation.
-	createWait = 5 * time.Second
 	// idLen is the length of an operation id: 16 bytes in base32.
 	idLen = 26
 )
@@ -29,14 +25,11 @@ const (
 var versions = map[string]bool{"v1": true, "v1beta": true, "v1alpha": true, "v1beta1": true}
 
 // Face is Google's Veo API over Pollux.
-type Face struct {
-	*face.Kit
-	createWait time.Duration
-}
+type Face struct{ *face.Kit }
 
 // New builds the face of mount m over p (a face.New).
 func New(m face.Mount, p face.Pollux) face.Face {
-	f := &Face{createWait: createWait}
+	f := &Face{}
 	f.Kit = face.NewKit(m, p, f)
 	return f
 }
@@ -109,7 +102,7 @@ func (f *Face) create(w http.ResponseWriter, r *http.Request, api api, publisher
 	id := face.Base32.EncodeToString(face.IDBytes(face.GenAI, f.Mount().Route, key, 16))
 	m := events.Submit{V: events.Version, ID: id, IdempotencyKey: key, Model: submitted, Input: body,
 		Metadata: map[string]string{face.MetaFace: string(face.GenAI), metaModel: model}}
-	j, err := f.Create(r, m, f.createWait)
+	j, err := f.Create(r, m)
 	if err != nil {
 		return err
 	}

@@ -11,12 +11,10 @@ import (
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
-// Bounds and waits of the face.
+// Bounds of the face.
 const (
 	// maxBody bounds a create's body: the largest intake message.
 	maxBody = events.MaxMessageBytes
-	// createWait bounds a create's wait for its job's record.
-	createWait = 5 * time.Second
 	// listLimit is a list's page when the request names none; maxOffset
 	// bounds how far a list may skip (it walks the pages before it).
 	listLimit = 10
@@ -30,14 +28,11 @@ const (
 )
 
 // Face is Luma's Dream Machine generations API over Pollux.
-type Face struct {
-	*face.Kit
-	createWait time.Duration
-}
+type Face struct{ *face.Kit }
 
 // New builds the face of mount m over p (a face.New).
 func New(m face.Mount, p face.Pollux) face.Face {
-	f := &Face{createWait: createWait}
+	f := &Face{}
 	f.Kit = face.NewKit(m, p, f)
 	return f
 }
@@ -95,7 +90,7 @@ func (f *Face) create(w http.ResponseWriter, r *http.Request, kind string) error
 	id := face.UUID(face.IDBytes(face.Luma, f.Mount().Route, key, 16))
 	m := events.Submit{V: events.Version, ID: id, IdempotencyKey: key, Model: *b.Model, Input: body,
 		Metadata: map[string]string{face.MetaFace: string(face.Luma), metaModel: *b.Model, metaType: kind}}
-	j, err := f.Create(r, m, f.createWait)
+	j, err := f.Create(r, m)
 	if err != nil {
 		return err
 	}

@@ -11,13 +11,11 @@ import (
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
-// Bounds and waits of the face.
+// Bounds of the face.
 const (
 	// maxBody bounds a create's body, data: URIs included: the largest
 	// intake message.
 	maxBody = events.MaxMessageBytes
-	// createWait bounds a create's wait for its job's record.
-	createWait = 5 * time.Second
 	// Version is the X-Runway-Version the face serves: the API version
 	// @runwayml/sdk 4.20.1 sends.
 	Version = "2024-11-06"
@@ -32,14 +30,11 @@ var endpoints = map[string]bool{"image_to_video": true, "text_to_video": true, "
 const metaEndpoint = "runway_endpoint"
 
 // Face is Runway's tasks API over Pollux.
-type Face struct {
-	*face.Kit
-	createWait time.Duration
-}
+type Face struct{ *face.Kit }
 
 // New builds the face of mount m over p (a face.New).
 func New(m face.Mount, p face.Pollux) face.Face {
-	f := &Face{createWait: createWait}
+	f := &Face{}
 	f.Kit = face.NewKit(m, p, f)
 	return f
 }
@@ -107,7 +102,7 @@ func (f *Face) create(w http.ResponseWriter, r *http.Request) error {
 	id := face.UUID(face.IDBytes(face.Runway, f.Mount().Route, key, 16))
 	m := events.Submit{V: events.Version, ID: id, IdempotencyKey: key, Model: endpoint + ":" + model, Input: body,
 		Metadata: map[string]string{face.MetaFace: string(face.Runway), metaEndpoint: endpoint}}
-	if _, err := f.Create(r, m, f.createWait); err != nil {
+	if _, err := f.Create(r, m); err != nil {
 		return err
 	}
 	return face.WriteJSON(w, http.StatusOK, map[string]string{"id": id})
