@@ -168,3 +168,22 @@ func TestErrorsAreGoogles(t *testing.T) {
 		require.Equal(t, "1", rec.Header().Get("Retry-After"))
 	}
 }
+
+// BenchmarkGet is the face's own cost of an operations.get over an
+// in-memory Pollux: what every SDK poll costs the front door besides
+// reading the record.
+func BenchmarkGet(b *testing.B) {
+	p := facetest.New()
+	p.Put(&state.Job{ID: id, Route: "sim", Model: "acme/video", State: state.Succeeded, CreatedAt: time.Now(),
+		Outputs: []string{"https://cdn.example/out.mp4"}, Metadata: made})
+	h := genai.New(face.Mount{Kind: face.GenAI, Route: "sim", Prefix: "/genai/sim"}, p).Handler()
+	req := httptest.NewRequest(http.MethodGet, "/v1beta/models/veo-3/operations/"+id, nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK {
+			b.Fatalf("%d %s", rec.Code, rec.Body)
+		}
+	}
+}

@@ -141,3 +141,22 @@ func TestDeleteCancels(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, code)
 	require.Equal(t, "Generation not found", e["detail"])
 }
+
+// BenchmarkGet is the face's own cost of a get over an in-memory Pollux:
+// what every SDK poll costs the front door besides reading the record.
+func BenchmarkGet(b *testing.B) {
+	p := facetest.New()
+	p.Put(&state.Job{ID: id, Route: "sim", Model: "acme/video", State: state.Succeeded, CreatedAt: time.Now(),
+		Input: json.RawMessage(`{"model":"ray-2","prompt":"a lake at sunset","aspect_ratio":"16:9"}`),
+		Outputs: []string{"https://cdn.example/out.mp4"}, Metadata: made})
+	h := luma.New(face.Mount{Kind: face.Luma, Route: "sim", Prefix: "/luma/sim"}, p).Handler()
+	req := httptest.NewRequest(http.MethodGet, "/generations/"+id, nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK {
+			b.Fatalf("%d %s", rec.Code, rec.Body)
+		}
+	}
+}

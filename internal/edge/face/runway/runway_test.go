@@ -140,3 +140,22 @@ func TestDeleteCancels(t *testing.T) {
 	require.Equal(t, http.StatusNoContent, code)
 	require.Len(t, r.p.Cancels(), 1)
 }
+
+// BenchmarkGet is the face's own cost of a retrieve over an in-memory
+// Pollux: what every SDK poll costs the front door besides reading the
+// record.
+func BenchmarkGet(b *testing.B) {
+	p := facetest.New()
+	p.Put(&state.Job{ID: id, Route: "sim", Model: "acme/video", State: state.Succeeded, CreatedAt: time.Now(),
+		Outputs: []string{"https://cdn.example/out.mp4"}, Metadata: made})
+	h := runway.New(face.Mount{Kind: face.Runway, Route: "sim", Prefix: "/runway/sim"}, p).Handler()
+	req := request(http.MethodGet, "/v1/tasks/"+id, "")
+	b.ReportAllocs()
+	for b.Loop() {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK {
+			b.Fatalf("%d %s", rec.Code, rec.Body)
+		}
+	}
+}
