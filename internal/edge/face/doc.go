@@ -7,12 +7,14 @@
 // schedule.
 //
 // A face is mounted for a route (or model route) by the route's
-// configuration (faces: [replicate, fal, openai]) and served by the front
-// door at /{kind}/{route}/..., behind the front door's Host check and
-// tokens: the SDK's API key is a Pollux token (any of Bearer, Token or
-// Key schemes), and the provider's key stays in Pollux. Each face lives in
-// a package of its own below this one; this package is the framework they
-// are written on, and the contract between a face and the front door:
+// configuration (faces: [replicate, fal, openai, genai, runway, luma]) and
+// served by the front door at /{kind}/{route}/..., behind the front door's
+// Host check and tokens: the SDK's API key is a Pollux token (any of
+// Bearer, Token or Key schemes, or the header of its own a face's SDK
+// sends it in: KeyHeader), and the provider's key stays in Pollux. Each
+// face lives in a package of its own below this one; this package is the
+// framework they are written on, and the contract between a face and the
+// front door:
 //
 //   - Pollux is what a face may ask of Pollux: publish a submission, read a
 //     record, list the records the face made, wait for a record to change,

@@ -25,12 +25,31 @@ const (
 	// Fal is fal's queue API through the fal client's proxy protocol
 	// (package face/fal).
 	Fal Kind = "fal"
-	// OpenAI is OpenAI's videos API (package face/openai).
+	// OpenAI is OpenAI's videos API (package face/openai), now a routing
+	// face: OpenAI removed the API itself on 2026-09-24.
 	OpenAI Kind = "openai"
+	// GenAI is Google's Veo through the Gemini API and Vertex AI's express
+	// mode, as @google/genai speaks them (package face/genai).
+	GenAI Kind = "genai"
+	// Runway is Runway's tasks API (package face/runway).
+	Runway Kind = "runway"
+	// Luma is Luma's Dream Machine generations API (package face/luma).
+	Luma Kind = "luma"
 )
 
 // Kinds lists every face, in the order documentation shows them.
-var Kinds = []Kind{Replicate, Fal, OpenAI}
+var Kinds = []Kind{Replicate, Fal, OpenAI, GenAI, Runway, Luma}
+
+// KeyHeader is the header besides Authorization in which face k's SDK
+// sends its API key (a Pollux token), "" when it has none: @google/genai
+// sends x-goog-api-key. The front door reads a token from it on the
+// face's paths only.
+func KeyHeader(k Kind) string {
+	if k == GenAI {
+		return "X-Goog-Api-Key"
+	}
+	return ""
+}
 
 // Valid reports whether k names a face.
 func (k Kind) Valid() bool {

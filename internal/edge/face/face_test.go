@@ -29,7 +29,7 @@ func TestConfigNamesEveryFace(t *testing.T) {
 		require.True(t, k.Valid())
 	}
 	require.Equal(t, kinds, config.FaceKinds)
-	require.False(t, face.Kind("runway").Valid())
+	require.False(t, face.Kind("kling").Valid())
 }
 
 // A key makes the same id on the same route and face, another id
@@ -208,4 +208,18 @@ func TestServe(t *testing.T) {
 		require.Equal(t, c.logged, strings.Contains(logs.String(), "nats: timeout"), "%s: %s", c.name, logs.String())
 	}
 	require.Equal(t, time.Second, face.Unavailable().RetryAfter, "an SDK retries a 503 after a second")
+}
+
+// The id shapes the faces mint are recognised, and nothing else is.
+func TestIDShapes(t *testing.T) {
+	b := face.IDBytes(context.Background(), face.GenAI, "sim", "k", 16)
+	require.True(t, face.IsBase32ID(face.Base32.EncodeToString(b)))
+	require.True(t, face.IsUUID(face.UUID(b)))
+	require.Regexp(t, `^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`, face.UUID(b))
+	for _, s := range []string{"", "abcdefghijklmnopqrstuvwxyz", "abcdefghijklmnopqrstuvwxyaa", "ABCDEFGHIJKLMNOPQRSTUVWXYA", "abcdefghijklmnopqrstuvwxy1"} {
+		require.False(t, face.IsBase32ID(s), s)
+	}
+	for _, s := range []string{"", "0123abcd-0123-4567-89ab-0123456789aB", "0123abcd-0123-4567-89ab_0123456789ab", "0123abcd-0123-4567-89ab-0123456789a"} {
+		require.False(t, face.IsUUID(s), s)
+	}
 }

@@ -238,14 +238,20 @@ func sameHost(scheme, origin, host string) bool {
 	return norm(origin) == norm(host)
 }
 
-// principal recognises who makes r: the bearer token, else the session
+// principal recognises who makes r: the bearer token (or, below a face
+// whose SDK sends its key in a header of its own, that header:
+// face.KeyHeader), else the session
 // cookie, else (without tokens) anyone.
 func (s *Server) principal(r *http.Request) (principal, *apiError) {
 	if s.cfg.Tokens == nil {
 		return principal{role: RoleAct, via: viaOpen, csrf: s.openCSRF}, nil
 	}
 	entries := s.cfg.Tokens.current()
-	if tok, sent := bearer(r.Header.Get("Authorization")); sent {
+	tok, sent := bearer(r.Header.Get("Authorization"))
+	if !sent {
+		tok, sent = s.faceKey(r)
+	}
+	if sent {
 		t, ok := lookup(entries, tok)
 		if !ok {
 			return principal{}, unauthorized(true)

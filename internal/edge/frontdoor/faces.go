@@ -12,8 +12,11 @@ import (
 
 	"github.com/pollux-dev/pollux/internal/edge/face"
 	"github.com/pollux-dev/pollux/internal/edge/face/fal"
+	"github.com/pollux-dev/pollux/internal/edge/face/genai"
+	"github.com/pollux-dev/pollux/internal/edge/face/luma"
 	"github.com/pollux-dev/pollux/internal/edge/face/openai"
 	"github.com/pollux-dev/pollux/internal/edge/face/replicate"
+	"github.com/pollux-dev/pollux/internal/edge/face/runway"
 	"github.com/pollux-dev/pollux/internal/edge/index"
 	"github.com/pollux-dev/pollux/internal/edge/tenant"
 	"github.com/pollux-dev/pollux/internal/platform/faultpoint"
@@ -32,13 +35,17 @@ import (
 // Builders are the faces this front door can serve.
 var Builders = map[face.Kind]face.New{
 	face.Fal:       fal.New,
+	face.GenAI:     genai.New,
+	face.Luma:      luma.New,
 	face.OpenAI:    openai.New,
 	face.Replicate: replicate.New,
+	face.Runway:    runway.New,
 }
 
 // mountedFace is one face the front door serves.
 type mountedFace struct {
 	prefix string
+	kind   face.Kind
 	face   face.Face
 }
 
@@ -71,19 +78,42 @@ func (s *Server) buildFaces() error {
 		seen[m.Prefix] = true
 		m.Logger = s.log.With().Str(logkey.Face, string(m.Kind)).Str(logkey.Route, m.Route).Logger()
 		m.Now = s.cfg.Now
-		s.faces = append(s.faces, mountedFace{prefix: m.Prefix, face: build(m, facade{s})})
+		s.faces = append(s.faces, mountedFace{prefix: m.Prefix, kind: m.Kind, face: build(m, facade{s})})
 	}
 	return nil
 }
 
 // faceAt returns the face that serves path, if any.
 func (s *Server) faceAt(path string) face.Face {
-	for _, f := range s.faces {
+	if f := s.mountAt(path); f != nil {
+		return f.face
+	}
+	return nil
+}
+
+// mountAt returns the mounted face that serves path, if any.
+func (s *Server) mountAt(path string) *mountedFace {
+	for i, f := range s.faces {
 		if path == f.prefix || strings.HasPrefix(path, f.prefix+"/") {
-			return f.face
+			return &s.faces[i]
 		}
 	}
 	return nil
+}
+
+// faceKey is the token request r carries in the key header of the face
+// its path is below (face.KeyHeader: the genai face's x-goog-api-key);
+// sent reports whether it carries one.
+func (s *Server) faceKey(r *http.Request) (tok string, sent bool) {
+	f := s.mountAt(r.URL.Path)
+	if f == nil || face.KeyHeader(f.kind) == "" {
+		return "", false
+	}
+	v := r.Header.Values(face.KeyHeader(f.kind))
+	if len(v) == 0 {
+		return "", false
+	}
+	return strings.TrimSpace(v[0]), true
 }
 
 // writeError writes e in the shape of the face that serves r's path, or

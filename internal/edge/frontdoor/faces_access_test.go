@@ -2,6 +2,7 @@ package frontdoor_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"io"
@@ -47,6 +48,8 @@ func faceVerbs(t *testing.T) []faceVerb {
 		repID = "forbiddenabcdefghijklmnopq"
 		falID = "6f6f6f6f-6f6f-4f6f-8f6f-6f6f6f6f6f6f"
 		oaiID = "video_6f6f6f6f6f6f6f6f6f6f6f6f6f6f6f6f"
+		rwyID = "6f6f6f6f-6f6f-4f6f-8f6f-6f6f6f6f6f70"
+		lumID = "6f6f6f6f-6f6f-4f6f-8f6f-6f6f6f6f6f71"
 	)
 	replicate := func(t *testing.T, h http.Header, body []byte) {
 		require.Equal(t, "application/problem+json", h.Get("Content-Type"))
@@ -76,6 +79,29 @@ func faceVerbs(t *testing.T) []faceVerb {
 		require.Equal(t, "invalid_request_error", e.Error.Type)
 		require.Contains(t, e.Error.Message, "read-only")
 	}
+	genai := func(t *testing.T, h http.Header, body []byte) {
+		var e struct {
+			Error struct {
+				Code            int
+				Message, Status string
+			}
+		}
+		require.NoError(t, json.Unmarshal(body, &e))
+		require.Equal(t, http.StatusForbidden, e.Error.Code)
+		require.Equal(t, "PERMISSION_DENIED", e.Error.Status)
+		require.Contains(t, e.Error.Message, "read-only")
+	}
+	runway := func(t *testing.T, h http.Header, body []byte) {
+		var e struct{ Error string }
+		require.NoError(t, json.Unmarshal(body, &e))
+		require.Contains(t, e.Error, "read-only")
+	}
+	luma := func(t *testing.T, h http.Header, body []byte) {
+		var e struct{ Detail string }
+		require.NoError(t, json.Unmarshal(body, &e))
+		require.Contains(t, e.Detail, "read-only")
+	}
+	version := map[string]string{"X-Runway-Version": "2024-11-06"}
 	target := func(u string) map[string]string { return map[string]string{"x-fal-target-url": u} }
 	made := func(k face.Kind, more ...string) map[string]string {
 		md := map[string]string{face.MetaFace: string(k)}
@@ -104,6 +130,20 @@ func faceVerbs(t *testing.T) []faceVerb {
 			body: form.String(), ctype: mw.FormDataContentType(), forbidden: openai},
 		{face: "openai", name: "delete", method: http.MethodDelete, path: "/openai/sim/v1/videos/" + oaiID,
 			job: oaiID, meta: made(face.OpenAI), forbidden: openai, cancel: true},
+		{face: "genai", name: "generate (Gemini API)", method: http.MethodPost, path: "/genai/sim/v1beta/models/veo-3:predictLongRunning",
+			body: `{"instances":[{"prompt":"p"}]}`, ctype: "application/json", forbidden: genai},
+		{face: "genai", name: "generate (Vertex AI)", method: http.MethodPost, path: "/genai/sim/v1beta1/publishers/google/models/veo-3:predictLongRunning",
+			body: `{"instances":[{"prompt":"p"}]}`, ctype: "application/json", forbidden: genai},
+		{face: "runway", name: "image to video", method: http.MethodPost, path: "/runway/sim/v1/image_to_video", header: version,
+			body: `{"model":"gen4_turbo","promptImage":"https://example.com/a.png"}`, ctype: "application/json", forbidden: runway},
+		{face: "runway", name: "delete", method: http.MethodDelete, path: "/runway/sim/v1/tasks/" + rwyID, header: version,
+			job: rwyID, meta: made(face.Runway), forbidden: runway, cancel: true},
+		{face: "luma", name: "create a video", method: http.MethodPost, path: "/luma/sim/generations/video",
+			body: `{"model":"ray-2","prompt":"p"}`, ctype: "application/json", forbidden: luma},
+		{face: "luma", name: "create an image", method: http.MethodPost, path: "/luma/sim/generations/image",
+			body: `{"model":"photon-1","prompt":"p"}`, ctype: "application/json", forbidden: luma},
+		{face: "luma", name: "delete", method: http.MethodDelete, path: "/luma/sim/generations/" + lumID,
+			job: lumID, meta: made(face.Luma), forbidden: luma, cancel: true},
 	}
 }
 
@@ -123,8 +163,12 @@ func (v faceVerb) send(t *testing.T, d *door, token string) (int, http.Header, [
 	for k, val := range v.header {
 		req.Header.Set(k, val)
 	}
-	scheme := map[string]string{"replicate": "Token", "fal": "Key", "openai": "Bearer"}[v.face]
-	req.Header.Set("Authorization", scheme+" "+token)
+	if v.face == "genai" {
+		req.Header.Set("x-goog-api-key", token) // what @google/genai sends
+	} else {
+		scheme := map[string]string{"replicate": "Token", "fal": "Key"}[v.face]
+		req.Header.Set("Authorization", cmp.Or(scheme, "Bearer")+" "+token)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	defer func() { _ = resp.Body.Close() }()
@@ -143,7 +187,7 @@ func TestAReadTokenMayNotActThroughAFace(t *testing.T) {
 	tokens, err := frontdoor.ParseTokens(strings.NewReader(tokenAlice + " act name=app\n" + tokenRead + " read name=dashboard\n"))
 	require.NoError(t, err)
 	d := setupWith(t, frontdoor.Config{Tokens: tokens,
-		Faces: []face.Mount{{Kind: face.Replicate, Route: route}, {Kind: face.Fal, Route: route}, {Kind: face.OpenAI, Route: route}}}, withIndex)
+		Faces: allFaces(route)}, withIndex)
 	verbs := faceVerbs(t)
 	faces := map[string]bool{}
 	for _, v := range verbs {
@@ -172,9 +216,41 @@ func TestAReadTokenMayNotActThroughAFace(t *testing.T) {
 			continue
 		}
 		status, _, body := v.send(t, d, tokenAlice)
-		require.Contains(t, []int{http.StatusOK, http.StatusAccepted}, status, "%s %s with an acting token: %s", v.face, v.name, body)
+		require.Contains(t, []int{http.StatusOK, http.StatusAccepted, http.StatusNoContent}, status, "%s %s with an acting token: %s", v.face, v.name, body)
 	}
 	info, err = d.res.Intake.Info(context.Background())
 	require.NoError(t, err)
-	require.EqualValues(t, 3, info.State.Msgs, "each acting token's cancel was published")
+	require.EqualValues(t, 5, info.State.Msgs, "each acting token's cancel was published")
+}
+
+// allFaces mounts every face on route.
+func allFaces(route string) []face.Mount {
+	var m []face.Mount
+	for _, k := range face.Kinds {
+		m = append(m, face.Mount{Kind: k, Route: route})
+	}
+	return m
+}
+
+// The genai face's SDK sends its key as x-goog-api-key: a Pollux token
+// there is read on the genai face's paths, and nowhere else; a wrong one
+// is a 401 in Google's shape.
+func TestTheGenAIKeyHeaderIsATokenOnItsFaceOnly(t *testing.T) {
+	t.Parallel()
+	tokens, err := frontdoor.ParseTokens(strings.NewReader(tokenAlice + " act name=app\n"))
+	require.NoError(t, err)
+	d := setupWith(t, frontdoor.Config{Tokens: tokens, Faces: allFaces(route)}, withIndex)
+	const op = "/genai/sim/v1beta/models/veo-3/operations/abcdefghijklmnopqrstuvwxyz"
+	r := d.do(t, http.MethodGet, op, "", map[string]string{"x-goog-api-key": tokenAlice})
+	require.Equal(t, http.StatusNotFound, r.status, "read with the key: an unknown operation: %s", r.raw)
+	require.Equal(t, "NOT_FOUND", r.body["error"].(map[string]any)["status"])
+
+	r = d.do(t, http.MethodGet, op, "", map[string]string{"x-goog-api-key": "not-a-pollux-token-at-all"})
+	require.Equal(t, http.StatusUnauthorized, r.status, "%s", r.raw)
+	require.Equal(t, "UNAUTHENTICATED", r.body["error"].(map[string]any)["status"])
+
+	for _, path := range []string{"/v1/jobs/abc", "/openai/sim/v1/videos/video_0123456789abcdef0123456789abcdef", "/runway/sim/v1/tasks/x"} {
+		r = d.do(t, http.MethodGet, path, "", map[string]string{"x-goog-api-key": tokenAlice, "X-Runway-Version": "2024-11-06"})
+		require.Equal(t, http.StatusUnauthorized, r.status, "%s: the header is no token there: %s", path, r.raw)
+	}
 }

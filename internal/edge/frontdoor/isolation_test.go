@@ -170,9 +170,18 @@ func TestFacesIsolateApps(t *testing.T) {
 	require.NoError(t, err)
 	d := setupWith(t, frontdoor.Config{Tokens: tokens,
 		Faces: []face.Mount{{Kind: face.Replicate, Route: route, RecordGrace: grace}, {Kind: face.Fal, Route: route, RecordGrace: grace},
-			{Kind: face.OpenAI, Route: route, RecordGrace: grace}}}, withIndex)
+			{Kind: face.OpenAI, Route: route, RecordGrace: grace}, {Kind: face.GenAI, Route: route, RecordGrace: grace},
+			{Kind: face.Runway, Route: route, RecordGrace: grace}, {Kind: face.Luma, Route: route, RecordGrace: grace}}}, withIndex)
 	type verb struct{ face, method, path, scheme string }
+	minted := func(n byte, format func([]byte) string) string { // ids are one namespace: n differs across faces of a shape
+		b := make([]byte, 16)
+		b[15] = n
+		return format(b)
+	}
 	ids := map[string]map[string]string{ // face → which → id of the face's shape
+		"genai":  {"own": minted(1, face.Base32.EncodeToString), "other": minted(2, face.Base32.EncodeToString), "unknown": minted(3, face.Base32.EncodeToString)},
+		"runway": {"own": minted(1, face.UUID), "other": minted(2, face.UUID), "unknown": minted(3, face.UUID)},
+		"luma":   {"own": minted(11, face.UUID), "other": minted(12, face.UUID), "unknown": minted(13, face.UUID)},
 		"replicate": {"own": "ownownownownownownownownow", "other": "rivrivrivrivrivrivrivrivri", "unknown": "nonenonenonenonenonenonen2"},
 		"openai":    {"own": "video_00000000000000000000000000000001", "other": "video_00000000000000000000000000000002", "unknown": "video_00000000000000000000000000000003"},
 		"fal":       {"own": "00000000-0000-4000-8000-000000000001", "other": "00000000-0000-4000-8000-000000000002", "unknown": "00000000-0000-4000-8000-000000000003"},
@@ -190,7 +199,7 @@ func TestFacesIsolateApps(t *testing.T) {
 			d.publish(t, j, "running", 1, state.Running)
 		}
 	}
-	require.Eventually(t, func() bool { n, _ := d.index.Size(); return n == 6 }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { n, _ := d.index.Size(); return n == 2*len(ids) }, 10*time.Second, 10*time.Millisecond)
 	falURL := func(u string) string { return "https://queue.fal.run/acme/video/requests/" + u }
 	verbs := []verb{
 		{"replicate", http.MethodGet, "/replicate/sim/v1/predictions/{id}", "Token"},
@@ -201,6 +210,15 @@ func TestFacesIsolateApps(t *testing.T) {
 		{"fal", http.MethodGet, falURL("{id}") + "/status", "Key"},
 		{"fal", http.MethodGet, falURL("{id}"), "Key"},
 		{"fal", http.MethodPut, falURL("{id}") + "/cancel", "Key"},
+		{"genai", http.MethodGet, "/genai/sim/v1beta/models/veo-3/operations/{id}", "Bearer"},
+		{"genai", http.MethodGet, "/genai/sim/v1beta/files/{id}0:download", "Bearer"},
+		{"runway", http.MethodGet, "/runway/sim/v1/tasks/{id}", "Bearer"},
+		{"runway", http.MethodDelete, "/runway/sim/v1/tasks/{id}", "Bearer"},
+		{"luma", http.MethodGet, "/luma/sim/generations/{id}", "Bearer"},
+		{"luma", http.MethodDelete, "/luma/sim/generations/{id}", "Bearer"},
+	}
+	for _, k := range face.Kinds {
+		require.Contains(t, ids, string(k), "face %s has rows of the isolation matrix", k)
 	}
 	for _, v := range verbs {
 		for role, token := range isolationRoles {
@@ -210,8 +228,11 @@ func TestFacesIsolateApps(t *testing.T) {
 			ask := func(id string) (int, string) {
 				req := strings.ReplaceAll(v.path, "{id}", id)
 				path, hdr := req, map[string]string{}
-				if v.face == "fal" {
+				switch v.face {
+				case "fal":
 					path, hdr["x-fal-target-url"] = "/fal/sim/", req
+				case "runway":
+					hdr["X-Runway-Version"] = "2024-11-06"
 				}
 				return faceDo(t, d, v.method, path, hdr, v.scheme+" "+token)
 			}
@@ -231,8 +252,8 @@ func TestFacesIsolateApps(t *testing.T) {
 	}
 	// The lists: an app's token lists its own, an admin's both.
 	for role, token := range isolationRoles {
-		for f, path := range map[string]string{"replicate": "/replicate/sim/v1/predictions", "openai": "/openai/sim/v1/videos"} {
-			scheme := map[string]string{"replicate": "Token", "openai": "Bearer"}[f]
+		for f, path := range map[string]string{"replicate": "/replicate/sim/v1/predictions", "openai": "/openai/sim/v1/videos", "luma": "/luma/sim/generations"} {
+			scheme := map[string]string{"replicate": "Token", "openai": "Bearer", "luma": "Bearer"}[f]
 			status, body := faceDo(t, d, http.MethodGet, path, nil, scheme+" "+token)
 			require.Equal(t, http.StatusOK, status, "%s list as %s: %s", f, role, body)
 			require.Contains(t, body, ids[f]["own"], "%s list as %s", f, role)

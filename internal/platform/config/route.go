@@ -113,8 +113,8 @@ type Route struct {
 	KeepInputs bool `yaml:"keep_inputs"`
 	// Faces are the provider faces the front door serves for this route,
 	// so an application using that provider's SDK submits here by
-	// changing only its base URL: replicate, fal, openai (default none;
-	// see docs/faces.md).
+	// changing only its base URL: replicate, fal, openai, genai, runway,
+	// luma (default none; see docs/faces.md).
 	Faces []string `yaml:"faces"`
 	// Inputs is how the route's provider is given the input files its
 	// jobs name (default: as signed URLs on inputs.public_url).
@@ -373,7 +373,7 @@ func (r Route) OptionsJSON() (json.RawMessage, error) {
 
 // FaceKinds are the faces a route may name; the front door's face
 // package defines each.
-var FaceKinds = []string{"replicate", "fal", "openai"}
+var FaceKinds = []string{"replicate", "fal", "openai", "genai", "runway", "luma"}
 
 // validFaces checks a route's faces: known, each once.
 func validFaces(faces []string) error {

@@ -9,6 +9,7 @@ import (
 	"mime/multipart"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -133,6 +134,44 @@ func faceApps() []faceApp {
 		},
 		codes: []int{http.StatusOK},
 		words: []string{"queued", "in_progress", "completed", "failed"},
+	}, {
+		name: "genai",
+		create: func(t *testing.T, base string, i int) string {
+			code, op := send(t, http.MethodPost, base+"/genai"+route+"/v1beta1/publishers/acme/models/video:predictLongRunning", "application/json",
+				fmt.Appendf(nil, `{"instances":[{"prompt":"clip %d"}]}`, i), nil)
+			require.Equal(t, http.StatusOK, code, "%v", op)
+			name := op["name"].(string)
+			return name[strings.LastIndexByte(name, '/')+1:]
+		},
+		poll: func(t *testing.T, base, id string) (int, string, bool) {
+			code, op := send(t, http.MethodGet, base+"/genai"+route+"/v1beta/models/video/operations/"+id, "", nil, nil)
+			switch {
+			case op["error"] != nil:
+				e, _ := op["error"].(map[string]any)
+				require.Contains(t, []any{13.0, 1.0, 4.0, 2.0}, e["code"], "%v", op) // google.rpc codes of a job's end
+				return code, "error", true
+			case op["done"] == true:
+				return code, "done", true
+			}
+			return code, "running", false
+		},
+		codes: []int{http.StatusOK},
+		words: []string{"running", "done", "error"},
+	}, {
+		name: "luma",
+		create: func(t *testing.T, base string, i int) string {
+			code, g := send(t, http.MethodPost, base+"/luma"+route+"/generations/video", "application/json",
+				fmt.Appendf(nil, `{"model":"acme/video","prompt":"clip %d"}`, i), nil)
+			require.Equal(t, http.StatusCreated, code, "%v", g)
+			return g["id"].(string)
+		},
+		poll: func(t *testing.T, base, id string) (int, string, bool) {
+			code, g := send(t, http.MethodGet, base+"/luma"+route+"/generations/"+id, "", nil, nil)
+			s, _ := g["state"].(string)
+			return code, s, s == "completed" || s == "failed"
+		},
+		codes: []int{http.StatusOK},
+		words: []string{"queued", "dreaming", "completed", "failed"},
 	}}
 }
 

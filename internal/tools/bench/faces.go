@@ -33,6 +33,9 @@ import (
 //   - the app check: the same status answers asked with an app's token
 //     (the face answers only that app's jobs: tenant.Viewer.Sees) and
 //     with an admin's (every app's: no check), the p99 it adds;
+//   - the same status answer through the genai, Runway and Luma faces
+//     (faces_new.go), each at 2,000 requests a second next to GET
+//     /v1/jobs/{id} of the same jobs just before;
 //   - fan-out: jobs created through the face and polled every 500 ms (the
 //     SDK's interval) by 1 client, then by 50 clients each polling every
 //     job: the provider's status calls per completion, the same in both.
@@ -46,6 +49,7 @@ const (
 	// makes, and an operator's.
 	facesAppToken   = "bench-app-token-0123456789"
 	facesAdminToken = "bench-admin-token-0123456789"
+	facesNewJobs    = 100 // per new face (genai, runway, luma)
 )
 
 // bearer sends every request with a front door token.
@@ -68,7 +72,7 @@ func (r *runner) faces(ctx context.Context) error {
 	return r.withStack(ctx, dev.StackConfig{
 		HTTPTokens: tokens,
 		Sim:        sim.Config{Seed: 5, TimeScale: 20, Default: sim.Model{QueueMedian: sim.Duration(time.Second), RunMedian: sim.Duration(20 * time.Second), RunSigma: 0.3}},
-		Route: config.Route{Workers: config.Workers{Submit: 16, Status: 32}, Faces: []string{"replicate"},
+		Route: config.Route{Workers: config.Workers{Submit: 16, Status: 32}, Faces: []string{"replicate", "genai", "runway", "luma"},
 			Poll: config.Poll{MaxDelay: 5 * time.Second}},
 		NoWebhooks: true,
 	}, func(st *dev.Stack, _ jetstream.JetStream) error {
@@ -116,6 +120,9 @@ func (r *runner) faces(ctx context.Context) error {
 			Note: note + fmt.Sprintf("; face p50 %.2f ms; %.0f answers/s served, %d errors", fl.p50, fl.rate, fl.errors)}).
 			atMost(pl.p99+5, "< plain + 5 ms")
 		r.report.add(Row{Group: "faces", Name: "status answers/s through the face, 32 clients flat out", Value: most, Unit: "/s"})
+		if err := r.benchNewFaces(ctx, client, st.HTTPURL, facesNewJobs); err != nil {
+			return err
+		}
 
 		// Fan-out: the provider's status calls per completion, 1 client vs 50.
 		per := map[int]float64{}

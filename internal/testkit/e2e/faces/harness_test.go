@@ -19,6 +19,7 @@ import (
 
 	"github.com/pollux-dev/pollux/internal/edge/face"
 	"github.com/pollux-dev/pollux/internal/edge/frontdoor"
+	"github.com/pollux-dev/pollux/internal/edge/tenant"
 	"github.com/pollux-dev/pollux/internal/testkit/e2e/e2etest"
 	"github.com/pollux-dev/pollux/pkg/provider/sim"
 	"github.com/pollux-dev/pollux/pkg/state"
@@ -29,7 +30,13 @@ import (
 const (
 	tokenApp  = "faces-app-token-0123456789abcdef"
 	tokenRead = "faces-read-token-0123456789abcdef"
+	// tokenQuota may make a request a second (bursts of two).
+	tokenQuota = "faces-quota-token-0123456789abcdef"
 )
+
+// appCtx is the context a face mints the ids of tokenApp's creates in:
+// its app's, "app" (a keyed create's id is derived from the app too).
+var appCtx = tenant.With(context.Background(), tenant.Of("app"))
 
 // stack is Pollux's binaries serving every face on route "sim" (and model
 // route "video", over "sim" and "sim2"), the simulated provider behind it.
@@ -107,7 +114,7 @@ model_routes:
 `, builtFaces()),
 	})
 	tokens := filepath.Join(f.Dir, "tokens")
-	require.NoError(t, os.WriteFile(tokens, []byte(tokenApp+" act name=app\n"+tokenRead+" read name=reader app=app\n"), 0o600))
+	require.NoError(t, os.WriteFile(tokens, []byte(tokenApp+" act name=app\n"+tokenRead+" read name=reader app=app\n"+tokenQuota+" act name=quota app=app rate=1\n"), 0o600))
 	s := &stack{JS: f.JS, Sim: f.SimAddr, fleet: f, addr: fmt.Sprintf("127.0.0.1:%d", e2etest.FreePort(t)), tokens: tokens}
 	s.URL = "http://" + s.addr
 	f.Launch("poller", "poller")

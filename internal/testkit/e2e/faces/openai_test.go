@@ -1,7 +1,6 @@
 package faces_test
 
 import (
-	"context"
 	"encoding/hex"
 	"fmt"
 	"testing"
@@ -143,7 +142,7 @@ func keyedAcrossAKill(t *testing.T, s *stack, env []string) []string {
 	t.Helper()
 	const n, prefix = 12, "kill"
 	idOf := func(i int) string {
-		return "video_" + hex.EncodeToString(face.IDBytes(context.Background(), face.OpenAI, "sim", fmt.Sprintf("%s-%d", prefix, i), 16))
+		return "video_" + hex.EncodeToString(face.IDBytes(appCtx, face.OpenAI, "sim", fmt.Sprintf("%s-%d", prefix, i), 16))
 	}
 	out := make(chan []map[string]any, 1)
 	go func() {

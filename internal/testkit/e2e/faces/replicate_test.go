@@ -1,7 +1,6 @@
 package faces_test
 
 import (
-	"context"
 	"encoding/base32"
 	"os"
 	"strings"
@@ -191,7 +190,7 @@ func TestReplicateCreateAcrossAGatewayCrash(t *testing.T) {
 	require.NotNil(t, keyed)
 	require.GreaterOrEqual(t, keyed["create_attempts"], float64(2), "the create was retried: %v", keyed)
 	want := base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding).
-		EncodeToString(face.IDBytes(context.Background(), face.Replicate, "sim", key, 16))
+		EncodeToString(face.IDBytes(appCtx, face.Replicate, "sim", key, 16))
 	require.Equal(t, want, keyed["id"], "the key makes the id")
 	s.requireResult(t, keyed)
 	st := s.SimStats(t)
