@@ -53,10 +53,13 @@ func TestAnAppsQuotaHoldsAcrossFrontDoors(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	// A second's worth of leases at the start, then rate a second: within
-	// a second's worth either way.
+	// A second's worth of leases at the start, then rate a second: at most
+	// a second's worth more (three front doors each with a quota of its
+	// own would admit three times it). The floor is loose: a busy machine
+	// starves the clients, never the quota.
 	want := rate * (window.Seconds() + 1)
-	require.InDelta(t, want, float64(ok.Load()), rate, "admitted across three front doors (refused %d)", refused.Load())
+	require.LessOrEqual(t, float64(ok.Load()), want+rate, "admitted across three front doors (refused %d)", refused.Load())
+	require.GreaterOrEqual(t, float64(ok.Load()), rate, "admitted across three front doors (refused %d)", refused.Load())
 	require.Positive(t, refused.Load())
 	for _, d := range doors {
 		r := d.do(t, http.MethodGet, "/v1/jobs/none", "", map[string]string{"Authorization": "Bearer " + tokenBob})
