@@ -179,9 +179,9 @@ func TestFacesIsolateApps(t *testing.T) {
 		return format(b)
 	}
 	ids := map[string]map[string]string{ // face → which → id of the face's shape
-		"genai":  {"own": minted(1, face.Base32.EncodeToString), "other": minted(2, face.Base32.EncodeToString), "unknown": minted(3, face.Base32.EncodeToString)},
-		"runway": {"own": minted(1, face.UUID), "other": minted(2, face.UUID), "unknown": minted(3, face.UUID)},
-		"luma":   {"own": minted(11, face.UUID), "other": minted(12, face.UUID), "unknown": minted(13, face.UUID)},
+		"genai":     {"own": minted(1, face.Base32.EncodeToString), "other": minted(2, face.Base32.EncodeToString), "unknown": minted(3, face.Base32.EncodeToString)},
+		"runway":    {"own": minted(1, face.UUID), "other": minted(2, face.UUID), "unknown": minted(3, face.UUID)},
+		"luma":      {"own": minted(11, face.UUID), "other": minted(12, face.UUID), "unknown": minted(13, face.UUID)},
 		"replicate": {"own": "ownownownownownownownownow", "other": "rivrivrivrivrivrivrivrivri", "unknown": "nonenonenonenonenonenonen2"},
 		"openai":    {"own": "video_00000000000000000000000000000001", "other": "video_00000000000000000000000000000002", "unknown": "video_00000000000000000000000000000003"},
 		"fal":       {"own": "00000000-0000-4000-8000-000000000001", "other": "00000000-0000-4000-8000-000000000002", "unknown": "00000000-0000-4000-8000-000000000003"},
