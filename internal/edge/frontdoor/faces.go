@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pollux-dev/pollux/internal/core/faceshape"
 	"github.com/pollux-dev/pollux/internal/edge/face"
 	"github.com/pollux-dev/pollux/internal/edge/face/fal"
 	"github.com/pollux-dev/pollux/internal/edge/face/openai"
@@ -133,7 +134,7 @@ func (f facade) Output(w http.ResponseWriter, r *http.Request, j *state.Job, n i
 	if n < 0 || n >= len(j.Outputs) {
 		return face.ErrOutputNotFound
 	}
-	if face.Saved(j, n) {
+	if faceshape.Saved(j, n) {
 		if e := f.s.serveKept(w, r, j, n); e != nil {
 			return toFace(e)
 		}

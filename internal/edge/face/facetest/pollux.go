@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pollux-dev/pollux/internal/core/faceshape"
 	"github.com/pollux-dev/pollux/internal/core/inputs"
 	"github.com/pollux-dev/pollux/internal/edge/face"
 	"github.com/pollux-dev/pollux/pkg/events"
@@ -242,7 +243,7 @@ func (p *Pollux) Cancel(_ context.Context, _ *http.Request, j *state.Job, _ stri
 // other is a redirect to its provider's URL (face.ProviderURL);
 // face.ErrOutputNotFound when the job has no such output.
 func (p *Pollux) Output(w http.ResponseWriter, r *http.Request, j *state.Job, n int) error {
-	if face.Saved(j, n) {
+	if faceshape.Saved(j, n) {
 		o := j.Custody.Outputs[n]
 		w.Header().Set("Content-Type", o.ContentType)
 		w.WriteHeader(http.StatusOK)
