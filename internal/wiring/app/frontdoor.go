@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"github.com/pollux-dev/pollux/internal/edge/frontdoor"
 	"github.com/pollux-dev/pollux/internal/edge/index"
 	"github.com/pollux-dev/pollux/pkg/schedule"
+	"github.com/pollux-dev/pollux/pkg/signature"
 )
 
 // Census samples the fleet as this process sees it: its routes and their
@@ -67,6 +69,20 @@ func (e *Env) FrontDoor(ctx context.Context, g *errgroup.Group, cfg frontdoor.Co
 	}
 	cfg.Policies = policies
 	cfg.Faces, cfg.KeepOutputs, cfg.Inputs = e.Faces(), e.KeepOutputs(), e.inputs
+	if sc := e.Config.Notify.Submissions; sc != nil {
+		raw, err := sc.Secrets()
+		if err != nil {
+			return nil, fmt.Errorf("notify.submissions: %w", err)
+		}
+		if len(raw) == 0 {
+			return nil, errors.New("notify.submissions: no secrets_env")
+		}
+		key, err := signature.ParseSecret(raw[0])
+		if err != nil {
+			return nil, fmt.Errorf("notify.submissions.secrets_env[0] (%s): %w", sc.SecretsEnv[0], err)
+		}
+		cfg.Webhooks = &frontdoor.Webhooks{AllowPrivate: sc.AllowPrivate, Secret: key}
+	}
 	if e.Metrics != nil {
 		cfg.Metrics = e.Metrics.FrontDoor()
 	}

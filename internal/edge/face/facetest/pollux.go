@@ -43,6 +43,7 @@ type Pollux struct {
 	keeps      map[string]bool
 	now        func() time.Time
 	inputs     *inputs.Store
+	webhooks   *face.Webhooks
 }
 
 var _ face.Pollux = (*Pollux)(nil)
@@ -379,3 +380,18 @@ func (p *Pollux) Cancels() []string {
 // Waits receives the id of each Wait call, so a test knows a face is
 // waiting before it changes a record.
 func (p *Pollux) Waits() <-chan string { return p.waits }
+
+// SetWebhooks sets what Webhooks answers (nil: this Pollux calls no
+// webhooks of apps' own).
+func (p *Pollux) SetWebhooks(w *face.Webhooks) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.webhooks = w
+}
+
+// Webhooks answers what SetWebhooks set (face.Pollux).
+func (p *Pollux) Webhooks(*http.Request) *face.Webhooks {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.webhooks
+}
