@@ -128,12 +128,15 @@ func (f FrontDoorFlags) Tokens() (*frontdoor.Tokens, error) {
 func (e *Env) KeepOutputs() []string {
 	var out []string
 	for _, name := range e.RouteNames() {
-		if e.Config.Routes[name].KeepOutputs != nil {
+		if e.KeepsOutputs(name) {
 			out = append(out, name)
 		}
 	}
 	return out
 }
+
+// KeepsOutputs reports whether route keeps its outputs (keep_outputs).
+func (e *Env) KeepsOutputs(route string) bool { return e.Config.Routes[route].KeepOutputs != nil }
 
 // Faces are the provider faces the configuration mounts on its routes and
 // model routes, in order.
