@@ -1,11 +1,30 @@
 package faces_test
 
 import (
+	"encoding/json"
+	"net/http"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/pollux-dev/pollux/pkg/signature"
 )
+
+// webhookSecret is what GET /v1/webhooks/default/secret answers token.
+func (s *stack) webhookSecret(t *testing.T, token string) string {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, s.URL+"/replicate/sim/v1/webhooks/default/secret", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var got struct{ Key string }
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&got))
+	return got.Key
+}
 
 // Predictions created with webhooks through the pinned SDK: every
 // delivery verifies with the SDK's own validateWebhook() and the secret
@@ -42,6 +61,13 @@ func TestReplicateWebhooksSDK(t *testing.T) {
 		}
 	}
 	require.Len(t, ids, jobs)
+
+	// Each token its own secret: the app's is derived from the server
+	// secret and its name; the reader's differs.
+	server, err := signature.ParseSecret(hookSecret)
+	require.NoError(t, err)
+	require.Equal(t, signature.FormatSecret(signature.DeriveSecret(server, "app")), s.webhookSecret(t, tokenApp))
+	require.NotEqual(t, s.webhookSecret(t, tokenApp), s.webhookSecret(t, tokenRead))
 	for n := range jobs {
 		statuses := got[n]
 		require.NotEmpty(t, statuses, "job %d got no delivery", n)
