@@ -3,13 +3,24 @@ package faces_test
 import (
 	"encoding/json"
 	"net/http"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/pollux-dev/pollux/internal/testkit/e2e/e2etest"
 	"github.com/pollux-dev/pollux/pkg/signature"
 )
+
+// hookSim is the simulated provider of the webhooks test: jobs of about
+// 10 s (500 s of model time at 50x), so they end around a NATS restart.
+const hookSim = `
+time_scale: 50
+seed: 13
+latency: 5ms
+default: {queue_median: 2s, queue_sigma: 0.3, run_median: 500s, run_sigma: 0.2, fail_rate: 0.1}
+`
 
 // webhookSecret is what GET /v1/webhooks/default/secret answers token.
 func (s *stack) webhookSecret(t *testing.T, token string) string {
@@ -26,21 +37,29 @@ func (s *stack) webhookSecret(t *testing.T, token string) string {
 	return got.Key
 }
 
-// Predictions created with webhooks through the pinned SDK: every
+// Predictions created with webhooks through the pinned SDK, NATS
+// restarted while they run: every
 // delivery verifies with the SDK's own validateWebhook() and the secret
 // webhooks.default.secret.get() answered, carries the prediction, and
 // each app endpoint gets the events its filter asked for — a completed
-// one for every job, a start one only where asked, and no logs where the
-// filter left them out.
+// one for every job (none lost), a start one only where asked, and no
+// logs where the filter left them out.
 func TestReplicateWebhooksSDK(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the fleet and node")
 	}
 	t.Parallel()
-	s := start(t)
+	bin := e2etest.Binaries(t)
+	natsNode, natsURL, js := e2etest.StoppableNATS(t, bin, t.TempDir())
+	s := startWith(t, hookSim, natsURL, js)
 	s.fleet.Launch("webhook", "webhook")
 	const jobs = 30
-	lines := node(t, "replicate.mjs", 120*time.Second, s.replicateEnv("webhooks", "JOBS=30", "DEADLINE_S=90")...)
+	wait := startNode(t, "replicate.mjs", 150*time.Second, s.replicateEnv("webhooks", "JOBS=30", "DEADLINE_S=120")...)
+	// Every job is at the provider, none ended: NATS goes away (SIGKILLed,
+	// back on its store 5 s later) while they run and end.
+	e2etest.WaitFor(t, "every job created at the provider", time.Minute, func() bool { return s.SimStats(t).Creates >= jobs })
+	natsNode.Restart(syscall.SIGKILL, 5*time.Second)
+	lines := wait()
 	filters := map[int][]any{}
 	ids := map[int]string{}
 	got := map[int][]string{} // statuses delivered, by job, deduplicated on webhook-id
