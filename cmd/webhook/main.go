@@ -45,7 +45,7 @@ func main() {
 		// processes are the ones that speak HTTP to the outside.
 		var runs []func(context.Context) error
 		if notify.Enabled(env.Config.Notify) {
-			out, err := notify.New(notify.Config{Notify: env.Config.Notify, Routes: app.NotifyRoutes(env.Config),
+			out, err := notify.New(notify.Config{Notify: env.Config.Notify, Routes: app.NotifyRoutes(env.Config), KeepsOutputs: env.KeepsOutputs,
 				Options: env.Options(), Logger: env.Log, Metrics: env.Metrics.Notify(app.NotifyEndpoints(env.Config))}, env.JS, env.NS)
 			if err != nil {
 				return err

@@ -22,6 +22,8 @@
 //           with KEY, every request carries Idempotency-Key: KEY and a
 //           create whose connection broke is retried (as keyed)
 //   keyless one create as the SDK sends it (no key), reporting its error
+//   webhooks JOBS predictions with webhooks to a receiver of the app's
+//           own, each delivery checked with the SDK's validateWebhook()
 //   list    every prediction of the route, through paginate(predictions.list)
 //   outage  CLIENTS apps, each running a job of LONG_MODEL, then creating
 //           a job of SHORT_MODEL every second or so (each followed to its
@@ -39,7 +41,8 @@
 // https URLs name no real host, and run() would download each one.
 
 import { existsSync } from "node:fs";
-import Replicate from "replicate";
+import http from "node:http";
+import Replicate, { validateWebhook } from "replicate";
 import { imageBytes, sha256 } from "./image.mjs";
 
 const env = process.env;
@@ -152,7 +155,7 @@ async function errors() {
     ["wrong-token", () => client("not-a-pollux-token-0123456789").predictions.create({ model, input: {} })],
     ["read-only-token", () => client(env.READ_TOKEN).predictions.create({ model, input: {} })],
     ["no-input", () => client().predictions.create({ model })],
-    ["webhook", () => client().predictions.create({ model, input: {}, webhook: "https://app.example/hook" })],
+    ["webhook", () => client().predictions.create({ model, input: {}, webhook: "http://app.example/hook" })],
     ["unknown-id", () => client().predictions.get("nosuchpredictionxxxxxxxxxx")],
     ["read-only-get", () => client(env.READ_TOKEN).predictions.get("nosuchpredictionxxxxxxxxxx")],
   ];
@@ -304,7 +307,61 @@ async function outage() {
   );
 }
 
-const modes = { main, load, images, errors, image, keyed, keyless, list, outage };
+// webhooks creates JOBS predictions, each naming a webhook on a receiver
+// of this app's own (on loopback) and a webhook_events_filter by turns:
+// completed, start+completed, none (every event). Each delivery is
+// checked with the SDK's validateWebhook() and the secret
+// webhooks.default.secret.get() answers, and reported once the job's
+// completed delivery came (or DEADLINE_S passed).
+async function webhooks() {
+  const replicate = client();
+  const { key } = await replicate.webhooks.default.secret.get();
+  const jobs = Number(env.JOBS ?? 30);
+  const filters = [["completed"], ["start", "completed"], undefined];
+  const done = new Set();
+  let finish;
+  const all = new Promise((resolve) => (finish = resolve));
+  const server = http.createServer((req, res) => {
+    const chunks = [];
+    req.on("data", (c) => chunks.push(c));
+    req.on("end", async () => {
+      const body = Buffer.concat(chunks).toString("utf8");
+      const n = Number(new URL(req.url, "http://x").searchParams.get("n"));
+      let valid = false;
+      try {
+        valid = await validateWebhook({ headers: req.headers, body }, key);
+      } catch (err) {
+        valid = String(err.message ?? err);
+      }
+      let p = {};
+      try {
+        p = JSON.parse(body);
+      } catch {}
+      print({ step: "delivery", n, valid, webhook_id: req.headers["webhook-id"], id: p.id, status: p.status, output: p.output });
+      res.writeHead(200).end();
+      if (["succeeded", "failed", "canceled"].includes(p.status)) {
+        done.add(n);
+        if (done.size === jobs) finish();
+      }
+    });
+  });
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const hook = `http://127.0.0.1:${server.address().port}/hook`;
+  await Promise.all(
+    Array.from({ length: jobs }, async (_, n) => {
+      const filter = filters[n % filters.length];
+      const p = await replicate.predictions.create({
+        model, input: { prompt: `hook ${n}` }, webhook: `${hook}?n=${n}`,
+        ...(filter ? { webhook_events_filter: filter } : {}),
+      });
+      print({ step: "created", n, id: p.id, filter: filter ?? null });
+    }),
+  );
+  await Promise.race([all, new Promise((r) => setTimeout(r, Number(env.DEADLINE_S ?? 60) * 1000).unref())]);
+  server.close();
+}
+
+const modes = { main, load, images, errors, image, keyed, keyless, list, outage, webhooks };
 const mode = modes[process.argv[2] ?? env.MODE];
 if (!mode) {
   console.error(`usage: node replicate.mjs ${Object.keys(modes).join("|")}`);

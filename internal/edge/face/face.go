@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/pollux-dev/pollux/internal/core/faceshape"
 	"github.com/pollux-dev/pollux/internal/edge/tenant"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/state"
@@ -21,7 +22,7 @@ type Kind string
 // The faces.
 const (
 	// Replicate is Replicate's predictions API (package face/replicate).
-	Replicate Kind = "replicate"
+	Replicate Kind = faceshape.FaceReplicate
 	// Fal is fal's queue API through the fal client's proxy protocol
 	// (package face/fal).
 	Fal Kind = "fal"
@@ -66,7 +67,7 @@ func Prefix(k Kind, route string) string { return "/" + string(k) + "/" + route 
 
 // MetaFace is the metadata key a face's create writes on its job: the
 // face's Kind. A face sees only the jobs that carry its own (Kit.Job).
-const MetaFace = "face"
+const MetaFace = faceshape.MetaFace
 
 // Mount is one face mounted for one route.
 type Mount struct {
@@ -171,6 +172,21 @@ type Pollux interface {
 	// outputs (its keep_outputs): output custody copies them, and Output
 	// serves the copies.
 	KeepsOutputs(route string) bool
+	// Webhooks is what this Pollux does with a webhook URL of request r's
+	// caller's own (a Replicate create's webhook): nil when it calls none
+	// (the configuration sets no notify.submissions).
+	Webhooks(r *http.Request) *Webhooks
+}
+
+// Webhooks is how this Pollux calls apps' own webhook URLs.
+type Webhooks struct {
+	// AllowPrivate lets a webhook URL reach private and loopback
+	// addresses (notify.submissions.allow_private; safehttp.CheckURL).
+	AllowPrivate bool
+	// Secret is the caller's signing secret as Replicate shows one,
+	// "whsec_…": signature.DeriveSecret of the current server secret
+	// (notify.submissions' first) and the caller's token name.
+	Secret string
 }
 
 // Face is what the front door asks of a face, and what Serve writes a

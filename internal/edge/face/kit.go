@@ -278,3 +278,7 @@ func (k *Kit) Base(r *http.Request) string {
 	}
 	return scheme + "://" + r.Host + k.mount.Prefix
 }
+
+// Webhooks is how this Pollux calls request r's caller's own webhook URLs
+// (Pollux.Webhooks): nil when it calls none.
+func (k *Kit) Webhooks(r *http.Request) *Webhooks { return k.pollux.Webhooks(r) }

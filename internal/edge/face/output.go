@@ -3,54 +3,25 @@ package face
 import (
 	"errors"
 	"net/http"
-	"net/url"
 	"strconv"
 
+	"github.com/pollux-dev/pollux/internal/core/faceshape"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
 // OutputPath is where a face serves the outputs Pollux keeps, below its
 // mount: output n of job id (Kit.ServeOutput), the URL Kit.OutputURL
-// gives an app for a kept output.
-const OutputPath = "/outputs/{id}/{n}"
+// gives an app for a kept output (faceshape.OutputURL).
+const OutputPath = faceshape.OutputPath
 
-// ProviderURL is output n of job j as the provider gave it, when it is a
-// URL a face may send an app to: http or https, with a host and no
-// userinfo; else (or when the job has no output n) ErrOutputNotFound. The
-// record holds what the provider said, which is not to be trusted as a
-// link or a redirect target.
+// ProviderURL is output n of job j as the provider gave it, when a face
+// may send an app to it (faceshape.ProviderURL); else ErrOutputNotFound.
 func ProviderURL(j *state.Job, n int) (string, error) {
-	if n < 0 || n >= len(j.Outputs) {
+	u, ok := faceshape.ProviderURL(j, n)
+	if !ok {
 		return "", ErrOutputNotFound
 	}
-	u, err := url.Parse(j.Outputs[n])
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
-		return "", ErrOutputNotFound
-	}
-	return u.String(), nil
-}
-
-// Saved reports whether output custody saved output n of job j: Pollux
-// holds its bytes.
-func Saved(j *state.Job, n int) bool {
-	c := j.Custody
-	return c != nil && !c.SavedAt.IsZero() && n >= 0 && n < len(c.Outputs) && c.Outputs[n].Status == state.OutputSaved
-}
-
-// Kept reports whether output n of succeeded job j is Pollux's to serve:
-// custody saved it, or has yet to copy it on a route that keeps outputs
-// (routeKeeps) — Pollux serves the provider's URL meanwhile. An output
-// custody recorded as not kept (gone, too large, failed) is not.
-func Kept(j *state.Job, n int, routeKeeps bool) bool {
-	switch {
-	case j.State != state.Succeeded || n < 0 || n >= len(j.Outputs):
-		return false
-	case Saved(j, n):
-		return true
-	case j.Custody != nil && !j.Custody.SavedAt.IsZero():
-		return false // custody has decided: not kept
-	}
-	return routeKeeps
+	return u, nil
 }
 
 // OutputURL is output n of job j as a face gives it to the app that made
@@ -65,11 +36,7 @@ func Kept(j *state.Job, n int, routeKeeps bool) bool {
 //   - otherwise none (false): an output URL the record holds that is not
 //     http(s) — a javascript: or file: URL, userinfo — is never handed on.
 func (k *Kit) OutputURL(r *http.Request, j *state.Job, n int) (string, bool) {
-	if Kept(j, n, k.pollux.KeepsOutputs(j.Route)) {
-		return k.Base(r) + "/outputs/" + url.PathEscape(j.ID) + "/" + strconv.Itoa(n), true
-	}
-	u, err := ProviderURL(j, n)
-	return u, err == nil
+	return faceshape.OutputURL(j, k.Base(r), n, k.pollux.KeepsOutputs(j.Route))
 }
 
 // OutputURLs are job j's output URLs as OutputURL gives them, in order,

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pollux-dev/pollux/internal/core/faceshape"
 	"github.com/pollux-dev/pollux/internal/edge/face"
 	"github.com/pollux-dev/pollux/internal/edge/face/fal"
 	"github.com/pollux-dev/pollux/internal/edge/face/genai"
@@ -22,6 +23,7 @@ import (
 	"github.com/pollux-dev/pollux/internal/platform/faultpoint"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/logkey"
+	"github.com/pollux-dev/pollux/pkg/signature"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
@@ -164,7 +166,7 @@ func (f facade) Output(w http.ResponseWriter, r *http.Request, j *state.Job, n i
 	if n < 0 || n >= len(j.Outputs) {
 		return face.ErrOutputNotFound
 	}
-	if face.Saved(j, n) {
+	if faceshape.Saved(j, n) {
 		if e := f.s.serveKept(w, r, j, n); e != nil {
 			return toFace(e)
 		}
@@ -179,6 +181,28 @@ func (f facade) Output(w http.ResponseWriter, r *http.Request, j *state.Job, n i
 }
 
 func (f facade) KeepsOutputs(route string) bool { return slices.Contains(f.s.cfg.KeepOutputs, route) }
+
+// Webhooks is how this Pollux calls apps' own webhook URLs, as the
+// configuration's notify.submissions says.
+type Webhooks struct {
+	// AllowPrivate is notify.submissions.allow_private.
+	AllowPrivate bool
+	// Secret is the current server secret (notify.submissions' first):
+	// each token's signing secret is derived from it and the token's name
+	// (signature.DeriveSecret), as package notify signs with.
+	Secret []byte
+}
+
+// Webhooks is how request r's caller's webhooks are called and signed
+// (face.Pollux).
+func (f facade) Webhooks(r *http.Request) *face.Webhooks {
+	w := f.s.cfg.Webhooks
+	if w == nil {
+		return nil
+	}
+	return &face.Webhooks{AllowPrivate: w.AllowPrivate,
+		Secret: signature.FormatSecret(signature.DeriveSecret(w.Secret, who(r).by(r)))}
+}
 
 // listReads bounds the records one List reads for a face mounted on a
 // model route, whose jobs the index finds among every route's.

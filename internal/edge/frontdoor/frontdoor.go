@@ -142,6 +142,10 @@ type Config struct {
 	// signed URLs are served (inputs.go). Nil: none are kept, and a
 	// submission naming one is refused.
 	Inputs *inputs.Store
+	// Webhooks, when set, lets a face's create name a webhook URL of the
+	// caller's own (notify.submissions), and tells the caller its signing
+	// secret (face.Webhooks). Nil: a create naming one is refused.
+	Webhooks *Webhooks
 	// Console, when set, is served at /console/ and / redirects there.
 	Console http.Handler
 	// Logger receives the front door's log lines (default: none).

@@ -19,8 +19,10 @@ type Notify struct {
 	// default none).
 	Endpoints map[string]Endpoint `yaml:"endpoints"`
 	// Submissions, when set, lets a submission name an endpoint of its own
-	// (notify_url), delivered with these settings (its URL aside; default
-	// none: a submission cannot).
+	// (notify_url, or a Replicate face create's webhook), delivered with
+	// these settings (its URL aside; default none: a submission cannot).
+	// Its secrets also sign the Replicate face's webhooks, each token's
+	// with a secret derived from them and its name (docs/faces.md).
 	Submissions *Endpoint `yaml:"submissions"`
 }
 

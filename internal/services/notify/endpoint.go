@@ -95,15 +95,16 @@ func (a answer) summary() string {
 // maxResponse is how much of an answer's body is read (and dropped).
 const maxResponse = 64 << 10
 
-// call POSTs body to url, signed with every secret (Standard Webhooks: the
-// webhook-id, webhook-timestamp and webhook-signature headers).
-func (e *endpoint) call(ctx context.Context, url, id string, now time.Time, body []byte) answer {
+// call POSTs body to url, signed with every one of secrets (Standard
+// Webhooks: the webhook-id, webhook-timestamp and webhook-signature
+// headers).
+func (e *endpoint) call(ctx context.Context, url, id string, now time.Time, body []byte, secrets [][]byte) answer {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return answer{err: err}
 	}
-	sigs := make([]string, len(e.secrets))
-	for i, s := range e.secrets {
+	sigs := make([]string, len(secrets))
+	for i, s := range secrets {
 		sigs[i] = signature.Sign(s, id, now, body)
 	}
 	req.Header.Set("Content-Type", "application/json")

@@ -63,10 +63,12 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/pollux-dev/pollux/internal/core/consume"
+	"github.com/pollux-dev/pollux/internal/core/faceshape"
 	"github.com/pollux-dev/pollux/internal/platform/config"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/logkey"
 	"github.com/pollux-dev/pollux/pkg/schedule"
+	"github.com/pollux-dev/pollux/pkg/signature"
 )
 
 // Metrics observe the service; nil fields are ignored. They must not block.
@@ -89,6 +91,10 @@ type Config struct {
 	Notify config.Notify
 	// Routes are the endpoints each route's job events go to, by route.
 	Routes map[string][]string
+	// KeepsOutputs reports whether a route keeps its outputs
+	// (keep_outputs): a Replicate webhook then links Pollux's copies, as
+	// the face does (faceshape.OutputURL). Nil: none does.
+	KeepsOutputs func(route string) bool
 	// Options size the streams (see events.Options).
 	Options events.Options
 	// Logger receives the service's log lines (default: none).
@@ -253,6 +259,9 @@ func (s *Service) copy(ctx context.Context, msg jetstream.Msg) events.Outcome {
 		if e.terminal && (!ev.State.Terminal() || events.CustodyEvent(ev.Type)) {
 			continue
 		}
+		if e.name == config.NotifySubmissions && faceshape.ReplicateHook(ev.Job) && !faceshape.ReplicateWants(ev.Job, ev.Type) {
+			continue // not among the events the create's filter asked for
+		}
 		out := &natsMsg{subject: s.ns.Outbox(e.name, ev.JobID), data: msg.Data()}
 		if e.name == config.NotifySubmissions {
 			out.url = own
@@ -305,9 +314,14 @@ func (s *Service) deliver(ctx context.Context, e *endpoint, msg jetstream.Msg) e
 	if wait := e.circuits.allow(host, now); wait > 0 {
 		return events.Later(wait + schedule.Jitter(time.Second, 1, s.rnd))
 	}
+	body, secrets, err := s.render(e, ev, msg.Data())
+	if err != nil {
+		log.Error().Err(err).Msg("dropping a delivery that cannot be rendered")
+		return events.Stop()
+	}
 	cctx, cancel := context.WithTimeout(ctx, e.timeout)
 	start := time.Now()
-	a := e.call(cctx, target, fmt.Sprintf("pollux_%s_%d", ev.JobID, ev.Seq), now, msg.Data())
+	a := e.call(cctx, target, fmt.Sprintf("pollux_%s_%d", ev.JobID, ev.Seq), now, body, secrets)
 	cancel()
 	if s.cfg.Metrics.Call != nil {
 		s.cfg.Metrics.Call(e.name, time.Since(start))
@@ -344,6 +358,29 @@ func (s *Service) deliver(ctx context.Context, e *endpoint, msg jetstream.Msg) e
 	s.count(e.name, "failed")
 	log.Info().Str(logkey.Answer, a.summary()).Int(logkey.Attempts, st.Attempts).Dur(logkey.RetryIn, delay).Msg("delivery failed; retrying")
 	return events.Later(delay)
+}
+
+// render is a delivery's body and the secrets it is signed with: the
+// event as published, under the endpoint's secrets; or, to the webhook of
+// a Replicate face's create, the prediction as the face answers it, under
+// the submitter's secrets (signature.DeriveSecret of each of the
+// endpoint's and the token's name: its current secret, which the face's
+// GET /v1/webhooks/default/secret answers, and during a rotation the
+// other's too).
+func (s *Service) render(e *endpoint, ev *events.Event, data []byte) ([]byte, [][]byte, error) {
+	if e.name != config.NotifySubmissions || !faceshape.ReplicateHook(ev.Job) {
+		return data, e.secrets, nil
+	}
+	keeps := s.cfg.KeepsOutputs != nil && s.cfg.KeepsOutputs(ev.Route)
+	body, err := faceshape.ReplicateWebhookBody(ev.Job, keeps)
+	if err != nil {
+		return nil, nil, err
+	}
+	secrets := make([][]byte, len(e.secrets))
+	for i, k := range e.secrets {
+		secrets[i] = signature.DeriveSecret(k, ev.Job.SubmittedBy)
+	}
+	return body, secrets, nil
 }
 
 func (s *Service) circuit(e *endpoint, host string, ok bool, now time.Time) {

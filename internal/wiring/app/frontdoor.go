@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -16,6 +17,7 @@ import (
 	"github.com/pollux-dev/pollux/internal/edge/frontdoor"
 	"github.com/pollux-dev/pollux/internal/edge/index"
 	"github.com/pollux-dev/pollux/pkg/schedule"
+	"github.com/pollux-dev/pollux/pkg/signature"
 )
 
 // Census samples the fleet as this process sees it: its routes and their
@@ -85,6 +87,21 @@ func (e *Env) FrontDoor(ctx context.Context, g *errgroup.Group, cfg frontdoor.Co
 			cfg.AppQuotas[name] = b
 		}
 	}
+	if e.Config != nil && e.Config.Notify.Submissions != nil {
+		sc := e.Config.Notify.Submissions
+		raw, err := sc.Secrets()
+		if err != nil {
+			return nil, fmt.Errorf("notify.submissions: %w", err)
+		}
+		if len(raw) == 0 {
+			return nil, errors.New("notify.submissions: no secrets_env")
+		}
+		key, err := signature.ParseSecret(raw[0])
+		if err != nil {
+			return nil, fmt.Errorf("notify.submissions.secrets_env[0] (%s): %w", sc.SecretsEnv[0], err)
+		}
+		cfg.Webhooks = &frontdoor.Webhooks{AllowPrivate: sc.AllowPrivate, Secret: key}
+	}
 	if e.Metrics != nil {
 		cfg.Metrics = e.Metrics.FrontDoor()
 	}
@@ -130,12 +147,15 @@ func (f FrontDoorFlags) Tokens() (*frontdoor.Tokens, error) {
 func (e *Env) KeepOutputs() []string {
 	var out []string
 	for _, name := range e.RouteNames() {
-		if e.Config.Routes[name].KeepOutputs != nil {
+		if e.KeepsOutputs(name) {
 			out = append(out, name)
 		}
 	}
 	return out
 }
+
+// KeepsOutputs reports whether route keeps its outputs (keep_outputs).
+func (e *Env) KeepsOutputs(route string) bool { return e.Config.Routes[route].KeepOutputs != nil }
 
 // Faces are the provider faces the configuration mounts on its routes and
 // model routes, in order.

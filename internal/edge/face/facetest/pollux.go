@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pollux-dev/pollux/internal/core/faceshape"
 	"github.com/pollux-dev/pollux/internal/core/inputs"
 	"github.com/pollux-dev/pollux/internal/edge/face"
 	"github.com/pollux-dev/pollux/pkg/events"
@@ -42,6 +43,7 @@ type Pollux struct {
 	keeps      map[string]bool
 	now        func() time.Time
 	inputs     *inputs.Store
+	webhooks   *face.Webhooks
 }
 
 var _ face.Pollux = (*Pollux)(nil)
@@ -242,7 +244,7 @@ func (p *Pollux) Cancel(_ context.Context, _ *http.Request, j *state.Job, _ stri
 // other is a redirect to its provider's URL (face.ProviderURL);
 // face.ErrOutputNotFound when the job has no such output.
 func (p *Pollux) Output(w http.ResponseWriter, r *http.Request, j *state.Job, n int) error {
-	if face.Saved(j, n) {
+	if faceshape.Saved(j, n) {
 		o := j.Custody.Outputs[n]
 		w.Header().Set("Content-Type", o.ContentType)
 		w.WriteHeader(http.StatusOK)
@@ -378,3 +380,18 @@ func (p *Pollux) Cancels() []string {
 // Waits receives the id of each Wait call, so a test knows a face is
 // waiting before it changes a record.
 func (p *Pollux) Waits() <-chan string { return p.waits }
+
+// SetWebhooks sets what Webhooks answers (nil: this Pollux calls no
+// webhooks of apps' own).
+func (p *Pollux) SetWebhooks(w *face.Webhooks) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.webhooks = w
+}
+
+// Webhooks answers what SetWebhooks set (face.Pollux).
+func (p *Pollux) Webhooks(*http.Request) *face.Webhooks {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.webhooks
+}

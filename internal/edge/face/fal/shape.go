@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pollux-dev/pollux/internal/core/faceshape"
 	"github.com/pollux-dev/pollux/internal/edge/face"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
@@ -193,7 +194,7 @@ func resultOf(j *state.Job, link func(n int) (string, bool)) result {
 			continue
 		}
 		f := fileOf(o, u)
-		if f.ContentType == "" && face.Saved(j, n) {
+		if f.ContentType == "" && faceshape.Saved(j, n) {
 			f.ContentType = j.Custody.Outputs[n].ContentType
 		}
 		r.Files = append(r.Files, f)

@@ -40,8 +40,13 @@
 //     predict_time and total_time once the job has ended; input is the
 //     record's when the route keeps inputs (else the create's, on the
 //     create's answer, and {}); urls has get and cancel, never stream.
-//   - A create naming a webhook is refused (422): Pollux sends no
-//     Replicate webhooks.
+//   - A create may name a webhook and webhook_events_filter (start,
+//     output, logs, completed; all when none) where the configuration
+//     sets notify.submissions: the URL must be https (http only to a
+//     loopback host) and not a private address unless allow_private
+//     (safehttp.CheckURL). Package notify delivers the prediction
+//     (faceshape) signed as Replicate signs, with the caller's secret,
+//     which GET /v1/webhooks/default/secret answers (webhook.go).
 //   - Errors are Replicate's problem bodies ({title, detail, status}, a
 //     field at fault in invalid_fields): 401, 403 and 429 (with
 //     Retry-After) from the front door, 404 for a prediction the face may

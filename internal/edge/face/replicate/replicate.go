@@ -69,9 +69,10 @@ func (f *Face) Handler() http.Handler {
 	mux.Handle("GET /v1/files/{id}", face.Serve(f, f.getFile))
 	mux.Handle("GET /v1/files/{id}/download", face.Serve(f, f.downloadFile))
 	mux.Handle("DELETE /v1/files/{id}", face.Serve(f, f.deleteFile))
+	mux.Handle("GET /v1/webhooks/default/secret", face.Serve(f, f.webhookSecret))
 	mux.Handle("GET "+face.OutputPath, face.Serve(f, f.ServeOutput))
 	mux.Handle("/", face.Serve(f, func(_ http.ResponseWriter, r *http.Request) error {
-		return notFound("Pollux's Replicate face serves creating, getting, listing and canceling predictions, and the files API; " + r.Method + " " + r.URL.Path + " is not among them")
+		return notFound("Pollux's Replicate face serves creating, getting, listing and canceling predictions, the files API and the webhook secret; " + r.Method + " " + r.URL.Path + " is not among them")
 	}))
 	return mux
 }
@@ -112,7 +113,7 @@ func (f *Face) create(w http.ResponseWriter, r *http.Request, model string) erro
 	}
 	m, err := submission(body, model, key, newID(r.Context(), f.Mount().Route, key), func(in json.RawMessage) (json.RawMessage, error) {
 		return f.InputRefs(w, r, in, "input", filesPath)
-	})
+	}, hookTarget{Webhooks: f.Webhooks(r), base: f.Base(r)})
 	if err != nil {
 		return err
 	}
@@ -142,8 +143,9 @@ func (f *Face) create(w http.ResponseWriter, r *http.Request, model string) erro
 }
 
 // submission checks a create's body and makes the job's submission.
-// refs turns the files the input carries into references (inputRefs).
-func submission(body []byte, model, key, id string, refs func(json.RawMessage) (json.RawMessage, error)) (events.Submit, error) {
+// refs turns the files the input carries into references (inputRefs);
+// hooks says whether and how its webhook may be called.
+func submission(body []byte, model, key, id string, refs func(json.RawMessage) (json.RawMessage, error), hooks hookTarget) (events.Submit, error) {
 	var b createBody
 	if t := bytes.TrimSpace(body); len(t) == 0 || t[0] != '{' {
 		return events.Submit{}, badRequest("", "the body must be a JSON object")
@@ -169,15 +171,16 @@ func submission(body []byte, model, key, id string, refs func(json.RawMessage) (
 	if in := bytes.TrimSpace(b.Input); len(in) == 0 || in[0] != '{' {
 		return events.Submit{}, invalid("input", "input: required, a JSON object of the model's inputs")
 	}
-	if b.Webhook != "" || len(b.WebhookEventsFilter) > 0 {
-		return events.Submit{}, invalid("webhook", "webhook: Pollux's Replicate face sends no webhooks; follow the prediction with get (or Pollux's own events)")
+	notifyURL, err := hooks.webhook(b.Webhook, b.WebhookEventsFilter, md)
+	if err != nil {
+		return events.Submit{}, err
 	}
 	input, err := refs(b.Input)
 	if err != nil {
 		return events.Submit{}, err
 	}
 	b.Input = input
-	m := events.Submit{V: events.Version, ID: id, IdempotencyKey: key, Model: model, Input: b.Input, Metadata: md}
+	m := events.Submit{V: events.Version, ID: id, IdempotencyKey: key, Model: model, Input: b.Input, Metadata: md, NotifyURL: notifyURL}
 	// Check as the front door will, so a refusal names this API's field.
 	data, err := json.Marshal(m)
 	if err == nil {

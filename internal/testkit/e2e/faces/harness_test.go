@@ -55,6 +55,10 @@ type stack struct {
 	tokens string
 }
 
+// hookSecret is the server secret apps' own webhooks are signed under
+// (each token's derived from it: signature.DeriveSecret).
+const hookSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
 // simConfig is the simulated provider: jobs of a few seconds of model
 // time, run 50x faster.
 const simConfig = `
@@ -90,8 +94,11 @@ func startWith(t *testing.T, sim, natsURL string, js jetstream.JetStream) *stack
 		Sim:       sim,
 		NATS:      servers,
 		JS:        js,
+		Env:       []string{"FACES_HOOK_SECRET=" + hookSecret},
 		Config: fmt.Sprintf(`
 streams: {intake_ack_wait: 6s, check_ack_wait: 4s}
+notify:
+  submissions: {secrets_env: [FACES_HOOK_SECRET], allow_private: true, timeout: 2s}
 routes:
   sim:
     kind: replicate
