@@ -341,11 +341,19 @@ type Resources struct {
 // A cluster still forming (no peers for the replicas yet, no meta leader,
 // no answer) is waited out, retrying every 250ms until ctx ends.
 func (n Namespace) Setup(ctx context.Context, js jetstream.JetStream, o Options) (*Resources, error) {
+	return UntilFormed(ctx, func(actx context.Context) (*Resources, error) { return n.setup(actx, js, o) })
+}
+
+// UntilFormed runs attempt until it succeeds or fails for a reason other
+// than a JetStream cluster still forming (no peers for the replicas yet,
+// no meta leader, no answer), every 250ms until ctx ends: how every
+// stream, bucket and object store Pollux creates at start is created.
+func UntilFormed[T any](ctx context.Context, attempt func(context.Context) (T, error)) (T, error) {
 	for {
 		// A request made while the cluster elects its meta leader may get
 		// no answer at all: each attempt has its own deadline.
 		actx, cancel := context.WithTimeout(ctx, setupAttempt)
-		r, err := n.setup(actx, js, o)
+		r, err := attempt(actx)
 		cancel()
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 			err = fmt.Errorf("%w: %w", err, errNoAnswer)
@@ -355,7 +363,8 @@ func (n Namespace) Setup(ctx context.Context, js jetstream.JetStream, o Options)
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("%w (the cluster did not become ready: %w)", err, ctx.Err())
+			var zero T
+			return zero, fmt.Errorf("%w (the cluster did not become ready: %w)", err, ctx.Err())
 		case <-time.After(250 * time.Millisecond):
 		}
 	}

@@ -132,7 +132,9 @@ func Open(ctx context.Context, js jetstream.JetStream, ns events.Namespace, cfg 
 	if err != nil {
 		return nil, err
 	}
-	obs, err := events.EnsureObjectStore(ctx, js, ns.InputsBucketConfig(cfg.Options, cfg.TTL, cfg.MaxBytes))
+	obs, err := events.UntilFormed(ctx, func(ctx context.Context) (jetstream.ObjectStore, error) {
+		return events.EnsureObjectStore(ctx, js, ns.InputsBucketConfig(cfg.Options, cfg.TTL, cfg.MaxBytes))
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -148,10 +148,14 @@ func (s *Service) Run(ctx context.Context) error {
 	sctx, cancel := context.WithTimeout(ctx, startupTimeout)
 	defer cancel()
 	var err error
-	if s.work, err = events.EnsureStream(sctx, s.js, s.ns.CustodyStreamConfig(s.cfg.Options)); err != nil {
+	if s.work, err = events.UntilFormed(sctx, func(ctx context.Context) (jetstream.Stream, error) {
+		return events.EnsureStream(ctx, s.js, s.ns.CustodyStreamConfig(s.cfg.Options))
+	}); err != nil {
 		return fmt.Errorf("custody: %w", err)
 	}
-	if s.objects, err = events.EnsureObjectStore(sctx, s.js, s.ns.OutputsBucketConfig(s.cfg.Options, s.cfg.TTL)); err != nil {
+	if s.objects, err = events.UntilFormed(sctx, func(ctx context.Context) (jetstream.ObjectStore, error) {
+		return events.EnsureObjectStore(ctx, s.js, s.ns.OutputsBucketConfig(s.cfg.Options, s.cfg.TTL))
+	}); err != nil {
 		return fmt.Errorf("custody: %w", err)
 	}
 	eventsStream, err := s.js.Stream(sctx, s.ns.EventsStream())
