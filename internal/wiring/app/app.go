@@ -208,6 +208,13 @@ func redact(url string) string {
 	return url
 }
 
+// openTimeout bounds Open: creating or checking every stream and bucket
+// (eleven, each replicated on a cluster) and loading the route pauses and
+// learned durations. A forming or busy three-node cluster has taken over
+// 30 s for it (TestChaosClusterFailover under make test's load); a
+// process that is still not ready after it exits with the reason.
+const openTimeout = time.Minute
+
 // Open builds the environment over an existing connection: it creates or
 // checks the streams and buckets and starts the mirrors of route pauses and
 // learned durations (owned by g).
@@ -220,7 +227,7 @@ func Open(ctx context.Context, g *errgroup.Group, cfg *config.Config, nc *nats.C
 	if err != nil {
 		return nil, err
 	}
-	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	sctx, cancel := context.WithTimeout(ctx, openTimeout)
 	defer cancel()
 	res, err := ns.Setup(sctx, js, cfg.Streams.Options())
 	if err != nil {
