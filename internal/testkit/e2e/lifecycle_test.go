@@ -36,6 +36,11 @@ func faultyStack(t *testing.T, seed int64) *e2etest.Env {
 			},
 			Faults: sim.Faults{
 				RateLimitRate: 0.01, RetryAfter: e2etest.D(time.Second),
+				// A call already on its way when the 429 came may reach the
+				// provider late on a machine make test keeps busy: half of
+				// Retry-After is still long enough for a fleet that ignored
+				// the pause to be seen calling.
+				RetryAfterGrace: e2etest.D(500 * time.Millisecond),
 				ServerErrorRate: 0.03, LostRate: 0.03,
 				WebhookMissingRate: 0.2, WebhookDuplicateRate: 0.2, WebhookLateRate: 0.1, WebhookLateBy: e2etest.D(300 * time.Millisecond),
 			},
