@@ -19,7 +19,7 @@ func requireProviderPollsArePolluxs(t *testing.T, s *stack, name string, ids []s
 	t.Helper()
 	var polls int
 	var open []*state.Job // the jobs whose polls are not counted yet
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+	ended := e2etest.Eventually(func() bool {
 		polls, open = 0, nil
 		for _, id := range ids {
 			j := s.lookup(t, id)
@@ -32,15 +32,13 @@ func requireProviderPollsArePolluxs(t *testing.T, s *stack, name string, ids []s
 				polls += j.Polls
 			}
 		}
-		if len(open) == 0 {
-			break
+		return len(open) == 0
+	}, 60*time.Second)
+	if !ended {
+		for _, j := range open {
+			t.Logf("not ended, or its polls not counted: %+v", *j)
 		}
-		if time.Now().After(deadline) {
-			for _, j := range open {
-				t.Logf("not ended, or its polls not counted: %+v", *j)
-			}
-			t.Fatalf("%d jobs have not ended, or their polls are not counted", len(open))
-		}
+		t.Fatalf("%d jobs have not ended, or their polls are not counted", len(open))
 	}
 	st := s.SimStats(t)
 	t.Logf("%s face: %d jobs, provider status calls %d, records' polls %d, the apps' polls %d, creates sent again with their key %d",

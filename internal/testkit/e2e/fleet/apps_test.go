@@ -236,7 +236,9 @@ apps:
 			}
 		})
 	}
-	time.Sleep(window / 3)
+	// Kill a gateway while creates are admitted: once a third of the
+	// budget is spent, with the rest still to come.
+	e2etest.WaitFor(t, "a third of the day budget admitted", window, func() bool { return accepted.Load() >= budget/3 })
 	procs[1].Kill(t)
 	wg.Wait()
 
