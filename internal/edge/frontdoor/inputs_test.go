@@ -162,10 +162,19 @@ func TestAFaceFileIsItsTokens(t *testing.T) {
 	id := f["id"].(string)
 	get := f["urls"].(map[string]any)["get"].(string)
 
-	status, _ = send(tokenBob, http.MethodGet, "/files/"+id, "", nil)
-	require.Equal(t, http.StatusNotFound, status, "another token's file")
-	status, _ = send(tokenBob, http.MethodDelete, "/files/"+id, "", nil)
-	require.Equal(t, http.StatusNotFound, status)
+	// Another app's file answers every verb exactly as an unknown id.
+	unknown := strings.Repeat("0", len(id))
+	for _, method := range []string{http.MethodGet, http.MethodDelete} {
+		status, body := send(tokenBob, method, "/files/"+id, "", nil)
+		wantStatus, want := send(tokenBob, method, "/files/"+unknown, "", nil)
+		require.Equal(t, http.StatusNotFound, status, "%s another app's file", method)
+		require.Equal(t, wantStatus, status, method)
+		got, err := json.Marshal(body)
+		require.NoError(t, err)
+		same, err := json.Marshal(want)
+		require.NoError(t, err)
+		require.Equal(t, strings.ReplaceAll(string(same), unknown, "{id}"), strings.ReplaceAll(string(got), id, "{id}"), "%s: the body of an unknown id", method)
+	}
 	status, list := send(tokenBob, http.MethodGet, "/files", "", nil)
 	require.Equal(t, http.StatusOK, status)
 	require.Empty(t, list["results"])
