@@ -22,7 +22,7 @@ func TestGenAIFace(t *testing.T) {
 	}
 	t.Parallel()
 	s := start(t)
-	env := []string{"POLLUX_URL=" + s.URL, "TOKEN=" + tokenApp, "READ_TOKEN=" + tokenRead, "QUOTA_TOKEN=" + tokenQuota, "MODEL=acme/video"}
+	env := s.sdkEnv("MODEL=acme/video")
 	var ids []string
 	idOf := func(name string) string { return name[len(name)-26:] }
 

@@ -34,6 +34,13 @@ const (
 	tokenQuota = "faces-quota-token-0123456789abcdef"
 )
 
+// sdkEnv is what the new faces' scripts (genai, runway, luma.mjs) are
+// run with: the front door, the app's token, a read-only one and one with
+// a quota of a request a second, and extra.
+func (s *stack) sdkEnv(extra ...string) []string {
+	return append([]string{"POLLUX_URL=" + s.URL, "TOKEN=" + tokenApp, "READ_TOKEN=" + tokenRead, "QUOTA_TOKEN=" + tokenQuota}, extra...)
+}
+
 // appCtx is the context a face mints the ids of tokenApp's creates in:
 // its app's, "app" (a keyed create's id is derived from the app too).
 var appCtx = tenant.With(context.Background(), tenant.Of("app"))

@@ -21,7 +21,7 @@ func TestLumaFace(t *testing.T) {
 	}
 	t.Parallel()
 	s := start(t)
-	env := []string{"POLLUX_URL=" + s.URL, "TOKEN=" + tokenApp, "READ_TOKEN=" + tokenRead, "QUOTA_TOKEN=" + tokenQuota, "ROUTE=video"}
+	env := s.sdkEnv("ROUTE=video")
 	var ids []string
 
 	steps := byField("step", node(t, "luma.mjs", 60*time.Second, append(env, "MODE=main")...))

@@ -23,7 +23,7 @@ func TestRunwayFace(t *testing.T) {
 	}
 	t.Parallel()
 	s := start(t)
-	env := []string{"POLLUX_URL=" + s.URL, "TOKEN=" + tokenApp, "READ_TOKEN=" + tokenRead, "QUOTA_TOKEN=" + tokenQuota, "ROUTE=video"}
+	env := s.sdkEnv("ROUTE=video")
 	var ids []string
 
 	steps := byField("step", node(t, "runway.mjs", 90*time.Second, append(env, "MODE=main")...))
