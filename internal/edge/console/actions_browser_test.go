@@ -108,6 +108,23 @@ func actionSubtests(t *testing.T, f *fleet, b0 *tab) {
 		b.shot("jobs-bulk-result")
 	})
 
+	t.Run("ALiveUpdateKeepsTheTickBox", func(t *testing.T) {
+		b := b0.on(t)
+		id := f.submit(t, slowModel, "console-tick-1")
+		b.open("#/jobs?model="+url.QueryEscape(slowModel), "#bulk-bar")
+		b.waitJS("the job listed", rowState(id), live)
+		box := fmt.Sprintf(`#job-rows tr[data-id=%q] input.sel`, id)
+		b.do("select "+id, chromedp.Click(chromedp.CSS(box)), chromedp.Focus(chromedp.CSS(box)))
+		require.True(t, eval[bool](b, fmt.Sprintf(`(window.ticked = document.querySelector(%s)) === document.activeElement`, js(box))))
+		// The row changes under the user's hand: the box they ticked, and
+		// the focus on it, stay (a click aimed at it must not miss).
+		require.Equal(t, http.StatusAccepted, f.call(t, http.MethodPost, "/v1/jobs/"+url.PathEscape(id)+"/cancel", map[string]any{"reason": "a live update"}, nil))
+		b.waitJS("the row canceled", rowState(id)+` === 'canceled'`, live)
+		require.True(t, eval[bool](b, `window.ticked.isConnected && window.ticked.checked && window.ticked === document.activeElement`), "the update kept the tick box")
+		require.Equal(t, "Cancel 1 selected", b.text("#bulk-cancel"))
+		b.do("clear the selection", chromedp.Click(chromedp.CSS(box)))
+	})
+
 	t.Run("CancelAllMatchingAsksAgainWhenTheCountChanged", func(t *testing.T) {
 		b := b0.on(t)
 		first := f.submit(t, slowModel, "console-bulk-3")

@@ -39,6 +39,17 @@ export function mount(el, ...children) {
   return el;
 }
 
+/**
+ * Replaces el's children after its first child, keep, which stays in
+ * the document: a control a live update must not take away from under
+ * the user's pointer or keyboard focus.
+ */
+export function mountAfter(el, keep, ...children) {
+  while (el.lastChild && el.lastChild !== keep) el.lastChild.remove();
+  append(el, children);
+  return el;
+}
+
 export const TERMINAL = new Set(['succeeded', 'failed', 'canceled', 'expired', 'lost']);
 export const STATES = ['pending', 'queued', 'running', 'succeeded', 'failed', 'canceled', 'expired', 'lost'];
 

@@ -1,7 +1,7 @@
 // The jobs: a filtered list, newest first, paged by cursor and kept live
 // by /v1/stream.
 import * as api from '../api.js';
-import { h, mount, chip, mono, when, fmtNum, notice, STATES, TERMINAL, time } from '../ui.js';
+import { h, mount, mountAfter, chip, mono, when, fmtNum, notice, STATES, TERMINAL, time } from '../ui.js';
 import { loadRoutes } from './overview.js';
 import { bulkAction, showResult } from './bulk.js';
 
@@ -185,12 +185,19 @@ export async function jobs(ctx, el) {
     } else if (typeof e.queue_position === 'number' && e.state === 'queued') {
       prog = h('span.muted', `#${e.queue_position} in queue`);
     }
-    const tick = can ? h('td.sel', h('input.sel', {
-      type: 'checkbox', checked: selected.has(e.id), 'aria-label': `Select ${e.id}`,
-      on: { change: (ev) => { if (ev.target.checked) selected.add(e.id); else selected.delete(e.id); renderSelection(); } },
-    })) : null;
-    mount(tr,
-      tick,
+    // The tick box is made once per row and kept through live updates,
+    // so a click or the keyboard focus on it is never lost to one.
+    let tick = tr.firstElementChild && tr.firstElementChild.matches('td.sel') ? tr.firstElementChild : null;
+    if (can && !tick) {
+      const id = e.id;
+      tick = h('td.sel', h('input.sel', {
+        type: 'checkbox', 'aria-label': `Select ${id}`,
+        on: { change: (ev) => { if (ev.target.checked) selected.add(id); else selected.delete(id); renderSelection(); } },
+      }));
+      tr.prepend(tick);
+    }
+    if (tick) tick.firstElementChild.checked = selected.has(e.id);
+    mountAfter(tr, tick,
       h('td', h('a.mono.id', { href, title: e.id }, e.id), e.tracked ? h('span.tag', { title: 'submitted elsewhere, tracked by Pollux' }, 'tracked') : null),
       h('td', chip(st)),
       h('td', e.route),
