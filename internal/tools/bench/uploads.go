@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -148,22 +149,20 @@ func (zeros) Read(p []byte) (int, error) {
 // faceUpload uploads n bytes through the face's files API, streaming the
 // multipart body, and returns the file's id.
 func faceUpload(ctx context.Context, client *http.Client, url string, n int64) (string, error) {
-	pr, pw := io.Pipe()
-	mw := multipart.NewWriter(pw)
-	go func() {
-		part, err := mw.CreateFormFile("content", "bench.bin")
-		if err == nil {
-			_, err = io.CopyBuffer(part, io.LimitReader(zeros{}, n), make([]byte, 32<<10))
-		}
-		if err == nil {
-			err = mw.Close()
-		}
-		pw.CloseWithError(err)
-	}()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, pr)
+	// The form as the SDK's fetch sends a FormData of one Blob: its
+	// length known, so the body goes unchunked, as it does from the app.
+	var head bytes.Buffer
+	mw := multipart.NewWriter(&head)
+	if _, err := mw.CreateFormFile("content", "bench.bin"); err != nil {
+		return "", err
+	}
+	tail := "\r\n--" + mw.Boundary() + "--\r\n"
+	form := io.MultiReader(&head, io.LimitReader(zeros{}, n), strings.NewReader(tail))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, form)
 	if err != nil {
 		return "", err
 	}
+	req.ContentLength = int64(head.Len()) + n + int64(len(tail))
 	req.Header.Set("Content-Type", mw.FormDataContentType())
 	resp, err := client.Do(req)
 	if err != nil {
