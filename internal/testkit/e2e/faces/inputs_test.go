@@ -1,6 +1,7 @@
 package faces_test
 
 import (
+	"fmt"
 	"encoding/json"
 	"net/http"
 	"testing"
@@ -147,25 +148,40 @@ func TestFalStatusStreaming(t *testing.T) {
 	t.Logf("provider status calls for 2 jobs: %d", s.SimStats(t).StatusCalls-before)
 }
 
-// Many apps at once, each job with an image of its own (a bounded load:
-// 20 clients, 60 jobs, 256 KiB images, at the simulated provider's fast
-// timings): every job ends, the provider made one prediction a job, and
-// fetched each job's image once, the bytes its app sent.
+// Many apps at once, each job with an image of its own (the issue's
+// load: 50 clients, 200 jobs, 256 KiB images, at the simulated provider's
+// fast timings): every job ends, the provider made one prediction a job,
+// fetched each job's image once, the bytes its app sent, and saw only
+// Pollux's own status calls, as with Pollux alone.
 func TestImageJobsUnderLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the fleet and node")
 	}
 	t.Parallel()
-	const jobs = 60
+	const jobs = 200
 	s := startWith(t, fetchingSim, "", nil)
-	lines := node(t, "replicate.mjs", 180*time.Second, s.replicateEnv("images", "CLIENTS=20", "JOBS=60", "IMAGE_BYTES=262144")...)
+	lines := node(t, "replicate.mjs", 180*time.Second, s.replicateEnv("images", "CLIENTS=50", fmt.Sprintf("JOBS=%d", jobs), "IMAGE_BYTES=262144")...)
 	require.Len(t, lines, jobs)
+	fetched := map[string]sim.InputFile{}
+	for _, f := range s.simInputs(t).Files {
+		_, twice := fetched[f.Prediction]
+		require.False(t, twice, "one file fetched for prediction %s", f.Prediction)
+		fetched[f.Prediction] = f
+	}
+	ids := make([]string, 0, jobs)
 	for _, l := range lines {
 		require.Equal(t, "succeeded", l["status"], "%v", l)
-		s.requireReceived(t, l, "image")
+		id, _ := l["id"].(string)
+		j := s.record(t, id)
+		f, ok := fetched[j.RemoteID]
+		require.True(t, ok, "job %s's image reached the provider", id)
+		require.Equal(t, "image", f.Field)
+		require.Equal(t, "url", f.Via, "fetched from the front door's signed URL")
+		require.Equal(t, l["sha256"], f.SHA256, "the provider got exactly the bytes the app sent")
+		ids = append(ids, id)
 	}
 	st := s.SimStats(t)
-	require.Equal(t, jobs, st.Predictions, "one prediction a job")
 	require.Zero(t, st.DuplicateCreates, "no create sent twice")
 	require.Equal(t, jobs, s.simInputs(t).Fetches, "each image fetched once")
+	requireProviderPollsArePolluxs(t, s, "replicate (images)", ids, -1)
 }

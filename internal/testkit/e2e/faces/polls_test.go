@@ -14,7 +14,8 @@ import (
 // requireProviderPollsArePolluxs waits until every job of ids has ended
 // and its polls are counted, then holds the simulated provider to what
 // Pollux alone asked of it: its status calls are the records' polls,
-// however often the apps polled, and each job was created once.
+// however often the apps polled (clientPolls, -1 when the apps did not
+// count theirs), and each job was created once.
 func requireProviderPollsArePolluxs(t *testing.T, s *stack, name string, ids []string, clientPolls int) {
 	t.Helper()
 	var polls int
