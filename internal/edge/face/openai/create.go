@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/pollux-dev/pollux/internal/edge/face"
+	"github.com/pollux-dev/pollux/internal/platform/formdata"
 	"github.com/pollux-dev/pollux/pkg/events"
 )
 
@@ -95,17 +96,18 @@ func (f *Face) create(w http.ResponseWriter, r *http.Request) error {
 // it travels inline, at most maxReference bytes.
 func readForm(w http.ResponseWriter, r *http.Request, files *face.Files) (createForm, error) {
 	var form createForm
-	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mt != "multipart/form-data" {
 		return form, invalid("", "invalid_content_type", "The body must be multipart/form-data (model, prompt, seconds, size, input_reference).")
+	}
+	if params["boundary"] == "" {
+		return form, invalid("", "invalid_body", "The multipart body does not parse: no boundary in its Content-Type")
 	}
 	if files == nil {
 		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 	}
-	mr, err := r.MultipartReader()
-	if err != nil {
-		return form, invalid("", "invalid_body", "The multipart body does not parse: "+err.Error())
-	}
+	// An uploaded reference streams in large pieces (formdata).
+	mr := formdata.NewReader(r.Body, params["boundary"])
 	seen := map[string]bool{}
 	for {
 		p, err := mr.NextPart()

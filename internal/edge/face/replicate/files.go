@@ -1,18 +1,17 @@
 package replicate
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
 	"io"
 	"mime"
-	"mime/multipart"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/pollux-dev/pollux/internal/core/inputs"
 	"github.com/pollux-dev/pollux/internal/edge/face"
+	"github.com/pollux-dev/pollux/internal/platform/formdata"
 )
 
 // Replicate's files API (files.create, get, list, delete): the SDK
@@ -65,9 +64,9 @@ func (f *Face) createFile(w http.ResponseWriter, r *http.Request) error {
 		return &face.Error{Status: http.StatusUnsupportedMediaType, Code: "unsupported_media_type", Field: "Content-Type",
 			Message: "Content-Type: a file is uploaded as multipart/form-data (with its boundary), its bytes in the part named content"}
 	}
-	// A large read buffer under the parser's own small one: the body
-	// arrives in fewer, larger reads.
-	mr := multipart.NewReader(bufio.NewReaderSize(r.Body, 256<<10), params["boundary"])
+	// The content part streams into the bucket in pieces as large as
+	// the network delivers them (formdata, not mime/multipart's 4 KiB).
+	mr := formdata.NewReader(r.Body, params["boundary"])
 	var stored *inputs.File
 	var metadata json.RawMessage
 	for {

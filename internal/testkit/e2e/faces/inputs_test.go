@@ -1,8 +1,8 @@
 package faces_test
 
 import (
-	"fmt"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
