@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/pollux-dev/pollux/internal/core/faceshape"
 	"github.com/pollux-dev/pollux/internal/edge/face"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/state"
@@ -14,7 +15,7 @@ import (
 // MetaApp is the metadata key a submit writes on its job (besides
 // face.MetaFace) for the app id the request's status, result and cancel
 // URLs name.
-const MetaApp = "fal_app"
+const MetaApp = faceshape.MetaFalApp
 
 // Face is fal's queue API, served through the fal client's proxy
 // protocol for one route.
@@ -176,7 +177,7 @@ func (f *Face) result(w http.ResponseWriter, r *http.Request, t target) error {
 	if fe := failureOf(j); fe != nil {
 		return fe
 	}
-	return face.WriteJSON(w, http.StatusOK, resultOf(j, func(n int) (string, bool) { return f.OutputURL(r, j, n) }))
+	return face.WriteJSON(w, http.StatusOK, faceshape.FalResultOf(j, func(n int) (string, bool) { return f.OutputURL(r, j, n) }))
 }
 
 // cancel asks Pollux to cancel the job: CANCELLATION_REQUESTED (202) —
@@ -186,7 +187,7 @@ func (f *Face) result(w http.ResponseWriter, r *http.Request, t target) error {
 func (f *Face) cancel(w http.ResponseWriter, r *http.Request, t target) error {
 	j, err := f.job(r, t, f.Job)
 	if e := (*face.Error)(nil); errors.Is(err, state.ErrNotFound) && errors.As(err, &e) {
-		return face.WriteJSON(w, e.Status, errorBody{Status: "NOT_FOUND", Detail: e.Message, Message: e.Message})
+		return face.WriteJSON(w, e.Status, faceshape.FalError{Status: "NOT_FOUND", Detail: e.Message, Message: e.Message})
 	}
 	if err != nil {
 		return err
@@ -198,9 +199,9 @@ func (f *Face) cancel(w http.ResponseWriter, r *http.Request, t target) error {
 	switch {
 	case errors.Is(err, face.ErrTerminal):
 		msg := "request " + j.ID + " has already completed"
-		return face.WriteJSON(w, http.StatusBadRequest, errorBody{Status: "ALREADY_COMPLETED", Detail: msg, Message: msg})
+		return face.WriteJSON(w, http.StatusBadRequest, faceshape.FalError{Status: "ALREADY_COMPLETED", Detail: msg, Message: msg})
 	case err != nil:
 		return err
 	}
-	return face.WriteJSON(w, http.StatusAccepted, errorBody{Status: "CANCELLATION_REQUESTED"})
+	return face.WriteJSON(w, http.StatusAccepted, faceshape.FalError{Status: "CANCELLATION_REQUESTED"})
 }

@@ -7,11 +7,12 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/pollux-dev/pollux/internal/core/faceshape"
 	"github.com/pollux-dev/pollux/internal/edge/face"
 )
 
 // TargetHeader carries the URL the fal client meant to call.
-const TargetHeader = "x-fal-target-url"
+const TargetHeader = faceshape.FalTargetHeader
 
 // QueueHost is the one host a target may name: fal's queue API.
 const QueueHost = "queue.fal.run"
