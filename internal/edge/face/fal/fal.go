@@ -80,9 +80,10 @@ func (f *Face) serve(w http.ResponseWriter, r *http.Request) error {
 // submit makes a Pollux submission of the target's endpoint id (the
 // model) with the body as its input, and answers as fal's queue does.
 func (f *Face) submit(w http.ResponseWriter, r *http.Request, t target) error {
-	if t.webhook {
-		return &face.Error{Status: http.StatusUnprocessableEntity, Code: "invalid_parameter", Field: "fal_webhook",
-			Message: "fal_webhook: Pollux calls no fal-shaped webhooks; poll the status (fal.subscribe), or submit to Pollux's own API with a notify_url"}
+	md := map[string]string{face.MetaFace: string(face.Fal), MetaApp: t.app}
+	hook, err := f.webhook(r, t.webhooks, md) // checked before anything is stored
+	if err != nil {
+		return err
 	}
 	key, err := face.IdempotencyKey(r)
 	if err != nil {
@@ -97,8 +98,7 @@ func (f *Face) submit(w http.ResponseWriter, r *http.Request, t target) error {
 	}
 	id := uuid(face.IDBytes(r.Context(), face.Fal, f.Mount().Route, key, 16))
 	err = f.Submit(r, events.Submit{
-		V: events.Version, ID: id, IdempotencyKey: key, Model: t.endpoint, Input: input,
-		Metadata: map[string]string{face.MetaFace: string(face.Fal), MetaApp: t.app},
+		V: events.Version, ID: id, IdempotencyKey: key, Model: t.endpoint, Input: input, Metadata: md, NotifyURL: hook,
 	})
 	var fe *events.FieldError
 	switch e := (*face.Error)(nil); {
@@ -109,10 +109,14 @@ func (f *Face) submit(w http.ResponseWriter, r *http.Request, t target) error {
 		return err
 	}
 	w.Header().Set(requestIDHeader, id)
-	return face.WriteJSON(w, http.StatusOK, submitted{
+	s := submitted{
 		RequestID: id, ResponseURL: queueURL(t.app, id, ""), StatusURL: queueURL(t.app, id, "/status"),
 		CancelURL: queueURL(t.app, id, "/cancel"), Status: inQueue,
-	})
+	}
+	if hook != "" {
+		s.GatewayRequestID = id // fal answers a webhook submit with it; its deliveries carry it
+	}
+	return face.WriteJSON(w, http.StatusOK, s)
 }
 
 // readInput reads a submit's body: a JSON object of at most

@@ -42,12 +42,13 @@ func queueURL(app, id, suffix string) string {
 
 // submitted is a submit's answer.
 type submitted struct {
-	RequestID     string `json:"request_id"`
-	ResponseURL   string `json:"response_url"`
-	StatusURL     string `json:"status_url"`
-	CancelURL     string `json:"cancel_url"`
-	Status        string `json:"status"`
-	QueuePosition int    `json:"queue_position"`
+	RequestID        string `json:"request_id"`
+	GatewayRequestID string `json:"gateway_request_id,omitempty"`
+	ResponseURL      string `json:"response_url"`
+	StatusURL        string `json:"status_url"`
+	CancelURL        string `json:"cancel_url"`
+	Status           string `json:"status"`
+	QueuePosition    int    `json:"queue_position"`
 }
 
 // status is a status answer.
