@@ -24,7 +24,7 @@ type endpoint struct {
 	url      string // "" for submissions' own (each delivery carries its URL)
 	secrets  [][]byte
 	falKey   ed25519.PrivateKey // the fal face's webhooks' key (signature.DeriveFalKey of the first secret)
-	terminal bool // its end only
+	terminal bool               // its end only
 	timeout  time.Duration
 	workers  int
 	horizon  time.Duration
