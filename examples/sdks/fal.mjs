@@ -25,6 +25,13 @@
 //   errors  a wrong token, a read-only token, a malformed input, foreign
 //           x-fal-target-urls, an unknown request; and a proxy URL
 //           without its trailing slash (redirected to it)
+//   webhooks FAL_JOBS submits (default 30) with a webhookUrl of the
+//           app's own receiver (loopback), FAL_WORKERS at a time (default
+//           20), each with an Idempotency-Key; every delivery is printed
+//           as received — its X-Fal-Webhook-* headers and its raw body in
+//           base64 — for the test to verify against Pollux's JWKS; it
+//           returns once every request has had an OK or ERROR delivery,
+//           or after FAL_DEADLINE_S (default 60)
 //   outage  FAL_CLIENTS apps, each submitting a job of FAL_LONG, then one
 //           of FAL_SHORT every second or so (each followed as subscribe
 //           does, beside the next) until the file FAL_STOP exists,
@@ -294,4 +301,46 @@ async function outage() {
   }));
 }
 
-await ({ main, many, image, stream, keyed, errors, keyless, outage })[mode]();
+async function webhooks() {
+  const jobs = Number(process.env.FAL_JOBS ?? 30);
+  const workers = Number(process.env.FAL_WORKERS ?? 20);
+  const fal = client(process.env.POLLUX_TOKEN);
+  const done = new Set();
+  let finish;
+  const all = new Promise((resolve) => (finish = resolve));
+  const server = http.createServer((req, res) => {
+    const chunks = [];
+    req.on("data", (c) => chunks.push(c));
+    req.on("end", () => {
+      const raw = Buffer.concat(chunks);
+      const n = Number(new URL(req.url, "http://x").searchParams.get("n"));
+      const headers = Object.fromEntries(Object.entries(req.headers).filter(([k]) => k.startsWith("x-fal-webhook-")));
+      let status;
+      try {
+        status = JSON.parse(raw.toString("utf8")).status;
+      } catch {}
+      out({ op: "delivery", n, headers, body: raw.toString("base64") });
+      res.writeHead(200).end();
+      if (status === "OK" || status === "ERROR") {
+        done.add(n);
+        if (done.size === jobs) finish();
+      }
+    });
+  });
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const hook = `http://127.0.0.1:${server.address().port}/hook`;
+  await Promise.all(Array.from({ length: workers }, async (_, w) => {
+    for (let n = w; n < jobs; n += workers) {
+      const key = `${process.env.FAL_KEY_PREFIX ?? "hook"}-${n}`;
+      const s = await retrying(() => fal.queue.submit(app, {
+        input: { prompt: `hook ${n}` }, webhookUrl: `${hook}?n=${n}`, headers: { "Idempotency-Key": key },
+      }));
+      out({ op: "created", n, requestId: s.request_id, gatewayRequestId: s.gateway_request_id });
+    }
+  }));
+  await Promise.race([all, new Promise((r) => setTimeout(r, Number(process.env.FAL_DEADLINE_S ?? 60) * 1000).unref())]);
+  server.close();
+  server.closeAllConnections();
+}
+
+await ({ main, many, image, stream, keyed, errors, keyless, outage, webhooks })[mode]();
