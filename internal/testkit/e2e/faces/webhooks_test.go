@@ -74,16 +74,20 @@ func TestWebhooksThroughTheFaces(t *testing.T) {
 	// Every job is at the provider: NATS goes away (SIGKILLed, back on its
 	// store 5 s later) while they run and end.
 	e2etest.WaitFor(t, "every job created at the provider", 2*time.Minute, func() bool { return s.SimStats(t).Creates >= 2*hookJobs })
+	t.Logf("every job created: %s", time.Since(start).Round(time.Second))
 	natsNode.Restart(syscall.SIGKILL, 5*time.Second)
 	// Once a third of them have ended, deliveries flow: the delivering
 	// process is SIGKILLed, and another takes over a second later.
 	e2etest.WaitFor(t, "a third of the jobs ended", 2*time.Minute, func() bool { return len(evs.Terminal()) >= 2*hookJobs/3 })
+	t.Logf("the delivering process SIGKILLed with %d jobs ended: %s", len(evs.Terminal()), time.Since(start).Round(time.Second))
 	notifier.Kill(t)
 	<-time.After(time.Second)
 	s.fleet.Launch("webhook-2", "webhook")
 
-	checkReplicateHooks(t, s, waitReplicate())
-	checkFalHooks(t, s, waitFal())
+	replicateLines, falLines := waitReplicate(), waitFal()
+	t.Logf("every app got its deliveries: %s", time.Since(start).Round(time.Second))
+	checkReplicateHooks(t, s, replicateLines)
+	checkFalHooks(t, s, falLines)
 	t.Logf("%d jobs with webhooks through two faces, a NATS restart and a kill of the delivering process: %s", 2*hookJobs, time.Since(start).Round(time.Second))
 }
 
