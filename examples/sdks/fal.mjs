@@ -31,7 +31,8 @@
 //           as received — its X-Fal-Webhook-* headers and its raw body in
 //           base64 — for the test to verify against Pollux's JWKS; it
 //           returns once every request has had an OK or ERROR delivery,
-//           or after FAL_DEADLINE_S (default 60)
+//           or after FAL_DEADLINE_S (default 60); each answer takes
+//           HOOK_DELAY_MS (default 0), as a busy app's does
 //   outage  FAL_CLIENTS apps, each submitting a job of FAL_LONG, then one
 //           of FAL_SHORT every second or so (each followed as subscribe
 //           does, beside the next) until the file FAL_STOP exists,
@@ -320,7 +321,7 @@ async function webhooks() {
         status = JSON.parse(raw.toString("utf8")).status;
       } catch {}
       out({ op: "delivery", n, headers, body: raw.toString("base64") });
-      res.writeHead(200).end();
+      setTimeout(() => res.writeHead(200).end(), Number(process.env.HOOK_DELAY_MS ?? 0));
       if (status === "OK" || status === "ERROR") {
         done.add(n);
         if (done.size === jobs) finish();

@@ -11,7 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pollux-dev/pollux/internal/edge/frontdoor"
+	"github.com/pollux-dev/pollux/internal/platform/config"
 	"github.com/pollux-dev/pollux/internal/testkit/e2e/e2etest"
+	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/signature"
 )
 
@@ -46,7 +48,9 @@ func (s *stack) webhookSecret(t *testing.T, token string) string {
 
 // Webhooks through the Replicate and fal faces at once, with the pinned
 // SDKs: 200 predictions created with webhooks (three filters) and 200 fal
-// requests submitted with a webhookUrl, NATS SIGKILLed and restarted
+// requests submitted with a webhookUrl (each app's receiver answering in
+// 100 ms, so deliveries are under way at any moment), NATS SIGKILLed and
+// restarted
 // while they run, then the process that delivers webhooks (the webhook
 // binary, which runs notify) SIGKILLed while deliveries flow and started
 // again. None is lost: every Replicate delivery verifies with the SDK's
@@ -62,14 +66,14 @@ func TestWebhooksThroughTheFaces(t *testing.T) {
 		t.Skip("runs the fleet and node")
 	}
 	t.Parallel()
-	start := time.Now()
 	bin := e2etest.Binaries(t)
 	natsNode, natsURL, js := e2etest.StoppableNATS(t, bin, t.TempDir())
 	s := startWith(t, hookSim, natsURL, js)
 	notifier := s.fleet.Launch("webhook", "webhook")
 	evs := e2etest.FollowFleet(t, js)
-	waitReplicate := startNode(t, "replicate.mjs", 4*time.Minute, s.replicateEnv("webhooks", "JOBS=200", "DEADLINE_S=200")...)
-	waitFal := startNode(t, "fal.mjs", 4*time.Minute, falEnv(s, "webhooks", "FAL_JOBS=200", "FAL_DEADLINE_S=200")...)
+	start := time.Now()
+	waitReplicate := startNode(t, "replicate.mjs", 4*time.Minute, s.replicateEnv("webhooks", "JOBS=200", "DEADLINE_S=200", "HOOK_DELAY_MS=100")...)
+	waitFal := startNode(t, "fal.mjs", 4*time.Minute, falEnv(s, "webhooks", "FAL_JOBS=200", "FAL_DEADLINE_S=200", "HOOK_DELAY_MS=100")...)
 
 	// Every job is at the provider: NATS goes away (SIGKILLed, back on its
 	// store 5 s later) while they run and end.
@@ -77,9 +81,23 @@ func TestWebhooksThroughTheFaces(t *testing.T) {
 	t.Logf("every job created: %s", time.Since(start).Round(time.Second))
 	natsNode.Restart(syscall.SIGKILL, 5*time.Second)
 	// Once a third of them have ended, deliveries flow: the delivering
-	// process is SIGKILLed, and another takes over a second later.
+	// process is SIGKILLed while it holds some (taken from the outbox, not
+	// yet acknowledged), and another takes over a second later.
 	e2etest.WaitFor(t, "a third of the jobs ended", 2*time.Minute, func() bool { return len(evs.Terminal()) >= 2*hookJobs/3 })
-	t.Logf("the delivering process SIGKILLed with %d jobs ended: %s", len(evs.Terminal()), time.Since(start).Round(time.Second))
+	held := 0
+	e2etest.WaitFor(t, "deliveries under way", time.Minute, func() bool {
+		c, err := js.Consumer(t.Context(), events.Default.OutboxStream(), events.Default.Prefix()+"-notify-"+config.NotifySubmissions)
+		if err != nil {
+			return false
+		}
+		info, err := c.Info(t.Context())
+		held = 0
+		if err == nil {
+			held = info.NumAckPending
+		}
+		return held > 0
+	})
+	t.Logf("the delivering process SIGKILLed holding %d deliveries, %d jobs ended: %s", held, len(evs.Terminal()), time.Since(start).Round(time.Second))
 	notifier.Kill(t)
 	<-time.After(time.Second)
 	s.fleet.Launch("webhook-2", "webhook")
