@@ -40,8 +40,8 @@ func TestSubmitWithWebhook(t *testing.T) {
 // A fal_webhook that is not https beyond loopback, points at a private
 // address (unless allowed), is garbage, given twice, or sent to a Pollux
 // that calls no webhooks is refused with fal's 422 naming
-// ["query","fal_webhook"] before the input is read (its data: URI would
-// be stored as a file); nothing is submitted.
+// ["query","fal_webhook"] before the input is read (or any file it
+// carries stored); nothing is submitted.
 func TestBadWebhooks(t *testing.T) {
 	t.Parallel()
 	f, p := setup(t)
@@ -62,7 +62,8 @@ func TestBadWebhooks(t *testing.T) {
 		hooked(""),
 		hooked("https://app.example/a") + "&fal_webhook=" + url.QueryEscape("https://app.example/b"),
 	} {
-		r := call(t, f, http.MethodPost, target, `{"image_url":"data:image/png;base64,iVBORw0KGgo="}`)
+		// A body that would be refused itself: the webhook is checked first.
+		r := call(t, f, http.MethodPost, target, `{"image_url":"data:image/png;base64,iVBORw0KGgo=`)
 		require.Equal(t, http.StatusUnprocessableEntity, r.status, "%s: %s", target, r.raw)
 		require.Equal(t, []any{"query", "fal_webhook"}, r.body["detail"].([]any)[0].(map[string]any)["loc"], target)
 	}
