@@ -10,13 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pollux-dev/pollux/internal/core/faceshape"
 	"github.com/pollux-dev/pollux/internal/platform/config"
 	"github.com/pollux-dev/pollux/internal/services/notify"
-	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/signature"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
@@ -67,25 +65,14 @@ func TestFalWebhooks(t *testing.T) {
 	e.run(config.Notify{Submissions: &sub}, nil, func(c *notify.Config) { c.KeepsOutputs = func(string) bool { return false } })
 
 	md := map[string]string{faceshape.MetaFace: faceshape.FaceFal, faceshape.MetaFalApp: "acme/video", faceshape.MetaFalBase: "https://pollux.example/fal/r"}
-	for seq, step := range []struct {
-		typ string
-		st  state.State
-	}{{events.EventSubmitted, state.Queued}, {events.EventRunning, state.Running}, {events.EventProgress, state.Running}, {events.EventSucceeded, state.Succeeded}} {
-		j := &state.Job{ID: "job", Route: "r", Model: "acme/video", State: step.st, RemoteID: "x", NotifyURL: srv.URL + "/hook", Metadata: md,
+	e.publishLife(t, func(st state.State) *state.Job {
+		j := &state.Job{ID: "job", Route: "r", Model: "acme/video", State: st, RemoteID: "x", NotifyURL: srv.URL + "/hook", Metadata: md,
 			SubmittedBy: "tok", App: "app-a", CreatedAt: time.Now().UTC()}
-		if step.st == state.Succeeded {
+		if st == state.Succeeded {
 			j.Outputs = []string{"https://cdn.example/out.mp4"}
 		}
-		ev := events.Event{V: events.Version, Type: step.typ, Seq: uint64(seq + 1), Time: time.Now().UTC(), Route: "r", JobID: "job", State: step.st, Job: j}
-		b, err := ev.Encode()
-		require.NoError(t, err)
-		_, err = e.js.Publish(t.Context(), events.Default.Event("r", "job"), b, jetstream.WithMsgID(events.MsgID("job", uint64(seq+1))))
-		require.NoError(t, err)
-	}
-	require.Eventually(t, func() bool {
-		ds, err := events.OutboxDeliveries(t.Context(), e.js, events.Default, "job")
-		return err == nil && len(ds) == 1 && ds[0].State == events.OutboxDelivered && ds[0].Delivered == 4
-	}, 20*time.Second, 20*time.Millisecond)
+		return j
+	})
 	mu.Lock()
 	defer mu.Unlock()
 	require.Empty(t, bad)
