@@ -22,7 +22,8 @@
 //           results
 //   keyless one submit without a key, retried by the client across a
 //           gateway restart
-//   errors  a wrong token, a read-only token, a malformed input, foreign
+//   errors  a wrong token, a read-only token, a malformed input, a
+//           webhookUrl over plain http beyond loopback, foreign
 //           x-fal-target-urls, an unknown request; and a proxy URL
 //           without its trailing slash (redirected to it)
 //   webhooks FAL_JOBS submits (default 30) with a webhookUrl of the
@@ -233,6 +234,7 @@ async function errors() {
   await probe("read-only-status", () => client(process.env.POLLUX_READ_TOKEN).queue.status(app, { requestId: request_id }));
   await probe("read-only-cancel", () => client(process.env.POLLUX_READ_TOKEN).queue.cancel(app, { requestId: request_id }));
   await probe("malformed", () => client(process.env.POLLUX_TOKEN).queue.submit(app, { input: ["not", "an", "object"] }));
+  await probe("bad-webhook", () => client(process.env.POLLUX_TOKEN).queue.submit(app, { input: {}, webhookUrl: "http://app.example/hook" }));
   await probe("unknown-request", () => client(process.env.POLLUX_TOKEN).queue.status(app, { requestId: "00000000-0000-4000-8000-000000000000" }));
 
   // Foreign targets: the client takes a URL on a fal-looking host as the
