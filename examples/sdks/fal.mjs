@@ -22,9 +22,18 @@
 //           results
 //   keyless one submit without a key, retried by the client across a
 //           gateway restart
-//   errors  a wrong token, a read-only token, a malformed input, foreign
+//   errors  a wrong token, a read-only token, a malformed input, a
+//           webhookUrl over plain http beyond loopback, foreign
 //           x-fal-target-urls, an unknown request; and a proxy URL
 //           without its trailing slash (redirected to it)
+//   webhooks FAL_JOBS submits (default 30) with a webhookUrl of the
+//           app's own receiver (loopback), FAL_WORKERS at a time (default
+//           20), each with an Idempotency-Key; every delivery is printed
+//           as received — its X-Fal-Webhook-* headers and its raw body in
+//           base64 — for the test to verify against Pollux's JWKS; it
+//           returns once every request has had an OK or ERROR delivery,
+//           or after FAL_DEADLINE_S (default 60); each answer takes
+//           HOOK_DELAY_MS (default 0), as a busy app's does
 //   outage  FAL_CLIENTS apps, each submitting a job of FAL_LONG, then one
 //           of FAL_SHORT every second or so (each followed as subscribe
 //           does, beside the next) until the file FAL_STOP exists,
@@ -225,6 +234,7 @@ async function errors() {
   await probe("read-only-status", () => client(process.env.POLLUX_READ_TOKEN).queue.status(app, { requestId: request_id }));
   await probe("read-only-cancel", () => client(process.env.POLLUX_READ_TOKEN).queue.cancel(app, { requestId: request_id }));
   await probe("malformed", () => client(process.env.POLLUX_TOKEN).queue.submit(app, { input: ["not", "an", "object"] }));
+  await probe("bad-webhook", () => client(process.env.POLLUX_TOKEN).queue.submit(app, { input: {}, webhookUrl: "http://app.example/hook" }));
   await probe("unknown-request", () => client(process.env.POLLUX_TOKEN).queue.status(app, { requestId: "00000000-0000-4000-8000-000000000000" }));
 
   // Foreign targets: the client takes a URL on a fal-looking host as the
@@ -294,4 +304,46 @@ async function outage() {
   }));
 }
 
-await ({ main, many, image, stream, keyed, errors, keyless, outage })[mode]();
+async function webhooks() {
+  const jobs = Number(process.env.FAL_JOBS ?? 30);
+  const workers = Number(process.env.FAL_WORKERS ?? 20);
+  const fal = client(process.env.POLLUX_TOKEN);
+  const done = new Set();
+  let finish;
+  const all = new Promise((resolve) => (finish = resolve));
+  const server = http.createServer((req, res) => {
+    const chunks = [];
+    req.on("data", (c) => chunks.push(c));
+    req.on("end", () => {
+      const raw = Buffer.concat(chunks);
+      const n = Number(new URL(req.url, "http://x").searchParams.get("n"));
+      const headers = Object.fromEntries(Object.entries(req.headers).filter(([k]) => k.startsWith("x-fal-webhook-")));
+      let status;
+      try {
+        status = JSON.parse(raw.toString("utf8")).status;
+      } catch {}
+      out({ op: "delivery", n, headers, body: raw.toString("base64") });
+      setTimeout(() => res.writeHead(200).end(), Number(process.env.HOOK_DELAY_MS ?? 0));
+      if (status === "OK" || status === "ERROR") {
+        done.add(n);
+        if (done.size === jobs) finish();
+      }
+    });
+  });
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const hook = `http://127.0.0.1:${server.address().port}/hook`;
+  await Promise.all(Array.from({ length: workers }, async (_, w) => {
+    for (let n = w; n < jobs; n += workers) {
+      const key = `${process.env.FAL_KEY_PREFIX ?? "hook"}-${n}`;
+      const s = await retrying(() => fal.queue.submit(app, {
+        input: { prompt: `hook ${n}` }, webhookUrl: `${hook}?n=${n}`, headers: { "Idempotency-Key": key },
+      }));
+      out({ op: "created", n, requestId: s.request_id, gatewayRequestId: s.gateway_request_id });
+    }
+  }));
+  await Promise.race([all, new Promise((r) => setTimeout(r, Number(process.env.FAL_DEADLINE_S ?? 60) * 1000).unref())]);
+  server.close();
+  server.closeAllConnections();
+}
+
+await ({ main, many, image, stream, keyed, errors, keyless, outage, webhooks })[mode]();

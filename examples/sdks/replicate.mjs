@@ -24,6 +24,7 @@
 //   keyless one create as the SDK sends it (no key), reporting its error
 //   webhooks JOBS predictions with webhooks to a receiver of the app's
 //           own, each delivery checked with the SDK's validateWebhook()
+//           and answered after HOOK_DELAY_MS (default 0)
 //   list    every prediction of the route, through paginate(predictions.list)
 //   outage  CLIENTS apps, each running a job of LONG_MODEL, then creating
 //           a job of SHORT_MODEL every second or so (each followed to its
@@ -35,7 +36,7 @@
 //
 // Environment: POLLUX_URL, POLLUX_TOKEN, ROUTE (sim), MODEL (acme/video),
 // CLIENTS (50), JOBS (200), READ_TOKEN, SLOW_TOKEN, KEY, LONG_MODEL,
-// SHORT_MODEL, STOP.
+// SHORT_MODEL, STOP, HOOK_DELAY_MS.
 //
 // Outputs stay URLs (useFileOutput: false): the simulated provider's
 // https URLs name no real host, and run() would download each one.
@@ -338,7 +339,7 @@ async function webhooks() {
         p = JSON.parse(body);
       } catch {}
       print({ step: "delivery", n, valid, webhook_id: req.headers["webhook-id"], id: p.id, status: p.status, output: p.output });
-      res.writeHead(200).end();
+      setTimeout(() => res.writeHead(200).end(), Number(env.HOOK_DELAY_MS ?? 0));
       if (["succeeded", "failed", "canceled"].includes(p.status)) {
         done.add(n);
         if (done.size === jobs) finish();

@@ -1,4 +1,5 @@
-// Package signature verifies webhook deliveries before anything parses them:
+// Package signature verifies webhook deliveries before anything parses them
+// (and signs Pollux's own fal-shaped ones):
 // Standard Webhooks v1 (HMAC-SHA256; Replicate, OpenAI, Gemini) with
 // Verifier, fal.ai's Ed25519 signatures with FalVerifier, and Atlas
 // Cloud's with AtlasVerifier. It owns the signing rules, the header
@@ -42,7 +43,15 @@
 // Ed25519 keys of 32 bytes are skipped (ed25519.Verify panics on other key
 // sizes). A failed fetch (an error status, garbage, no usable key) never
 // replaces good keys, and without keys younger than MaxStaleness
-// verification fails closed with ErrKeys.
+// verification fails closed with ErrKeys. A JWKS URL is https, or http to
+// a loopback host only (a Pollux on the same machine).
+//
+// The same scheme signs Pollux's own fal-shaped webhooks: SignFal sets the
+// four headers over falMessage, the one definition of the signed message
+// the verifier checks too; DeriveFalKey derives the Ed25519 key from a
+// server secret, so every process of a fleet signs with the same key
+// without coordination; JWKS writes the document that publishes the keys
+// (each with a KeyID), which FalVerifier reads.
 //
 // # Atlas Cloud
 //

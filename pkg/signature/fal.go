@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 )
 
@@ -122,8 +123,7 @@ func (f *FalVerifier) Verify(ctx context.Context, h http.Header, body []byte) (r
 		return "", err
 	}
 
-	sum := sha256.Sum256(body)
-	msg := []byte(rid + "\n" + uid + "\n" + tsRaw + "\n" + hex.EncodeToString(sum[:]))
+	msg := falMessage(rid, uid, tsRaw, body)
 	set, err := f.keys.get(ctx, false)
 	if err != nil {
 		return "", err
@@ -140,4 +140,27 @@ func (f *FalVerifier) Verify(ctx context.Context, h http.Header, body []byte) (r
 		return rid, nil
 	}
 	return "", fmt.Errorf("%w: no fal key verifies the signature", ErrNoMatch)
+}
+
+// falMessage is what fal signs: request_id + "\n" + user_id + "\n" +
+// timestamp + "\n" + hex(sha256(body)), the header strings as sent. It
+// is the one definition both FalVerifier and SignFal use.
+func falMessage(requestID, userID, timestamp string, body []byte) []byte {
+	sum := sha256.Sum256(body)
+	return []byte(requestID + "\n" + userID + "\n" + timestamp + "\n" + hex.EncodeToString(sum[:]))
+}
+
+// SignFal signs a delivery as fal signs its webhooks, for a sender of
+// fal-shaped webhooks (Pollux's fal face): it sets h's
+// X-Fal-Webhook-Request-Id, -User-Id, -Timestamp (now, Unix seconds) and
+// -Signature (the hex Ed25519 signature by key of falMessage), which a
+// FalVerifier whose JWKS lists key's public key accepts. requestID and
+// userID must be what FalVerifier accepts (1 to 256 bytes of printable
+// ASCII without spaces).
+func SignFal(h http.Header, key ed25519.PrivateKey, requestID, userID string, now time.Time, body []byte) {
+	ts := strconv.FormatInt(now.Unix(), 10)
+	h.Set(falHeaderRequestID, requestID)
+	h.Set(falHeaderUserID, userID)
+	h.Set(falHeaderTimestamp, ts)
+	h.Set(falHeaderSignature, hex.EncodeToString(ed25519.Sign(key, falMessage(requestID, userID, ts, body))))
 }

@@ -4,13 +4,16 @@ import (
 	"cmp"
 	"context"
 	"crypto/ed25519"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 )
@@ -63,8 +66,8 @@ func (c keyConfig) build() (*jwks, error) {
 	if *c.url == "" {
 		*c.url = c.defaultURL
 	}
-	if u, err := url.Parse(*c.url); err != nil || u.Scheme != "https" || u.Host == "" {
-		return nil, fmt.Errorf("signature: %s.JWKSURL must be an https URL", c.verifier)
+	if u, err := url.Parse(*c.url); err != nil || u.Host == "" || u.Scheme != "https" && (u.Scheme != "http" || !loopback(u.Hostname())) {
+		return nil, fmt.Errorf("signature: %s.JWKSURL must be an https URL (http only to a loopback host)", c.verifier)
 	}
 	if *c.tolerance < 0 || *c.maxStaleness < 0 || *c.minRefresh < 0 {
 		return nil, fmt.Errorf("signature: %s durations must not be negative", c.verifier)
@@ -208,12 +211,7 @@ func parseJWKS(raw []byte) (*keySet, error) {
 	}
 	set := &keySet{byKID: map[string]ed25519.PublicKey{}}
 	for _, entry := range doc.Keys {
-		var k struct {
-			Kty string `json:"kty"`
-			Crv string `json:"crv"`
-			Kid string `json:"kid"`
-			X   string `json:"x"`
-		}
+		var k jwk
 		// An entry of another shape is skipped, not fatal to the others.
 		if json.Unmarshal(entry, &k) != nil || k.Kty != "OKP" || k.Crv != "Ed25519" {
 			continue
@@ -231,4 +229,50 @@ func parseJWKS(raw []byte) (*keySet, error) {
 		return nil, errors.New("JWKS has no usable Ed25519 key")
 	}
 	return set, nil
+}
+
+// loopback reports whether host is localhost or a loopback address: a
+// JWKS there (a Pollux on the same machine) may be fetched over http.
+func loopback(host string) bool {
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return ip.Unmap().IsLoopback()
+	}
+	return strings.EqualFold(host, "localhost")
+}
+
+// jwk is one Ed25519 entry of a JWKS document (RFC 8037).
+type jwk struct {
+	Kty string `json:"kty"`
+	Crv string `json:"crv"`
+	Kid string `json:"kid"`
+	Use string `json:"use"`
+	Alg string `json:"alg"`
+	X   string `json:"x"`
+}
+
+// KeyID is the kid JWKS gives key: "ed25519-" and the first 12 bytes of
+// its SHA-256, in unpadded base64url.
+func KeyID(key ed25519.PublicKey) string {
+	sum := sha256.Sum256(key)
+	return "ed25519-" + base64.RawURLEncoding.EncodeToString(sum[:12])
+}
+
+// JWKS is the JWKS document that publishes keys, in order, as parseJWKS
+// (and so FalVerifier) reads one: {"keys": [{"kty": "OKP", "crv":
+// "Ed25519", "kid", "use": "sig", "alg": "EdDSA", "x"}]}, x being the key
+// in unpadded base64url. Keys not ed25519.PublicKeySize bytes long are
+// left out.
+func JWKS(keys ...ed25519.PublicKey) []byte {
+	doc := struct {
+		Keys []jwk `json:"keys"`
+	}{Keys: []jwk{}}
+	for _, k := range keys {
+		if len(k) != ed25519.PublicKeySize {
+			continue
+		}
+		doc.Keys = append(doc.Keys, jwk{Kty: "OKP", Crv: "Ed25519", Kid: KeyID(k), Use: "sig", Alg: "EdDSA",
+			X: base64.RawURLEncoding.EncodeToString(k)})
+	}
+	b, _ := json.Marshal(doc) // strings only: cannot fail
+	return b
 }

@@ -25,7 +25,7 @@ const (
 	Replicate Kind = faceshape.FaceReplicate
 	// Fal is fal's queue API through the fal client's proxy protocol
 	// (package face/fal).
-	Fal Kind = "fal"
+	Fal Kind = faceshape.FaceFal
 	// OpenAI is OpenAI's videos API (package face/openai), now a routing
 	// face: OpenAI removed the API itself on 2026-09-24.
 	OpenAI Kind = "openai"

@@ -133,9 +133,10 @@ func changes(method string) bool {
 // public reports whether a path is served to anyone: the console's pages
 // (its data comes from the API) and its session endpoints, which check
 // what they need themselves; and the signed input paths, whose signature
-// is what they check (inputs.go).
+// is what they check (inputs.go); and the fal webhooks' JWKS, public key
+// material (faljwks.go).
 func public(path string) bool {
-	return path == "/" || path == "/console" || strings.HasPrefix(path, "/console/") || inputPath(path)
+	return path == "/" || path == "/console" || strings.HasPrefix(path, "/console/") || inputPath(path) || path == FalJWKSPath
 }
 
 // access wraps the front door's handler with the checks above.

@@ -187,21 +187,24 @@ func (f facade) KeepsOutputs(route string) bool { return slices.Contains(f.s.cfg
 type Webhooks struct {
 	// AllowPrivate is notify.submissions.allow_private.
 	AllowPrivate bool
-	// Secret is the current server secret (notify.submissions' first):
-	// each token's signing secret is derived from it and the token's name
-	// (signature.DeriveSecret), as package notify signs with.
-	Secret []byte
+	// Secrets are the server secrets (notify.submissions'), the current
+	// one first, at least one: each token's Replicate signing secret is
+	// derived from the current one and the token's name
+	// (signature.DeriveSecret), as package notify signs with; the fal
+	// face's webhooks are signed with the current one's Ed25519 key
+	// (signature.DeriveFalKey), and FalJWKSPath publishes every one's.
+	Secrets [][]byte
 }
 
 // Webhooks is how request r's caller's webhooks are called and signed
 // (face.Pollux).
 func (f facade) Webhooks(r *http.Request) *face.Webhooks {
 	w := f.s.cfg.Webhooks
-	if w == nil {
+	if w == nil || len(w.Secrets) == 0 {
 		return nil
 	}
 	return &face.Webhooks{AllowPrivate: w.AllowPrivate,
-		Secret: signature.FormatSecret(signature.DeriveSecret(w.Secret, who(r).by(r)))}
+		Secret: signature.FormatSecret(signature.DeriveSecret(w.Secrets[0], who(r).by(r)))}
 }
 
 // listReads bounds the records one List reads for a face mounted on a

@@ -183,6 +183,8 @@ type Server struct {
 	// intake publishes submissions and track requests, and settles
 	// those answered 503 in doubt (intake.go).
 	intake *intake
+	// falJWKS is the JWKS FalJWKSPath answers (nil: none; faljwks.go).
+	falJWKS []byte
 }
 
 // New validates the configuration and prepares the front door. It publishes
@@ -238,7 +240,7 @@ func New(cfg Config, js jetstream.JetStream, ns events.Namespace, res *events.Re
 	s := &Server{
 		cfg: cfg, js: js, ns: ns, jobs: owner, stream: res.Events,
 		slots: make(chan struct{}, cfg.MaxStreams), log: cfg.Logger, openCSRF: openCSRF(), allowed: allowed,
-		known: newKnown(cfg.LastKnown), intake: in,
+		known: newKnown(cfg.LastKnown), intake: in, falJWKS: falJWKS(cfg.Webhooks),
 	}
 	if err := s.buildFaces(); err != nil {
 		return nil, err
@@ -304,6 +306,7 @@ func (s *Server) endpoints(closing context.Context) []endpoint {
 		})},
 		endpoint{"/v1/inputs/{id}", methods{http.MethodGet: s.fetchInput, http.MethodHead: s.fetchInput}},
 		endpoint{"/v1/inputs/{id}/upload", only(http.MethodPut, s.uploadInput)},
+		endpoint{FalJWKSPath, only(http.MethodGet, s.serveFalJWKS)},
 		endpoint{"/v1/routes", only(http.MethodGet, s.routes)},
 		endpoint{"/v1/routes/{name}/pause", only(http.MethodPost, s.pause)},
 		endpoint{"/v1/routes/{name}/resume", only(http.MethodPost, s.resume)},

@@ -78,6 +78,7 @@ var isolationRows = map[string]isolationRow{
 	"/v1/jobs/track":                      {shared: "POST tracks a job of the token's app (TestASubmissionNamesItsTokensApp); GET reads a job named track, as /v1/jobs/{id}"},
 	"/v1/inputs/{id}":                     {shared: "an input file by its signed URL, for the provider: the signature is the access, no token (TestSignedInputPaths); a token names only its app's files (TestASubmissionNamesOnlyItsCallersFiles)"},
 	"/v1/inputs/{id}/upload":              {shared: "a signed, single-use upload URL handed to the file's owner (TestSignedInputPaths)"},
+	"/fal/.well-known/jwks.json":          {shared: "the public keys of the fal face's webhooks: public key material, no token, no job's (TestFalJWKS)"},
 	"/v1/routes":                          {shared: "the routes' configuration, health and counts: an operator's view, no job's"},
 	"/v1/routes/{name}/pause":             {shared: "an operator's: refused to an app's tokens (TestOnlyAnOperatorPausesARoute)"},
 	"/v1/routes/{name}/resume":            {shared: "an operator's: refused to an app's tokens (TestOnlyAnOperatorPausesARoute)"},

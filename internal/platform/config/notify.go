@@ -19,10 +19,14 @@ type Notify struct {
 	// default none).
 	Endpoints map[string]Endpoint `yaml:"endpoints"`
 	// Submissions, when set, lets a submission name an endpoint of its own
-	// (notify_url, or a Replicate face create's webhook), delivered with
+	// (notify_url, a Replicate face create's webhook, or a fal face
+	// submit's fal_webhook), delivered with
 	// these settings (its URL aside; default none: a submission cannot).
 	// Its secrets also sign the Replicate face's webhooks, each token's
-	// with a secret derived from them and its name (docs/faces.md).
+	// with a secret derived from them and its name, and the fal face's,
+	// with an Ed25519 key derived from the first, whose JWKS (every
+	// secret's key) the front door serves at /fal/.well-known/jwks.json
+	// (docs/faces.md).
 	Submissions *Endpoint `yaml:"submissions"`
 }
 

@@ -3,6 +3,7 @@ package notify
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"io"
@@ -22,7 +23,8 @@ type endpoint struct {
 	name     string
 	url      string // "" for submissions' own (each delivery carries its URL)
 	secrets  [][]byte
-	terminal bool // its end only
+	falKey   ed25519.PrivateKey // the fal face's webhooks' key (signature.DeriveFalKey of the first secret)
+	terminal bool               // its end only
 	timeout  time.Duration
 	workers  int
 	horizon  time.Duration
@@ -60,6 +62,9 @@ func newEndpoint(name string, c config.Endpoint) (*endpoint, error) {
 		}
 		e.secrets = append(e.secrets, b)
 	}
+	if len(e.secrets) > 0 {
+		e.falKey = signature.DeriveFalKey(e.secrets[0])
+	}
 	e.client = safeClient(e.timeout, c.AllowPrivate)
 	e.circuits.m = map[string]*circuit{}
 	e.circuits.after, e.circuits.cooldown = DefaultCircuitFailures, DefaultCircuitCooldown
@@ -95,23 +100,41 @@ func (a answer) summary() string {
 // maxResponse is how much of an answer's body is read (and dropped).
 const maxResponse = 64 << 10
 
-// call POSTs body to url, signed with every one of secrets (Standard
-// Webhooks: the webhook-id, webhook-timestamp and webhook-signature
-// headers).
-func (e *endpoint) call(ctx context.Context, url, id string, now time.Time, body []byte, secrets [][]byte) answer {
+// signer sets the headers that sign a delivery of body at now.
+type signer func(h http.Header, now time.Time, body []byte)
+
+// standardSigner signs with every one of secrets as Standard Webhooks
+// does: the webhook-id (id), webhook-timestamp and webhook-signature
+// headers.
+func standardSigner(id string, secrets [][]byte) signer {
+	return func(h http.Header, now time.Time, body []byte) {
+		sigs := make([]string, len(secrets))
+		for i, s := range secrets {
+			sigs[i] = signature.Sign(s, id, now, body)
+		}
+		h.Set("Webhook-Id", id)
+		h.Set("Webhook-Timestamp", strconv.FormatInt(now.Unix(), 10))
+		h.Set("Webhook-Signature", strings.Join(sigs, " "))
+	}
+}
+
+// falSigner signs as fal signs its webhooks (signature.SignFal), with key,
+// for request requestID of fal user userID.
+func falSigner(key ed25519.PrivateKey, requestID, userID string) signer {
+	return func(h http.Header, now time.Time, body []byte) {
+		signature.SignFal(h, key, requestID, userID, now, body)
+	}
+}
+
+// call POSTs body to url, signed by sign.
+func (e *endpoint) call(ctx context.Context, url string, now time.Time, body []byte, sign signer) answer {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return answer{err: err}
 	}
-	sigs := make([]string, len(secrets))
-	for i, s := range secrets {
-		sigs[i] = signature.Sign(s, id, now, body)
-	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "Pollux-Webhooks/1")
-	req.Header.Set("Webhook-Id", id)
-	req.Header.Set("Webhook-Timestamp", strconv.FormatInt(now.Unix(), 10))
-	req.Header.Set("Webhook-Signature", strings.Join(sigs, " "))
+	sign(req.Header, now, body)
 	resp, err := e.client.Do(req)
 	if err != nil {
 		var refused *RefusedError

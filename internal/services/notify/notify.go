@@ -15,6 +15,16 @@
 // secret rotates). An endpoint gets every event of a job ("all", the
 // default) or its end only ("terminal").
 //
+// A submission made through a provider's face is delivered in that
+// provider's shape instead (package faceshape renders it as the face
+// answers): a Replicate create's webhook gets the prediction, for the
+// events its filter names, signed with the submitting token's derived
+// secret; a fal submit's fal_webhook gets fal's webhook body once, at the
+// job's end, signed as fal signs (X-Fal-Webhook-* headers, Ed25519 with
+// the key signature.DeriveFalKey derives from the current server secret,
+// whose public half the front door's JWKS publishes), its app as fal's
+// user id.
+//
 // # Guarantees
 //
 //   - At least once: an event is delivered until the endpoint answers 2xx,
@@ -262,6 +272,9 @@ func (s *Service) copy(ctx context.Context, msg jetstream.Msg) events.Outcome {
 		if e.name == config.NotifySubmissions && faceshape.ReplicateHook(ev.Job) && !faceshape.ReplicateWants(ev.Job, ev.Type) {
 			continue // not among the events the create's filter asked for
 		}
+		if e.name == config.NotifySubmissions && faceshape.FalHook(ev.Job) && !faceshape.FalWants(ev.Type) {
+			continue // fal calls a webhook once, at the end
+		}
 		out := &natsMsg{subject: s.ns.Outbox(e.name, ev.JobID), data: msg.Data()}
 		if e.name == config.NotifySubmissions {
 			out.url = own
@@ -314,14 +327,14 @@ func (s *Service) deliver(ctx context.Context, e *endpoint, msg jetstream.Msg) e
 	if wait := e.circuits.allow(host, now); wait > 0 {
 		return events.Later(wait + schedule.Jitter(time.Second, 1, s.rnd))
 	}
-	body, secrets, err := s.render(e, ev, msg.Data())
+	body, sign, err := s.render(e, ev, msg.Data())
 	if err != nil {
 		log.Error().Err(err).Msg("dropping a delivery that cannot be rendered")
 		return events.Stop()
 	}
 	cctx, cancel := context.WithTimeout(ctx, e.timeout)
 	start := time.Now()
-	a := e.call(cctx, target, fmt.Sprintf("pollux_%s_%d", ev.JobID, ev.Seq), now, body, secrets)
+	a := e.call(cctx, target, now, body, sign)
 	cancel()
 	if s.cfg.Metrics.Call != nil {
 		s.cfg.Metrics.Call(e.name, time.Since(start))
@@ -360,27 +373,41 @@ func (s *Service) deliver(ctx context.Context, e *endpoint, msg jetstream.Msg) e
 	return events.Later(delay)
 }
 
-// render is a delivery's body and the secrets it is signed with: the
-// event as published, under the endpoint's secrets; or, to the webhook of
-// a Replicate face's create, the prediction as the face answers it, under
-// the submitter's secrets (signature.DeriveSecret of each of the
-// endpoint's and the token's name: its current secret, which the face's
-// GET /v1/webhooks/default/secret answers, and during a rotation the
-// other's too).
-func (s *Service) render(e *endpoint, ev *events.Event, data []byte) ([]byte, [][]byte, error) {
-	if e.name != config.NotifySubmissions || !faceshape.ReplicateHook(ev.Job) {
-		return data, e.secrets, nil
+// render is a delivery's body and how it is signed: the event as
+// published, under the endpoint's secrets (Standard Webhooks); to the
+// webhook of a Replicate face's create, the prediction as the face
+// answers it, under the submitter's secrets (signature.DeriveSecret of
+// each of the endpoint's and the token's name: its current secret, which
+// the face's GET /v1/webhooks/default/secret answers, and during a
+// rotation the other's too); to the webhook of a fal face's submit,
+// fal's webhook body, signed as fal signs with the endpoint's fal key
+// (its current secret's: the front door's JWKS lists every secret's) for
+// the job's app as fal's user id.
+func (s *Service) render(e *endpoint, ev *events.Event, data []byte) ([]byte, signer, error) {
+	id := fmt.Sprintf("pollux_%s_%d", ev.JobID, ev.Seq)
+	if e.name != config.NotifySubmissions {
+		return data, standardSigner(id, e.secrets), nil
 	}
 	keeps := s.cfg.KeepsOutputs != nil && s.cfg.KeepsOutputs(ev.Route)
-	body, err := faceshape.ReplicateWebhookBody(ev.Job, keeps)
-	if err != nil {
-		return nil, nil, err
+	switch {
+	case faceshape.ReplicateHook(ev.Job):
+		body, err := faceshape.ReplicateWebhookBody(ev.Job, keeps)
+		if err != nil {
+			return nil, nil, err
+		}
+		secrets := make([][]byte, len(e.secrets))
+		for i, k := range e.secrets {
+			secrets[i] = signature.DeriveSecret(k, ev.Job.SubmittedBy)
+		}
+		return body, standardSigner(id, secrets), nil
+	case faceshape.FalHook(ev.Job):
+		body, err := faceshape.FalWebhookBody(ev.Job, keeps)
+		if err != nil {
+			return nil, nil, err
+		}
+		return body, falSigner(e.falKey, ev.JobID, faceshape.FalUserID(ev.Job)), nil
 	}
-	secrets := make([][]byte, len(e.secrets))
-	for i, k := range e.secrets {
-		secrets[i] = signature.DeriveSecret(k, ev.Job.SubmittedBy)
-	}
-	return body, secrets, nil
+	return data, standardSigner(id, e.secrets), nil
 }
 
 func (s *Service) circuit(e *endpoint, host string, ok bool, now time.Time) {

@@ -66,16 +66,35 @@ func TestReplicateWebhooks(t *testing.T) {
 	base := "https://pollux.example/replicate/r"
 	md := map[string]string{faceshape.MetaFace: faceshape.FaceReplicate, faceshape.MetaReplicateBase: base,
 		faceshape.MetaReplicateWebhookEvent: "start,completed"}
+	e.publishLife(t, func(st state.State) *state.Job {
+		j := &state.Job{ID: "job", Route: "r", Model: "m", State: st, NotifyURL: srv.URL + "/hook", Metadata: md,
+			SubmittedBy: "app-a", CreatedAt: time.Now().UTC()}
+		if st == state.Succeeded {
+			j.Outputs = []string{"https://cdn.example/out.mp4"}
+		}
+		return j
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	require.Empty(t, bad)
+	require.Len(t, preds, 2, "start and completed only: running and progress are logs, which the filter left out")
+	require.Equal(t, "starting", preds[0].Status)
+	require.Equal(t, "succeeded", preds[1].Status)
+	require.Equal(t, "https://cdn.example/out.mp4", preds[1].Output)
+	require.Equal(t, base+"/v1/predictions/job", preds[1].URLs.Get)
+}
+
+// publishLife publishes the events of job "job" on route "r" — submitted,
+// running, progress, succeeded — each with the record job gives for its
+// state, and waits until the submission's endpoint has delivered (or
+// skipped) all four.
+func (e *env) publishLife(t *testing.T, job func(state.State) *state.Job) {
+	t.Helper()
 	for seq, step := range []struct {
 		typ string
 		st  state.State
 	}{{events.EventSubmitted, state.Queued}, {events.EventRunning, state.Running}, {events.EventProgress, state.Running}, {events.EventSucceeded, state.Succeeded}} {
-		j := &state.Job{ID: "job", Route: "r", Model: "m", State: step.st, NotifyURL: srv.URL + "/hook", Metadata: md,
-			SubmittedBy: "app-a", CreatedAt: time.Now().UTC()}
-		if step.st == state.Succeeded {
-			j.Outputs = []string{"https://cdn.example/out.mp4"}
-		}
-		ev := events.Event{V: events.Version, Type: step.typ, Seq: uint64(seq + 1), Time: time.Now().UTC(), Route: "r", JobID: "job", State: step.st, Job: j}
+		ev := events.Event{V: events.Version, Type: step.typ, Seq: uint64(seq + 1), Time: time.Now().UTC(), Route: "r", JobID: "job", State: step.st, Job: job(step.st)}
 		b, err := ev.Encode()
 		require.NoError(t, err)
 		_, err = e.js.Publish(t.Context(), events.Default.Event("r", "job"), b, jetstream.WithMsgID(events.MsgID("job", uint64(seq+1))))
@@ -85,12 +104,4 @@ func TestReplicateWebhooks(t *testing.T) {
 		ds, err := events.OutboxDeliveries(t.Context(), e.js, events.Default, "job")
 		return err == nil && len(ds) == 1 && ds[0].State == events.OutboxDelivered && ds[0].Delivered == 4
 	}, 20*time.Second, 20*time.Millisecond)
-	mu.Lock()
-	defer mu.Unlock()
-	require.Empty(t, bad)
-	require.Len(t, preds, 2, "start and completed only: running and progress are logs, which the filter left out")
-	require.Equal(t, "starting", preds[0].Status)
-	require.Equal(t, "succeeded", preds[1].Status)
-	require.Equal(t, "https://cdn.example/out.mp4", preds[1].Output)
-	require.Equal(t, base+"/v1/predictions/job", preds[1].URLs.Get)
 }

@@ -96,11 +96,13 @@ func (e *Env) FrontDoor(ctx context.Context, g *errgroup.Group, cfg frontdoor.Co
 		if len(raw) == 0 {
 			return nil, errors.New("notify.submissions: no secrets_env")
 		}
-		key, err := signature.ParseSecret(raw[0])
-		if err != nil {
-			return nil, fmt.Errorf("notify.submissions.secrets_env[0] (%s): %w", sc.SecretsEnv[0], err)
+		keys := make([][]byte, len(raw))
+		for i, s := range raw {
+			if keys[i], err = signature.ParseSecret(s); err != nil {
+				return nil, fmt.Errorf("notify.submissions.secrets_env[%d] (%s): %w", i, sc.SecretsEnv[i], err)
+			}
 		}
-		cfg.Webhooks = &frontdoor.Webhooks{AllowPrivate: sc.AllowPrivate, Secret: key}
+		cfg.Webhooks = &frontdoor.Webhooks{AllowPrivate: sc.AllowPrivate, Secrets: keys}
 	}
 	if e.Metrics != nil {
 		cfg.Metrics = e.Metrics.FrontDoor()

@@ -70,8 +70,18 @@
 // stale: face.Kit.Poll), and a result of one it last knew COMPLETED from
 // that record; anything else is the 503.
 //
-// Decided where fal is silent or Pollux differs: fal_webhook is refused
-// (422; Pollux sends no fal-shaped webhooks); x-fal-request-timeout,
+// A submit's fal_webhook (the client's webhookUrl) is checked before
+// anything else (webhook.go: https beyond loopback, no private address
+// unless allowed, once, and only where notify.submissions is configured;
+// fal's 422 on ["query", "fal_webhook"] otherwise) and becomes the job's
+// notify_url, with the face's URL in its metadata; the answer carries
+// gateway_request_id. Package notify delivers fal's webhook body once, at
+// the job's end (faceshape.FalWebhookBody: the result call's payload, or
+// its error body), signed as fal signs by Pollux's key, whose JWKS the
+// front door serves at /fal/.well-known/jwks.json; the user id is the
+// job's app.
+//
+// Decided where fal is silent or Pollux differs: x-fal-request-timeout,
 // x-fal-queue-priority and x-fal-runner-hint are ignored (Pollux's
 // schedule and the route's deadline rule); status streaming
 // (…/status/stream) is an event stream of the statuses a poll would

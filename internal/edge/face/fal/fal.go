@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/pollux-dev/pollux/internal/core/faceshape"
 	"github.com/pollux-dev/pollux/internal/edge/face"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/state"
@@ -14,7 +15,7 @@ import (
 // MetaApp is the metadata key a submit writes on its job (besides
 // face.MetaFace) for the app id the request's status, result and cancel
 // URLs name.
-const MetaApp = "fal_app"
+const MetaApp = faceshape.MetaFalApp
 
 // Face is fal's queue API, served through the fal client's proxy
 // protocol for one route.
@@ -79,9 +80,10 @@ func (f *Face) serve(w http.ResponseWriter, r *http.Request) error {
 // submit makes a Pollux submission of the target's endpoint id (the
 // model) with the body as its input, and answers as fal's queue does.
 func (f *Face) submit(w http.ResponseWriter, r *http.Request, t target) error {
-	if t.webhook {
-		return &face.Error{Status: http.StatusUnprocessableEntity, Code: "invalid_parameter", Field: "fal_webhook",
-			Message: "fal_webhook: Pollux calls no fal-shaped webhooks; poll the status (fal.subscribe), or submit to Pollux's own API with a notify_url"}
+	md := map[string]string{face.MetaFace: string(face.Fal), MetaApp: t.app}
+	hook, err := f.webhook(r, t.webhooks, md) // checked before anything is stored
+	if err != nil {
+		return err
 	}
 	key, err := face.IdempotencyKey(r)
 	if err != nil {
@@ -96,8 +98,7 @@ func (f *Face) submit(w http.ResponseWriter, r *http.Request, t target) error {
 	}
 	id := uuid(face.IDBytes(r.Context(), face.Fal, f.Mount().Route, key, 16))
 	err = f.Submit(r, events.Submit{
-		V: events.Version, ID: id, IdempotencyKey: key, Model: t.endpoint, Input: input,
-		Metadata: map[string]string{face.MetaFace: string(face.Fal), MetaApp: t.app},
+		V: events.Version, ID: id, IdempotencyKey: key, Model: t.endpoint, Input: input, Metadata: md, NotifyURL: hook,
 	})
 	var fe *events.FieldError
 	switch e := (*face.Error)(nil); {
@@ -108,10 +109,14 @@ func (f *Face) submit(w http.ResponseWriter, r *http.Request, t target) error {
 		return err
 	}
 	w.Header().Set(requestIDHeader, id)
-	return face.WriteJSON(w, http.StatusOK, submitted{
+	s := submitted{
 		RequestID: id, ResponseURL: queueURL(t.app, id, ""), StatusURL: queueURL(t.app, id, "/status"),
 		CancelURL: queueURL(t.app, id, "/cancel"), Status: inQueue,
-	})
+	}
+	if hook != "" {
+		s.GatewayRequestID = id // fal answers a webhook submit with it; its deliveries carry it
+	}
+	return face.WriteJSON(w, http.StatusOK, s)
 }
 
 // readInput reads a submit's body: a JSON object of at most
@@ -176,7 +181,7 @@ func (f *Face) result(w http.ResponseWriter, r *http.Request, t target) error {
 	if fe := failureOf(j); fe != nil {
 		return fe
 	}
-	return face.WriteJSON(w, http.StatusOK, resultOf(j, func(n int) (string, bool) { return f.OutputURL(r, j, n) }))
+	return face.WriteJSON(w, http.StatusOK, faceshape.FalResultOf(j, func(n int) (string, bool) { return f.OutputURL(r, j, n) }))
 }
 
 // cancel asks Pollux to cancel the job: CANCELLATION_REQUESTED (202) —
@@ -186,7 +191,7 @@ func (f *Face) result(w http.ResponseWriter, r *http.Request, t target) error {
 func (f *Face) cancel(w http.ResponseWriter, r *http.Request, t target) error {
 	j, err := f.job(r, t, f.Job)
 	if e := (*face.Error)(nil); errors.Is(err, state.ErrNotFound) && errors.As(err, &e) {
-		return face.WriteJSON(w, e.Status, errorBody{Status: "NOT_FOUND", Detail: e.Message, Message: e.Message})
+		return face.WriteJSON(w, e.Status, faceshape.FalError{Status: "NOT_FOUND", Detail: e.Message, Message: e.Message})
 	}
 	if err != nil {
 		return err
@@ -198,9 +203,9 @@ func (f *Face) cancel(w http.ResponseWriter, r *http.Request, t target) error {
 	switch {
 	case errors.Is(err, face.ErrTerminal):
 		msg := "request " + j.ID + " has already completed"
-		return face.WriteJSON(w, http.StatusBadRequest, errorBody{Status: "ALREADY_COMPLETED", Detail: msg, Message: msg})
+		return face.WriteJSON(w, http.StatusBadRequest, faceshape.FalError{Status: "ALREADY_COMPLETED", Detail: msg, Message: msg})
 	case err != nil:
 		return err
 	}
-	return face.WriteJSON(w, http.StatusAccepted, errorBody{Status: "CANCELLATION_REQUESTED"})
+	return face.WriteJSON(w, http.StatusAccepted, faceshape.FalError{Status: "CANCELLATION_REQUESTED"})
 }

@@ -3,9 +3,6 @@ package fal
 import (
 	"encoding/hex"
 	"net/http"
-	"net/url"
-	"path"
-	"strings"
 	"time"
 
 	"github.com/pollux-dev/pollux/internal/core/faceshape"
@@ -25,7 +22,7 @@ const (
 const requestIDHeader = "x-fal-request-id"
 
 // errorTypeHeader carries a request error's error_type.
-const errorTypeHeader = "X-Fal-Error-Type"
+const errorTypeHeader = faceshape.FalErrorTypeHeader
 
 // uuid formats 16 id bytes as a version 4 UUID, as fal's request ids look.
 func uuid(b []byte) string {
@@ -45,12 +42,13 @@ func queueURL(app, id, suffix string) string {
 
 // submitted is a submit's answer.
 type submitted struct {
-	RequestID     string `json:"request_id"`
-	ResponseURL   string `json:"response_url"`
-	StatusURL     string `json:"status_url"`
-	CancelURL     string `json:"cancel_url"`
-	Status        string `json:"status"`
-	QueuePosition int    `json:"queue_position"`
+	RequestID        string `json:"request_id"`
+	GatewayRequestID string `json:"gateway_request_id,omitempty"`
+	ResponseURL      string `json:"response_url"`
+	StatusURL        string `json:"status_url"`
+	CancelURL        string `json:"cancel_url"`
+	Status           string `json:"status"`
+	QueuePosition    int    `json:"queue_position"`
 }
 
 // status is a status answer.
@@ -114,168 +112,34 @@ func statusOf(j *state.Job, app string, logs bool) (status, int) {
 }
 
 // failureOf is the error a result call answers for job j, which has
-// ended; nil when it succeeded. Statuses and error types are fal's
-// (its request errors and model errors); none is one the fal client
-// retries a result on (429, 502, 503, 504 but the user's timeout), so
-// the app learns the outcome at once:
-//   - failed before the provider had it (refused at create): 422, the
-//     model's validation error, which the client throws as a
-//     ValidationError;
-//   - failed at the provider: 500 runner_server_error;
-//   - canceled: 499 client_cancelled;
-//   - expired (Pollux's deadline passed): 504 request_timeout with
-//     X-Fal-Request-Timeout-Type: user;
-//   - lost (the provider lost the job): 500 internal_error.
+// ended (faceshape.FalFailureOf, as the webhook's payload says it); nil
+// when it succeeded.
 func failureOf(j *state.Job) *face.Error {
-	reason := j.Reason
-	e := &face.Error{Message: reason, Header: http.Header{}}
-	switch j.State {
-	case state.Succeeded:
+	f := faceshape.FalFailureOf(j)
+	if f == nil {
 		return nil
-	case state.Failed:
-		if reason == "" {
-			reason = "the request failed"
-		}
-		e.Status, e.Code, e.Message = http.StatusInternalServerError, "runner_server_error", reason
-		if j.RemoteID == "" {
-			e.Status, e.Code, e.Field = http.StatusUnprocessableEntity, "", "body"
-		}
-	case state.Canceled:
-		e.Status, e.Code = 499, "client_cancelled"
-		e.Message = orDefault(reason, "the request was canceled")
-	case state.Expired:
-		e.Status, e.Code = http.StatusGatewayTimeout, "request_timeout"
-		e.Message = orDefault(reason, "the request timed out")
-		e.Header.Set("X-Fal-Request-Timeout-Type", "user")
-	default:
-		e.Status, e.Code = http.StatusInternalServerError, "internal_error"
-		e.Message = orDefault(reason, "the request was lost")
 	}
-	if e.Code != "" {
-		e.Header.Set(errorTypeHeader, e.Code)
+	e := &face.Error{Status: f.Status, Code: f.Type, Message: f.Message, Field: f.Field, Header: http.Header{}}
+	if f.UserTimeout {
+		e.Header.Set("X-Fal-Request-Timeout-Type", "user")
+	}
+	if f.Type != "" {
+		e.Header.Set(errorTypeHeader, f.Type)
 	}
 	return e
 }
 
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
-}
-
-// file is a fal File object.
-type file struct {
-	URL         string `json:"url"`
-	ContentType string `json:"content_type,omitempty"`
-	FileName    string `json:"file_name,omitempty"`
-}
-
-// result is a succeeded job's result. Pollux records a job's outputs as
-// URLs, not the provider's JSON, so the result is built from them in the
-// shape fal's video and image models answer: video is the first output
-// that is not an image, images the outputs that are, and files every
-// output in order (so none is lost whatever its kind). Each file's url is
-// the one the face gives (face.Kit.OutputURL: Pollux's own for a kept
-// output, else the provider's when safe; an output with none is left
-// out); its name and type come from the provider's URL, or from what
-// custody kept.
-type result struct {
-	Video  *file  `json:"video,omitempty"`
-	Images []file `json:"images,omitempty"`
-	Files  []file `json:"files"`
-}
-
-func resultOf(j *state.Job, link func(n int) (string, bool)) result {
-	r := result{Files: []file{}}
-	for n, o := range j.Outputs {
-		u, ok := link(n)
-		if !ok {
-			continue
-		}
-		f := fileOf(o, u)
-		if f.ContentType == "" && faceshape.Saved(j, n) {
-			f.ContentType = j.Custody.Outputs[n].ContentType
-		}
-		r.Files = append(r.Files, f)
-		switch {
-		case strings.HasPrefix(f.ContentType, "image/"):
-			r.Images = append(r.Images, f)
-		case r.Video == nil:
-			r.Video = &f
-		}
-	}
-	return r
-}
-
-// contentTypes are the content types of output file extensions.
-var contentTypes = map[string]string{
-	".mp4": "video/mp4", ".webm": "video/webm", ".mov": "video/quicktime", ".gif": "image/gif",
-	".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".webp": "image/webp",
-	".mp3": "audio/mpeg", ".wav": "audio/wav",
-}
-
-// fileOf is the file of an output the provider gave as raw, linked as
-// link.
-func fileOf(raw, link string) file {
-	f := file{URL: link}
-	if u, err := url.Parse(raw); err == nil {
-		name := path.Base(u.Path)
-		if name != "." && name != "/" {
-			f.FileName = name
-		}
-		f.ContentType = contentTypes[strings.ToLower(path.Ext(u.Path))]
-	}
-	return f
-}
-
-// fieldError is one entry of a validation error's detail, as FastAPI
-// writes it and the fal client's ValidationError reads it.
-type fieldError struct {
-	Loc  []string `json:"loc"`
-	Msg  string   `json:"msg"`
-	Type string   `json:"type"`
-}
-
-// errorBody is fal's error shape: detail (a sentence, or a validation
-// error's list) and error_type; message is what the fal client makes its
-// error's message of; status is a cancel's answer.
-type errorBody struct {
-	Detail    any    `json:"detail,omitempty"`
-	ErrorType string `json:"error_type,omitempty"`
-	Status    string `json:"status,omitempty"`
-	Message   string `json:"message,omitempty"`
-}
-
-// locOf is where field is in a fal request, for a validation error.
-func locOf(field string) []string {
-	switch field {
-	case "body", "input":
-		return []string{"body"}
-	case "model":
-		return []string{"url", TargetHeader}
-	case TargetHeader, "Idempotency-Key":
-		return []string{"header", field}
-	case "fal_webhook", "logs":
-		return []string{"query", field}
-	}
-	return []string{"body", field}
-}
-
-// WriteError writes e in fal's shape: a 400 (or 422) naming a field is a
-// 422 validation error whose detail lists it; any other error is
-// {"detail": message}, with Retry-After when e says.
+// WriteError writes e in fal's shape (faceshape.FalErrorBody): a 400
+// (or 422) naming a field is a 422 validation error whose detail lists
+// it; any other error is {"detail": message}, with Retry-After when e
+// says.
 func (f *Face) WriteError(w http.ResponseWriter, e *face.Error) {
 	h := w.Header()
 	e.SetHeaders(h)
-	msg := orDefault(e.Message, http.StatusText(e.Status))
-	body := errorBody{Detail: msg, Message: msg}
-	status := e.Status
-	if (status == http.StatusBadRequest || status == http.StatusUnprocessableEntity) && e.Field != "" && e.Field != TargetHeader {
-		status = http.StatusUnprocessableEntity
-		body.Detail = []fieldError{{Loc: locOf(e.Field), Msg: msg, Type: "value_error"}}
-	} else {
-		body.ErrorType = h.Get(errorTypeHeader)
+	msg := e.Message
+	if msg == "" {
+		msg = http.StatusText(e.Status)
 	}
-	_ = face.WriteJSON(w, status, body) // an errorBody always encodes
+	status, body := faceshape.FalErrorBody(e.Status, e.Field, msg, h.Get(errorTypeHeader))
+	_ = face.WriteJSON(w, status, body) // a FalError always encodes
 }

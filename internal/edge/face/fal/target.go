@@ -7,11 +7,12 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/pollux-dev/pollux/internal/core/faceshape"
 	"github.com/pollux-dev/pollux/internal/edge/face"
 )
 
 // TargetHeader carries the URL the fal client meant to call.
-const TargetHeader = "x-fal-target-url"
+const TargetHeader = faceshape.FalTargetHeader
 
 // QueueHost is the one host a target may name: fal's queue API.
 const QueueHost = "queue.fal.run"
@@ -55,8 +56,9 @@ type target struct {
 	id string
 	// logs is a status's logs=1.
 	logs bool
-	// webhook is a submit's fal_webhook query parameter.
-	webhook bool
+	// webhooks are a submit's fal_webhook query parameter's values (nil:
+	// none).
+	webhooks []string
 }
 
 // namespaces are the first segments fal's client treats as a namespace
@@ -136,7 +138,7 @@ func parseTarget(raw, method string) (target, *face.Error) {
 	}
 	t.app = strings.Join(segs[:base], "/")
 	if len(segs) == base || segs[base] != "requests" {
-		t.op, t.endpoint, t.webhook = opSubmit, path, q.Has("fal_webhook")
+		t.op, t.endpoint, t.webhooks = opSubmit, path, q["fal_webhook"]
 		return t, checkMethod(method, http.MethodPost, "a submit")
 	}
 	rest := segs[base+1:]

@@ -111,6 +111,10 @@ func TestFalClient(t *testing.T) {
 	require.Equal(t, "ValidationError", field(m, "error", "name"), "%v", m)
 	require.InDelta(t, 422, field(m, "error", "status"), 0)
 	require.Equal(t, []any{"body"}, field(m, "error", "fieldErrors").([]any)[0].(map[string]any)["loc"])
+	w := ops["bad-webhook"]
+	require.Equal(t, "ValidationError", field(w, "error", "name"), "%v", w)
+	require.InDelta(t, 422, field(w, "error", "status"), 0)
+	require.Equal(t, []any{"query", "fal_webhook"}, field(w, "error", "fieldErrors").([]any)[0].(map[string]any)["loc"])
 	foreign := 0
 	for op, l := range ops {
 		if !strings.HasPrefix(op, "foreign ") {
