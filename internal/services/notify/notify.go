@@ -201,7 +201,12 @@ func (s *Service) Run(ctx context.Context) error {
 		FilterSubject: s.ns.Event("*", "*"),
 		DeliverPolicy: jetstream.DeliverNewPolicy,
 		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       30 * time.Second,
+		// One at a time, fleet-wide, so an ack lost to a NATS restart or
+		// a killed process holds every endpoint's webhooks until the
+		// event comes back: a few seconds, not the usual 30. A copy is a
+		// publish per endpoint, deduplicated, so one redelivered while
+		// still being copied is stored once.
+		AckWait:       copyAckWait,
 		MaxDeliver:    -1,
 		MaxAckPending: 1, // one at a time, fleet-wide: the outbox keeps each job's order
 		Replicas:      s.cfg.Options.Replicas,
@@ -287,6 +292,10 @@ func (s *Service) copy(ctx context.Context, msg jetstream.Msg) events.Outcome {
 	}
 	return events.Done()
 }
+
+// copyAckWait is how long the copier's event waits for its ack before it
+// is delivered again (to this process or another).
+const copyAckWait = 5 * time.Second
 
 // deliver makes one attempt at a delivery, in its job's order.
 func (s *Service) deliver(ctx context.Context, e *endpoint, msg jetstream.Msg) events.Outcome {
