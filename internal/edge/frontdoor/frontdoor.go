@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"sync"
 	"strings"
 	"time"
 
@@ -137,6 +138,11 @@ type Config struct {
 	// (keep_outputs): a face gives an app its own URL for their outputs,
 	// which serves the copy output custody keeps (default none).
 	KeepOutputs []string
+	// OutputProxies are how the outputs a face serves through the front
+	// door (face.Proxied) are fetched, by route (proxy.go; default for a
+	// route not named: NewOutputProxy of the defaults, private addresses
+	// refused).
+	OutputProxies map[string]OutputProxy
 	// Inputs keeps the input files the faces take uploads of (package
 	// inputs); a submission naming one is checked against it, and its
 	// signed URLs are served (inputs.go). Nil: none are kept, and a
@@ -183,6 +189,10 @@ type Server struct {
 	// intake publishes submissions and track requests, and settles
 	// those answered 503 in doubt (intake.go).
 	intake *intake
+	// proxy is the output proxy of a route OutputProxies does not name,
+	// made once.
+	proxyOnce sync.Once
+	proxy     OutputProxy
 }
 
 // New validates the configuration and prepares the front door. It publishes
