@@ -9,10 +9,14 @@
 // MODE=many    CLIENTS clients making JOBS generations in all, each polling
 // MODE=keyed   JOBS creates one after another, each with an
 //              Idempotency-Key, retried by the app until answered
+// MODE=image   generations.create with keyframes.frame0 an image, a data:
+//              URI (IMAGE_BYTES of image.mjs), polled until done; prints
+//              its sha256
 // MODE=errors  a wrong key, a read-only key, a malformed create, an unknown
 //              generation, a quota (QUOTA_TOKEN, 1 request a second)
 // MODE=list    every generation of the route, LIMIT a page, by offset
 import LumaAI from 'lumaai';
+import { imageBytes, sha256 } from './image.mjs';
 
 const baseURL = `${process.env.POLLUX_URL}/luma/${process.env.ROUTE || 'video'}`;
 const client = (authToken = process.env.TOKEN, opts = {}) => new LumaAI({ authToken, baseURL, ...opts });
@@ -75,6 +79,15 @@ async function many() {
   }));
 }
 
+// image: image-to-video, frame0 an image the app gives inline.
+async function image() {
+  const luma = client();
+  const bytes = imageBytes();
+  const created = await luma.generations.create({ ...create, keyframes: { frame0: { type: 'image', url: `data:image/png;base64,${bytes.toString('base64')}` } } });
+  const { generation } = await wait(luma, created);
+  out({ step: 'image', id: created.id, state: generation.state, sha256: sha256(bytes), size: bytes.length });
+}
+
 async function keyed() {
   const luma = client();
   const jobs = Number(process.env.JOBS || 10);
@@ -129,5 +142,5 @@ async function list() {
   }
 }
 
-const modes = { main, many, keyed, errors, list };
+const modes = { main, many, keyed, errors, list, image };
 await modes[process.env.MODE || 'main']();

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pollux-dev/pollux/internal/core/inputs"
+	"github.com/pollux-dev/pollux/internal/platform/safehttp"
 )
 
 // Files are the input files of one caller — the front door's name of the
@@ -120,6 +121,24 @@ func (f *Files) Refs(r *http.Request, w http.ResponseWriter, input json.RawMessa
 	return out, nil
 }
 
+// CheckInputURL checks s, the URL of an input file an app gives at
+// field, which the provider will fetch: a data: URI (a large one is kept
+// as a file: DataRefs), or an http(s) URL as safehttp.CheckURL takes one
+// with private addresses refused — https, no credentials, no address
+// of Pollux's own networks. Anything else is a *Error naming field.
+func CheckInputURL(field, s string) error {
+	if strings.HasPrefix(s, "data:") {
+		if _, _, ok := decodeDataURI(s); !ok {
+			return &Error{Status: http.StatusBadRequest, Code: "invalid_parameter", Field: field, Message: field + ": a data: URI that is not base64 (data:<type>;base64,<data>)"}
+		}
+		return nil
+	}
+	if err := safehttp.CheckURL(s, false); err != nil {
+		return &Error{Status: http.StatusBadRequest, Code: "invalid_parameter", Field: field, Message: field + ": an https URL or a data: URI; " + err.Error(), Err: err}
+	}
+	return nil
+}
+
 // decodeDataURI splits a base64 data: URI into its media type and data.
 func decodeDataURI(s string) (contentType, data string, ok bool) {
 	head, data, ok := strings.Cut(strings.TrimPrefix(s, "data:"), ",")
@@ -171,6 +190,40 @@ func (k *Kit) InputRefs(w http.ResponseWriter, r *http.Request, input json.RawMe
 		return nil, err
 	}
 	return files.Refs(r, w, input, root, func(s string) (string, bool) { return k.FileOf(r, filesPath, s) })
+}
+
+// DataRefs is InputRefs for a face that serves no files of its own
+// (Runway's, Luma's): each large data: URI of the input becomes a
+// reference to a file of request r's caller's.
+func (k *Kit) DataRefs(w http.ResponseWriter, r *http.Request, input json.RawMessage, root string) (json.RawMessage, error) {
+	files, err := k.pollux.Files(r)
+	if err != nil && !errors.Is(err, errNoInputs) {
+		return nil, err
+	}
+	return files.Refs(r, w, input, root, func(string) (string, bool) { return "", false })
+}
+
+// KeepBase64 keeps b64, a file's bytes in standard base64 that the
+// input of a create carries at field (genai's bytesBase64Encoded), as a
+// file of request r's caller's, and returns its reference — when it is
+// at least MinInlineData long and this Pollux keeps files; else ""
+// (the bytes stay in the input). The caller has checked b64 decodes.
+func (k *Kit) KeepBase64(w http.ResponseWriter, r *http.Request, field, contentType, b64 string) (string, error) {
+	if len(b64) < MinInlineData {
+		return "", nil
+	}
+	files, err := k.pollux.Files(r)
+	switch {
+	case errors.Is(err, errNoInputs):
+		return "", nil
+	case err != nil:
+		return "", err
+	}
+	file, err := files.Put(r, w, field, "", contentType, base64.NewDecoder(base64.StdEncoding, strings.NewReader(b64)))
+	if err != nil {
+		return "", err
+	}
+	return file.Ref(), nil
 }
 
 // ServeFile answers the bytes of request r's caller's file id.

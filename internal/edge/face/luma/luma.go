@@ -13,8 +13,10 @@ import (
 
 // Bounds of the face.
 const (
-	// maxBody bounds a create's body: the largest intake message.
-	maxBody = events.MaxMessageBytes
+	// maxBody bounds a create's body, data: URIs included: large ones are
+	// kept as input files (face.Kit.DataRefs), so the submission stays
+	// small.
+	maxBody = face.MaxDataBody
 	// listLimit is a list's page when the request names none; maxOffset
 	// bounds how far a list may skip (it walks the pages before it).
 	listLimit = 10
@@ -87,8 +89,15 @@ func (f *Face) create(w http.ResponseWriter, r *http.Request, kind string) error
 	case b.CallbackURL != nil:
 		return invalid("callback_url", "Pollux's Luma face sends no callbacks: poll the generation (or follow Pollux's own events)")
 	}
+	if err := checkKeyframes(b.Keyframes); err != nil {
+		return err
+	}
+	input, err := f.DataRefs(w, r, body, "")
+	if err != nil {
+		return err
+	}
 	id := face.UUID(face.IDBytes(r.Context(), face.Luma, f.Mount().Route, key, 16))
-	m := events.Submit{V: events.Version, ID: id, IdempotencyKey: key, Model: *b.Model, Input: body,
+	m := events.Submit{V: events.Version, ID: id, IdempotencyKey: key, Model: *b.Model, Input: input,
 		Metadata: map[string]string{face.MetaFace: string(face.Luma), metaModel: *b.Model, metaType: kind}}
 	j, err := f.Create(r, m)
 	if err != nil {
