@@ -39,6 +39,10 @@ func (k *Kit) OutputURL(r *http.Request, j *state.Job, n int) (string, bool) {
 	return faceshape.OutputURL(j, k.Base(r), n, k.pollux.KeepsOutputs(j.Route))
 }
 
+// KeepsOutputs reports whether route keeps its outputs (Pollux.KeepsOutputs),
+// for a face that renders its shape with faceshape.
+func (k *Kit) KeepsOutputs(route string) bool { return k.pollux.KeepsOutputs(route) }
+
 // OutputURLs are job j's output URLs as OutputURL gives them, in order,
 // leaving out those it gives none for.
 func (k *Kit) OutputURLs(r *http.Request, j *state.Job) []string {

@@ -259,8 +259,8 @@ func (s *Service) copy(ctx context.Context, msg jetstream.Msg) events.Outcome {
 		if e.terminal && (!ev.State.Terminal() || events.CustodyEvent(ev.Type)) {
 			continue
 		}
-		if e.name == config.NotifySubmissions && faceshape.ReplicateHook(ev.Job) && !faceshape.ReplicateWants(ev.Job, ev.Type) {
-			continue // not among the events the create's filter asked for
+		if e.name == config.NotifySubmissions && faceshape.FaceHook(ev.Job) && !faceshape.FaceHookWants(ev.Job, ev.Type) {
+			continue // not among the events the face's webhook gets (its create's filter)
 		}
 		out := &natsMsg{subject: s.ns.Outbox(e.name, ev.JobID), data: msg.Data()}
 		if e.name == config.NotifySubmissions {
@@ -362,17 +362,19 @@ func (s *Service) deliver(ctx context.Context, e *endpoint, msg jetstream.Msg) e
 
 // render is a delivery's body and the secrets it is signed with: the
 // event as published, under the endpoint's secrets; or, to the webhook of
-// a Replicate face's create, the prediction as the face answers it, under
+// a face's create (faceshape.FaceHook: Replicate's webhook, Luma's
+// callback_url), the face's object — the prediction, the generation — as
+// the face answers it, under
 // the submitter's secrets (signature.DeriveSecret of each of the
 // endpoint's and the token's name: its current secret, which the face's
 // GET /v1/webhooks/default/secret answers, and during a rotation the
 // other's too).
 func (s *Service) render(e *endpoint, ev *events.Event, data []byte) ([]byte, [][]byte, error) {
-	if e.name != config.NotifySubmissions || !faceshape.ReplicateHook(ev.Job) {
+	if e.name != config.NotifySubmissions || !faceshape.FaceHook(ev.Job) {
 		return data, e.secrets, nil
 	}
 	keeps := s.cfg.KeepsOutputs != nil && s.cfg.KeepsOutputs(ev.Route)
-	body, err := faceshape.ReplicateWebhookBody(ev.Job, keeps)
+	body, err := faceshape.FaceHookBody(ev.Job, keeps)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -189,3 +189,29 @@ func TestKeyframesAreChecked(t *testing.T) {
 	require.Equal(t, http.StatusCreated, code, g)
 	require.JSONEq(t, body, string(r.p.Submissions()[0].Input))
 }
+
+// A create's callback_url becomes the job's own webhook (its notify_url),
+// with the face's URL in its metadata for the callbacks' generation;
+// refused, naming the field, when this Pollux calls no apps' URLs or the
+// URL is one it would not call.
+func TestCallbackURL(t *testing.T) {
+	t.Parallel()
+	r := setup(t)
+	body := `{"model":"ray-2","prompt":"p","callback_url":"https://app.example/luma?secret=s3"}`
+	code, e := r.do(t, http.MethodPost, "/generations/video", body)
+	require.Equal(t, http.StatusUnprocessableEntity, code, "no notify.submissions: %v", e)
+	require.Equal(t, []any{"body", "callback_url"}, e["detail"].([]any)[0].(map[string]any)["loc"])
+
+	r.p.SetWebhooks(&face.Webhooks{})
+	for _, url := range []string{`""`, `"http://app.example/x"`, `"https://10.1.2.3/x"`, `"https://127.0.0.1/x"`} {
+		code, e := r.do(t, http.MethodPost, "/generations/video", `{"model":"ray-2","prompt":"p","callback_url":`+url+`}`)
+		require.Equal(t, http.StatusUnprocessableEntity, code, url)
+		require.Equal(t, []any{"body", "callback_url"}, e["detail"].([]any)[0].(map[string]any)["loc"], url)
+	}
+	require.Empty(t, r.p.Submissions())
+	code, g := r.do(t, http.MethodPost, "/generations/video", body)
+	require.Equal(t, http.StatusCreated, code, g)
+	s := r.p.Submissions()[0]
+	require.Equal(t, "https://app.example/luma?secret=s3", s.NotifyURL)
+	require.Equal(t, "http://example.com/luma/sim", s.Metadata["luma_base"])
+}
