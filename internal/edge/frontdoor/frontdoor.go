@@ -9,8 +9,8 @@ import (
 	"net"
 	"net/http"
 	"slices"
-	"sync"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"

@@ -66,17 +66,21 @@ func TestProxiedDownloadsNeverRedirect(t *testing.T) {
 		Metadata: map[string]string{face.MetaFace: string(face.GenAI), "genai_model": "veo"}, Outputs: []string{provider.URL + "/v.mp4"}})
 
 	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	download := func(r, id string, n int) (*http.Response, string, error) {
+	type answer struct {
+		StatusCode int
+		Header     http.Header
+	}
+	download := func(r, id string, n int) (answer, string, error) {
 		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, fmt.Sprintf("%s/genai/%s/v1beta/files/%s%d:download?alt=media", d.url, r, id, n), nil)
 		require.NoError(t, err)
 		req.Header.Set("X-Goog-Api-Key", tokenA)
 		resp, err := noRedirect.Do(req)
 		if err != nil {
-			return nil, "", err
+			return answer{}, "", err
 		}
 		defer resp.Body.Close()
 		body, err := io.ReadAll(resp.Body)
-		return resp, string(body), err
+		return answer{resp.StatusCode, resp.Header}, string(body), err
 	}
 
 	resp, body, err := download(route, id, 0)

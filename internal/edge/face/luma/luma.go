@@ -140,10 +140,10 @@ func (f *Face) list(w http.ResponseWriter, r *http.Request) error {
 	}
 	page := struct {
 		Generations []faceshape.LumaGeneration `json:"generations"`
-		Count       int          `json:"count"`
-		HasMore     bool         `json:"has_more"`
-		Limit       int          `json:"limit"`
-		Offset      int          `json:"offset"`
+		Count       int                        `json:"count"`
+		HasMore     bool                       `json:"has_more"`
+		Limit       int                        `json:"limit"`
+		Offset      int                        `json:"offset"`
 	}{Generations: []faceshape.LumaGeneration{}, Limit: limit, Offset: offset}
 	want, seen, after := offset+limit, 0, "" // one job past want says has_more
 	for seen <= want {
