@@ -122,11 +122,15 @@ func (f *Files) Refs(r *http.Request, w http.ResponseWriter, input json.RawMessa
 }
 
 // CheckInputURL checks s, the URL of an input file an app gives at
-// field, which the provider will fetch: a data: URI (a large one is kept
-// as a file: DataRefs), or an http(s) URL as safehttp.CheckURL takes one
+// field, which the provider will fetch: a reference to a file Pollux
+// keeps (what DataRefs made of a face's own file URI), a data: URI (a
+// large one is kept as a file: DataRefs), or an http(s) URL as safehttp.CheckURL takes one
 // with private addresses refused — https, no credentials, no address
 // of Pollux's own networks. Anything else is a *Error naming field.
 func CheckInputURL(field, s string) error {
+	if _, ok := inputs.ParseRef(s); ok {
+		return nil // a file of Pollux's: the front door checks it is the caller's
+	}
 	if strings.HasPrefix(s, "data:") {
 		if _, _, ok := decodeDataURI(s); !ok {
 			return &Error{Status: http.StatusBadRequest, Code: "invalid_parameter", Field: field, Message: field + ": a data: URI that is not base64 (data:<type>;base64,<data>)"}
@@ -192,15 +196,19 @@ func (k *Kit) InputRefs(w http.ResponseWriter, r *http.Request, input json.RawMe
 	return files.Refs(r, w, input, root, func(s string) (string, bool) { return k.FileOf(r, filesPath, s) })
 }
 
-// DataRefs is InputRefs for a face that serves no files of its own
-// (Runway's, Luma's): each large data: URI of the input becomes a
-// reference to a file of request r's caller's.
-func (k *Kit) DataRefs(w http.ResponseWriter, r *http.Request, input json.RawMessage, root string) (json.RawMessage, error) {
+// DataRefs is InputRefs for a face whose files are not URLs of its own
+// (Runway's runwayUri) or that has none (Luma's): each string fileID
+// names a file by (nil: none) and each large data: URI of the input
+// becomes a reference to a file of request r's caller's.
+func (k *Kit) DataRefs(w http.ResponseWriter, r *http.Request, input json.RawMessage, root string, fileID func(string) (string, bool)) (json.RawMessage, error) {
 	files, err := k.pollux.Files(r)
 	if err != nil && !errors.Is(err, errNoInputs) {
 		return nil, err
 	}
-	return files.Refs(r, w, input, root, func(string) (string, bool) { return "", false })
+	if fileID == nil {
+		fileID = func(string) (string, bool) { return "", false }
+	}
+	return files.Refs(r, w, input, root, fileID)
 }
 
 // KeepBase64 keeps b64, a file's bytes in standard base64 that the

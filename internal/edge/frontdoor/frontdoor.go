@@ -313,7 +313,7 @@ func (s *Server) endpoints(closing context.Context) []endpoint {
 			return s.live(closing, w, r)
 		})},
 		endpoint{"/v1/inputs/{id}", methods{http.MethodGet: s.fetchInput, http.MethodHead: s.fetchInput}},
-		endpoint{"/v1/inputs/{id}/upload", only(http.MethodPut, s.uploadInput)},
+		endpoint{"/v1/inputs/{id}/upload", methods{http.MethodPut: s.uploadInput, http.MethodPost: s.uploadInputForm}},
 		endpoint{"/v1/routes", only(http.MethodGet, s.routes)},
 		endpoint{"/v1/routes/{name}/pause", only(http.MethodPost, s.pause)},
 		endpoint{"/v1/routes/{name}/resume", only(http.MethodPost, s.resume)},

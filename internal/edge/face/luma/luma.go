@@ -96,7 +96,7 @@ func (f *Face) create(w http.ResponseWriter, r *http.Request, kind string) error
 	if err != nil {
 		return err
 	}
-	input, err := f.DataRefs(w, r, body, "")
+	input, err := f.DataRefs(w, r, body, "", nil)
 	if err != nil {
 		return err
 	}

@@ -47,6 +47,7 @@ func New(m face.Mount, p face.Pollux) face.Face {
 func (f *Face) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("POST /v1/{endpoint}", face.Serve(f, f.create))
+	mux.Handle("POST /v1/uploads", face.Serve(f, f.upload))
 	mux.Handle("GET /v1/tasks/{id}", face.Serve(f, f.retrieve))
 	mux.Handle("DELETE /v1/tasks/{id}", face.Serve(f, f.DeleteCancels("deleted through the Runway face")))
 	mux.Handle("/", face.Serve(f, func(_ http.ResponseWriter, r *http.Request) error { return notFound(r) }))
@@ -107,7 +108,7 @@ func (f *Face) create(w http.ResponseWriter, r *http.Request) error {
 	if err := checkInputs(b.PromptImage, b.VideoURI); err != nil {
 		return err
 	}
-	if body, err = f.DataRefs(w, r, body, ""); err != nil {
+	if body, err = f.refs(w, r, body); err != nil {
 		return err
 	}
 	id := face.UUID(face.IDBytes(r.Context(), face.Runway, f.Mount().Route, key, 16))
@@ -119,9 +120,9 @@ func (f *Face) create(w http.ResponseWriter, r *http.Request) error {
 	return face.WriteJSON(w, http.StatusOK, map[string]string{"id": id})
 }
 
-// checkInputs checks a create's input files, each an https URL or a data:
-// URI (face.CheckInputURL): promptImage, a URL or a list of {uri,
-// position}; videoUri, a URL.
+// checkInputs checks a create's input files, each a runwayUri the face
+// gave (uploads.go), an https URL or a data: URI (checkURI):
+// promptImage, one or a list of {uri, position}; videoUri, one.
 func checkInputs(promptImage, videoURI json.RawMessage) error {
 	if len(promptImage) > 0 {
 		var one string
@@ -131,7 +132,7 @@ func checkInputs(promptImage, videoURI json.RawMessage) error {
 		}
 		switch {
 		case json.Unmarshal(promptImage, &one) == nil:
-			if err := face.CheckInputURL("promptImage", one); err != nil {
+			if err := checkURI("promptImage", one); err != nil {
 				return err
 			}
 		case json.Unmarshal(promptImage, &many) == nil && len(many) > 0:
@@ -140,7 +141,7 @@ func checkInputs(promptImage, videoURI json.RawMessage) error {
 				if p.URI == nil {
 					return &face.Error{Status: http.StatusBadRequest, Code: "invalid_field", Field: field, Message: field + ": required"}
 				}
-				if err := face.CheckInputURL(field, *p.URI); err != nil {
+				if err := checkURI(field, *p.URI); err != nil {
 					return err
 				}
 			}
@@ -154,9 +155,18 @@ func checkInputs(promptImage, videoURI json.RawMessage) error {
 		if json.Unmarshal(videoURI, &u) != nil {
 			return &face.Error{Status: http.StatusBadRequest, Code: "invalid_field", Field: "videoUri", Message: "videoUri: an https URL or a data: URI"}
 		}
-		return face.CheckInputURL("videoUri", u)
+		return checkURI("videoUri", u)
 	}
 	return nil
+}
+
+// checkURI checks one input file's URI at field: a runwayUri the face
+// gave, else as face.CheckInputURL checks a URL.
+func checkURI(field, s string) error {
+	if _, ok := fileOf(s); ok {
+		return nil // its file's owner is checked once it is a reference
+	}
+	return face.CheckInputURL(field, s)
 }
 
 // task is Runway's task, as the SDK and waitForTaskOutput read it.
