@@ -172,6 +172,23 @@ func (k *Kit) FileOf(r *http.Request, path, s string) (string, bool) {
 	return id, ok && inputs.ValidID(id)
 }
 
+// IssueUpload issues an upload of one file of request r's caller's, in
+// two steps as fal's and Runway's SDKs make one (inputs.Store.Issue): it
+// returns the file's id to be and the signed, expiring, single-use URL on
+// the front door (inputs.UploadPath) that takes its bytes with no token.
+func (k *Kit) IssueUpload(r *http.Request, name, contentType string) (id, uploadURL string, err error) {
+	files, err := k.pollux.Files(r)
+	if err != nil {
+		return "", "", err
+	}
+	t, err := files.Store.Issue(r.Context(), files.Owner, name, contentType)
+	if err != nil {
+		return "", "", err
+	}
+	base := k.Base(r)
+	return t.ID, t.UploadURL(base[:len(base)-len(k.mount.Prefix)]), nil
+}
+
 // Files are request r's caller's input files (Pollux.Files).
 func (k *Kit) Files(r *http.Request) (*Files, error) {
 	return k.pollux.Files(r)

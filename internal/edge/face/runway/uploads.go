@@ -23,9 +23,8 @@ const uriPrefix = "runway://pollux/"
 
 // upload issues an ephemeral upload of one file.
 func (f *Face) upload(w http.ResponseWriter, r *http.Request) error {
-	files, err := f.Files(r)
-	if err != nil {
-		return err
+	if _, err := f.Files(r); err != nil {
+		return err // this Pollux keeps no files
 	}
 	body, err := face.ReadBody(w, r, 16<<10)
 	if err != nil {
@@ -44,16 +43,11 @@ func (f *Face) upload(w http.ResponseWriter, r *http.Request) error {
 	case b.Type == nil || *b.Type != "ephemeral":
 		return &face.Error{Status: http.StatusBadRequest, Code: "invalid_field", Field: "type", Message: `type: "ephemeral"`}
 	}
-	t, err := files.Store.Issue(r.Context(), files.Owner, *b.Filename, "")
+	id, upload, err := f.IssueUpload(r, *b.Filename, "")
 	if err != nil {
 		return err
 	}
-	base := f.Base(r)
-	return face.WriteJSON(w, http.StatusOK, map[string]any{
-		"uploadUrl": t.UploadURL(base[:len(base)-len(f.Mount().Prefix)]),
-		"fields":    map[string]string{},
-		"runwayUri": uriPrefix + t.ID,
-	})
+	return face.WriteJSON(w, http.StatusOK, map[string]any{"uploadUrl": upload, "fields": map[string]string{}, "runwayUri": uriPrefix + id})
 }
 
 // fileOf is the id of the file s names as a runwayUri the face gave.
