@@ -100,26 +100,3 @@ func LumaWants(typ string) bool {
 func LumaCallbackBody(j *state.Job, routeKeeps bool) ([]byte, error) {
 	return json.Marshal(LumaGenerationOf(j, j.Metadata[MetaLumaBase], routeKeeps))
 }
-
-// FaceHook reports whether job j's own webhook (its notify_url) was named
-// through a face whose deliveries carry the face's shape (Replicate's
-// prediction, Luma's generation) rather than Pollux's event.
-func FaceHook(j *state.Job) bool { return ReplicateHook(j) || LumaHook(j) }
-
-// FaceHookWants reports whether job j's face webhook (FaceHook) gets a
-// delivery for a job event of type typ.
-func FaceHookWants(j *state.Job, typ string) bool {
-	if LumaHook(j) {
-		return LumaWants(typ)
-	}
-	return ReplicateWants(j, typ)
-}
-
-// FaceHookBody is the body of a delivery to job j's face webhook
-// (FaceHook), routeKeeps being the route's keep_outputs.
-func FaceHookBody(j *state.Job, routeKeeps bool) ([]byte, error) {
-	if LumaHook(j) {
-		return LumaCallbackBody(j, routeKeeps)
-	}
-	return ReplicateWebhookBody(j, routeKeeps)
-}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pollux-dev/pollux/internal/core/faceshape"
@@ -44,11 +45,22 @@ func TestLumaCallbacks(t *testing.T) {
 
 	md := map[string]string{faceshape.MetaFace: faceshape.FaceLuma, faceshape.MetaLumaBase: "https://pollux.example/luma/r",
 		faceshape.MetaLumaModel: "ray-2", faceshape.MetaLumaType: "video"}
-	e.publishSteps("r", "gen", []step{{events.EventSubmitted, state.Queued}, {events.EventQueued, state.Queued}, {events.EventRunning, state.Running},
-		{events.EventProgress, state.Running}, {events.EventSucceeded, state.Succeeded}}, func(s step) *state.Job {
-		return &state.Job{ID: "gen", Route: "r", Model: "ray-2", State: s.st, NotifyURL: srv.URL + "/hook?secret=s3", Metadata: md,
+	for seq, step := range []struct {
+		typ string
+		st  state.State
+	}{{events.EventSubmitted, state.Queued}, {events.EventQueued, state.Queued}, {events.EventRunning, state.Running},
+		{events.EventProgress, state.Running}, {events.EventSucceeded, state.Succeeded}} {
+		j := &state.Job{ID: "gen", Route: "r", Model: "ray-2", State: step.st, NotifyURL: srv.URL + "/hook?secret=s3", Metadata: md,
 			SubmittedBy: "app-a", CreatedAt: time.Now().UTC()}
-	})
+		if step.st == state.Succeeded {
+			j.Outputs = []string{"https://cdn.example/out.mp4"}
+		}
+		ev := events.Event{V: events.Version, Type: step.typ, Seq: uint64(seq + 1), Time: time.Now().UTC(), Route: "r", JobID: "gen", State: step.st, Job: j}
+		b, err := ev.Encode()
+		require.NoError(t, err)
+		_, err = e.js.Publish(t.Context(), events.Default.Event("r", "gen"), b, jetstream.WithMsgID(events.MsgID("gen", uint64(seq+1))))
+		require.NoError(t, err)
+	}
 	require.Eventually(t, func() bool {
 		ds, err := events.OutboxDeliveries(t.Context(), e.js, events.Default, "gen")
 		return err == nil && len(ds) == 1 && ds[0].State == events.OutboxDelivered && ds[0].Delivered == 5

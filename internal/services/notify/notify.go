@@ -259,8 +259,11 @@ func (s *Service) copy(ctx context.Context, msg jetstream.Msg) events.Outcome {
 		if e.terminal && (!ev.State.Terminal() || events.CustodyEvent(ev.Type)) {
 			continue
 		}
-		if e.name == config.NotifySubmissions && faceshape.FaceHook(ev.Job) && !faceshape.FaceHookWants(ev.Job, ev.Type) {
-			continue // not among the events the face's webhook gets (its create's filter)
+		if e.name == config.NotifySubmissions && faceshape.ReplicateHook(ev.Job) && !faceshape.ReplicateWants(ev.Job, ev.Type) {
+			continue // not among the events the create's filter asked for
+		}
+		if e.name == config.NotifySubmissions && faceshape.LumaHook(ev.Job) && !faceshape.LumaWants(ev.Type) {
+			continue // Luma calls back on a change of the generation's state only
 		}
 		out := &natsMsg{subject: s.ns.Outbox(e.name, ev.JobID), data: msg.Data()}
 		if e.name == config.NotifySubmissions {
@@ -362,19 +365,29 @@ func (s *Service) deliver(ctx context.Context, e *endpoint, msg jetstream.Msg) e
 
 // render is a delivery's body and the secrets it is signed with: the
 // event as published, under the endpoint's secrets; or, to the webhook of
-// a face's create (faceshape.FaceHook: Replicate's webhook, Luma's
-// callback_url), the face's object — the prediction, the generation — as
-// the face answers it, under
-// the submitter's secrets (signature.DeriveSecret of each of the
-// endpoint's and the token's name: its current secret, which the face's
-// GET /v1/webhooks/default/secret answers, and during a rotation the
-// other's too).
+// a face's create, the face's object as the face answers it — a
+// Replicate create's webhook the prediction, a Luma create's callback_url
+// the generation (Luma signs nothing; the headers are there for an app
+// that wants them) — under the submitter's secrets
+// (signature.DeriveSecret of each of the endpoint's and the token's name:
+// its current secret, which the Replicate face's GET
+// /v1/webhooks/default/secret answers, and during a rotation the other's
+// too).
 func (s *Service) render(e *endpoint, ev *events.Event, data []byte) ([]byte, [][]byte, error) {
-	if e.name != config.NotifySubmissions || !faceshape.FaceHook(ev.Job) {
+	if e.name != config.NotifySubmissions {
 		return data, e.secrets, nil
 	}
 	keeps := s.cfg.KeepsOutputs != nil && s.cfg.KeepsOutputs(ev.Route)
-	body, err := faceshape.FaceHookBody(ev.Job, keeps)
+	var body []byte
+	var err error
+	switch {
+	case faceshape.ReplicateHook(ev.Job):
+		body, err = faceshape.ReplicateWebhookBody(ev.Job, keeps)
+	case faceshape.LumaHook(ev.Job):
+		body, err = faceshape.LumaCallbackBody(ev.Job, keeps)
+	default:
+		return data, e.secrets, nil
+	}
 	if err != nil {
 		return nil, nil, err
 	}

@@ -136,32 +136,6 @@ func (e *env) publish(route, job string, n int, notifyURL string) {
 	}
 }
 
-// step is one job event a face-webhook test publishes: its type and the
-// job's state after it.
-type step struct {
-	typ string
-	st  state.State
-}
-
-// publishSteps publishes the job events steps (seq 1, 2, …) of job id on
-// route r, each carrying job(step) as its snapshot; a succeeded one has
-// an output.
-func (e *env) publishSteps(r, id string, steps []step, job func(step) *state.Job) {
-	e.t.Helper()
-	for i, s := range steps {
-		j := job(s)
-		if s.st == state.Succeeded {
-			j.Outputs = []string{"https://cdn.example/out.mp4"}
-		}
-		seq := uint64(i + 1)
-		ev := events.Event{V: events.Version, Type: s.typ, Seq: seq, Time: time.Now().UTC(), Route: r, JobID: id, State: s.st, Job: j}
-		b, err := ev.Encode()
-		require.NoError(e.t, err)
-		_, err = e.js.Publish(e.t.Context(), events.Default.Event(r, id), b, jetstream.WithMsgID(events.MsgID(id, seq)))
-		require.NoError(e.t, err)
-	}
-}
-
 // run starts the service with the endpoints until the test ends (or stop
 // is called); the events published before it are not delivered.
 func (e *env) run(n config.Notify, routes map[string][]string, tune ...func(*notify.Config)) (stop func()) {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pollux-dev/pollux/internal/core/faceshape"
@@ -65,11 +66,21 @@ func TestReplicateWebhooks(t *testing.T) {
 	base := "https://pollux.example/replicate/r"
 	md := map[string]string{faceshape.MetaFace: faceshape.FaceReplicate, faceshape.MetaReplicateBase: base,
 		faceshape.MetaReplicateWebhookEvent: "start,completed"}
-	e.publishSteps("r", "job", []step{{events.EventSubmitted, state.Queued}, {events.EventRunning, state.Running},
-		{events.EventProgress, state.Running}, {events.EventSucceeded, state.Succeeded}}, func(s step) *state.Job {
-		return &state.Job{ID: "job", Route: "r", Model: "m", State: s.st, NotifyURL: srv.URL + "/hook", Metadata: md,
+	for seq, step := range []struct {
+		typ string
+		st  state.State
+	}{{events.EventSubmitted, state.Queued}, {events.EventRunning, state.Running}, {events.EventProgress, state.Running}, {events.EventSucceeded, state.Succeeded}} {
+		j := &state.Job{ID: "job", Route: "r", Model: "m", State: step.st, NotifyURL: srv.URL + "/hook", Metadata: md,
 			SubmittedBy: "app-a", CreatedAt: time.Now().UTC()}
-	})
+		if step.st == state.Succeeded {
+			j.Outputs = []string{"https://cdn.example/out.mp4"}
+		}
+		ev := events.Event{V: events.Version, Type: step.typ, Seq: uint64(seq + 1), Time: time.Now().UTC(), Route: "r", JobID: "job", State: step.st, Job: j}
+		b, err := ev.Encode()
+		require.NoError(t, err)
+		_, err = e.js.Publish(t.Context(), events.Default.Event("r", "job"), b, jetstream.WithMsgID(events.MsgID("job", uint64(seq+1))))
+		require.NoError(t, err)
+	}
 	require.Eventually(t, func() bool {
 		ds, err := events.OutboxDeliveries(t.Context(), e.js, events.Default, "job")
 		return err == nil && len(ds) == 1 && ds[0].State == events.OutboxDelivered && ds[0].Delivered == 4
