@@ -186,13 +186,13 @@ type Server struct {
 	waiters waiters
 	// known are the last records the faces read (known.go).
 	known *known
-	// intake publishes submissions and track requests, and settles
-	// those answered 503 in doubt (intake.go).
-	intake *intake
 	// proxy is the output proxy of a route OutputProxies does not name,
 	// made once.
 	proxyOnce sync.Once
 	proxy     OutputProxy
+	// intake publishes submissions and track requests, and settles
+	// those answered 503 in doubt (intake.go).
+	intake *intake
 }
 
 // New validates the configuration and prepares the front door. It publishes
