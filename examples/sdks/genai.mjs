@@ -14,12 +14,15 @@
 // MODE=many    CLIENTS clients making JOBS videos in all, each polling
 // MODE=keyed   JOBS creates one after another, each with an
 //              Idempotency-Key, retried by the app until answered
+// MODE=image   generateVideos with an image (imageBytes: IMAGE_BYTES of
+//              image.mjs, base64), polled until done; prints its sha256
 // MODE=errors  a wrong key, a read-only key, a malformed create, an unknown
 //              operation, a quota (QUOTA_TOKEN, 1 request a second)
 import { readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { GoogleGenAI, GenerateVideosOperation, ApiError } from '@google/genai';
+import { imageBytes, sha256 } from './image.mjs';
 
 const base = `${process.env.POLLUX_URL}/genai/${process.env.ROUTE || 'sim'}`;
 const model = process.env.MODEL || 'veo-3.1-generate-preview';
@@ -126,6 +129,17 @@ async function keyed() {
   }
 }
 
+// image: image-to-video, the image inline as the SDK sends imageBytes.
+async function image() {
+  const ai = vertex();
+  const bytes = imageBytes();
+  const created = await ai.models.generateVideos({ model, source: { prompt: 'image to video',
+    image: { imageBytes: bytes.toString('base64'), mimeType: 'image/png' } } });
+  const { operation } = await wait(ai, created);
+  out({ step: 'image', id: created.name.split('/').pop(), sha256: sha256(bytes), size: bytes.length, done: operation.done,
+    error: operation.error ?? null, videos: operation.response?.generatedVideos?.length ?? 0 });
+}
+
 async function errors() {
   const unknown = Object.assign(new GenerateVideosOperation(), { name: `models/${model}/operations/abcdefghijklmnopqrstuvwxyz` });
   const quota = vertex(process.env.QUOTA_TOKEN);
@@ -149,5 +163,5 @@ async function errors() {
   }
 }
 
-const modes = { main, many, keyed, errors };
+const modes = { main, many, keyed, errors, image };
 await modes[process.env.MODE || 'main']();

@@ -9,10 +9,19 @@
 // MODE=many    CLIENTS clients making JOBS generations in all, each polling
 // MODE=keyed   JOBS creates one after another, each with an
 //              Idempotency-Key, retried by the app until answered
+// MODE=image   generations.create with keyframes.frame0 an image, a data:
+//              URI (IMAGE_BYTES of image.mjs), polled until done; prints
+//              its sha256
+// MODE=callbacks JOBS generations, each with a callback_url to a server of
+//              the script's own (its secret in the URL, as an app should:
+//              Luma signs nothing); prints each callback, until every
+//              generation's ended one arrived (or DEADLINE_S)
 // MODE=errors  a wrong key, a read-only key, a malformed create, an unknown
 //              generation, a quota (QUOTA_TOKEN, 1 request a second)
 // MODE=list    every generation of the route, LIMIT a page, by offset
+import http from 'node:http';
 import LumaAI from 'lumaai';
+import { imageBytes, sha256 } from './image.mjs';
 
 const baseURL = `${process.env.POLLUX_URL}/luma/${process.env.ROUTE || 'video'}`;
 const client = (authToken = process.env.TOKEN, opts = {}) => new LumaAI({ authToken, baseURL, ...opts });
@@ -75,6 +84,53 @@ async function many() {
   }));
 }
 
+// image: image-to-video, frame0 an image the app gives inline.
+async function image() {
+  const luma = client();
+  const bytes = imageBytes();
+  const created = await luma.generations.create({ ...create, keyframes: { frame0: { type: 'image', url: `data:image/png;base64,${bytes.toString('base64')}` } } });
+  const { generation } = await wait(luma, created);
+  out({ step: 'image', id: created.id, state: generation.state, sha256: sha256(bytes), size: bytes.length });
+}
+
+// callbacks: generations followed by Luma's callbacks instead of polling.
+// The URL carries a secret of the app's: a callback without it is not
+// the app's (Luma's callbacks carry no signature).
+async function callbacks() {
+  const luma = client();
+  const jobs = Number(process.env.JOBS || 20);
+  const secret = 'app-secret-7d1f';
+  const ended = new Set();
+  let finish;
+  const all = new Promise((resolve) => (finish = resolve));
+  const server = http.createServer((req, res) => {
+    const chunks = [];
+    req.on('data', (c) => chunks.push(c));
+    req.on('end', () => {
+      const u = new URL(req.url, 'http://x');
+      let g = {};
+      try {
+        g = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+      } catch {}
+      const ours = u.searchParams.get('secret') === secret;
+      out({ step: 'callback', n: Number(u.searchParams.get('n')), ours, id: g.id, state: g.state, video: g.assets?.video ?? null });
+      res.writeHead(ours ? 200 : 403).end();
+      if (ours && (g.state === 'completed' || g.state === 'failed')) {
+        ended.add(g.id);
+        if (ended.size === jobs) finish();
+      }
+    });
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const hook = `http://127.0.0.1:${server.address().port}/luma`;
+  await Promise.all(Array.from({ length: jobs }, async (_, n) => {
+    const g = await luma.generations.create({ ...create, prompt: `callback ${n}`, callback_url: `${hook}?n=${n}&secret=${secret}` });
+    out({ step: 'created', n, id: g.id });
+  }));
+  await Promise.race([all, new Promise((r) => setTimeout(r, Number(process.env.DEADLINE_S ?? 60) * 1000).unref())]);
+  server.close();
+}
+
 async function keyed() {
   const luma = client();
   const jobs = Number(process.env.JOBS || 10);
@@ -129,5 +185,5 @@ async function list() {
   }
 }
 
-const modes = { main, many, keyed, errors, list };
+const modes = { main, many, keyed, errors, list, image, callbacks };
 await modes[process.env.MODE || 'main']();

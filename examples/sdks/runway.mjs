@@ -11,9 +11,16 @@
 //              waitForTaskOutput (its 6 ± 1.5 s polls)
 // MODE=keyed   JOBS creates one after another, each with an
 //              Idempotency-Key, retried by the app until answered
+// MODE=image   imageToVideo.create with promptImage a data: URI of an
+//              image (IMAGE_BYTES of image.mjs), waitForTaskOutput; prints
+//              its sha256
+// MODE=upload  uploads.createEphemeral of an image (IMAGE_BYTES of
+//              image.mjs), its runwayUri as promptImage, waitForTaskOutput;
+//              prints its sha256
 // MODE=errors  a wrong key, a read-only key, a malformed create, an unknown
 //              task, a quota (QUOTA_TOKEN, 1 request a second)
 import RunwayML, { TaskFailedError } from '@runwayml/sdk';
+import { imageBytes, sha256 } from './image.mjs';
 
 const baseURL = `${process.env.POLLUX_URL}/runway/${process.env.ROUTE || 'video'}`;
 const client = (apiKey = process.env.TOKEN, opts = {}) => new RunwayML({ apiKey, baseURL, ...opts });
@@ -81,6 +88,25 @@ async function many() {
   out({ step: 'polls', polls });
 }
 
+// image: image-to-video, the image a data: URI as Runway's docs show.
+async function image() {
+  const runway = client();
+  const bytes = imageBytes();
+  const task = await runway.imageToVideo.create({ ...create, promptImage: `data:image/png;base64,${bytes.toString('base64')}` }).waitForTaskOutput();
+  out({ step: 'image', id: task.id, status: task.status, sha256: sha256(bytes), size: bytes.length });
+}
+
+// upload: image-to-video through the SDK's own upload: createEphemeral
+// posts the file to the uploadUrl it was given, then the task names it by
+// its runwayUri.
+async function upload() {
+  const runway = client();
+  const bytes = imageBytes();
+  const { uri } = await runway.uploads.createEphemeral({ file: new File([bytes], 'frame.png', { type: 'image/png' }) });
+  const task = await runway.imageToVideo.create({ ...create, promptImage: uri }).waitForTaskOutput();
+  out({ step: 'upload', id: task.id, uri, status: task.status, sha256: sha256(bytes), size: bytes.length });
+}
+
 async function keyed() {
   const runway = client();
   const jobs = Number(process.env.JOBS || 10);
@@ -126,5 +152,5 @@ async function errors() {
   }
 }
 
-const modes = { main, many, keyed, errors };
+const modes = { main, many, keyed, errors, image, upload };
 await modes[process.env.MODE || 'main']();

@@ -29,7 +29,7 @@ func (e *RefError) Unwrap() error { return e.Err }
 const maxDepth = 32
 
 // Walk calls fn with each string of JSON value v and its path below root
-// (root.a.b[2]), replacing it with what fn returns; it stops at fn's
+// (root.a.b[2]; a.b[2] when root is ""), replacing it with what fn returns; it stops at fn's
 // first error. v is decoded with its numbers kept as written.
 func Walk(v json.RawMessage, root string, fn func(path, s string) (string, error)) (json.RawMessage, error) {
 	d := json.NewDecoder(bytes.NewReader(v))
@@ -54,7 +54,11 @@ func walk(x any, path string, depth int, fn func(path, s string) (string, error)
 		return fn(path, v)
 	case map[string]any:
 		for k, e := range v {
-			n, err := walk(e, path+"."+k, depth+1, fn)
+			next := k
+			if path != "" {
+				next = path + "." + k
+			}
+			n, err := walk(e, next, depth+1, fn)
 			if err != nil {
 				return nil, err
 			}

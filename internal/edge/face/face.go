@@ -41,16 +41,41 @@ const (
 // Kinds lists every face, in the order documentation shows them.
 var Kinds = []Kind{Replicate, Fal, OpenAI, GenAI, Runway, Luma}
 
+// sdk is what a face's SDK does that Pollux must answer for, declared
+// once per face.
+type sdk struct {
+	// keyHeader is the header besides Authorization the SDK sends its API
+	// key in.
+	keyHeader string
+	// downloadsWithKey: the SDK sends the app's key (a Pollux token)
+	// with the request that downloads an output from the face, in a
+	// header that survives a redirect to another origin — a redirect
+	// would hand the token to the provider's. @google/genai's
+	// files.download sends x-goog-api-key, which fetch (undici) keeps
+	// across origins. The openai SDK's downloadContent sends
+	// Authorization, which fetch, httpx, requests and Go's net/http all
+	// drop across origins: its redirect carries nothing. Replicate's
+	// FileOutput, fal, Runway and Luma apps fetch output URLs
+	// themselves, with no key.
+	downloadsWithKey bool
+}
+
+var sdks = map[Kind]sdk{
+	GenAI: {keyHeader: "X-Goog-Api-Key", downloadsWithKey: true},
+}
+
 // KeyHeader is the header besides Authorization in which face k's SDK
 // sends its API key (a Pollux token), "" when it has none: @google/genai
 // sends x-goog-api-key. The front door reads a token from it on the
 // face's paths only.
-func KeyHeader(k Kind) string {
-	if k == GenAI {
-		return "X-Goog-Api-Key"
-	}
-	return ""
-}
+func KeyHeader(k Kind) string { return sdks[k].keyHeader }
+
+// Proxied reports whether face k serves an output Pollux keeps no copy of
+// through Pollux — the provider's bytes, fetched with no credential —
+// rather than redirect the app to the provider's URL: its SDK downloads
+// with the app's key, which a redirect would carry to the provider's
+// origin. The one place this is decided (Kit.Output, Kit.ServeOutput).
+func Proxied(k Kind) bool { return sdks[k].downloadsWithKey }
 
 // Valid reports whether k names a face.
 func (k Kind) Valid() bool {
@@ -157,10 +182,12 @@ type Pollux interface {
 	// are not a face's.
 	List(ctx context.Context, k Kind, route, after string, limit int) (jobs []*state.Job, more bool, err error)
 	// Output writes output n of job j: the bytes output custody kept
-	// (Saved), else a redirect to the provider's URL (ProviderURL);
-	// ErrOutputNotFound when the job has no such output. Nothing is
-	// written when it returns an error.
-	Output(w http.ResponseWriter, r *http.Request, j *state.Job, n int) error
+	// (Saved), else — when proxy — the provider's bytes, fetched with no
+	// credential, following no redirect and refusing private addresses
+	// unless the route allows them, else a redirect to the provider's URL
+	// (ProviderURL); ErrOutputNotFound when the job has no such output.
+	// Nothing is written when it returns an error.
+	Output(w http.ResponseWriter, r *http.Request, j *state.Job, n int, proxy bool) error
 	// Files are request r's caller's input files (its token's, by the
 	// name the front door knows it by), in Pollux's inputs bucket; a
 	// *Error when this Pollux keeps none (NoFiles). A create whose input

@@ -223,3 +223,14 @@ func TestIDShapes(t *testing.T) {
 		require.False(t, face.IsUUID(s), s)
 	}
 }
+
+// Only the genai face serves an output Pollux keeps no copy of through
+// Pollux: its SDK's download sends x-goog-api-key, which a redirect would
+// carry to the provider's origin; the others' SDKs send no key, or one
+// every HTTP client drops across origins.
+func TestProxied(t *testing.T) {
+	t.Parallel()
+	for _, k := range face.Kinds {
+		require.Equal(t, k == face.GenAI, face.Proxied(k), k)
+	}
+}

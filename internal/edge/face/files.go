@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pollux-dev/pollux/internal/core/inputs"
+	"github.com/pollux-dev/pollux/internal/platform/safehttp"
 )
 
 // Files are the input files of one caller — the front door's name of the
@@ -120,6 +121,28 @@ func (f *Files) Refs(r *http.Request, w http.ResponseWriter, input json.RawMessa
 	return out, nil
 }
 
+// CheckInputURL checks s, the URL of an input file an app gives at
+// field, which the provider will fetch: a reference to a file Pollux
+// keeps (what DataRefs made of a face's own file URI), a data: URI (a
+// large one is kept as a file: DataRefs), or an http(s) URL as safehttp.CheckURL takes one
+// with private addresses refused — https, no credentials, no address
+// of Pollux's own networks. Anything else is a *Error naming field.
+func CheckInputURL(field, s string) error {
+	if _, ok := inputs.ParseRef(s); ok {
+		return nil // a file of Pollux's: the front door checks it is the caller's
+	}
+	if strings.HasPrefix(s, "data:") {
+		if _, _, ok := decodeDataURI(s); !ok {
+			return &Error{Status: http.StatusBadRequest, Code: "invalid_parameter", Field: field, Message: field + ": a data: URI that is not base64 (data:<type>;base64,<data>)"}
+		}
+		return nil
+	}
+	if err := safehttp.CheckURL(s, false); err != nil {
+		return &Error{Status: http.StatusBadRequest, Code: "invalid_parameter", Field: field, Message: field + ": an https URL or a data: URI; " + err.Error(), Err: err}
+	}
+	return nil
+}
+
 // decodeDataURI splits a base64 data: URI into its media type and data.
 func decodeDataURI(s string) (contentType, data string, ok bool) {
 	head, data, ok := strings.Cut(strings.TrimPrefix(s, "data:"), ",")
@@ -149,6 +172,23 @@ func (k *Kit) FileOf(r *http.Request, path, s string) (string, bool) {
 	return id, ok && inputs.ValidID(id)
 }
 
+// IssueUpload issues an upload of one file of request r's caller's, in
+// two steps as fal's and Runway's SDKs make one (inputs.Store.Issue): it
+// returns the file's id to be and the signed, expiring, single-use URL on
+// the front door (inputs.UploadPath) that takes its bytes with no token.
+func (k *Kit) IssueUpload(r *http.Request, name, contentType string) (id, uploadURL string, err error) {
+	files, err := k.pollux.Files(r)
+	if err != nil {
+		return "", "", err
+	}
+	t, err := files.Store.Issue(r.Context(), files.Owner, name, contentType)
+	if err != nil {
+		return "", "", err
+	}
+	base := k.Base(r)
+	return t.ID, t.UploadURL(base[:len(base)-len(k.mount.Prefix)]), nil
+}
+
 // Files are request r's caller's input files (Pollux.Files).
 func (k *Kit) Files(r *http.Request) (*Files, error) {
 	return k.pollux.Files(r)
@@ -171,6 +211,44 @@ func (k *Kit) InputRefs(w http.ResponseWriter, r *http.Request, input json.RawMe
 		return nil, err
 	}
 	return files.Refs(r, w, input, root, func(s string) (string, bool) { return k.FileOf(r, filesPath, s) })
+}
+
+// DataRefs is InputRefs for a face whose files are not URLs of its own
+// (Runway's runwayUri) or that has none (Luma's): each string fileID
+// names a file by (nil: none) and each large data: URI of the input
+// becomes a reference to a file of request r's caller's.
+func (k *Kit) DataRefs(w http.ResponseWriter, r *http.Request, input json.RawMessage, root string, fileID func(string) (string, bool)) (json.RawMessage, error) {
+	files, err := k.pollux.Files(r)
+	if err != nil && !errors.Is(err, errNoInputs) {
+		return nil, err
+	}
+	if fileID == nil {
+		fileID = func(string) (string, bool) { return "", false }
+	}
+	return files.Refs(r, w, input, root, fileID)
+}
+
+// KeepBase64 keeps b64, a file's bytes in standard base64 that the
+// input of a create carries at field (genai's bytesBase64Encoded), as a
+// file of request r's caller's, and returns its reference — when it is
+// at least MinInlineData long and this Pollux keeps files; else ""
+// (the bytes stay in the input). The caller has checked b64 decodes.
+func (k *Kit) KeepBase64(w http.ResponseWriter, r *http.Request, field, contentType, b64 string) (string, error) {
+	if len(b64) < MinInlineData {
+		return "", nil
+	}
+	files, err := k.pollux.Files(r)
+	switch {
+	case errors.Is(err, errNoInputs):
+		return "", nil
+	case err != nil:
+		return "", err
+	}
+	file, err := files.Put(r, w, field, "", contentType, base64.NewDecoder(base64.StdEncoding, strings.NewReader(b64)))
+	if err != nil {
+		return "", err
+	}
+	return file.Ref(), nil
 }
 
 // ServeFile answers the bytes of request r's caller's file id.

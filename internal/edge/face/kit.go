@@ -264,9 +264,11 @@ func (k *Kit) List(r *http.Request, after string, limit int) ([]*state.Job, bool
 }
 
 // Output writes output n of job j (a job Job returned): the bytes output
-// custody kept, else a redirect to the provider's URL (Pollux.Output).
+// custody kept, else the provider's bytes through Pollux when the face's
+// SDK downloads with the app's key (Proxied), else a redirect to the
+// provider's URL (Pollux.Output).
 func (k *Kit) Output(w http.ResponseWriter, r *http.Request, j *state.Job, n int) error {
-	return k.pollux.Output(w, r, j, n)
+	return k.pollux.Output(w, r, j, n, Proxied(k.mount.Kind))
 }
 
 // Base is the face's absolute URL as request r reached it: scheme, host

@@ -39,6 +39,10 @@ func (k *Kit) OutputURL(r *http.Request, j *state.Job, n int) (string, bool) {
 	return faceshape.OutputURL(j, k.Base(r), n, k.pollux.KeepsOutputs(j.Route))
 }
 
+// KeepsOutputs reports whether route keeps its outputs (Pollux.KeepsOutputs),
+// for a face that renders its shape with faceshape.
+func (k *Kit) KeepsOutputs(route string) bool { return k.pollux.KeepsOutputs(route) }
+
 // OutputURLs are job j's output URLs as OutputURL gives them, in order,
 // leaving out those it gives none for.
 func (k *Kit) OutputURLs(r *http.Request, j *state.Job) []string {
@@ -52,8 +56,7 @@ func (k *Kit) OutputURLs(r *http.Request, j *state.Job) []string {
 }
 
 // ServeOutput serves OutputPath: output n of the job the path names,
-// when the face may see the job (Job) — the bytes output custody kept,
-// else a redirect to the provider's URL (Pollux.Output); a 404 for an
+// when the face may see the job (Job), as Output writes it; a 404 for an
 // output the job does not have, or none Pollux can serve.
 func (k *Kit) ServeOutput(w http.ResponseWriter, r *http.Request) error {
 	j, err := k.Job(r, r.PathValue("id"))
@@ -65,7 +68,7 @@ func (k *Kit) ServeOutput(w http.ResponseWriter, r *http.Request) error {
 	if err != nil || n < 0 || strconv.Itoa(n) != raw {
 		n = -1
 	}
-	err = k.pollux.Output(w, r, j, n)
+	err = k.Output(w, r, j, n)
 	if errors.Is(err, ErrOutputNotFound) {
 		return &Error{Status: http.StatusNotFound, Code: "output_not_found", Err: err,
 			Message: "job " + j.ID + " has no output " + strconv.Quote(raw) + " Pollux can serve"}

@@ -162,7 +162,7 @@ func (f facade) Cancel(ctx context.Context, r *http.Request, j *state.Job, reaso
 	return nil
 }
 
-func (f facade) Output(w http.ResponseWriter, r *http.Request, j *state.Job, n int) error {
+func (f facade) Output(w http.ResponseWriter, r *http.Request, j *state.Job, n int, proxy bool) error {
 	if n < 0 || n >= len(j.Outputs) {
 		return face.ErrOutputNotFound
 	}
@@ -171,6 +171,9 @@ func (f facade) Output(w http.ResponseWriter, r *http.Request, j *state.Job, n i
 			return toFace(e)
 		}
 		return nil
+	}
+	if proxy {
+		return f.s.proxyOutput(w, r, j, n)
 	}
 	u, err := face.ProviderURL(j, n)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -137,6 +138,11 @@ type Config struct {
 	// (keep_outputs): a face gives an app its own URL for their outputs,
 	// which serves the copy output custody keeps (default none).
 	KeepOutputs []string
+	// OutputProxies are how the outputs a face serves through the front
+	// door (face.Proxied) are fetched, by route (proxy.go; default for a
+	// route not named: NewOutputProxy of the defaults, private addresses
+	// refused).
+	OutputProxies map[string]OutputProxy
 	// Inputs keeps the input files the faces take uploads of (package
 	// inputs); a submission naming one is checked against it, and its
 	// signed URLs are served (inputs.go). Nil: none are kept, and a
@@ -180,6 +186,10 @@ type Server struct {
 	waiters waiters
 	// known are the last records the faces read (known.go).
 	known *known
+	// proxy is the output proxy of a route OutputProxies does not name,
+	// made once.
+	proxyOnce sync.Once
+	proxy     OutputProxy
 	// intake publishes submissions and track requests, and settles
 	// those answered 503 in doubt (intake.go).
 	intake *intake
@@ -305,7 +315,7 @@ func (s *Server) endpoints(closing context.Context) []endpoint {
 			return s.live(closing, w, r)
 		})},
 		endpoint{"/v1/inputs/{id}", methods{http.MethodGet: s.fetchInput, http.MethodHead: s.fetchInput}},
-		endpoint{"/v1/inputs/{id}/upload", only(http.MethodPut, s.uploadInput)},
+		endpoint{"/v1/inputs/{id}/upload", methods{http.MethodPut: s.uploadInput, http.MethodPost: s.uploadInputForm}},
 		endpoint{FalJWKSPath, only(http.MethodGet, s.serveFalJWKS)},
 		endpoint{"/v1/routes", only(http.MethodGet, s.routes)},
 		endpoint{"/v1/routes/{name}/pause", only(http.MethodPost, s.pause)},

@@ -93,11 +93,54 @@ func (s *Server) fetchInput(w http.ResponseWriter, r *http.Request) *apiError {
 // uploadInput stores the body of a PUT to an upload URL that was issued
 // (fal's upload_url): once.
 func (s *Server) uploadInput(w http.ResponseWriter, r *http.Request) *apiError {
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(face.UploadTimeout))
+	if e := s.redeem(r, r.Header.Get("Content-Type"), r.Body); e != nil {
+		return e
+	}
+	w.WriteHeader(http.StatusOK)
+	return nil
+}
+
+// maxFormField bounds a form field of an upload besides its file.
+const maxFormField = 64 << 10
+
+// uploadInputForm stores the file of a multipart POST to an upload URL
+// that was issued, as a storage bucket's POST policy takes one (Runway's
+// uploadUrl, which its SDK posts its fields and then the file part named
+// file to): once. The other fields (at most 64 KiB each) are read and
+// left; a form with no file part is a 400. Answered 204, as S3 does.
+func (s *Server) uploadInputForm(w http.ResponseWriter, r *http.Request) *apiError {
+	mr, err := r.MultipartReader()
+	if err != nil {
+		return fail(http.StatusUnsupportedMediaType, CodeInvalidParameter, "Content-Type", "an upload is multipart/form-data, its file in the part named file")
+	}
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(face.UploadTimeout))
+	for {
+		part, err := mr.NextPart()
+		if err != nil {
+			return fail(http.StatusBadRequest, CodeInvalidParameter, "file", "the form has no part named file")
+		}
+		if part.FormName() != "file" {
+			if n, _ := io.Copy(io.Discard, io.LimitReader(part, maxFormField+1)); n > maxFormField {
+				return fail(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, part.FormName(), part.FormName()+": a field of more than 64 KiB")
+			}
+			continue
+		}
+		if e := s.redeem(r, part.Header.Get("Content-Type"), part); e != nil {
+			return e
+		}
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	}
+}
+
+// redeem stores body as the file of the upload request r's URL was issued
+// for (inputs.Store.Redeem), or says why not.
+func (s *Server) redeem(r *http.Request, contentType string, body io.Reader) *apiError {
 	if s.cfg.Inputs == nil {
 		return fail(http.StatusNotFound, CodeNotFound, "", "no such upload")
 	}
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(face.UploadTimeout))
-	f, err := s.cfg.Inputs.Redeem(r.Context(), r.PathValue("id"), r.URL.Query(), r.Header.Get("Content-Type"), r.Body)
+	f, err := s.cfg.Inputs.Redeem(r.Context(), r.PathValue("id"), r.URL.Query(), contentType, body)
 	var tl *inputs.TooLargeError
 	switch {
 	case errors.Is(err, inputs.ErrBadSignature):
@@ -110,7 +153,6 @@ func (s *Server) uploadInput(w http.ResponseWriter, r *http.Request) *apiError {
 		return s.unavailable(err, "storing an upload")
 	}
 	s.log.Debug().Str(logkey.FileID, f.ID).Int64(logkey.Bytes, f.Size).Msg("upload stored")
-	w.WriteHeader(http.StatusOK)
 	return nil
 }
 

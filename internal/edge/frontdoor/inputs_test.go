@@ -194,3 +194,60 @@ func TestAFaceFileIsItsTokens(t *testing.T) {
 	require.NoError(t, err)
 	require.JSONEq(t, `{"prompt":"a cat","image":"`+inputs.Scheme+id+`"}`, string(m.Input))
 }
+
+// postForm POSTs fields and then a part named file (when file is not
+// nil) as multipart/form-data to u, as Runway's SDK posts to its
+// uploadUrl, and returns the status.
+func postForm(t *testing.T, u string, fields map[string]string, file []byte) int {
+	t.Helper()
+	var buf bytes.Buffer
+	mw := multipart.NewWriter(&buf)
+	for k, v := range fields {
+		require.NoError(t, mw.WriteField(k, v))
+	}
+	if file != nil {
+		fw, err := mw.CreateFormFile("file", "frame.png")
+		require.NoError(t, err)
+		_, err = fw.Write(file)
+		require.NoError(t, err)
+	}
+	require.NoError(t, mw.Close())
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, u, &buf)
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	return resp.StatusCode
+}
+
+// An issued upload URL takes one multipart POST too (a storage bucket's
+// POST policy, as Runway's uploads.createEphemeral sends): the part named
+// file is the upload, the other fields are read and left; a form without
+// one, or a body that is not a form, is refused and stores nothing.
+func TestSignedUploadByForm(t *testing.T) {
+	t.Parallel()
+	var store *inputs.Store
+	d := setupWith(t, frontdoor.Config{}, withInputs(&store))
+	b := bytes.Repeat([]byte("frame"), 50_000)
+	tk, err := store.Issue(t.Context(), "alice", "a.png", "")
+	require.NoError(t, err)
+	up := tk.UploadURL(d.url)
+	require.Equal(t, http.StatusBadRequest, postForm(t, up, map[string]string{"key": "x"}, nil), "no file part")
+	require.Equal(t, http.StatusRequestEntityTooLarge, postForm(t, up, map[string]string{"policy": strings.Repeat("p", 64<<10+1)}, b))
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, up, bytes.NewReader(b))
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	require.Equal(t, http.StatusUnsupportedMediaType, resp.StatusCode, "not a form")
+	_, err = store.Get(t.Context(), "alice", tk.ID)
+	require.ErrorIs(t, err, inputs.ErrNotFound, "nothing stored by the refused posts")
+
+	require.Equal(t, http.StatusNoContent, postForm(t, up, map[string]string{"key": "x", "metadata": "m"}, b))
+	require.Equal(t, http.StatusForbidden, postForm(t, up, nil, b), "used already")
+	f, err := store.Get(t.Context(), "alice", tk.ID)
+	require.NoError(t, err)
+	require.Equal(t, int64(len(b)), f.Size)
+	require.Equal(t, "application/octet-stream", f.ContentType, "the part's type")
+}

@@ -371,6 +371,9 @@ func (c *Config) Validate() error {
 				return fmt.Errorf("routes.%s.keep_outputs.%w", rn, err)
 			}
 		}
+		if err := c.Routes[rn].OutputProxy.validate(); err != nil {
+			return fmt.Errorf("routes.%s.output_proxy.%w", rn, err)
+		}
 	}
 	for _, rn := range c.RouteNames() {
 		for _, e := range c.Routes[rn].Notify {

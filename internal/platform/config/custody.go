@@ -57,6 +57,45 @@ func (k KeepOutputs) validate() error {
 	return nil
 }
 
+// OutputProxy is how the front door fetches a route's outputs that it
+// serves through itself rather than redirect an app to them: those of the
+// faces whose SDK sends the app's key when it downloads in a header a
+// redirect would carry to the provider (face.Proxied: genai) when Pollux
+// keeps no copy (keep_outputs). The fetch
+// forwards no credential and follows no redirect.
+type OutputProxy struct {
+	// MaxBytes is the largest output served so, in bytes; a larger one
+	// is refused (default 512 MiB).
+	MaxBytes int64 `yaml:"max_bytes"`
+	// Timeout bounds one download (default 10m).
+	Timeout time.Duration `yaml:"timeout"`
+	// AllowPrivate lets the fetch reach loopback, link-local and private
+	// addresses (default false: refused, so that an output URL a provider
+	// answered cannot make the front door fetch from its own network).
+	AllowPrivate bool `yaml:"allow_private"`
+}
+
+// WithDefaults fills the zero fields.
+func (p OutputProxy) WithDefaults() OutputProxy {
+	if p.MaxBytes == 0 {
+		p.MaxBytes = DefaultKeepMaxBytes
+	}
+	if p.Timeout == 0 {
+		p.Timeout = DefaultKeepTimeout
+	}
+	return p
+}
+
+func (p OutputProxy) validate() error {
+	switch {
+	case p.MaxBytes < 0:
+		return errors.New("max_bytes: must not be negative")
+	case p.Timeout < 0:
+		return errors.New("timeout: must not be negative")
+	}
+	return nil
+}
+
 // Custody configures output custody across routes: the outputs_expiring
 // warning. The custody worker runs (in the webhook processes) when this
 // section is present or any route keeps its outputs; it then warns for

@@ -104,6 +104,9 @@ type Route struct {
 	// into Pollux's outputs bucket (default nil: outputs are left at the
 	// provider).
 	KeepOutputs *KeepOutputs `yaml:"keep_outputs"`
+	// OutputProxy is how the front door fetches the route's outputs it
+	// serves through itself (see OutputProxy; default: its defaults).
+	OutputProxy OutputProxy `yaml:"output_proxy"`
 	// KeepInputs keeps each job's input on its record after the provider
 	// has the job, so that a job that failed there can be resubmitted as
 	// it was (POST /v1/jobs/{id}/resubmit, pollux resubmit). Default

@@ -280,6 +280,9 @@ func (s *Service) copy(ctx context.Context, msg jetstream.Msg) events.Outcome {
 		if e.name == config.NotifySubmissions && faceshape.FalHook(ev.Job) && !faceshape.FalWants(ev.Type) {
 			continue // fal calls a webhook once, at the end
 		}
+		if e.name == config.NotifySubmissions && faceshape.LumaHook(ev.Job) && !faceshape.LumaWants(ev.Type) {
+			continue // Luma calls back on a change of the generation's state only
+		}
 		out := &natsMsg{subject: s.ns.Outbox(e.name, ev.JobID), data: msg.Data()}
 		if e.name == config.NotifySubmissions {
 			out.url = own
@@ -383,40 +386,47 @@ func (s *Service) deliver(ctx context.Context, e *endpoint, msg jetstream.Msg) e
 }
 
 // render is a delivery's body and how it is signed: the event as
-// published, under the endpoint's secrets (Standard Webhooks); to the
-// webhook of a Replicate face's create, the prediction as the face
-// answers it, under the submitter's secrets (signature.DeriveSecret of
-// each of the endpoint's and the token's name: its current secret, which
-// the face's GET /v1/webhooks/default/secret answers, and during a
-// rotation the other's too); to the webhook of a fal face's submit,
-// fal's webhook body, signed as fal signs with the endpoint's fal key
-// (its current secret's: the front door's JWKS lists every secret's) for
-// the job's app as fal's user id.
+// published, under the endpoint's secrets (Standard Webhooks); or, to the
+// webhook of a face's create, the face's object as the face answers it:
+//   - a Replicate create's webhook, the prediction, and a Luma create's
+//     callback_url, the generation (Luma signs nothing; the headers are
+//     there for an app that wants them), under the submitter's secrets
+//     (signature.DeriveSecret of each of the endpoint's and the token's
+//     name: its current secret, which the Replicate face's GET
+//     /v1/webhooks/default/secret answers, and during a rotation the
+//     other's too);
+//   - a fal submit's webhook, fal's webhook body, signed as fal signs with
+//     the endpoint's fal key (its current secret's: the front door's JWKS
+//     lists every secret's) for the job's app as fal's user id.
 func (s *Service) render(e *endpoint, ev *events.Event, data []byte) ([]byte, signer, error) {
 	id := fmt.Sprintf("pollux_%s_%d", ev.JobID, ev.Seq)
 	if e.name != config.NotifySubmissions {
 		return data, standardSigner(id, e.secrets), nil
 	}
 	keeps := s.cfg.KeepsOutputs != nil && s.cfg.KeepsOutputs(ev.Route)
+	var body []byte
+	var err error
 	switch {
-	case faceshape.ReplicateHook(ev.Job):
-		body, err := faceshape.ReplicateWebhookBody(ev.Job, keeps)
-		if err != nil {
-			return nil, nil, err
-		}
-		secrets := make([][]byte, len(e.secrets))
-		for i, k := range e.secrets {
-			secrets[i] = signature.DeriveSecret(k, ev.Job.SubmittedBy)
-		}
-		return body, standardSigner(id, secrets), nil
 	case faceshape.FalHook(ev.Job):
-		body, err := faceshape.FalWebhookBody(ev.Job, keeps)
-		if err != nil {
+		if body, err = faceshape.FalWebhookBody(ev.Job, keeps); err != nil {
 			return nil, nil, err
 		}
 		return body, falSigner(e.falKey, ev.JobID, faceshape.FalUserID(ev.Job)), nil
+	case faceshape.ReplicateHook(ev.Job):
+		body, err = faceshape.ReplicateWebhookBody(ev.Job, keeps)
+	case faceshape.LumaHook(ev.Job):
+		body, err = faceshape.LumaCallbackBody(ev.Job, keeps)
+	default:
+		return data, standardSigner(id, e.secrets), nil
 	}
-	return data, standardSigner(id, e.secrets), nil
+	if err != nil {
+		return nil, nil, err
+	}
+	secrets := make([][]byte, len(e.secrets))
+	for i, k := range e.secrets {
+		secrets[i] = signature.DeriveSecret(k, ev.Job.SubmittedBy)
+	}
+	return body, standardSigner(id, secrets), nil
 }
 
 func (s *Service) circuit(e *endpoint, host string, ok bool, now time.Time) {

@@ -70,6 +70,7 @@ func (e *Env) FrontDoor(ctx context.Context, g *errgroup.Group, cfg frontdoor.Co
 	}
 	cfg.Policies = policies
 	cfg.Faces, cfg.KeepOutputs, cfg.Inputs, cfg.Spend = e.Faces(), e.KeepOutputs(), e.inputs, e.Spend
+	cfg.OutputProxies = e.OutputProxies()
 	if e.Config != nil {
 		cfg.Apps = e.Config.AppNames()
 		for _, name := range cfg.Apps {
@@ -151,6 +152,18 @@ func (e *Env) KeepOutputs() []string {
 	for _, name := range e.RouteNames() {
 		if e.KeepsOutputs(name) {
 			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// OutputProxies are how the front door fetches each route's outputs it
+// serves through itself (output_proxy; frontdoor.OutputProxy).
+func (e *Env) OutputProxies() map[string]frontdoor.OutputProxy {
+	out := map[string]frontdoor.OutputProxy{}
+	for _, name := range e.RouteNames() {
+		if e.Config != nil {
+			out[name] = frontdoor.NewOutputProxy(e.Config.Routes[name].OutputProxy)
 		}
 	}
 	return out

@@ -119,7 +119,7 @@ func requestBody(input json.RawMessage) ([]byte, error) {
 		}
 	}
 	if _, ok := fields["instances"]; ok {
-		return input, nil
+		return inlineImages(input)
 	}
 	body := map[string]any{}
 	if p, ok := fields["parameters"]; ok {
@@ -127,7 +127,11 @@ func requestBody(input json.RawMessage) ([]byte, error) {
 		delete(fields, "parameters")
 	}
 	body["instances"] = []any{fields}
-	return json.Marshal(body)
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	return inlineImages(b)
 }
 
 // Status reads the operation.

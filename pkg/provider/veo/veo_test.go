@@ -194,3 +194,26 @@ func TestConformance(t *testing.T) {
 		BadIDs: []string{"operations/", "models/veo/operations/../../files", "files/abc", "models/veo/operations/a?b", "https://evil.example/x"},
 	})
 }
+
+// An image Pollux delivered inline as a data: URI is unwrapped into the
+// plain base64 the Gemini API takes; one delivered as a URL is refused
+// naming the setting; plain base64 passes as it is.
+func TestImagesInline(t *testing.T) {
+	t.Parallel()
+	got, err := veo.RequestBody(json.RawMessage(`{"instances":[{"prompt":"p","image":{"bytesBase64Encoded":"data:image/png;base64,iVBORw0K","mimeType":"image/png"}}]}`))
+	require.NoError(t, err)
+	require.JSONEq(t, `{"instances":[{"prompt":"p","image":{"bytesBase64Encoded":"iVBORw0K","mimeType":"image/png"}}]}`, string(got))
+	got, err = veo.RequestBody(json.RawMessage(`{"prompt":"p","lastFrame":{"bytesBase64Encoded":"data:image/png;base64,AAAA"}}`))
+	require.NoError(t, err)
+	require.JSONEq(t, `{"instances":[{"prompt":"p","lastFrame":{"bytesBase64Encoded":"AAAA"}}]}`, string(got))
+	plain := `{"instances":[{"image":{"bytesBase64Encoded":"iVBORw0K","mimeType":"image/png"}}]}`
+	got, err = veo.RequestBody(json.RawMessage(plain))
+	require.NoError(t, err)
+	require.JSONEq(t, plain, string(got))
+	for _, bad := range []string{"https://pollux.example/v1/inputs/x?sig=1", "data:image/png,raw"} {
+		_, err = veo.RequestBody(json.RawMessage(`{"instances":[{"image":{"bytesBase64Encoded":"` + bad + `"}}]}`))
+		var perr *provider.Error
+		require.ErrorAs(t, err, &perr, bad)
+		require.Equal(t, provider.Invalid, perr.Class, bad)
+	}
+}

@@ -241,9 +241,10 @@ func (p *Pollux) Cancel(_ context.Context, _ *http.Request, j *state.Job, _ stri
 
 // Output writes output n as the front door does: an output custody saved
 // (face.Saved) is served, its body "kept " and its object's name; any
-// other is a redirect to its provider's URL (face.ProviderURL);
+// other, when proxy, is served with the body "proxied " and its
+// provider's URL (face.ProviderURL), else is a redirect to that URL;
 // face.ErrOutputNotFound when the job has no such output.
-func (p *Pollux) Output(w http.ResponseWriter, r *http.Request, j *state.Job, n int) error {
+func (p *Pollux) Output(w http.ResponseWriter, r *http.Request, j *state.Job, n int, proxy bool) error {
 	if faceshape.Saved(j, n) {
 		o := j.Custody.Outputs[n]
 		w.Header().Set("Content-Type", o.ContentType)
@@ -254,6 +255,11 @@ func (p *Pollux) Output(w http.ResponseWriter, r *http.Request, j *state.Job, n 
 	u, err := face.ProviderURL(j, n)
 	if err != nil {
 		return err
+	}
+	if proxy {
+		w.WriteHeader(http.StatusOK)
+		_, _ = io.WriteString(w, "proxied "+u)
+		return nil
 	}
 	http.Redirect(w, r, u, http.StatusFound)
 	return nil

@@ -312,20 +312,25 @@ func TestCancelOfAJobThatEndedMeanwhile(t *testing.T) {
 	require.Empty(t, p.Cancels())
 }
 
-// Output of an index the job has is a redirect to it; of one it has not,
-// face.ErrOutputNotFound with nothing written.
+// Output of an index the job has is a redirect to it, or its proxied
+// bytes when proxy; of one it has not, face.ErrOutputNotFound with
+// nothing written.
 func TestOutput(t *testing.T) {
 	t.Parallel()
 	p := facetest.New()
 	j := &state.Job{ID: "a", Route: route, State: state.Succeeded, Outputs: []string{"https://x/0", "https://x/1", "javascript:alert(1)", "/relative"}}
 	w := httptest.NewRecorder()
-	require.NoError(t, p.Output(w, httptest.NewRequestWithContext(t.Context(), http.MethodGet, "/", nil), j, 1))
+	require.NoError(t, p.Output(w, httptest.NewRequestWithContext(t.Context(), http.MethodGet, "/", nil), j, 1, false))
 	require.Equal(t, http.StatusFound, w.Code)
 	require.Equal(t, "https://x/1", w.Header().Get("Location"))
+	w = httptest.NewRecorder()
+	require.NoError(t, p.Output(w, httptest.NewRequestWithContext(t.Context(), http.MethodGet, "/", nil), j, 1, true))
+	require.Equal(t, http.StatusOK, w.Code)
+	require.Equal(t, "proxied https://x/1", w.Body.String())
 
 	for _, n := range []int{-1, 2, 3, 4} {
 		var w untouched
-		err := p.Output(&w, httptest.NewRequestWithContext(t.Context(), http.MethodGet, "/", nil), j, n)
+		err := p.Output(&w, httptest.NewRequestWithContext(t.Context(), http.MethodGet, "/", nil), j, n, true)
 		require.ErrorIs(t, err, face.ErrOutputNotFound, "output %d", n)
 		require.False(t, w.touched, "output %d: nothing written", n)
 	}

@@ -33,9 +33,8 @@ type initiated struct {
 
 // initiate issues an upload of one file.
 func (f *Face) initiate(w http.ResponseWriter, r *http.Request) error {
-	files, err := f.Files(r)
-	if err != nil {
-		return err
+	if _, err := f.Files(r); err != nil {
+		return err // this Pollux keeps no files
 	}
 	body, err := face.ReadBody(w, r, 16<<10)
 	if err != nil {
@@ -45,17 +44,11 @@ func (f *Face) initiate(w http.ResponseWriter, r *http.Request) error {
 	if err := json.Unmarshal(body, &b); err != nil {
 		return &face.Error{Status: http.StatusUnprocessableEntity, Code: "invalid_body", Field: "body", Message: "the body must be {content_type, file_name}"}
 	}
-	t, err := files.Store.Issue(r.Context(), files.Owner, b.FileName, b.ContentType)
+	id, upload, err := f.IssueUpload(r, b.FileName, b.ContentType)
 	if err != nil {
 		return err
 	}
-	return face.WriteJSON(w, http.StatusOK, initiated{UploadURL: t.UploadURL(f.origin(r)), FileURL: f.FileURL(r, filesPath, t.ID)})
-}
-
-// origin is the front door's scheme and host as request r reached it.
-func (f *Face) origin(r *http.Request) string {
-	base := f.Base(r)
-	return base[:len(base)-len(f.Mount().Prefix)]
+	return face.WriteJSON(w, http.StatusOK, initiated{UploadURL: upload, FileURL: f.FileURL(r, filesPath, id)})
 }
 
 // serveFile answers the bytes of one of the caller's files (its

@@ -9,18 +9,22 @@
 //   - POST /{version}/models/{model}:predictLongRunning (Gemini) and POST
 //     /{version}/publishers/{publisher}/models/{model}:predictLongRunning
 //     (Vertex): the body ({instances: [one: prompt, image, …], parameters})
-//     is the submission's input as it is, the path's model its model
+//     is the submission's input, the path's model its model
 //     (publisher/model for a publisher other than google). An inline image
-//     (bytesBase64Encoded) travels inside the submission (the body is at
-//     most 256 KiB). Answered with the operation {name}.
+//     (bytesBase64Encoded, the SDK's imageBytes) of 64 KiB or more is kept
+//     as an input file and named by its reference (keepImages); a smaller
+//     one travels inside the submission (the body is at most 16 MiB).
+//     Answered with the operation {name}.
 //   - GET /{version}/models/{model}/operations/{id} (Gemini's
 //     getVideosOperation), POST …/models/{model}:fetchPredictOperation
 //     (Vertex's): the record as the operation — no done until the job
 //     ends, then generateVideoResponse.generatedSamples[].video.uri
 //     (Gemini) or videos[].gcsUri (Vertex), or error {code, message}.
 //   - GET /{version}/files/{id}{n}:download (each video's uri, what
-//     ai.files.download fetches): the bytes output custody kept, else a
-//     302 to the provider's URL (face.Kit.Output).
+//     ai.files.download fetches): the bytes output custody kept, else the
+//     provider's bytes streamed through Pollux — never a redirect, which
+//     would carry the SDK's x-goog-api-key (the app's token) to the
+//     provider's origin (face.Proxied, face.Kit.Output).
 //
 // Errors are Google's {"error": {code, message, status}}, which the SDK
 // throws as its ApiError. Operation ids are 26 characters of lowercase

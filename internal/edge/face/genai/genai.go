@@ -13,9 +13,10 @@ import (
 
 // Bounds of the face.
 const (
-	// maxBody bounds a create's body, inline images included: the
-	// largest intake message.
-	maxBody = events.MaxMessageBytes
+	// maxBody bounds a create's body, inline images included: large ones
+	// are kept as input files (keepImages), so the submission stays
+	// small.
+	maxBody = face.MaxDataBody
 	// idLen is the length of an operation id: 16 bytes in base32.
 	idLen = 26
 )
@@ -93,6 +94,9 @@ func (f *Face) create(w http.ResponseWriter, r *http.Request, api api, publisher
 		return err
 	}
 	if err := checkBody(body); err != nil {
+		return err
+	}
+	if body, err = f.keepImages(w, r, body); err != nil {
 		return err
 	}
 	submitted := model
@@ -198,7 +202,7 @@ func checkBody(body []byte) error {
 	if p, ok := in["prompt"]; ok && json.Unmarshal(p, &prompt) != nil {
 		return invalid("instances[0].prompt", "instances[0].prompt: a string")
 	}
-	for _, name := range []string{"image", "lastFrame"} {
+	for _, name := range images {
 		if in[name] == nil {
 			continue
 		}
@@ -218,6 +222,47 @@ func checkBody(body []byte) error {
 		}
 	}
 	return nil
+}
+
+// images are the fields of an instance that carry an image.
+var images = []string{"image", "lastFrame"}
+
+// keepImages is a create's body (checked: checkBody) with each large
+// inline image (bytesBase64Encoded, what the SDK makes of imageBytes)
+// kept as an input file of the caller's and named by its reference
+// (face.Kit.KeepBase64); the route gives its provider the file as it
+// takes one. A body with none is returned as it is.
+func (f *Face) keepImages(w http.ResponseWriter, r *http.Request, body []byte) ([]byte, error) {
+	var b map[string]json.RawMessage
+	var instances []map[string]json.RawMessage
+	if json.Unmarshal(body, &b) != nil || json.Unmarshal(b["instances"], &instances) != nil || len(instances) != 1 {
+		return body, nil // checkBody judged it
+	}
+	kept := false
+	for _, name := range images {
+		var img map[string]json.RawMessage
+		var b64, mimeType string
+		if instances[0][name] == nil || json.Unmarshal(instances[0][name], &img) != nil || json.Unmarshal(img["bytesBase64Encoded"], &b64) != nil {
+			continue
+		}
+		_ = json.Unmarshal(img["mimeType"], &mimeType) // checked: a string
+		field := "instances[0]." + name + ".bytesBase64Encoded"
+		ref, err := f.KeepBase64(w, r, field, mimeType, b64)
+		if err != nil {
+			return nil, err
+		}
+		if ref == "" {
+			continue
+		}
+		img["bytesBase64Encoded"], _ = json.Marshal(ref)
+		instances[0][name], _ = json.Marshal(img)
+		kept = true
+	}
+	if !kept {
+		return body, nil
+	}
+	b["instances"], _ = json.Marshal(instances)
+	return json.Marshal(b)
 }
 
 func invalid(field, msg string) *face.Error {

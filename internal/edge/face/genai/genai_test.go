@@ -140,8 +140,9 @@ func TestOperationFromRecord(t *testing.T) {
 	req := httptest.NewRequest(http.MethodGet, "/v1beta/files/"+id+"0:download?alt=media", nil)
 	rec := httptest.NewRecorder()
 	r.h.ServeHTTP(rec, req)
-	require.Equal(t, http.StatusFound, rec.Code)
-	require.Equal(t, "https://cdn.example/v.mp4", rec.Header().Get("Location"))
+	require.Equal(t, http.StatusOK, rec.Code, "the SDK downloads with the app's key: the bytes through Pollux, never a redirect that carries it")
+	require.Empty(t, rec.Header().Get("Location"))
+	require.Equal(t, "proxied https://cdn.example/v.mp4", rec.Body.String())
 	code, _, _ := r.do(t, http.MethodGet, "/v1beta/files/"+id+"1:download?alt=media", "")
 	require.Equal(t, http.StatusNotFound, code)
 

@@ -5,11 +5,18 @@
 //
 //   - POST /generations/video and POST /generations/image: the JSON body
 //     (model, prompt, keyframes, aspect_ratio, …) is the submission's
-//     input as it is, its model the submission's model. A missing model,
-//     a body with neither prompt nor keyframes, and callback_url (the
-//     face sends no callbacks yet) are 422s naming the field; the body is
-//     at most 256 KiB. The answer (201) is the generation, queued, once
-//     the job has a record (at most 5 s; then from the create).
+//     input, its model the submission's model. A missing model, a body
+//     with neither prompt nor keyframes, bad keyframes (inputs.go: frame0
+//     and frame1, each an image by https URL or data: URI, or a
+//     generation by id) and a callback_url Pollux would not call are
+//     422s naming the field; the body is at most 16 MiB, a large data:
+//     URI kept as an input file (face.Kit.DataRefs) so the submission
+//     names it by reference. The answer (201) is the generation, queued,
+//     once the job has a record (at most 5 s; then from the create).
+//   - callback_url (callback.go): the job's own webhook; the outbound
+//     webhook service POSTs the generation (faceshape.LumaGenerationOf,
+//     the one rendering the face answers with) on each change of its
+//     state, the end last. Luma signs nothing.
 //   - GET /generations/{id}: the job's record as a generation — pending
 //     and queued queued, running dreaming, succeeded completed with
 //     assets.video (assets.image for an image; face.Kit.OutputURL),

@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
-	"time"
 
+	"github.com/pollux-dev/pollux/internal/core/faceshape"
 	"github.com/pollux-dev/pollux/internal/edge/face"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/state"
@@ -13,18 +13,21 @@ import (
 
 // Bounds of the face.
 const (
-	// maxBody bounds a create's body: the largest intake message.
-	maxBody = events.MaxMessageBytes
+	// maxBody bounds a create's body, data: URIs included: large ones are
+	// kept as input files (face.Kit.DataRefs), so the submission stays
+	// small.
+	maxBody = face.MaxDataBody
 	// listLimit is a list's page when the request names none; maxOffset
 	// bounds how far a list may skip (it walks the pages before it).
 	listLimit = 10
 	maxOffset = 10000
 )
 
-// Metadata keys a create writes besides face.MetaFace.
+// Metadata keys a create writes besides face.MetaFace (faceshape's,
+// which renders the generation for the face and its callbacks alike).
 const (
-	metaModel = "luma_model"
-	metaType  = "luma_type" // video or image
+	metaModel = faceshape.MetaLumaModel
+	metaType  = faceshape.MetaLumaType // video or image
 )
 
 // Face is Luma's Dream Machine generations API over Pollux.
@@ -84,12 +87,21 @@ func (f *Face) create(w http.ResponseWriter, r *http.Request, kind string) error
 		return invalid("model", "Field required: model")
 	case (b.Prompt == nil || *b.Prompt == "") && len(b.Keyframes) == 0:
 		return invalid("prompt", "Field required: prompt (or keyframes)")
-	case b.CallbackURL != nil:
-		return invalid("callback_url", "Pollux's Luma face sends no callbacks: poll the generation (or follow Pollux's own events)")
+	}
+	if err := checkKeyframes(b.Keyframes); err != nil {
+		return err
+	}
+	md := map[string]string{face.MetaFace: string(face.Luma), metaModel: *b.Model, metaType: kind}
+	notifyURL, err := f.callback(r, b.CallbackURL, md)
+	if err != nil {
+		return err
+	}
+	input, err := f.DataRefs(w, r, body, "", nil)
+	if err != nil {
+		return err
 	}
 	id := face.UUID(face.IDBytes(r.Context(), face.Luma, f.Mount().Route, key, 16))
-	m := events.Submit{V: events.Version, ID: id, IdempotencyKey: key, Model: *b.Model, Input: body,
-		Metadata: map[string]string{face.MetaFace: string(face.Luma), metaModel: *b.Model, metaType: kind}}
+	m := events.Submit{V: events.Version, ID: id, IdempotencyKey: key, Model: *b.Model, Input: input, Metadata: md, NotifyURL: notifyURL}
 	j, err := f.Create(r, m)
 	if err != nil {
 		return err
@@ -99,49 +111,10 @@ func (f *Face) create(w http.ResponseWriter, r *http.Request, kind string) error
 	return face.WriteJSON(w, http.StatusCreated, g)
 }
 
-// generation is Luma's generation, as the SDK reads it.
-type generation struct {
-	ID             string          `json:"id"`
-	GenerationType string          `json:"generation_type"`
-	State          string          `json:"state"`
-	FailureReason  *string         `json:"failure_reason"`
-	CreatedAt      string          `json:"created_at"`
-	Assets         *assets         `json:"assets"`
-	Model          string          `json:"model"`
-	Request        json.RawMessage `json:"request,omitempty"`
-}
-
-type assets struct {
-	Video string `json:"video,omitempty"`
-	Image string `json:"image,omitempty"`
-}
-
-// generation is job j as a generation for request r: queued until it
-// runs, dreaming while it does, completed with its asset, or failed with
-// why.
-func (f *Face) generation(r *http.Request, j *state.Job) generation {
-	g := generation{ID: j.ID, GenerationType: j.Metadata[metaType], CreatedAt: j.CreatedAt.UTC().Format(time.RFC3339Nano),
-		Model: j.Metadata[metaModel], Request: j.Input}
-	switch j.State {
-	case state.Pending, state.Queued:
-		g.State = "queued"
-	case state.Running:
-		g.State = "dreaming"
-	case state.Succeeded:
-		g.State, g.Assets = "completed", &assets{}
-		if u, ok := f.OutputURL(r, j, 0); ok && g.GenerationType == "image" {
-			g.Assets.Image = u
-		} else if ok {
-			g.Assets.Video = u
-		}
-	default:
-		reason := j.Reason
-		if reason == "" {
-			reason = "the generation ended " + string(j.State)
-		}
-		g.State, g.FailureReason = "failed", &reason
-	}
-	return g
+// generation is job j as a generation for request r
+// (faceshape.LumaGenerationOf, which Luma's callbacks carry too).
+func (f *Face) generation(r *http.Request, j *state.Job) faceshape.LumaGeneration {
+	return faceshape.LumaGenerationOf(j, f.Base(r), f.KeepsOutputs(j.Route))
 }
 
 // get answers a generation from its job's record (face.Kit.Poll).
@@ -166,12 +139,12 @@ func (f *Face) list(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	page := struct {
-		Generations []generation `json:"generations"`
-		Count       int          `json:"count"`
-		HasMore     bool         `json:"has_more"`
-		Limit       int          `json:"limit"`
-		Offset      int          `json:"offset"`
-	}{Generations: []generation{}, Limit: limit, Offset: offset}
+		Generations []faceshape.LumaGeneration `json:"generations"`
+		Count       int                        `json:"count"`
+		HasMore     bool                       `json:"has_more"`
+		Limit       int                        `json:"limit"`
+		Offset      int                        `json:"offset"`
+	}{Generations: []faceshape.LumaGeneration{}, Limit: limit, Offset: offset}
 	want, seen, after := offset+limit, 0, "" // one job past want says has_more
 	for seen <= want {
 		jobs, more, err := f.List(r, after, min(want+1-seen, face.MaxList))

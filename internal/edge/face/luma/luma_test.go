@@ -160,3 +160,58 @@ func BenchmarkGet(b *testing.B) {
 		}
 	}
 }
+
+// Keyframes are frame0 and frame1, each an image by https URL or data:
+// URI, or a generation by id: anything else is a 422 naming the field,
+// and nothing is submitted.
+func TestKeyframesAreChecked(t *testing.T) {
+	t.Parallel()
+	r := setup(t)
+	for frames, field := range map[string]string{
+		`[]`: "keyframes",
+		`{"frame2":{"type":"image","url":"https://x.example/a.png"}}`: "keyframes.frame2",
+		`{"frame0":{"url":"https://x.example/a.png"}}`:                "keyframes.frame0",
+		`{"frame0":{"type":"image"}}`:                                 "keyframes.frame0.url",
+		`{"frame0":{"type":"image","url":"http://x.example/a.png"}}`:  "keyframes.frame0.url",
+		`{"frame0":{"type":"image","url":"https://127.0.0.1/a.png"}}`: "keyframes.frame0.url",
+		`{"frame1":{"type":"image","url":"javascript:alert(1)"}}`:     "keyframes.frame1.url",
+		`{"frame0":{"type":"generation","id":"nope"}}`:                "keyframes.frame0.id",
+		`{"frame0":{"type":"video","url":"https://x.example/a.mp4"}}`: "keyframes.frame0.type",
+	} {
+		body := `{"model":"ray-2","keyframes":` + frames + `}`
+		code, e := r.do(t, http.MethodPost, "/generations/video", body)
+		require.Equal(t, http.StatusUnprocessableEntity, code, body)
+		require.Equal(t, []any{"body", field}, e["detail"].([]any)[0].(map[string]any)["loc"], body)
+	}
+	require.Empty(t, r.p.Submissions())
+	body := `{"model":"ray-2","keyframes":{"frame0":{"type":"image","url":"https://x.example/a.png"},"frame1":{"type":"generation","id":"00000000-0000-4000-8000-000000000000"}}}`
+	code, g := r.do(t, http.MethodPost, "/generations/video", body)
+	require.Equal(t, http.StatusCreated, code, g)
+	require.JSONEq(t, body, string(r.p.Submissions()[0].Input))
+}
+
+// A create's callback_url becomes the job's own webhook (its notify_url),
+// with the face's URL in its metadata for the callbacks' generation;
+// refused, naming the field, when this Pollux calls no apps' URLs or the
+// URL is one it would not call.
+func TestCallbackURL(t *testing.T) {
+	t.Parallel()
+	r := setup(t)
+	body := `{"model":"ray-2","prompt":"p","callback_url":"https://app.example/luma?secret=s3"}`
+	code, e := r.do(t, http.MethodPost, "/generations/video", body)
+	require.Equal(t, http.StatusUnprocessableEntity, code, "no notify.submissions: %v", e)
+	require.Equal(t, []any{"body", "callback_url"}, e["detail"].([]any)[0].(map[string]any)["loc"])
+
+	r.p.SetWebhooks(&face.Webhooks{})
+	for _, url := range []string{`""`, `"http://app.example/x"`, `"https://10.1.2.3/x"`, `"https://127.0.0.1/x"`} {
+		code, e := r.do(t, http.MethodPost, "/generations/video", `{"model":"ray-2","prompt":"p","callback_url":`+url+`}`)
+		require.Equal(t, http.StatusUnprocessableEntity, code, url)
+		require.Equal(t, []any{"body", "callback_url"}, e["detail"].([]any)[0].(map[string]any)["loc"], url)
+	}
+	require.Empty(t, r.p.Submissions())
+	code, g := r.do(t, http.MethodPost, "/generations/video", body)
+	require.Equal(t, http.StatusCreated, code, g)
+	s := r.p.Submissions()[0]
+	require.Equal(t, "https://app.example/luma?secret=s3", s.NotifyURL)
+	require.Equal(t, "http://example.com/luma/sim", s.Metadata["luma_base"])
+}

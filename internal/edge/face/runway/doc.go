@@ -9,11 +9,16 @@
 //
 //   - POST /v1/{image_to_video | text_to_video | video_to_video |
 //     character_performance | video_upscale}: the JSON body (model and
-//     the model's fields; an image as an https URL or a data: URI) is the
-//     submission's input as it is, endpoint:model its model — what
-//     Pollux's Runway adapter posts, and what any other route's adapter
-//     reads as a model name. The body is at most 256 KiB; a missing model
-//     is 400 naming it. The answer is {id}, once the job has a record (at
+//     the model's fields) is the submission's input, endpoint:model its
+//     model — what Pollux's Runway adapter posts, and what any other
+//     route's adapter reads as a model name. promptImage and videoUri are
+//     each an https URL, a data: URI or a runwayUri the face gave
+//     (uploads.go); a large data: URI and a runwayUri become the file's
+//     reference. The body is at most 16 MiB; a missing model or a bad
+//     input is 400 naming it.
+//   - POST /v1/uploads (uploads.createEphemeral): an upload URL on the
+//     front door (signed, single use, no token), which takes the SDK's
+//     multipart POST of the file, and the runwayUri that names it. The answer is {id}, once the job has a record (at
 //     most 5 s; then from the create: face.Kit.Created).
 //   - GET /v1/tasks/{id}: the job's record as a task — pending PENDING
 //     (THROTTLED when the provider said so), queued PENDING, running

@@ -1,8 +1,10 @@
 package runway
 
 import (
+	"encoding/json"
 	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -13,9 +15,10 @@ import (
 
 // Bounds of the face.
 const (
-	// maxBody bounds a create's body, data: URIs included: the largest
-	// intake message.
-	maxBody = events.MaxMessageBytes
+	// maxBody bounds a create's body, data: URIs included: large ones are
+	// kept as input files (face.Kit.DataRefs), so the submission stays
+	// small.
+	maxBody = face.MaxDataBody
 	// Version is the X-Runway-Version the face serves: the API version
 	// @runwayml/sdk 4.20.1 sends.
 	Version = "2024-11-06"
@@ -44,6 +47,7 @@ func New(m face.Mount, p face.Pollux) face.Face {
 func (f *Face) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("POST /v1/{endpoint}", face.Serve(f, f.create))
+	mux.Handle("POST /v1/uploads", face.Serve(f, f.upload))
 	mux.Handle("GET /v1/tasks/{id}", face.Serve(f, f.retrieve))
 	mux.Handle("DELETE /v1/tasks/{id}", face.Serve(f, f.DeleteCancels("deleted through the Runway face")))
 	mux.Handle("/", face.Serve(f, func(_ http.ResponseWriter, r *http.Request) error { return notFound(r) }))
@@ -90,7 +94,9 @@ func (f *Face) create(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var b struct {
-		Model any `json:"model"`
+		Model       any             `json:"model"`
+		PromptImage json.RawMessage `json:"promptImage"`
+		VideoURI    json.RawMessage `json:"videoUri"`
 	}
 	if err := face.DecodeObject(body, &b); err != nil {
 		return err
@@ -99,6 +105,12 @@ func (f *Face) create(w http.ResponseWriter, r *http.Request) error {
 	if !ok || model == "" || strings.ContainsAny(model, ": \t\n") {
 		return &face.Error{Status: http.StatusBadRequest, Code: "invalid_field", Field: "model", Message: "model: required, a model name such as gen4_turbo"}
 	}
+	if err := checkInputs(b.PromptImage, b.VideoURI); err != nil {
+		return err
+	}
+	if body, err = f.refs(w, r, body); err != nil {
+		return err
+	}
 	id := face.UUID(face.IDBytes(r.Context(), face.Runway, f.Mount().Route, key, 16))
 	m := events.Submit{V: events.Version, ID: id, IdempotencyKey: key, Model: endpoint + ":" + model, Input: body,
 		Metadata: map[string]string{face.MetaFace: string(face.Runway), metaEndpoint: endpoint}}
@@ -106,6 +118,55 @@ func (f *Face) create(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return face.WriteJSON(w, http.StatusOK, map[string]string{"id": id})
+}
+
+// checkInputs checks a create's input files, each a runwayUri the face
+// gave (uploads.go), an https URL or a data: URI (checkURI):
+// promptImage, one or a list of {uri, position}; videoUri, one.
+func checkInputs(promptImage, videoURI json.RawMessage) error {
+	if len(promptImage) > 0 {
+		var one string
+		var many []struct {
+			URI      *string `json:"uri"`
+			Position string  `json:"position"`
+		}
+		switch {
+		case json.Unmarshal(promptImage, &one) == nil:
+			if err := checkURI("promptImage", one); err != nil {
+				return err
+			}
+		case json.Unmarshal(promptImage, &many) == nil && len(many) > 0:
+			for i, p := range many {
+				field := "promptImage." + strconv.Itoa(i) + ".uri"
+				if p.URI == nil {
+					return &face.Error{Status: http.StatusBadRequest, Code: "invalid_field", Field: field, Message: field + ": required"}
+				}
+				if err := checkURI(field, *p.URI); err != nil {
+					return err
+				}
+			}
+		default:
+			return &face.Error{Status: http.StatusBadRequest, Code: "invalid_field", Field: "promptImage",
+				Message: "promptImage: an https URL or data: URI, or a list of {uri, position}"}
+		}
+	}
+	if len(videoURI) > 0 {
+		var u string
+		if json.Unmarshal(videoURI, &u) != nil {
+			return &face.Error{Status: http.StatusBadRequest, Code: "invalid_field", Field: "videoUri", Message: "videoUri: an https URL or a data: URI"}
+		}
+		return checkURI("videoUri", u)
+	}
+	return nil
+}
+
+// checkURI checks one input file's URI at field: a runwayUri the face
+// gave, else as face.CheckInputURL checks a URL.
+func checkURI(field, s string) error {
+	if _, ok := fileOf(s); ok {
+		return nil // its file's owner is checked once it is a reference
+	}
+	return face.CheckInputURL(field, s)
 }
 
 // task is Runway's task, as the SDK and waitForTaskOutput read it.

@@ -159,3 +159,31 @@ func BenchmarkGet(b *testing.B) {
 		}
 	}
 }
+
+// An input file is an https URL or a data: URI: a URL Pollux's rules
+// refuse (http beyond loopback, a private address, credentials) or
+// anything else is a 400 naming the field, and nothing is submitted.
+func TestInputsAreChecked(t *testing.T) {
+	t.Parallel()
+	r := setup(t)
+	for body, path := range map[string][]any{
+		`{"model":"m","promptImage":"http://example.com/a.png"}`:                                             {"promptImage"},
+		`{"model":"m","promptImage":"https://10.0.0.1/a.png"}`:                                               {"promptImage"},
+		`{"model":"m","promptImage":"https://u:p@example.com/a.png"}`:                                        {"promptImage"},
+		`{"model":"m","promptImage":"file:///etc/passwd"}`:                                                   {"promptImage"},
+		`{"model":"m","promptImage":"data:image/png,not-base64"}`:                                            {"promptImage"},
+		`{"model":"m","promptImage":7}`:                                                                      {"promptImage"},
+		`{"model":"m","promptImage":[{"position":"first"}]}`:                                                 {"promptImage", "0", "uri"},
+		`{"model":"m","promptImage":[{"uri":"https://x.example/a","position":"first"},{"uri":"ftp://x/b"}]}`: {"promptImage", "1", "uri"},
+		`{"model":"m","videoUri":"https://169.254.169.254/latest"}`:                                          {"videoUri"},
+	} {
+		code, got := r.do(t, request(http.MethodPost, "/v1/image_to_video", body))
+		require.Equal(t, http.StatusBadRequest, code, body)
+		require.Equal(t, path, got["issues"].([]any)[0].(map[string]any)["path"], body)
+	}
+	require.Empty(t, r.p.Submissions())
+	body := `{"model":"m","promptImage":[{"uri":"https://x.example/a.png","position":"first"},{"uri":"data:image/png;base64,iVBORw0K","position":"last"}]}`
+	code, got := r.do(t, request(http.MethodPost, "/v1/image_to_video", body))
+	require.Equal(t, http.StatusOK, code, got)
+	require.JSONEq(t, body, string(r.p.Submissions()[0].Input), "a small data: URI stays inline; a URL passes as it is")
+}

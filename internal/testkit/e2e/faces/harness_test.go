@@ -115,12 +115,14 @@ routes:
     call_timeout: 2s
     options: {idempotent: true}
     keep_inputs: true
+    output_proxy: {allow_private: true}
     faces: [%[1]s]
   sim2:
     kind: replicate
     base_url: http://{{sim}}
     token_env: SIM_TOKEN
     options: {idempotent: true}
+    output_proxy: {allow_private: true}
 model_routes:
   video:
     members: [{route: sim, model: acme/video}, {route: sim2, model: acme/video}]

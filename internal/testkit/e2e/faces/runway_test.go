@@ -15,8 +15,8 @@ import (
 // members run Runway-shaped creates): imageToVideo.create(…)
 // .waitForTaskOutput() and tasks.delete work end to end, its errors are
 // its own classes, a keyed create retried across a SIGKILL of the gateway
-// is one job, and 50 clients waiting with waitForTaskOutput cost the
-// provider only Pollux's own status calls.
+// is one job, and 50 clients waiting with waitForTaskOutput for 200 tasks
+// cost the provider only Pollux's own status calls.
 func TestRunwayFace(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end")
@@ -60,10 +60,14 @@ func TestRunwayFace(t *testing.T) {
 		return face.UUID(face.IDBytes(appCtx, face.Runway, "video", key, 16))
 	})...)
 
-	// 100 tasks, not 200: waitForTaskOutput sleeps 6 ± 1.5 s between
-	// polls, so each round of 50 takes that long whatever Pollux does.
-	const jobs = 100
+	// 200 tasks, 4 rounds of 50: waitForTaskOutput polls at once, then
+	// sleeps 6 ± 1.5 s between polls, and the simulated provider's tasks
+	// (under half a second at its time scale) have ended, and Pollux has
+	// seen them end, by the second poll: each round costs one sleep.
+	const jobs = 200
+	began := time.Now()
 	lines := node(t, "runway.mjs", 180*time.Second, append(env, "MODE=many", "CLIENTS=50", fmt.Sprintf("JOBS=%d", jobs))...)
+	t.Logf("runway face: %d tasks by 50 clients waiting with waitForTaskOutput in %s", jobs, time.Since(began).Round(100*time.Millisecond))
 	require.Len(t, lines, jobs+1)
 	clientPolls := int(lines[jobs]["polls"].(float64))
 	seen := map[float64]bool{}
