@@ -28,7 +28,7 @@ func FromConfig(c *config.Config) (map[string]Prices, map[string]Budget, error) 
 	}
 	budgets := map[string]Budget{}
 	for _, app := range c.AppNames() {
-		b := Budget{Day: c.Apps[app].Budgets.Day, Month: c.Apps[app].Budgets.Month, Jobs: c.Apps[app].MaxJobs}
+		b := Budget{Day: c.Apps[app].Budgets.Day, Month: c.Apps[app].Budgets.Month}
 		if err := b.Validate(); err != nil {
 			return nil, nil, fmt.Errorf("apps.%s.budgets.%w", app, err)
 		}

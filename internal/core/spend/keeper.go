@@ -3,10 +3,12 @@ package spend
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/pollux-dev/pollux/internal/core/route/budget"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
@@ -26,6 +28,9 @@ type Config struct {
 	Spent func(app, route, model string, cost float64)
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Apps are the apps' caps on their jobs (nil: none): an admission
+	// takes the job's waiting slot of its app (budget.Apps.Wait).
+	Apps *budget.Apps
 }
 
 // Keeper prices jobs and holds the apps to their budgets, over a Ledger;
@@ -56,32 +61,36 @@ func (k *Keeper) Budget(app string) Budget {
 }
 
 // Admit admits job j (its route, model, app, length and expected duration
-// as its record has them): its estimate reserved against its app's budget,
-// an *OverBudgetError when it would pass it. A job of a route that prices
-// nothing is admitted as it is.
+// as its record has them), the one admission of a job for its app: its
+// place among its app's jobs waiting (a *budget.WaitingFullError at its
+// max_waiting), and its estimate reserved against its app's budget (an
+// *OverBudgetError when it would pass it; its waiting place is given
+// back). A job of a route that prices nothing reserves nothing.
 func (k *Keeper) Admit(ctx context.Context, j *state.Job) error {
 	if k == nil {
 		return nil
 	}
+	if err := k.cfg.Apps.Wait(ctx, j.App, j.ID); err != nil {
+		return err
+	}
 	p, priced := k.cfg.Prices[j.Route].Of(j.Model)
-	b := k.cfg.Budgets[j.App]
-	if !priced && b.Jobs == 0 {
+	if !priced {
 		return nil
 	}
-	estimate := 0.0
-	if priced {
-		estimate = p.Estimate(j)
+	err := k.ledger.Admit(ctx, j.App, j.ID, p.Estimate(j), k.cfg.Budgets[j.App], k.cfg.Now())
+	if err != nil {
+		_ = k.cfg.Apps.Started(context.WithoutCancel(ctx), j.App, j.ID)
 	}
-	return k.ledger.Admit(ctx, j.App, j.ID, estimate, b, k.cfg.Now())
+	return err
 }
 
-// Release undoes job id's admission when nothing was made of it (its
-// create was not stored).
-func (k *Keeper) Release(ctx context.Context, id string) error {
+// Release undoes job id of app's admission when nothing was made of it
+// (its create was not stored).
+func (k *Keeper) Release(ctx context.Context, app, id string) error {
 	if k == nil {
 		return nil
 	}
-	return k.ledger.Release(ctx, id)
+	return errors.Join(k.cfg.Apps.Started(ctx, app, id), k.ledger.Release(ctx, id))
 }
 
 // AdmitSubmit admits submission m of job id to route, as Admit does the
@@ -105,13 +114,10 @@ func (k *Keeper) Settle(ctx context.Context, j *state.Job) error {
 	}
 	ps := k.cfg.Prices[j.Route]
 	p, priced := ps.Of(j.Model)
-	if !priced && k.cfg.Budgets[j.App].Jobs == 0 {
+	if !priced {
 		return nil
 	}
-	cost := 0.0
-	if priced {
-		cost = p.Actual(j, ps.BillsFailed)
-	}
+	cost := p.Actual(j, ps.BillsFailed)
 	if _, err := k.ledger.Settle(ctx, j.ID, cost, j.Route, j.Model); err != nil {
 		return err
 	}
@@ -119,4 +125,11 @@ func (k *Keeper) Settle(ctx context.Context, j *state.Job) error {
 		k.cfg.Spent(j.App, j.Route, j.Model, cost)
 	}
 	return nil
+}
+
+// Refused reports whether err is an admission's refusal (Admit's): its
+// app's budget (*OverBudgetError) or its max_waiting
+// (*budget.WaitingFullError), which the caller answers in its own shape.
+func Refused(err error) bool {
+	return errors.As(err, new(*OverBudgetError)) || errors.As(err, new(*budget.WaitingFullError))
 }

@@ -25,9 +25,6 @@ type OverBudgetError struct {
 }
 
 func (e *OverBudgetError) Error() string {
-	if e.Period == PeriodJobs {
-		return fmt.Sprintf("app %s has %.0f jobs under way, its max_jobs: one must end first", e.App, e.Spent)
-	}
 	return fmt.Sprintf("app %s's %s budget of %.4g is spent (%.4g counted, this job's estimate %.4g); it resets at %s",
 		e.App, e.Period, e.Budget, e.Spent, e.Cost, e.ResetsAt.Format(time.RFC3339))
 }
@@ -52,9 +49,6 @@ type reservation struct {
 	// record stays (RecordTTL), so a create retried after the job ended
 	// is still the job admitted before, not a new reservation.
 	Settled bool `json:"settled,omitempty"`
-	// Counted says the job counts among its app's jobs under way (its
-	// app has a max_jobs): its settlement counts it out.
-	Counted bool `json:"counted,omitempty"`
 }
 
 // RecordTTL is how long an admitted job's record is kept: past the
@@ -85,11 +79,8 @@ type period struct {
 }
 
 func (p period) budget(b Budget) float64 {
-	switch p.name {
-	case "day":
+	if p.name == "day" {
 		return b.Day
-	case PeriodJobs:
-		return float64(b.Jobs)
 	}
 	return b.Month
 }
@@ -108,21 +99,18 @@ func (l *Ledger) Admit(ctx context.Context, app, id string, estimate float64, b 
 	case !errors.Is(err, jetstream.ErrKeyNotFound):
 		return fmt.Errorf("reading job %s's spend: %w", id, err)
 	}
-	data, err := json.Marshal(reservation{App: app, Estimate: estimate, At: at.UTC(), Counted: b.Jobs > 0})
+	data, err := json.Marshal(reservation{App: app, Estimate: estimate, At: at.UTC()})
 	if err != nil {
 		return err
 	}
 	ps := periods(app, at)
-	if b.Jobs > 0 {
-		ps = append([]period{jobsPeriod(app)}, ps...)
-	}
 	undo := func(done []period) {
 		for _, q := range done {
-			_ = l.add(context.WithoutCancel(ctx), q, -q.of(estimate), 0, app)
+			_ = l.add(context.WithoutCancel(ctx), q, -estimate, 0, app)
 		}
 	}
 	for i, p := range ps {
-		if err := l.add(ctx, p, p.of(estimate), p.budget(b), app); err != nil {
+		if err := l.add(ctx, p, estimate, p.budget(b), app); err != nil {
 			undo(ps[:i])
 			return err
 		}
@@ -137,27 +125,9 @@ func (l *Ledger) Admit(ctx context.Context, app, id string, estimate float64, b 
 	return nil
 }
 
-// jobsPeriod is the count of app's jobs under way (not a period: it never
-// resets; each job's settlement counts it out).
-func jobsPeriod(app string) period {
-	return period{name: PeriodJobs, key: events.TenantToken(app) + ".jobs"}
-}
-
-// PeriodJobs is the OverBudgetError.Period of an app's max_jobs.
-const PeriodJobs = "jobs"
-
-// of is what a job moves the period's total by: its estimate, or one job.
-func (p period) of(estimate float64) float64 {
-	if p.name == PeriodJobs {
-		return 1
-	}
-	return estimate
-}
-
 // Release undoes job id's admission, when nothing was made of it (its
-// create was not stored): its estimate and its place among its app's jobs
-// under way are given back, and its record goes, so that a retry is
-// admitted afresh.
+// create was not stored): its estimate is given back, and its record
+// goes, so that a retry is admitted afresh.
 func (l *Ledger) Release(ctx context.Context, id string) error {
 	e, err := l.kv.Get(ctx, jobKey(id))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -173,12 +143,8 @@ func (l *Ledger) Release(ctx context.Context, id string) error {
 	if err := l.kv.Delete(ctx, jobKey(id), jetstream.LastRevision(e.Revision())); err != nil {
 		return fmt.Errorf("releasing job %s's spend: %w", id, err)
 	}
-	ps := periods(r.App, r.At)
-	if r.Counted {
-		ps = append(ps, jobsPeriod(r.App))
-	}
-	for _, p := range ps {
-		if err := l.add(ctx, p, -p.of(r.Estimate), 0, r.App); err != nil {
+	for _, p := range periods(r.App, r.At) {
+		if err := l.add(ctx, p, -r.Estimate, 0, r.App); err != nil {
 			return err
 		}
 	}
@@ -220,11 +186,6 @@ func (l *Ledger) Settle(ctx context.Context, id string, actual float64, route, m
 			if err := l.add(ctx, p, d, 0, r.App); err != nil {
 				return r.App, err
 			}
-		}
-	}
-	if r.Counted {
-		if err := l.add(ctx, jobsPeriod(r.App), -1, 0, r.App); err != nil {
-			return r.App, err
 		}
 	}
 	return r.App, l.addLine(ctx, r.App, r.At, route, model, actual)

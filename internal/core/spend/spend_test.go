@@ -14,9 +14,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pollux-dev/pollux/internal/core/route/budget"
 	"github.com/pollux-dev/pollux/internal/core/spend"
 	"github.com/pollux-dev/pollux/internal/platform/config"
 	"github.com/pollux-dev/pollux/internal/testkit/stack"
+	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
@@ -227,30 +229,34 @@ func TestReportByAppDayRouteAndModel(t *testing.T) {
 	require.Empty(t, none)
 }
 
-// An app's max_jobs caps its jobs under way across the fleet: a create
-// past it is refused until one ends; a job admitted twice counts once; a
-// create that made nothing gives its place back.
-func TestMaxJobsCapsTheJobsUnderWay(t *testing.T) {
+// An app's max_waiting is taken at admission: a create past it is
+// refused until one starts or makes nothing; a job admitted twice counts
+// once; a create refused by its budget takes no waiting place.
+func TestAdmissionTakesTheAppsWaitingPlace(t *testing.T) {
 	t.Parallel()
 	s := stack.New(t, stack.Config{})
-	k := spend.New(spend.Config{Budgets: map[string]spend.Budget{"studio": {Jobs: 2}}}, s.Res.Spend)
+	apps := budget.NewApps(s.JS, s.NS, events.Options{}, map[string]budget.AppCap{"studio": {Waiting: 2}})
+	k := spend.New(spend.Config{Apps: apps,
+		Prices:  map[string]spend.Prices{"sim": {ByModel: map[string]spend.Price{"dear": {Per: spend.PerJob, Amount: 10}}}},
+		Budgets: map[string]spend.Budget{"studio": {Day: 5}}}, s.Res.Spend)
 	ctx := context.Background()
 	job := func(id string) *state.Job { return &state.Job{ID: id, App: "studio", Route: "sim", Model: "m"} }
 	require.NoError(t, k.Admit(ctx, job("a")))
 	require.NoError(t, k.Admit(ctx, job("a")), "the same job")
-	require.NoError(t, k.Admit(ctx, job("b")))
-	var ob *spend.OverBudgetError
-	require.ErrorAs(t, k.Admit(ctx, job("c")), &ob)
-	require.Equal(t, spend.PeriodJobs, ob.Period)
-	require.Contains(t, ob.Error(), "app studio has 2 jobs under way, its max_jobs")
+	dear := job("dear")
+	dear.Model = "dear"
+	require.ErrorAs(t, k.Admit(ctx, dear), new(*spend.OverBudgetError))
+	require.True(t, spend.Refused(k.Admit(ctx, dear)))
+	require.NoError(t, k.Admit(ctx, job("b")), "the refused job holds no waiting place")
+	var full *budget.WaitingFullError
+	require.ErrorAs(t, k.Admit(ctx, job("c")), &full)
+	require.True(t, spend.Refused(full))
+	require.Contains(t, full.Error(), "app studio has 2 jobs waiting to be sent to a provider, its max_waiting")
 	require.NoError(t, k.Admit(ctx, &state.Job{ID: "x", App: "rival", Route: "sim", Model: "m"}), "another app has no cap")
 
-	ended := job("a")
-	ended.State = state.Succeeded
-	require.NoError(t, k.Settle(ctx, ended))
-	require.NoError(t, k.Settle(ctx, ended), "settled once")
-	require.NoError(t, k.Admit(ctx, job("c")), "a job ended: room for one")
-	require.ErrorAs(t, k.Admit(ctx, job("d")), &ob)
-	require.NoError(t, k.Release(ctx, "c"), "c's create was not stored")
+	require.NoError(t, apps.Started(ctx, "studio", "a"))
+	require.NoError(t, k.Admit(ctx, job("c")), "a started: room for one")
+	require.ErrorAs(t, k.Admit(ctx, job("d")), &full)
+	require.NoError(t, k.Release(ctx, "studio", "c"), "c's create was not stored")
 	require.NoError(t, k.Admit(ctx, job("d")))
 }

@@ -282,7 +282,7 @@ func (s *Server) publishSubmit(ctx context.Context, r *http.Request, endpoint, r
 	}
 	if un := (*unconfirmed)(nil); err != nil && !errors.As(err, &un) {
 		// Nothing was stored: its admission is given back.
-		if rerr := s.cfg.Spend.Release(context.WithoutCancel(ctx), id); rerr != nil {
+		if rerr := s.cfg.Spend.Release(context.WithoutCancel(ctx), m.App, id); rerr != nil {
 			s.log.Warn().Err(rerr).Str(logkey.JobID, id).Msg("giving back a create's admission failed: its app counts it until it expires")
 		}
 	}

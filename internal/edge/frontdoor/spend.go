@@ -9,41 +9,46 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/pollux-dev/pollux/internal/core/route/budget"
 	"github.com/pollux-dev/pollux/internal/core/spend"
 	"github.com/pollux-dev/pollux/internal/edge/tenant"
 	"github.com/pollux-dev/pollux/internal/platform/problem"
 	"github.com/pollux-dev/pollux/pkg/events"
 )
 
-// admitSpend admits submission m of job id on route against its app's
-// budget (Config.Spend): a create that would pass it is answered 429
-// budget_exceeded, saying the budget, what is spent and when it resets
-// (Retry-After: then), and nothing is published. A create admitted before
-// (a retry) is admitted again at no cost.
+// admitSpend admits submission m of job id on route for its app
+// (Config.Spend): a create past its app's max_waiting, or that would pass
+// its budget, is answered 429 budget_exceeded, saying the cap, or the
+// budget, what is spent and when it resets (Retry-After: then), and
+// nothing is published. A create admitted before (a retry) is admitted
+// again at no cost.
 func (s *Server) admitSpend(ctx context.Context, route, id string, m events.Submit) *apiError {
 	err := s.cfg.Spend.AdmitSubmit(ctx, route, id, m)
 	var ob *spend.OverBudgetError
+	var full *budget.WaitingFullError
 	switch {
 	case errors.As(err, &ob):
 		return overBudget(ob, s.cfg.Now())
+	case errors.As(err, &full):
+		e := fail(http.StatusTooManyRequests, CodeBudgetExceeded, "app", full.Error())
+		e.detail.Budget = &problem.Budget{Period: PeriodWaiting, Budget: float64(full.Cap), Spent: float64(full.Cap)}
+		e.header = http.Header{}
+		e.header.Set("Retry-After", "1")
+		e.retryAfter = time.Second
+		return e
 	case err != nil:
 		return s.unavailable(err, "admitting the job's spend")
 	}
 	return nil
 }
 
-// overBudget is the 429 of a create its app's budget refuses: a spend
-// budget until its period resets, or its max_jobs until one of its jobs
-// ends.
+// PeriodWaiting is the budget.period of a create refused at its app's
+// max_waiting: budget and spent are the cap.
+const PeriodWaiting = "waiting"
+
+// overBudget is the 429 of a create its app's budget refuses until its
+// period resets.
 func overBudget(ob *spend.OverBudgetError, now time.Time) *apiError {
-	if ob.Period == spend.PeriodJobs {
-		e := fail(http.StatusTooManyRequests, CodeBudgetExceeded, "app", ob.Error())
-		e.detail.Budget = &problem.Budget{Period: ob.Period, Budget: ob.Budget, Spent: ob.Spent, Estimate: ob.Cost}
-		e.header = http.Header{}
-		e.header.Set("Retry-After", "1")
-		e.retryAfter = time.Second
-		return e
-	}
 	wait := max(ob.ResetsAt.Sub(now), time.Second)
 	e := fail(http.StatusTooManyRequests, CodeBudgetExceeded, "app", fmt.Sprintf(
 		"app %s has spent its %s budget: %.4g of %.4g counted (this job's estimate %.4g); it resets at %s",

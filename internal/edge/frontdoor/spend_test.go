@@ -12,9 +12,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/pollux-dev/pollux/internal/core/route/budget"
 	"github.com/pollux-dev/pollux/internal/core/spend"
 	"github.com/pollux-dev/pollux/internal/edge/face"
 	"github.com/pollux-dev/pollux/internal/edge/frontdoor"
+	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
@@ -109,14 +111,15 @@ func TestSpendIsPerApp(t *testing.T) {
 	requireError(t, d.do(t, http.MethodGet, "/v1/spend?days=0", "", map[string]string{"Authorization": "Bearer " + tokenBob}), http.StatusBadRequest, frontdoor.CodeInvalidParameter, "days")
 }
 
-// An app's max_jobs: a create past its jobs under way is refused 429
-// until one ends, saying so.
-func TestACreatePastItsAppsMaxJobsIsRefused(t *testing.T) {
+// An app's max_waiting: a create past its jobs admitted and not yet
+// sent is refused 429 until one starts, saying so.
+func TestACreatePastItsAppsMaxWaitingIsRefused(t *testing.T) {
 	t.Parallel()
 	tokens, err := frontdoor.ParseTokens(strings.NewReader(tokenAlice + " app=" + ownApp + "\n"))
 	require.NoError(t, err)
 	d := setupWith(t, frontdoor.Config{Tokens: tokens}, func(d *door, cfg *frontdoor.Config) {
-		cfg.Spend = spend.New(spend.Config{Budgets: map[string]spend.Budget{ownApp: {Jobs: 1}}}, d.res.Spend)
+		apps := budget.NewApps(d.js, d.ns, events.Options{}, map[string]budget.AppCap{ownApp: {Waiting: 1}})
+		cfg.Spend = spend.New(spend.Config{Apps: apps}, d.res.Spend)
 	})
 	create := func(key string) reply {
 		return d.do(t, http.MethodPost, "/v1/jobs", `{"route":"sim","v":1,"model":"m","input":{},"idempotency_key":"`+key+`"}`,
@@ -126,6 +129,6 @@ func TestACreatePastItsAppsMaxJobsIsRefused(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, create("a").status, "its retry")
 	r := create("b")
 	requireError(t, r, http.StatusTooManyRequests, frontdoor.CodeBudgetExceeded, "app")
-	require.Equal(t, "jobs", r.body["error"].(map[string]any)["budget"].(map[string]any)["period"])
+	require.Equal(t, map[string]any{"period": "waiting", "budget": float64(1), "spent": float64(1)}, r.body["error"].(map[string]any)["budget"])
 	require.Equal(t, "1", r.header.Get("Retry-After"))
 }

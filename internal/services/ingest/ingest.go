@@ -206,7 +206,7 @@ func (s *Service) setup(ctx context.Context, r *route.Route, consumers map[strin
 		return err
 	}
 	s.gate[r.Name] = g
-	if r.Capped() {
+	if r.Capped() || s.gates.AppsCapRunning() {
 		if s.waiting == nil {
 			if s.waiting, err = events.EnsureStream(sctx, s.js, s.ns.WaitingStreamConfig(s.cfg.Options)); err != nil {
 				return fmt.Errorf("route %s: admission queue: %w", r.Name, err)

@@ -22,22 +22,24 @@ import (
 // its front door, and a poller, against the simulated provider; 50 clients
 // of two apps create jobs through all three as fast as they can for a few
 // seconds. Each app's admitted requests stay within its fleet-wide rate
-// (apps.<name>.rate) ± one second's worth — not three times it — and its
-// jobs under way (waiting or running, as the jobs index shows them to an
-// operator) never pass its max_jobs.
+// (apps.<name>.rate) ± one second's worth — not three times it —, its
+// jobs at the provider (as the jobs index shows them to an operator: a
+// remote id, not ended) never pass its max_running, and its jobs not yet
+// there never pass its max_waiting and the creates under way (at most
+// max_running of them: a job's create holds its running slot).
 func TestAppsQuotasHoldAcrossGateways(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs processes")
 	}
 	t.Parallel()
 	type app struct {
-		name, token   string
-		rate, maxJobs int
-		clients       int
+		name, token                  string
+		rate, maxRunning, maxWaiting int
+		clients                      int
 	}
 	apps := []app{
-		{name: "studio", token: "e2e-studio-token-0123456789", rate: 20, maxJobs: 6, clients: 30},
-		{name: "rival", token: "e2e-rival-token-0123456789", rate: 10, maxJobs: 4, clients: 20},
+		{name: "studio", token: "e2e-studio-token-0123456789", rate: 20, maxRunning: 3, maxWaiting: 4, clients: 30},
+		{name: "rival", token: "e2e-rival-token-0123456789", rate: 10, maxRunning: 2, maxWaiting: 3, clients: 20},
 	}
 	const admin = "e2e-admin-token-0123456789"
 	const window = 4 * time.Second
@@ -53,9 +55,9 @@ routes:
     workers: {submit: 8, status: 16}
     options: {idempotent: true}
 apps:
-  %s: {rate: %d, max_jobs: %d}
-  %s: {rate: %d, max_jobs: %d}
-`, apps[0].name, apps[0].rate, apps[0].maxJobs, apps[1].name, apps[1].rate, apps[1].maxJobs),
+  %s: {rate: %d, max_running: %d, max_waiting: %d}
+  %s: {rate: %d, max_running: %d, max_waiting: %d}
+`, apps[0].name, apps[0].rate, apps[0].maxRunning, apps[0].maxWaiting, apps[1].name, apps[1].rate, apps[1].maxRunning, apps[1].maxWaiting),
 	})
 	tokens := filepath.Join(f.Dir, "tokens")
 	lines := admin + " admin\n"
@@ -82,11 +84,17 @@ apps:
 		return resp.StatusCode, b
 	}
 
-	// The operator samples each app's jobs under way while the clients run.
+	// The operator samples each app's jobs at the provider and not yet
+	// there while the clients run.
 	stop := make(chan struct{})
-	peak := map[string]*atomic.Int64{}
+	peak, peakWaiting := map[string]*atomic.Int64{}, map[string]*atomic.Int64{}
 	for _, a := range apps {
-		peak[a.name] = new(atomic.Int64)
+		peak[a.name], peakWaiting[a.name] = new(atomic.Int64), new(atomic.Int64)
+	}
+	raise := func(p *atomic.Int64, c int64) {
+		if p != nil && c > p.Load() {
+			p.Store(c)
+		}
 	}
 	var sampler sync.WaitGroup
 	sampler.Go(func() {
@@ -100,18 +108,26 @@ apps:
 			if status != http.StatusOK {
 				continue
 			}
-			var page struct{ Jobs []struct{ App string } }
+			var page struct {
+				Jobs []struct {
+					App      string
+					RemoteID string `json:"remote_id"`
+				}
+			}
 			if json.Unmarshal(body, &page) != nil {
 				continue
 			}
-			n := map[string]int64{}
+			running, waiting := map[string]int64{}, map[string]int64{}
 			for _, j := range page.Jobs {
-				n[j.App]++
-			}
-			for name, c := range n {
-				if p := peak[name]; p != nil && c > p.Load() {
-					p.Store(c)
+				if j.RemoteID != "" {
+					running[j.App]++
+				} else {
+					waiting[j.App]++
 				}
+			}
+			for _, a := range apps {
+				raise(peak[a.name], running[a.name])
+				raise(peakWaiting[a.name], waiting[a.name])
 			}
 		}
 	})
@@ -132,7 +148,7 @@ apps:
 						admitted[a.name].Add(1)
 						created[a.name].Add(1)
 					case status == http.StatusTooManyRequests && strings.Contains(string(answer), `"budget_exceeded"`):
-						admitted[a.name].Add(1) // past the rate, refused by max_jobs
+						admitted[a.name].Add(1) // past the rate, refused by max_waiting
 					case status == http.StatusTooManyRequests: // the rate's refusal
 					case status != 0:
 						t.Errorf("app %s: %d %s", a.name, status, answer)
@@ -150,14 +166,16 @@ apps:
 		// (a second's leases are there at the start), where three
 		// unshared quotas would admit three times as much.
 		want := float64(a.rate) * window.Seconds()
-		t.Logf("app %s: %v creates answered in %s (rate %d/s: %v expected), %d jobs made, at most %d under way (max_jobs %d)",
-			a.name, got, window, a.rate, want, created[a.name].Load(), peak[a.name].Load(), a.maxJobs)
+		t.Logf("app %s: %v creates answered in %s (rate %d/s: %v expected), %d jobs made, at most %d at the provider (max_running %d), %d not yet (max_waiting %d)",
+			a.name, got, window, a.rate, want, created[a.name].Load(), peak[a.name].Load(), a.maxRunning, peakWaiting[a.name].Load(), a.maxWaiting)
 		require.LessOrEqual(t, got, want+float64(a.rate), "app %s: within its fleet-wide rate and one second's worth", a.name)
 		// Below it only by what a loaded machine's clients fail to ask
 		// (two such tests at once on 2 cores: 65 of studio's 80).
 		require.GreaterOrEqual(t, got, want/2, "app %s: its rate is served", a.name)
 		require.Positive(t, created[a.name].Load())
-		require.LessOrEqual(t, peak[a.name].Load(), int64(a.maxJobs), "app %s: never more jobs under way than its max_jobs", a.name)
+		require.Positive(t, peak[a.name].Load())
+		require.LessOrEqual(t, peak[a.name].Load(), int64(a.maxRunning), "app %s: never more jobs at the provider than its max_running", a.name)
+		require.LessOrEqual(t, peakWaiting[a.name].Load(), int64(a.maxWaiting+a.maxRunning), "app %s: never more jobs waiting than its max_waiting (and its creates under way)", a.name)
 	}
 }
 
