@@ -106,7 +106,7 @@ func TestAppSlotsOfADeadProcessAreRepaired(t *testing.T) {
 		}
 		return out
 	}
-	later := time.Now().Add(budget.WaitingGrace + time.Minute)
+	later := time.Now().Add(2 * time.Minute)
 	require.Equal(t, map[string]int{"app studio": 1}, freed(gates.Repair(ctx, get, later, time.Minute)),
 		"the dead process's running slot; the waiting job keeps its place")
 	held, lvl, err := g.Take(ctx, "next", "studio", nil)

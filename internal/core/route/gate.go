@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -218,11 +219,16 @@ type Repaired struct {
 }
 
 // Repair frees, at every level of the open gates that caps running jobs
-// (each once), the slots no job holds (budget.Running.Repair): get reads
+// (each once) and at every app's levels (budget.Apps), the slots no job
+// holds (budget.Running.Repair): get reads
 // a job, grace is how old a slot no record names must be.
 func (gs *Gates) Repair(ctx context.Context, get func(context.Context, string) (*state.Job, error), now time.Time, grace time.Duration) []Repaired {
 	var out []Repaired
-	for _, r := range gs.levels() {
+	apps, err := gs.cfg.Apps.Levels(ctx)
+	if err != nil {
+		out = append(out, Repaired{Level: "apps", Err: err})
+	}
+	for _, r := range slices.Concat(apps, gs.levels()) {
 		n, err := r.Repair(ctx, get, now, grace)
 		if n > 0 || err != nil {
 			out = append(out, Repaired{Level: r.Level().String(), Freed: n, Err: err})
@@ -245,14 +251,12 @@ func (gs *Gates) levels() []*budget.Running {
 	defer gs.mu.Unlock()
 	seen := map[string]bool{}
 	var out []*budget.Running
-	all := gs.cfg.Apps.Levels()
 	for _, g := range gs.m {
-		all = append(all, g.running...)
-	}
-	for _, r := range all {
-		if !seen[r.Level().Scope()] {
-			seen[r.Level().Scope()] = true
-			out = append(out, r)
+		for _, r := range g.running {
+			if !seen[r.Level().Scope()] {
+				seen[r.Level().Scope()] = true
+				out = append(out, r)
+			}
 		}
 	}
 	return out

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -29,14 +28,11 @@ import (
 // Both are streams the server holds to the cap (one message per job), so
 // three front doors admit what one would, and neither leaks when a
 // process dies holding a slot: Repair frees a running slot no record
-// names, and a waiting slot whose job was sent, ended, or never recorded
-// within WaitingGrace.
-
-// WaitingGrace is how old a waiting slot whose job has no record must be
-// before Repair frees it: the front door takes it before it publishes
-// the submission, and ingest records the job when it takes it from the
-// intake — far sooner, unless ingest is stopped that long.
-const WaitingGrace = 10 * time.Minute
+// names, and a waiting slot whose job was sent, ended, or not recorded
+// within the repair's grace (RepairGrace) — ingest records a submission
+// as soon as it takes it from the intake, and its admission takes the
+// job's waiting slot again, so a slot freed while ingest was stopped is
+// taken back.
 
 // AppCap is an app's caps on its jobs across the fleet (0: none).
 type AppCap struct {
@@ -170,18 +166,26 @@ func (a *Apps) Ended(ctx context.Context, j *state.Job) error {
 	return a.Started(ctx, j.App, j.ID)
 }
 
-// Levels are the apps' levels set up so far (Repair's).
-func (a *Apps) Levels() []*Running {
+// Levels are every app's levels that cap anything, set up (Repair's: a
+// process repairs the slots other processes took, of apps it has not
+// served yet).
+func (a *Apps) Levels(ctx context.Context) ([]*Running, error) {
 	if a == nil {
-		return nil
+		return nil, nil
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	out := make([]*Running, 0, len(a.levels))
-	for _, r := range a.levels {
-		out = append(out, r)
+	var out []*Running
+	for app := range a.caps {
+		for _, kind := range []string{events.LevelApp, events.LevelAppWaiting} {
+			r, err := a.level(ctx, kind, app)
+			if err != nil {
+				return out, err
+			}
+			if r != nil {
+				out = append(out, r)
+			}
+		}
 	}
-	return out
+	return out, nil
 }
 
 // holds reports whether job j, not ended, holds its slot of the level

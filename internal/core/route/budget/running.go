@@ -299,7 +299,7 @@ func (r *Running) Repair(ctx context.Context, get func(context.Context, string) 
 			if err != nil {
 				return freed, fmt.Errorf("repair running slots of %s: %w", r.level, err)
 			}
-			if now.Sub(m.Time) < r.grace(j, grace) {
+			if now.Sub(m.Time) < grace {
 				continue // being taken: its write is under way
 			}
 		}
@@ -309,15 +309,6 @@ func (r *Running) Repair(ctx context.Context, get func(context.Context, string) 
 		freed++
 	}
 	return freed, nil
-}
-
-// grace is how old a slot of a job not ended must be to be freed: a
-// waiting slot of a job with no record yet, WaitingGrace.
-func (r *Running) grace(j *state.Job, grace time.Duration) time.Duration {
-	if j == nil && r.level.Level == events.LevelAppWaiting {
-		return max(grace, WaitingGrace)
-	}
-	return grace
 }
 
 // Releaser frees the running slots of jobs that ended, as their records

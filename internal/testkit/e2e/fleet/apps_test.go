@@ -1,6 +1,7 @@
 package fleet_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pollux-dev/pollux/internal/testkit/e2e/e2etest"
+	"github.com/pollux-dev/pollux/pkg/events"
 )
 
 // TestAppsQuotasHoldAcrossGateways runs three ingest processes, each with
@@ -184,7 +186,9 @@ apps:
 // provider made, the creates answered 202 and the day's spend never pass
 // the budget (per-job prices: admissions are compare-and-sets of the
 // fleet's total, so a kill can leave an estimate counted, never one
-// uncounted).
+// uncounted); and the app's waiting slots, which the killed gateway may
+// have held for creates it never published, are all free once the jobs
+// ended (repaired).
 func TestADayBudgetHoldsThroughAKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs processes")
@@ -201,6 +205,7 @@ func TestADayBudgetHoldsThroughAKill(t *testing.T) {
 		Token: "sim-secret-token", TimeScale: 50,
 		Sim: "time_scale: 50\nseed: 4\nlatency: 5ms\ndefault: {queue_median: 2s, queue_sigma: 0.3, run_median: 10s, run_sigma: 0.3}\n",
 		Config: fmt.Sprintf(`
+running_repair: {interval: 1s, grace: 5s}
 routes:
   sim:
     kind: replicate
@@ -210,7 +215,7 @@ routes:
     options: {idempotent: true}
     prices: {"*": {per: job, price: 1}}
 apps:
-  %s: {budgets: {day: %d}}
+  %s: {budgets: {day: %d}, max_waiting: 1000}
 `, app, budget),
 	})
 	tokens := filepath.Join(f.Dir, "tokens")
@@ -296,6 +301,12 @@ apps:
 	require.LessOrEqual(t, spent, float64(budget), "the day's spend never passes the budget")
 	require.Positive(t, refused.Load())
 	require.GreaterOrEqual(t, spent, float64(made), "every job made is counted")
+	waiting, err := f.JS.Stream(context.Background(), events.Default.RunningStream(events.LevelAppWaiting, app))
+	require.NoError(t, err)
+	e2etest.WaitFor(t, "the app's waiting slots free", 30*time.Second, func() bool {
+		info, err := waiting.Info(context.Background())
+		return err == nil && info.State.Msgs == 0
+	})
 }
 
 // gateways launches n ingest processes of fleet f, each serving the front
