@@ -199,14 +199,18 @@ const (
 	// LevelAppWaiting is one app's jobs admitted and not yet sent to a
 	// provider: its waiting cap (apps.<name>.max_waiting).
 	LevelAppWaiting = "app_waiting"
+	// LevelToken is one front door token's requests: its quota (rate= in
+	// the tokens file); its name is a digest of the token, never the
+	// token.
+	LevelToken = "token"
 )
 
 // Scope is the subject token of a budget level: a route's own name (so a
 // route's leases keep the subjects they had before levels existed),
 // "account~<name>" for an account, "~global" for the global level,
 // "app~<name>" and "waiting~<name>" for an app's running and waiting
-// jobs. Route, account and app names are [A-Za-z0-9_-], so no two scopes
-// collide.
+// jobs, "token~<digest>" for a token's requests. Route, account and app
+// names are [A-Za-z0-9_-], so no two scopes collide.
 func Scope(level, name string) string {
 	switch level {
 	case LevelGlobal:
@@ -217,6 +221,8 @@ func Scope(level, name string) string {
 		return "app~" + name
 	case LevelAppWaiting:
 		return "waiting~" + name
+	case LevelToken:
+		return "token~" + name
 	}
 	return name
 }
@@ -232,6 +238,8 @@ func ParseScope(scope string) (level, name string) {
 		return LevelApp, strings.TrimPrefix(scope, "app~")
 	case strings.HasPrefix(scope, "waiting~"):
 		return LevelAppWaiting, strings.TrimPrefix(scope, "waiting~")
+	case strings.HasPrefix(scope, "token~"):
+		return LevelToken, strings.TrimPrefix(scope, "token~")
 	}
 	return LevelRoute, scope
 }
