@@ -127,9 +127,19 @@ func (k *Keeper) Settle(ctx context.Context, j *state.Job) error {
 	return nil
 }
 
-// Refused reports whether err is an admission's refusal (Admit's): its
+// Refusal is the limit that refused an admission (Admit's error): its
 // app's budget (*OverBudgetError) or its max_waiting
-// (*budget.WaitingFullError), which the caller answers in its own shape.
-func Refused(err error) bool {
-	return errors.As(err, new(*OverBudgetError)) || errors.As(err, new(*budget.WaitingFullError))
+// (*budget.WaitingFullError), which the caller answers in its own shape
+// (a face's error, the front door's problem, a rejected event); nil when
+// err is no refusal.
+func Refusal(err error) *events.RejectedBudget {
+	var ob *OverBudgetError
+	var full *budget.WaitingFullError
+	switch {
+	case errors.As(err, &ob):
+		return &events.RejectedBudget{Period: ob.Period, Budget: ob.Budget, Spent: ob.Spent, Estimate: ob.Cost, ResetsAt: ob.ResetsAt}
+	case errors.As(err, &full):
+		return &events.RejectedBudget{Period: events.PeriodWaiting, Budget: float64(full.Cap), Spent: float64(full.Cap)}
+	}
+	return nil
 }

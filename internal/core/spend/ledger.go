@@ -25,8 +25,8 @@ type OverBudgetError struct {
 }
 
 func (e *OverBudgetError) Error() string {
-	return fmt.Sprintf("app %s's %s budget of %.4g is spent (%.4g counted, this job's estimate %.4g); it resets at %s",
-		e.App, e.Period, e.Budget, e.Spent, e.Cost, e.ResetsAt.Format(time.RFC3339))
+	return fmt.Sprintf("app %s has spent its %s budget: %.4g of %.4g counted (this job's estimate %.4g); it resets at %s",
+		e.App, e.Period, e.Spent, e.Budget, e.Cost, e.ResetsAt.Format(time.RFC3339))
 }
 
 // Ledger keeps the apps' spend in the KV bucket pollux-spend: a total per

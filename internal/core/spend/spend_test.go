@@ -245,12 +245,14 @@ func TestAdmissionTakesTheAppsWaitingPlace(t *testing.T) {
 	require.NoError(t, k.Admit(ctx, job("a")), "the same job")
 	dear := job("dear")
 	dear.Model = "dear"
-	require.ErrorAs(t, k.Admit(ctx, dear), new(*spend.OverBudgetError))
-	require.True(t, spend.Refused(k.Admit(ctx, dear)))
+	var ob *spend.OverBudgetError
+	require.ErrorAs(t, k.Admit(ctx, dear), &ob)
+	require.Equal(t, &events.RejectedBudget{Period: "day", Budget: 5, Spent: 0, Estimate: 10, ResetsAt: ob.ResetsAt}, spend.Refusal(k.Admit(ctx, dear)))
 	require.NoError(t, k.Admit(ctx, job("b")), "the refused job holds no waiting place")
 	var full *budget.WaitingFullError
 	require.ErrorAs(t, k.Admit(ctx, job("c")), &full)
-	require.True(t, spend.Refused(full))
+	require.Equal(t, &events.RejectedBudget{Period: "waiting", Budget: 2, Spent: 2}, spend.Refusal(full))
+	require.Nil(t, spend.Refusal(errors.New("not a refusal")))
 	require.Contains(t, full.Error(), "app studio has 2 jobs waiting to be sent to a provider, its max_waiting")
 	require.NoError(t, k.Admit(ctx, &state.Job{ID: "x", App: "rival", Route: "sim", Model: "m"}), "another app has no cap")
 

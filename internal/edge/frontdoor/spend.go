@@ -2,14 +2,12 @@ package frontdoor
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"net/http"
 	"strconv"
 	"time"
 
-	"github.com/pollux-dev/pollux/internal/core/route/budget"
 	"github.com/pollux-dev/pollux/internal/core/spend"
 	"github.com/pollux-dev/pollux/internal/edge/tenant"
 	"github.com/pollux-dev/pollux/internal/platform/problem"
@@ -19,41 +17,29 @@ import (
 // admitSpend admits submission m of job id on route for its app
 // (Config.Spend): a create past its app's max_waiting, or that would pass
 // its budget, is answered 429 budget_exceeded, saying the cap, or the
-// budget, what is spent and when it resets (Retry-After: then), and
-// nothing is published. A create admitted before (a retry) is admitted
-// again at no cost.
+// budget, what is spent and when it resets (Retry-After: then; a second
+// for max_waiting), and nothing is published. A create admitted before (a
+// retry) is admitted again at no cost.
 func (s *Server) admitSpend(ctx context.Context, route, id string, m events.Submit) *apiError {
 	err := s.cfg.Spend.AdmitSubmit(ctx, route, id, m)
-	var ob *spend.OverBudgetError
-	var full *budget.WaitingFullError
-	switch {
-	case errors.As(err, &ob):
-		return overBudget(ob, s.cfg.Now())
-	case errors.As(err, &full):
-		e := fail(http.StatusTooManyRequests, CodeBudgetExceeded, "app", full.Error())
-		e.detail.Budget = &problem.Budget{Period: PeriodWaiting, Budget: float64(full.Cap), Spent: float64(full.Cap)}
-		e.header = http.Header{}
-		e.header.Set("Retry-After", "1")
-		e.retryAfter = time.Second
-		return e
-	case err != nil:
+	if b := spend.Refusal(err); b != nil {
+		return overBudget(err, b, s.cfg.Now())
+	}
+	if err != nil {
 		return s.unavailable(err, "admitting the job's spend")
 	}
 	return nil
 }
 
-// PeriodWaiting is the budget.period of a create refused at its app's
-// max_waiting: budget and spent are the cap.
-const PeriodWaiting = "waiting"
-
-// overBudget is the 429 of a create its app's budget refuses until its
-// period resets.
-func overBudget(ob *spend.OverBudgetError, now time.Time) *apiError {
-	wait := max(ob.ResetsAt.Sub(now), time.Second)
-	e := fail(http.StatusTooManyRequests, CodeBudgetExceeded, "app", fmt.Sprintf(
-		"app %s has spent its %s budget: %.4g of %.4g counted (this job's estimate %.4g); it resets at %s",
-		ob.App, ob.Period, ob.Spent, ob.Budget, ob.Cost, ob.ResetsAt.Format(time.RFC3339)))
-	e.detail.Budget = &problem.Budget{Period: ob.Period, Budget: ob.Budget, Spent: ob.Spent, Estimate: ob.Cost, ResetsAt: ob.ResetsAt}
+// overBudget is the 429 of a create its app's limit b refused (err says
+// how): until its period resets, or a second for max_waiting.
+func overBudget(err error, b *events.RejectedBudget, now time.Time) *apiError {
+	wait := time.Second
+	if !b.ResetsAt.IsZero() {
+		wait = max(b.ResetsAt.Sub(now), time.Second)
+	}
+	e := fail(http.StatusTooManyRequests, CodeBudgetExceeded, "app", err.Error())
+	e.detail.Budget = &problem.Budget{Period: b.Period, Budget: b.Budget, Spent: b.Spent, Estimate: b.Estimate, ResetsAt: b.ResetsAt}
 	e.header = http.Header{}
 	e.header.Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
 	e.retryAfter = wait

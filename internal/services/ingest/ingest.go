@@ -3,6 +3,7 @@ package ingest
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -315,6 +316,12 @@ func (s *Service) reject(ctx context.Context, in intake, jobID string, err error
 	if errors.As(err, &fe) {
 		rj.Field = fe.Field
 	}
+	if rj.Budget = spend.Refusal(err); rj.Budget != nil {
+		rj.Field = "app"
+	}
+	if in.msg != nil {
+		rj.App = appOf(in.msg.Data())
+	}
 	log := in.logger(s.log, jobID)
 	if perr := s.jobs.Reject(ctx, in.routeName, jobID, rj); perr != nil {
 		log.Warn().Err(perr).Msg("publishing a rejection failed; retrying the message")
@@ -322,6 +329,18 @@ func (s *Service) reject(ctx context.Context, in intake, jobID string, err error
 	}
 	log.Info().Str(logkey.Problem, err.Error()).Msg("request rejected")
 	return events.Stop(), "rejected"
+}
+
+// appOf is the app a message names, when it names a valid one: its
+// rejection is that app's to see.
+func appOf(data []byte) string {
+	var m struct {
+		App string `json:"app"`
+	}
+	if json.Unmarshal(data, &m) != nil || !events.ValidApp(m.App) {
+		return ""
+	}
+	return m.App
 }
 
 // attemptID is a new submit attempt's random id.
