@@ -106,6 +106,10 @@ type Rejection struct {
 // of its app (Period day or month) or its cap on jobs waiting (Period
 // waiting: Budget and Spent are the cap, and it has no reset).
 type RejectedBudget struct {
+	// Of is whose limit it is: "app <name>", "route <name>" or "account
+	// <name>" (a route's and an account's hold their jobs whichever apps
+	// they are).
+	Of string `json:"of"`
 	// Period is day, month or waiting.
 	Period string `json:"period"`
 	// Budget is the limit, Spent what it counts so far (estimates of jobs
@@ -115,6 +119,15 @@ type RejectedBudget struct {
 	Estimate float64 `json:"estimate,omitempty"`
 	// ResetsAt is when the period ends (UTC).
 	ResetsAt time.Time `json:"resets_at,omitzero"`
+}
+
+// Field is the submission's field the limit is of: app for an app's,
+// route for a route's or its account's.
+func (b *RejectedBudget) Field() string {
+	if strings.HasPrefix(b.Of, LevelApp+" ") {
+		return "app"
+	}
+	return "route"
 }
 
 // PeriodWaiting is a RejectedBudget's Period (and the front door's

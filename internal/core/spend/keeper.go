@@ -21,6 +21,10 @@ type Config struct {
 	Prices map[string]Prices
 	// Budgets are the apps' budgets, by app (none: no limit).
 	Budgets map[string]Budget
+	// Limits are the budgets of each route's jobs, whichever apps they
+	// are — the route's own and its account's — by route (none: no
+	// limit; RouteLimits).
+	Limits map[string][]Limit
 	// Lengths read a submission's output length from its input, by route
 	// (route.Route.Length).
 	Lengths map[string]func(input json.RawMessage) float64
@@ -77,7 +81,7 @@ func (k *Keeper) Admit(ctx context.Context, j *state.Job) error {
 	if !priced {
 		return nil
 	}
-	err := k.ledger.Admit(ctx, j.App, j.ID, p.Estimate(j), k.cfg.Budgets[j.App], k.cfg.Now())
+	err := k.ledger.Admit(ctx, j.App, j.ID, p.Estimate(j), k.cfg.Budgets[j.App], k.cfg.Now(), k.cfg.Limits[j.Route]...)
 	if err != nil {
 		_ = k.cfg.Apps.Started(context.WithoutCancel(ctx), j.App, j.ID)
 	}
@@ -137,9 +141,9 @@ func Refusal(err error) *events.RejectedBudget {
 	var full *budget.WaitingFullError
 	switch {
 	case errors.As(err, &ob):
-		return &events.RejectedBudget{Period: ob.Period, Budget: ob.Budget, Spent: ob.Spent, Estimate: ob.Cost, ResetsAt: ob.ResetsAt}
+		return &events.RejectedBudget{Of: ob.Of, Period: ob.Period, Budget: ob.Budget, Spent: ob.Spent, Estimate: ob.Cost, ResetsAt: ob.ResetsAt}
 	case errors.As(err, &full):
-		return &events.RejectedBudget{Period: events.PeriodWaiting, Budget: float64(full.Cap), Spent: float64(full.Cap)}
+		return &events.RejectedBudget{Of: events.LevelApp + " " + full.App, Period: events.PeriodWaiting, Budget: float64(full.Cap), Spent: float64(full.Cap)}
 	}
 	return nil
 }

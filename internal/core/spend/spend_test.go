@@ -247,11 +247,11 @@ func TestAdmissionTakesTheAppsWaitingPlace(t *testing.T) {
 	dear.Model = "dear"
 	var ob *spend.OverBudgetError
 	require.ErrorAs(t, k.Admit(ctx, dear), &ob)
-	require.Equal(t, &events.RejectedBudget{Period: "day", Budget: 5, Spent: 0, Estimate: 10, ResetsAt: ob.ResetsAt}, spend.Refusal(k.Admit(ctx, dear)))
+	require.Equal(t, &events.RejectedBudget{Of: "app studio", Period: "day", Budget: 5, Spent: 0, Estimate: 10, ResetsAt: ob.ResetsAt}, spend.Refusal(k.Admit(ctx, dear)))
 	require.NoError(t, k.Admit(ctx, job("b")), "the refused job holds no waiting place")
 	var full *budget.WaitingFullError
 	require.ErrorAs(t, k.Admit(ctx, job("c")), &full)
-	require.Equal(t, &events.RejectedBudget{Period: "waiting", Budget: 2, Spent: 2}, spend.Refusal(full))
+	require.Equal(t, &events.RejectedBudget{Of: "app studio", Period: "waiting", Budget: 2, Spent: 2}, spend.Refusal(full))
 	require.Nil(t, spend.Refusal(errors.New("not a refusal")))
 	require.Contains(t, full.Error(), "app studio has 2 jobs waiting to be sent to a provider, its max_waiting")
 	require.NoError(t, k.Admit(ctx, &state.Job{ID: "x", App: "rival", Route: "sim", Model: "m"}), "another app has no cap")
@@ -261,4 +261,59 @@ func TestAdmissionTakesTheAppsWaitingPlace(t *testing.T) {
 	require.ErrorAs(t, k.Admit(ctx, job("d")), &full)
 	require.NoError(t, k.Release(ctx, "studio", "c"), "c's create was not stored")
 	require.NoError(t, k.Admit(ctx, job("d")))
+}
+
+// A route's and an account's spend budgets hold their jobs whichever
+// apps they are: a create that would pass one is refused naming it, and
+// a job's settlement and release move their totals as its app's.
+func TestRouteAndAccountBudgetsHoldEveryApp(t *testing.T) {
+	t.Parallel()
+	s := stack.New(t, stack.Config{})
+	c, err := config.Parse(strings.NewReader(`
+accounts: {acme: {spend_budgets: {day: 7}}}
+routes:
+  sim: {kind: sim, account: acme, spend_budgets: {day: 5}, prices: {"*": {per: job, price: 3}}}
+  other: {kind: sim, account: acme, prices: {"*": {per: job, price: 3}}}
+  free: {kind: sim, prices: {"*": {per: job, price: 3}}}
+`))
+	require.NoError(t, err)
+	prices, budgets, err := spend.FromConfig(c)
+	require.NoError(t, err)
+	limits, err := spend.RouteLimits(c)
+	require.NoError(t, err)
+	require.Equal(t, map[string][]spend.Limit{
+		"sim":   {{Of: "route sim", Budget: spend.Budget{Day: 5}}, {Of: "account acme", Budget: spend.Budget{Day: 7}}},
+		"other": {{Of: "account acme", Budget: spend.Budget{Day: 7}}},
+	}, limits)
+	k := spend.New(spend.Config{Prices: prices, Budgets: budgets, Limits: limits}, s.Res.Spend)
+	ctx := context.Background()
+	job := func(id, app, route string) *state.Job { return &state.Job{ID: id, App: app, Route: route, Model: "m"} }
+	require.NoError(t, k.Admit(ctx, job("a", "studio", "sim")))
+	var ob *spend.OverBudgetError
+	require.ErrorAs(t, k.Admit(ctx, job("b", "rival", "sim")), &ob, "another app's job on the same route")
+	require.Equal(t, "route sim", ob.Of)
+	require.Contains(t, ob.Error(), "route sim has spent its day budget: 3 of 5 counted")
+	require.Equal(t, "route", spend.Refusal(ob).Field())
+	require.NoError(t, k.Admit(ctx, job("c", "rival", "other")), "the account has 7: 6 counted")
+	require.ErrorAs(t, k.Admit(ctx, job("d", "rival", "other")), &ob)
+	require.Equal(t, "account acme", ob.Of)
+	require.NoError(t, k.Admit(ctx, job("e", "rival", "free")), "a route of no account, no budget")
+
+	require.NoError(t, k.Release(ctx, "studio", "a"), "a's create was not stored")
+	require.NoError(t, k.Admit(ctx, job("b", "rival", "sim")), "the route's and the account's estimate given back")
+	ended := job("b", "rival", "sim")
+	ended.State, ended.RemoteID = state.Failed, "" // never started: it cost nothing
+	require.NoError(t, k.Settle(ctx, ended))
+	require.NoError(t, k.Admit(ctx, job("f", "studio", "sim")), "its settlement gave the route its 3 back")
+
+	for _, tc := range []struct{ yaml, want string }{
+		{"routes: {r: {kind: sim, spend_budgets: {day: -1}}}", "routes.r.spend_budgets.day: -1"},
+		{"accounts: {a: {spend_budgets: {month: .nan}}}\nroutes: {r: {kind: sim, account: a}}", "accounts.a.spend_budgets.month: NaN"},
+		{"routes: {r: {kind: sim, spend_budgets: {day: 9, month: 3}}}", "routes.r.spend_budgets.day: more than month"},
+	} {
+		c, err := config.Parse(strings.NewReader(tc.yaml))
+		require.NoError(t, err, tc.yaml)
+		_, err = spend.RouteLimits(c)
+		require.ErrorContains(t, err, tc.want)
+	}
 }

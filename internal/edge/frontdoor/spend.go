@@ -38,8 +38,8 @@ func overBudget(err error, b *events.RejectedBudget, now time.Time) *apiError {
 	if !b.ResetsAt.IsZero() {
 		wait = max(b.ResetsAt.Sub(now), time.Second)
 	}
-	e := fail(http.StatusTooManyRequests, CodeBudgetExceeded, "app", err.Error())
-	e.detail.Budget = &problem.Budget{Period: b.Period, Budget: b.Budget, Spent: b.Spent, Estimate: b.Estimate, ResetsAt: b.ResetsAt}
+	e := fail(http.StatusTooManyRequests, CodeBudgetExceeded, b.Field(), err.Error())
+	e.detail.Budget = &problem.Budget{Of: b.Of, Period: b.Period, Budget: b.Budget, Spent: b.Spent, Estimate: b.Estimate, ResetsAt: b.ResetsAt}
 	e.header = http.Header{}
 	e.header.Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
 	e.retryAfter = wait

@@ -129,6 +129,34 @@ func TestACreatePastItsAppsMaxWaitingIsRefused(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, create("a").status, "its retry")
 	r := create("b")
 	requireError(t, r, http.StatusTooManyRequests, frontdoor.CodeBudgetExceeded, "app")
-	require.Equal(t, map[string]any{"period": "waiting", "budget": float64(1), "spent": float64(1)}, r.body["error"].(map[string]any)["budget"])
+	require.Equal(t, map[string]any{"of": "app " + ownApp, "period": "waiting", "budget": float64(1), "spent": float64(1)}, r.body["error"].(map[string]any)["budget"])
 	require.Equal(t, "1", r.header.Get("Retry-After"))
+}
+
+// A route's spend budget holds every app's jobs on it: past it a create
+// is refused 429 budget_exceeded naming the route, whose budget it is,
+// what is spent and when it resets.
+func TestACreateOverItsRoutesBudgetIsRefused(t *testing.T) {
+	t.Parallel()
+	tokens, err := frontdoor.ParseTokens(strings.NewReader(tokenAlice + " app=" + ownApp + "\n" + tokenBob + " app=" + otherApp + "\n"))
+	require.NoError(t, err)
+	d := setupWith(t, frontdoor.Config{Tokens: tokens}, func(d *door, cfg *frontdoor.Config) {
+		cfg.Spend = spend.New(spend.Config{
+			Prices: map[string]spend.Prices{route: {ByModel: map[string]spend.Price{"*": {Per: spend.PerJob, Amount: 1}}}},
+			Limits: map[string][]spend.Limit{route: {{Of: "route " + route, Budget: spend.Budget{Day: 1}}}},
+		}, d.res.Spend)
+	})
+	create := func(tok, key string) reply {
+		return d.do(t, http.MethodPost, "/v1/jobs", `{"route":"sim","v":1,"model":"m","input":{},"idempotency_key":"`+key+`"}`,
+			map[string]string{"Authorization": "Bearer " + tok})
+	}
+	require.Equal(t, http.StatusAccepted, create(tokenAlice, "a").status)
+	r := create(tokenBob, "b")
+	requireError(t, r, http.StatusTooManyRequests, frontdoor.CodeBudgetExceeded, "route")
+	b := r.body["error"].(map[string]any)["budget"].(map[string]any)
+	require.Equal(t, "route "+route, b["of"])
+	require.Equal(t, "day", b["period"])
+	require.EqualValues(t, 1, b["spent"])
+	require.NotEmpty(t, b["resets_at"])
+	require.Contains(t, r.body["error"].(map[string]any)["message"], "route sim has spent its day budget: 1 of 1 counted")
 }

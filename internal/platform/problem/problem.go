@@ -63,6 +63,9 @@ type Budget struct {
 	// Period is day or month (a spend budget), or waiting (an app's
 	// max_waiting: Budget and Spent are the cap); Budget its limit, Spent
 	// what it counts so far, Estimate the refused job's estimate.
+	// Of is whose limit it is: "app <name>", "route <name>" or "account
+	// <name>".
+	Of       string  `json:"of"`
 	Period   string  `json:"period"`
 	Budget   float64 `json:"budget"`
 	Spent    float64 `json:"spent"`

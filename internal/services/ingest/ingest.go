@@ -317,7 +317,7 @@ func (s *Service) reject(ctx context.Context, in intake, jobID string, err error
 		rj.Field = fe.Field
 	}
 	if rj.Budget = spend.Refusal(err); rj.Budget != nil {
-		rj.Field = "app"
+		rj.Field = rj.Budget.Field()
 	}
 	if in.msg != nil {
 		rj.App = appOf(in.msg.Data())

@@ -30,7 +30,11 @@ func newKeeper(cfg *config.Config, routes map[string]*route.Route, m *metrics.Me
 	for name, r := range routes {
 		lengths[name] = r.Length
 	}
-	k := spend.New(spend.Config{Prices: prices, Budgets: budgets, Lengths: lengths, Spent: m.Spent, Apps: apps}, kv)
+	limits, err := spend.RouteLimits(cfg)
+	if err != nil {
+		return nil, err
+	}
+	k := spend.New(spend.Config{Prices: prices, Budgets: budgets, Limits: limits, Lengths: lengths, Spent: m.Spent, Apps: apps}, kv)
 	for app, b := range budgets {
 		m.SpendBudget(app, b.Day, b.Month, func() (float64, float64, error) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
