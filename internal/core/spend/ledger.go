@@ -236,8 +236,18 @@ func (l *Ledger) Settle(ctx context.Context, id string, actual float64, route, m
 
 // Spent is app's totals of the day and month of at.
 func (l *Ledger) Spent(ctx context.Context, app string, at time.Time) (day, month float64, err error) {
+	return l.spent(ctx, periods(app, at))
+}
+
+// SpentOf is the totals of a route's or an account's limit (Limit.Of) of
+// the day and month of at.
+func (l *Ledger) SpentOf(ctx context.Context, of string, at time.Time) (day, month float64, err error) {
+	return l.spent(ctx, limitPeriods([]string{of}, at))
+}
+
+func (l *Ledger) spent(ctx context.Context, ps []period) (day, month float64, err error) {
 	out := [2]float64{}
-	for i, p := range periods(app, at) {
+	for i, p := range ps {
 		t, _, err := l.read(ctx, p.key)
 		if err != nil {
 			return 0, 0, err

@@ -305,6 +305,12 @@ routes:
 	ended.State, ended.RemoteID = state.Failed, "" // never started: it cost nothing
 	require.NoError(t, k.Settle(ctx, ended))
 	require.NoError(t, k.Admit(ctx, job("f", "studio", "sim")), "its settlement gave the route its 3 back")
+	day, _, err := k.Ledger().SpentOf(ctx, "route sim", time.Now())
+	require.NoError(t, err)
+	require.InDelta(t, 3, day, 1e-9, "f's estimate; b cost nothing")
+	day, _, err = k.Ledger().SpentOf(ctx, "account acme", time.Now())
+	require.NoError(t, err)
+	require.InDelta(t, 6, day, 1e-9, "c's and f's")
 
 	for _, tc := range []struct{ yaml, want string }{
 		{"routes: {r: {kind: sim, spend_budgets: {day: -1}}}", "routes.r.spend_budgets.day: -1"},

@@ -35,6 +35,20 @@ func newKeeper(cfg *config.Config, routes map[string]*route.Route, m *metrics.Me
 		return nil, err
 	}
 	k := spend.New(spend.Config{Prices: prices, Budgets: budgets, Limits: limits, Lengths: lengths, Spent: m.Spent, Apps: apps}, kv)
+	seen := map[string]bool{}
+	for _, ls := range limits {
+		for _, lm := range ls {
+			if seen[lm.Of] {
+				continue // an account's, for each of its routes
+			}
+			seen[lm.Of] = true
+			m.SpendLimit(lm.Of, lm.Budget.Day, lm.Budget.Month, func() (float64, float64, error) {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				defer cancel()
+				return k.Ledger().SpentOf(ctx, lm.Of, time.Now())
+			})
+		}
+	}
 	for app, b := range budgets {
 		m.SpendBudget(app, b.Day, b.Month, func() (float64, float64, error) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
