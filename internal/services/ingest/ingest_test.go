@@ -576,7 +576,7 @@ func TestASubmissionOverItsAppsBudgetIsRejected(t *testing.T) {
 	require.Contains(t, rej.Error, "app studio has spent its day budget: 3 of 5 counted (this job's estimate 3); it resets at ")
 	require.Equal(t, "studio", rej.App)
 	midnight := time.Now().UTC().Truncate(24 * time.Hour).Add(24 * time.Hour)
-	require.Equal(t, &events.RejectedBudget{Period: "day", Budget: 5, Spent: 3, Estimate: 3, ResetsAt: midnight}, rej.Budget,
+	require.Equal(t, &events.RejectedBudget{Of: "app studio", Period: "day", Budget: 5, Spent: 3, Estimate: 3, ResetsAt: midnight}, rej.Budget,
 		"the budget, what is spent and when it resets, as fields")
 	day, _, err := keeper.Ledger().Spent(context.Background(), "studio", time.Now())
 	require.NoError(t, err)
