@@ -53,6 +53,10 @@ type SpendReport struct {
 	Apps []spend.AppSpend `json:"apps"`
 	// Days is how many days the report covers, up to today (UTC).
 	Days int `json:"days"`
+	// Limits are the routes' and accounts' spend budgets with what their
+	// current day and month count — every app's jobs together, so an
+	// operator's only (tenant.Viewer.SeesFleet); absent without any.
+	Limits []spend.LimitSpend `json:"limits,omitempty"`
 }
 
 // spendReport handles GET /v1/spend?days=N (1-92, default 30): the spend
@@ -77,6 +81,12 @@ func (s *Server) spendReport(w http.ResponseWriter, r *http.Request) *apiError {
 	if err != nil {
 		return s.unavailable(err, "reading the spend")
 	}
-	writeJSON(w, http.StatusOK, SpendReport{Apps: apps, Days: days})
+	out := SpendReport{Apps: apps, Days: days}
+	if v.SeesFleet() {
+		if out.Limits, err = s.cfg.Spend.LimitsSpent(ctx, s.cfg.Now()); err != nil {
+			return s.unavailable(err, "reading the spend")
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }

@@ -80,13 +80,15 @@ func TestACreateOverItsAppsBudgetIsRefused(t *testing.T) {
 
 // GET /v1/spend: an app's tokens see their app's spend only, an admin's
 // every app's; per day, with what each route and model cost.
+// (A route's spend budget, every app's jobs together, is an admin's.)
 func TestSpendIsPerApp(t *testing.T) {
 	t.Parallel()
 	tokens, err := frontdoor.ParseTokens(strings.NewReader(tokenAlice + " read app=" + ownApp + "\n" + tokenBob + " admin\n"))
 	require.NoError(t, err)
 	var keeper *spend.Keeper
 	d := setupWith(t, frontdoor.Config{Tokens: tokens}, func(d *door, cfg *frontdoor.Config) {
-		keeper = spend.New(spend.Config{Prices: map[string]spend.Prices{route: {ByModel: map[string]spend.Price{"*": {Per: spend.PerJob, Amount: 1.5}}}}}, d.res.Spend)
+		keeper = spend.New(spend.Config{Prices: map[string]spend.Prices{route: {ByModel: map[string]spend.Price{"*": {Per: spend.PerJob, Amount: 1.5}}}},
+			Limits: map[string][]spend.Limit{route: {{Of: "route " + route, Budget: spend.Budget{Month: 100}}}}}, d.res.Spend)
 		cfg.Spend = keeper
 	})
 	for _, j := range []*state.Job{
@@ -108,6 +110,12 @@ func TestSpendIsPerApp(t *testing.T) {
 	require.EqualValues(t, 1.5, day["spent"])
 	require.Equal(t, []any{map[string]any{"route": route, "model": "m", "cost": 1.5, "jobs": float64(1)}}, day["by"])
 	require.Len(t, apps(tokenBob), 2, "an admin sees every app")
+	// The route's budget counts every app's jobs: an operator's number.
+	limits := func(tok string) any {
+		return d.do(t, http.MethodGet, "/v1/spend?days=7", "", map[string]string{"Authorization": "Bearer " + tok}).body["limits"]
+	}
+	require.Equal(t, []any{map[string]any{"of": "route " + route, "budget": map[string]any{"month": float64(100)}, "day": 3.0, "month": 3.0}}, limits(tokenBob))
+	require.Nil(t, limits(tokenAlice), "an app's token sees no route's total")
 	requireError(t, d.do(t, http.MethodGet, "/v1/spend?days=0", "", map[string]string{"Authorization": "Bearer " + tokenBob}), http.StatusBadRequest, frontdoor.CodeInvalidParameter, "days")
 }
 
