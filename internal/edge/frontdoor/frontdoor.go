@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -174,8 +175,10 @@ type Server struct {
 	allowed map[string]bool
 	// census is the latest census of the routes.
 	census censusCache
-	// quotas are the tokens' and apps' request quotas.
-	quotas *budget.Quotas
+	// quotas are the tokens' and apps' request quotas; quotaLogged is
+	// when one that could not be asked was last logged (Unix ns).
+	quotas      *budget.Quotas
+	quotaLogged atomic.Int64
 	// faces are the provider faces served, and waiters the requests of
 	// theirs waiting for a job to change.
 	faces   []mountedFace

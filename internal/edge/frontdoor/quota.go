@@ -51,16 +51,23 @@ func (s *Server) overQuota(ctx context.Context, p principal) *apiError {
 }
 
 // quotaRefusal is the 429 of a quota spent (message says whose), or nil
-// when the quota could not be asked: the request goes through.
+// when the quota could not be asked: the request goes through, logged at
+// most once every quotaLogEvery (an outage would log every request).
 func (s *Server) quotaRefusal(err error, p principal, message string) *apiError {
 	if errors.Is(err, budget.ErrOverQuota) {
 		e := tooMany(time.Second)
 		e.detail.Message = message
 		return e
 	}
-	s.log.Warn().Err(err).Str(logkey.App, p.app).Str(logkey.By, p.name).Msg("a request quota could not be asked; the request goes through")
+	now := time.Now().UnixNano()
+	if last := s.quotaLogged.Load(); now-last >= int64(quotaLogEvery) && s.quotaLogged.CompareAndSwap(last, now) {
+		s.log.Warn().Err(err).Str(logkey.App, p.app).Str(logkey.By, p.name).Msg("a request quota could not be asked; requests go through until it can")
+	}
 	return nil
 }
+
+// quotaLogEvery is how often a quota that cannot be asked is logged.
+const quotaLogEvery = 10 * time.Second
 
 func tooMany(wait time.Duration) *apiError {
 	secs := int(math.Ceil(wait.Seconds()))
