@@ -93,7 +93,46 @@ type Rejection struct {
 	Field string `json:"field,omitempty"`
 	// Error is the full explanation.
 	Error string `json:"error"`
+	// App is the app the refused message named ("" for none, or a
+	// message too broken to say): an app's readers see its own
+	// rejections only.
+	App string `json:"app,omitempty"`
+	// Budget is the app's limit that refused a submission (Field "app"),
+	// nil for any other refusal.
+	Budget *RejectedBudget `json:"budget,omitempty"`
 }
+
+// RejectedBudget is the limit that refused a submission: a spend budget
+// of its app (Period day or month) or its cap on jobs waiting (Period
+// waiting: Budget and Spent are the cap, and it has no reset).
+type RejectedBudget struct {
+	// Of is whose limit it is: "app <name>", "route <name>" or "account
+	// <name>" (a route's and an account's hold their jobs whichever apps
+	// they are).
+	Of string `json:"of"`
+	// Period is day, month or waiting.
+	Period string `json:"period"`
+	// Budget is the limit, Spent what it counts so far (estimates of jobs
+	// under way included), Estimate the refused job's estimate.
+	Budget   float64 `json:"budget"`
+	Spent    float64 `json:"spent"`
+	Estimate float64 `json:"estimate,omitempty"`
+	// ResetsAt is when the period ends (UTC).
+	ResetsAt time.Time `json:"resets_at,omitzero"`
+}
+
+// Field is the submission's field the limit is of: app for an app's,
+// route for a route's or its account's.
+func (b *RejectedBudget) Field() string {
+	if strings.HasPrefix(b.Of, LevelApp+" ") {
+		return "app"
+	}
+	return "route"
+}
+
+// PeriodWaiting is a RejectedBudget's Period (and the front door's
+// problem budget's) of a create past its app's max_waiting.
+const PeriodWaiting = "waiting"
 
 // MsgID is the Nats-Msg-Id of a job's event seq, so republishing an event
 // after a crash is dropped as a duplicate by the stream.

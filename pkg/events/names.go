@@ -192,18 +192,37 @@ const (
 	LevelAccount = "account"
 	// LevelRoute is one route.
 	LevelRoute = "route"
+	// LevelApp is one app's jobs, whichever routes they take: its
+	// request quota (apps.<name>.rate) and its running cap
+	// (apps.<name>.max_running).
+	LevelApp = "app"
+	// LevelAppWaiting is one app's jobs admitted and not yet sent to a
+	// provider: its waiting cap (apps.<name>.max_waiting).
+	LevelAppWaiting = "app_waiting"
+	// LevelToken is one front door token's requests: its quota (rate= in
+	// the tokens file); its name is a digest of the token, never the
+	// token.
+	LevelToken = "token"
 )
 
 // Scope is the subject token of a budget level: a route's own name (so a
 // route's leases keep the subjects they had before levels existed),
-// "account~<name>" for an account and "~global" for the global level.
-// Route and account names are [A-Za-z0-9_-], so no two scopes collide.
+// "account~<name>" for an account, "~global" for the global level,
+// "app~<name>" and "waiting~<name>" for an app's running and waiting
+// jobs, "token~<digest>" for a token's requests. Route, account and app
+// names are [A-Za-z0-9_-], so no two scopes collide.
 func Scope(level, name string) string {
 	switch level {
 	case LevelGlobal:
 		return "~global"
 	case LevelAccount:
 		return "account~" + name
+	case LevelApp:
+		return "app~" + name
+	case LevelAppWaiting:
+		return "waiting~" + name
+	case LevelToken:
+		return "token~" + name
 	}
 	return name
 }
@@ -215,6 +234,12 @@ func ParseScope(scope string) (level, name string) {
 		return LevelGlobal, ""
 	case strings.HasPrefix(scope, "account~"):
 		return LevelAccount, strings.TrimPrefix(scope, "account~")
+	case strings.HasPrefix(scope, "app~"):
+		return LevelApp, strings.TrimPrefix(scope, "app~")
+	case strings.HasPrefix(scope, "waiting~"):
+		return LevelAppWaiting, strings.TrimPrefix(scope, "waiting~")
+	case strings.HasPrefix(scope, "token~"):
+		return LevelToken, strings.TrimPrefix(scope, "token~")
 	}
 	return LevelRoute, scope
 }
@@ -236,6 +261,10 @@ func (n Namespace) RunningStream(level, name string) string {
 		return n.stream("RUNNING_G")
 	case LevelAccount:
 		return n.stream("RUNNING_A_" + name)
+	case LevelApp:
+		return n.stream("RUNNING_APP_" + name)
+	case LevelAppWaiting:
+		return n.stream("WAITING_APP_" + name)
 	}
 	return n.stream("RUNNING_R_" + name)
 }

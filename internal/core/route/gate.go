@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -124,6 +125,9 @@ type GateConfig struct {
 	Logger zerolog.Logger
 	// Rand jitters the waits (default: a random seed).
 	Rand *rand.Rand
+	// Apps are the apps' caps on their jobs (nil: none): an app's running
+	// cap is a level of each of its jobs' running slots (Gate.Take).
+	Apps *budget.Apps
 }
 
 // RepairInterval is how often running slots no job holds are looked for
@@ -215,11 +219,16 @@ type Repaired struct {
 }
 
 // Repair frees, at every level of the open gates that caps running jobs
-// (each once), the slots no job holds (budget.Running.Repair): get reads
+// (each once) and at every app's levels (budget.Apps), the slots no job
+// holds (budget.Running.Repair): get reads
 // a job, grace is how old a slot no record names must be.
 func (gs *Gates) Repair(ctx context.Context, get func(context.Context, string) (*state.Job, error), now time.Time, grace time.Duration) []Repaired {
 	var out []Repaired
-	for _, r := range gs.levels() {
+	apps, err := gs.cfg.Apps.Levels(ctx)
+	if err != nil {
+		out = append(out, Repaired{Level: "apps", Err: err})
+	}
+	for _, r := range slices.Concat(apps, gs.levels()) {
 		n, err := r.Repair(ctx, get, now, grace)
 		if n > 0 || err != nil {
 			out = append(out, Repaired{Level: r.Level().String(), Freed: n, Err: err})
@@ -228,8 +237,14 @@ func (gs *Gates) Repair(ctx context.Context, get func(context.Context, string) (
 	return out
 }
 
-// Caps reports whether an open gate's level caps running jobs.
-func (gs *Gates) Caps() bool { return len(gs.levels()) > 0 }
+// Caps reports whether an open gate's level caps running jobs, or an app
+// caps its jobs: their slots need repairs.
+func (gs *Gates) Caps() bool { return len(gs.levels()) > 0 || gs.cfg.Apps != nil }
+
+// AppsCapRunning reports whether an app caps its running jobs: every
+// route then needs an admission queue, where a job whose app is full
+// waits.
+func (gs *Gates) AppsCapRunning() bool { return gs.cfg.Apps.CapsRunning() }
 
 func (gs *Gates) levels() []*budget.Running {
 	gs.mu.Lock()
@@ -412,23 +427,6 @@ var errCannotFind = errors.New("the provider cannot find jobs (see Route.CanFind
 func (r *Route) CanFind() bool {
 	_, ok := r.Adapter.(provider.Finder)
 	return ok
-}
-
-// Take takes job's running slot at every level that caps running jobs
-// and at which it holds none by have (its record's slots), and returns
-// the slots it holds then; full names the level that is full ("account
-// x"; "" when none is), and the job waits: it took nothing.
-func (g *Gate) Take(ctx context.Context, job string, have []state.Slot) (held []state.Slot, full string, err error) {
-	held, lvl, err := g.running.Take(ctx, job, have)
-	if lvl != nil {
-		full = lvl.Level().String()
-	}
-	return held, full, err
-}
-
-// Free frees job's running slots at the levels it holds none at by keep.
-func (g *Gate) Free(ctx context.Context, job string, keep []state.Slot) error {
-	return g.running.Free(ctx, job, keep)
 }
 
 // learn hands a create's answer to the running caps that learn. A

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/pollux-dev/pollux/internal/platform/config"
+	"github.com/pollux-dev/pollux/pkg/events"
 )
 
 // FromConfig reads the routes' prices and the apps' budgets of c, naming
@@ -28,7 +29,7 @@ func FromConfig(c *config.Config) (map[string]Prices, map[string]Budget, error) 
 	}
 	budgets := map[string]Budget{}
 	for _, app := range c.AppNames() {
-		b := Budget{Day: c.Apps[app].Budgets.Day, Month: c.Apps[app].Budgets.Month, Jobs: c.Apps[app].MaxJobs}
+		b := Budget{Day: c.Apps[app].Budgets.Day, Month: c.Apps[app].Budgets.Month}
 		if err := b.Validate(); err != nil {
 			return nil, nil, fmt.Errorf("apps.%s.budgets.%w", app, err)
 		}
@@ -37,4 +38,36 @@ func FromConfig(c *config.Config) (map[string]Prices, map[string]Budget, error) 
 		}
 	}
 	return prices, budgets, nil
+}
+
+// RouteLimits reads the spend budgets of c's routes and accounts
+// (spend_budgets): each route's jobs are held to its own and its
+// account's, whichever apps they are. A negative or not-a-number budget
+// refuses the start, naming its field.
+func RouteLimits(c *config.Config) (map[string][]Limit, error) {
+	accounts := map[string]Limit{}
+	for name, a := range c.Accounts {
+		b := Budget{Day: a.SpendBudgets.Day, Month: a.SpendBudgets.Month}
+		if err := b.Validate(); err != nil {
+			return nil, fmt.Errorf("accounts.%s.spend_budgets.%w", name, err)
+		}
+		if b != (Budget{}) {
+			accounts[name] = Limit{Of: events.LevelAccount + " " + name, Budget: b}
+		}
+	}
+	limits := map[string][]Limit{}
+	for _, rn := range c.RouteNames() {
+		rc := c.Routes[rn]
+		b := Budget{Day: rc.SpendBudgets.Day, Month: rc.SpendBudgets.Month}
+		if err := b.Validate(); err != nil {
+			return nil, fmt.Errorf("routes.%s.spend_budgets.%w", rn, err)
+		}
+		if b != (Budget{}) {
+			limits[rn] = append(limits[rn], Limit{Of: events.LevelRoute + " " + rn, Budget: b})
+		}
+		if a, ok := accounts[rc.Account]; ok {
+			limits[rn] = append(limits[rn], a)
+		}
+	}
+	return limits, nil
 }

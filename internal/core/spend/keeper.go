@@ -3,10 +3,12 @@ package spend
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/pollux-dev/pollux/internal/core/route/budget"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
@@ -19,6 +21,10 @@ type Config struct {
 	Prices map[string]Prices
 	// Budgets are the apps' budgets, by app (none: no limit).
 	Budgets map[string]Budget
+	// Limits are the budgets of each route's jobs, whichever apps they
+	// are — the route's own and its account's — by route (none: no
+	// limit; RouteLimits).
+	Limits map[string][]Limit
 	// Lengths read a submission's output length from its input, by route
 	// (route.Route.Length).
 	Lengths map[string]func(input json.RawMessage) float64
@@ -26,6 +32,9 @@ type Config struct {
 	Spent func(app, route, model string, cost float64)
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Apps are the apps' caps on their jobs (nil: none): an admission
+	// takes the job's waiting slot of its app (budget.Apps.Wait).
+	Apps *budget.Apps
 }
 
 // Keeper prices jobs and holds the apps to their budgets, over a Ledger;
@@ -56,32 +65,36 @@ func (k *Keeper) Budget(app string) Budget {
 }
 
 // Admit admits job j (its route, model, app, length and expected duration
-// as its record has them): its estimate reserved against its app's budget,
-// an *OverBudgetError when it would pass it. A job of a route that prices
-// nothing is admitted as it is.
+// as its record has them), the one admission of a job for its app: its
+// place among its app's jobs waiting (a *budget.WaitingFullError at its
+// max_waiting), and its estimate reserved against its app's budget (an
+// *OverBudgetError when it would pass it; its waiting place is given
+// back). A job of a route that prices nothing reserves nothing.
 func (k *Keeper) Admit(ctx context.Context, j *state.Job) error {
 	if k == nil {
 		return nil
 	}
+	if err := k.cfg.Apps.Wait(ctx, j.App, j.ID); err != nil {
+		return err
+	}
 	p, priced := k.cfg.Prices[j.Route].Of(j.Model)
-	b := k.cfg.Budgets[j.App]
-	if !priced && b.Jobs == 0 {
+	if !priced {
 		return nil
 	}
-	estimate := 0.0
-	if priced {
-		estimate = p.Estimate(j)
+	err := k.ledger.Admit(ctx, j.App, j.ID, p.Estimate(j), k.cfg.Budgets[j.App], k.cfg.Now(), k.cfg.Limits[j.Route]...)
+	if err != nil {
+		_ = k.cfg.Apps.Started(context.WithoutCancel(ctx), j.App, j.ID)
 	}
-	return k.ledger.Admit(ctx, j.App, j.ID, estimate, b, k.cfg.Now())
+	return err
 }
 
-// Release undoes job id's admission when nothing was made of it (its
-// create was not stored).
-func (k *Keeper) Release(ctx context.Context, id string) error {
+// Release undoes job id of app's admission when nothing was made of it
+// (its create was not stored).
+func (k *Keeper) Release(ctx context.Context, app, id string) error {
 	if k == nil {
 		return nil
 	}
-	return k.ledger.Release(ctx, id)
+	return errors.Join(k.cfg.Apps.Started(ctx, app, id), k.ledger.Release(ctx, id))
 }
 
 // AdmitSubmit admits submission m of job id to route, as Admit does the
@@ -105,18 +118,32 @@ func (k *Keeper) Settle(ctx context.Context, j *state.Job) error {
 	}
 	ps := k.cfg.Prices[j.Route]
 	p, priced := ps.Of(j.Model)
-	if !priced && k.cfg.Budgets[j.App].Jobs == 0 {
+	if !priced {
 		return nil
 	}
-	cost := 0.0
-	if priced {
-		cost = p.Actual(j, ps.BillsFailed)
-	}
+	cost := p.Actual(j, ps.BillsFailed)
 	if _, err := k.ledger.Settle(ctx, j.ID, cost, j.Route, j.Model); err != nil {
 		return err
 	}
 	if k.cfg.Spent != nil {
 		k.cfg.Spent(j.App, j.Route, j.Model, cost)
+	}
+	return nil
+}
+
+// Refusal is the limit that refused an admission (Admit's error): its
+// app's budget (*OverBudgetError) or its max_waiting
+// (*budget.WaitingFullError), which the caller answers in its own shape
+// (a face's error, the front door's problem, a rejected event); nil when
+// err is no refusal.
+func Refusal(err error) *events.RejectedBudget {
+	var ob *OverBudgetError
+	var full *budget.WaitingFullError
+	switch {
+	case errors.As(err, &ob):
+		return &events.RejectedBudget{Of: ob.Of, Period: ob.Period, Budget: ob.Budget, Spent: ob.Spent, Estimate: ob.Cost, ResetsAt: ob.ResetsAt}
+	case errors.As(err, &full):
+		return &events.RejectedBudget{Of: events.LevelApp + " " + full.App, Period: events.PeriodWaiting, Budget: float64(full.Cap), Spent: float64(full.Cap)}
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -13,10 +14,12 @@ import (
 )
 
 // OverBudgetError refuses an admission that would pass one of its app's
-// budgets; it says which, what was spent, and when the period resets.
+// budgets, or its route's or account's; it says which, what was spent,
+// and when the period resets.
 type OverBudgetError struct {
-	// App is the app; Period "day" or "month".
-	App, Period string
+	// App is the job's app; Of is whose budget it is ("app studio",
+	// "route sim", "account acme"); Period "day" or "month".
+	App, Of, Period string
 	// Budget is the period's budget, Spent what is counted in it so far
 	// (estimates of jobs under way included), Cost the job's estimate.
 	Budget, Spent, Cost float64
@@ -25,17 +28,16 @@ type OverBudgetError struct {
 }
 
 func (e *OverBudgetError) Error() string {
-	if e.Period == PeriodJobs {
-		return fmt.Sprintf("app %s has %.0f jobs under way, its max_jobs: one must end first", e.App, e.Spent)
-	}
-	return fmt.Sprintf("app %s's %s budget of %.4g is spent (%.4g counted, this job's estimate %.4g); it resets at %s",
-		e.App, e.Period, e.Budget, e.Spent, e.Cost, e.ResetsAt.Format(time.RFC3339))
+	return fmt.Sprintf("%s has spent its %s budget: %.4g of %.4g counted (this job's estimate %.4g); it resets at %s",
+		e.Of, e.Period, e.Spent, e.Budget, e.Cost, e.ResetsAt.Format(time.RFC3339))
 }
 
 // Ledger keeps the apps' spend in the KV bucket pollux-spend: a total per
 // app and period ("<app>.day.20261207", "<app>.month.202612"; "_" is the
-// app of jobs of none) and a reservation per admitted job
-// ("job.<id>"). Every write is a compare-and-set.
+// app of jobs of none), per route or account with a budget of its own and
+// period ("route.<name>.day.20261207", "account.<name>.month.202612"),
+// and a reservation per admitted job ("job.<id>"). Every write is a
+// compare-and-set.
 type Ledger struct {
 	kv jetstream.KeyValue
 }
@@ -52,9 +54,17 @@ type reservation struct {
 	// record stays (RecordTTL), so a create retried after the job ended
 	// is still the job admitted before, not a new reservation.
 	Settled bool `json:"settled,omitempty"`
-	// Counted says the job counts among its app's jobs under way (its
-	// app has a max_jobs): its settlement counts it out.
-	Counted bool `json:"counted,omitempty"`
+	// Limits are the routes' and accounts' budgets (Limit.Of) its
+	// estimate was reserved in, besides its app's.
+	Limits []string `json:"limits,omitempty"`
+}
+
+// Limit is a budget of a route or an account: what all its jobs may
+// cost, whichever apps they are.
+type Limit struct {
+	// Of names what it limits: "route <name>" or "account <name>".
+	Of     string
+	Budget Budget
 }
 
 // RecordTTL is how long an admitted job's record is kept: past the
@@ -66,30 +76,45 @@ type total struct {
 	Spent float64 `json:"spent"`
 }
 
-// periods are the totals a job admitted at at counts in, with when each
-// resets.
+// periods are the totals of app a job admitted at at counts in, with
+// when each resets.
 func periods(app string, at time.Time) []period {
+	return periodsOf(events.TenantToken(app), "app "+app, at)
+}
+
+// periodsOf are the totals under key prefix a of whose budget is of
+// ("app studio", "route sim"), of a job admitted at at.
+func periodsOf(a, of string, at time.Time) []period {
 	at = at.UTC()
-	a := events.TenantToken(app)
 	day := time.Date(at.Year(), at.Month(), at.Day(), 0, 0, 0, 0, time.UTC)
 	month := time.Date(at.Year(), at.Month(), 1, 0, 0, 0, 0, time.UTC)
 	return []period{
-		{name: "day", key: a + ".day." + day.Format("20060102"), resets: day.AddDate(0, 0, 1)},
-		{name: "month", key: a + ".month." + month.Format("200601"), resets: month.AddDate(0, 1, 0)},
+		{name: "day", of: of, key: a + ".day." + day.Format("20060102"), resets: day.AddDate(0, 0, 1)},
+		{name: "month", of: of, key: a + ".month." + month.Format("200601"), resets: month.AddDate(0, 1, 0)},
 	}
+}
+
+// limitPeriods are the totals of the limits of (Limit.Of) a job admitted
+// at at counts in: "route x" is under key prefix "route.x", whose three
+// tokens no app's two ever match.
+func limitPeriods(of []string, at time.Time) []period {
+	var ps []period
+	for _, o := range of {
+		ps = append(ps, periodsOf(strings.Replace(o, " ", ".", 1), o, at)...)
+	}
+	return ps
 }
 
 type period struct {
 	name, key string
-	resets    time.Time
+	// of is whose budget it is ("app studio", "route sim").
+	of     string
+	resets time.Time
 }
 
 func (p period) budget(b Budget) float64 {
-	switch p.name {
-	case "day":
+	if p.name == "day" {
 		return b.Day
-	case PeriodJobs:
-		return float64(b.Jobs)
 	}
 	return b.Month
 }
@@ -101,28 +126,34 @@ func (p period) budget(b Budget) float64 {
 // process that dies in between leaves an estimate counted without a job —
 // the totals err high, never low — and of two admissions of one job at
 // once, the one whose record is second gives its reservation back.
-func (l *Ledger) Admit(ctx context.Context, app, id string, estimate float64, b Budget, at time.Time) error {
+//
+// The limits of its route and account (more) hold it too: the estimate is
+// reserved in theirs, and a job that would pass one is refused.
+func (l *Ledger) Admit(ctx context.Context, app, id string, estimate float64, b Budget, at time.Time, more ...Limit) error {
 	switch _, err := l.kv.Get(ctx, jobKey(id)); {
 	case err == nil:
 		return nil // admitted before: a retry, a redelivery, a duplicate
 	case !errors.Is(err, jetstream.ErrKeyNotFound):
 		return fmt.Errorf("reading job %s's spend: %w", id, err)
 	}
-	data, err := json.Marshal(reservation{App: app, Estimate: estimate, At: at.UTC(), Counted: b.Jobs > 0})
+	r := reservation{App: app, Estimate: estimate, At: at.UTC()}
+	budgets := map[string]Budget{"app " + app: b}
+	for _, lm := range more {
+		r.Limits = append(r.Limits, lm.Of)
+		budgets[lm.Of] = lm.Budget
+	}
+	data, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
-	ps := periods(app, at)
-	if b.Jobs > 0 {
-		ps = append([]period{jobsPeriod(app)}, ps...)
-	}
+	ps := r.periods()
 	undo := func(done []period) {
 		for _, q := range done {
-			_ = l.add(context.WithoutCancel(ctx), q, -q.of(estimate), 0, app)
+			_ = l.add(context.WithoutCancel(ctx), q, -estimate, 0, app)
 		}
 	}
 	for i, p := range ps {
-		if err := l.add(ctx, p, p.of(estimate), p.budget(b), app); err != nil {
+		if err := l.add(ctx, p, estimate, p.budget(budgets[p.of]), app); err != nil {
 			undo(ps[:i])
 			return err
 		}
@@ -137,27 +168,9 @@ func (l *Ledger) Admit(ctx context.Context, app, id string, estimate float64, b 
 	return nil
 }
 
-// jobsPeriod is the count of app's jobs under way (not a period: it never
-// resets; each job's settlement counts it out).
-func jobsPeriod(app string) period {
-	return period{name: PeriodJobs, key: events.TenantToken(app) + ".jobs"}
-}
-
-// PeriodJobs is the OverBudgetError.Period of an app's max_jobs.
-const PeriodJobs = "jobs"
-
-// of is what a job moves the period's total by: its estimate, or one job.
-func (p period) of(estimate float64) float64 {
-	if p.name == PeriodJobs {
-		return 1
-	}
-	return estimate
-}
-
 // Release undoes job id's admission, when nothing was made of it (its
-// create was not stored): its estimate and its place among its app's jobs
-// under way are given back, and its record goes, so that a retry is
-// admitted afresh.
+// create was not stored): its estimate is given back, and its record
+// goes, so that a retry is admitted afresh.
 func (l *Ledger) Release(ctx context.Context, id string) error {
 	e, err := l.kv.Get(ctx, jobKey(id))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -173,12 +186,8 @@ func (l *Ledger) Release(ctx context.Context, id string) error {
 	if err := l.kv.Delete(ctx, jobKey(id), jetstream.LastRevision(e.Revision())); err != nil {
 		return fmt.Errorf("releasing job %s's spend: %w", id, err)
 	}
-	ps := periods(r.App, r.At)
-	if r.Counted {
-		ps = append(ps, jobsPeriod(r.App))
-	}
-	for _, p := range ps {
-		if err := l.add(ctx, p, -p.of(r.Estimate), 0, r.App); err != nil {
+	for _, p := range r.periods() {
+		if err := l.add(ctx, p, -r.Estimate, 0, r.App); err != nil {
 			return err
 		}
 	}
@@ -216,15 +225,10 @@ func (l *Ledger) Settle(ctx context.Context, id string, actual float64, route, m
 		return r.App, fmt.Errorf("settling job %s's spend: %w", id, err)
 	}
 	if d := actual - r.Estimate; d != 0 {
-		for _, p := range periods(r.App, r.At) {
+		for _, p := range r.periods() {
 			if err := l.add(ctx, p, d, 0, r.App); err != nil {
 				return r.App, err
 			}
-		}
-	}
-	if r.Counted {
-		if err := l.add(ctx, jobsPeriod(r.App), -1, 0, r.App); err != nil {
-			return r.App, err
 		}
 	}
 	return r.App, l.addLine(ctx, r.App, r.At, route, model, actual)
@@ -232,8 +236,18 @@ func (l *Ledger) Settle(ctx context.Context, id string, actual float64, route, m
 
 // Spent is app's totals of the day and month of at.
 func (l *Ledger) Spent(ctx context.Context, app string, at time.Time) (day, month float64, err error) {
+	return l.spent(ctx, periods(app, at))
+}
+
+// SpentOf is the totals of a route's or an account's limit (Limit.Of) of
+// the day and month of at.
+func (l *Ledger) SpentOf(ctx context.Context, of string, at time.Time) (day, month float64, err error) {
+	return l.spent(ctx, limitPeriods([]string{of}, at))
+}
+
+func (l *Ledger) spent(ctx context.Context, ps []period) (day, month float64, err error) {
 	out := [2]float64{}
-	for i, p := range periods(app, at) {
+	for i, p := range ps {
 		t, _, err := l.read(ctx, p.key)
 		if err != nil {
 			return 0, 0, err
@@ -252,7 +266,7 @@ func (l *Ledger) add(ctx context.Context, p period, d, limit float64, app string
 			return err
 		}
 		if d > 0 && limit > 0 && t.Spent+d > limit {
-			return &OverBudgetError{App: app, Period: p.name, Budget: limit, Spent: t.Spent, Cost: d, ResetsAt: p.resets}
+			return &OverBudgetError{App: app, Of: p.of, Period: p.name, Budget: limit, Spent: t.Spent, Cost: d, ResetsAt: p.resets}
 		}
 		t.Spent = max(0, t.Spent+d)
 		data, err := json.Marshal(t)
@@ -291,3 +305,9 @@ func (l *Ledger) read(ctx context.Context, key string) (total, uint64, error) {
 }
 
 func jobKey(id string) string { return "job." + id }
+
+// periods are the totals the reserved job counts in: its app's, then its
+// limits'.
+func (r reservation) periods() []period {
+	return append(periods(r.App, r.At), limitPeriods(r.Limits, r.At)...)
+}

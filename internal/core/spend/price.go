@@ -117,13 +117,10 @@ func or(v, fallback float64) float64 {
 }
 
 // Budget is an app's limits: the most its jobs may cost a day and a month
-// (UTC; 0: no limit), and how many may be under way at once.
+// (UTC; 0: no limit).
 type Budget struct {
 	Day   float64 `json:"day,omitempty"`
 	Month float64 `json:"month,omitempty"`
-	// Jobs caps the app's jobs under way — admitted, waiting or running,
-	// not ended — across the fleet (0: no cap).
-	Jobs int `json:"jobs,omitempty"`
 }
 
 // Validate names what is wrong with b.
@@ -135,9 +132,6 @@ func (b Budget) Validate() error {
 		if math.IsNaN(v.v) || math.IsInf(v.v, 0) || v.v < 0 {
 			return fmt.Errorf("%s: %v is not a non-negative number", v.name, v.v)
 		}
-	}
-	if b.Jobs < 0 {
-		return fmt.Errorf("max_jobs: %d is negative", b.Jobs)
 	}
 	if b.Day > 0 && b.Month > 0 && b.Day > b.Month {
 		return errors.New("day: more than month")

@@ -178,3 +178,38 @@ func (l *Ledger) lines(ctx context.Context, tok string, day time.Time) ([]Line, 
 	slices.SortFunc(out, func(x, y Line) int { return strings.Compare(x.Route+"\x00"+x.Model, y.Route+"\x00"+y.Model) })
 	return out, nil
 }
+
+// LimitSpend is a route's or an account's spend budget (Limit) and what
+// its current day and month count, every app's jobs together.
+type LimitSpend struct {
+	// Of is "route <name>" or "account <name>".
+	Of     string  `json:"of"`
+	Budget Budget  `json:"budget"`
+	Day    float64 `json:"day"`
+	Month  float64 `json:"month"`
+}
+
+// LimitsSpent reads the current day and month (of now) of every route's
+// and account's spend budget the keeper holds, by Of.
+func (k *Keeper) LimitsSpent(ctx context.Context, now time.Time) ([]LimitSpend, error) {
+	if k == nil {
+		return nil, nil
+	}
+	seen := map[string]bool{}
+	var out []LimitSpend
+	for _, ls := range k.cfg.Limits {
+		for _, lm := range ls {
+			if seen[lm.Of] {
+				continue // an account's, for each of its routes
+			}
+			seen[lm.Of] = true
+			day, month, err := k.ledger.SpentOf(ctx, lm.Of, now)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, LimitSpend{Of: lm.Of, Budget: lm.Budget, Day: day, Month: month})
+		}
+	}
+	slices.SortFunc(out, func(a, b LimitSpend) int { return strings.Compare(a.Of, b.Of) })
+	return out, nil
+}

@@ -14,9 +14,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pollux-dev/pollux/internal/core/route/budget"
 	"github.com/pollux-dev/pollux/internal/core/spend"
 	"github.com/pollux-dev/pollux/internal/platform/config"
 	"github.com/pollux-dev/pollux/internal/testkit/stack"
+	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
@@ -227,30 +229,97 @@ func TestReportByAppDayRouteAndModel(t *testing.T) {
 	require.Empty(t, none)
 }
 
-// An app's max_jobs caps its jobs under way across the fleet: a create
-// past it is refused until one ends; a job admitted twice counts once; a
-// create that made nothing gives its place back.
-func TestMaxJobsCapsTheJobsUnderWay(t *testing.T) {
+// An app's max_waiting is taken at admission: a create past it is
+// refused until one starts or makes nothing; a job admitted twice counts
+// once; a create refused by its budget takes no waiting place.
+func TestAdmissionTakesTheAppsWaitingPlace(t *testing.T) {
 	t.Parallel()
 	s := stack.New(t, stack.Config{})
-	k := spend.New(spend.Config{Budgets: map[string]spend.Budget{"studio": {Jobs: 2}}}, s.Res.Spend)
+	apps := budget.NewApps(s.JS, s.NS, events.Options{}, map[string]budget.AppCap{"studio": {Waiting: 2}})
+	k := spend.New(spend.Config{Apps: apps,
+		Prices:  map[string]spend.Prices{"sim": {ByModel: map[string]spend.Price{"dear": {Per: spend.PerJob, Amount: 10}}}},
+		Budgets: map[string]spend.Budget{"studio": {Day: 5}}}, s.Res.Spend)
 	ctx := context.Background()
 	job := func(id string) *state.Job { return &state.Job{ID: id, App: "studio", Route: "sim", Model: "m"} }
 	require.NoError(t, k.Admit(ctx, job("a")))
 	require.NoError(t, k.Admit(ctx, job("a")), "the same job")
-	require.NoError(t, k.Admit(ctx, job("b")))
+	dear := job("dear")
+	dear.Model = "dear"
 	var ob *spend.OverBudgetError
-	require.ErrorAs(t, k.Admit(ctx, job("c")), &ob)
-	require.Equal(t, spend.PeriodJobs, ob.Period)
-	require.Contains(t, ob.Error(), "app studio has 2 jobs under way, its max_jobs")
+	require.ErrorAs(t, k.Admit(ctx, dear), &ob)
+	require.Equal(t, &events.RejectedBudget{Of: "app studio", Period: "day", Budget: 5, Spent: 0, Estimate: 10, ResetsAt: ob.ResetsAt}, spend.Refusal(k.Admit(ctx, dear)))
+	require.NoError(t, k.Admit(ctx, job("b")), "the refused job holds no waiting place")
+	var full *budget.WaitingFullError
+	require.ErrorAs(t, k.Admit(ctx, job("c")), &full)
+	require.Equal(t, &events.RejectedBudget{Of: "app studio", Period: "waiting", Budget: 2, Spent: 2}, spend.Refusal(full))
+	require.Nil(t, spend.Refusal(errors.New("not a refusal")))
+	require.Contains(t, full.Error(), "app studio has 2 jobs waiting to be sent to a provider, its max_waiting")
 	require.NoError(t, k.Admit(ctx, &state.Job{ID: "x", App: "rival", Route: "sim", Model: "m"}), "another app has no cap")
 
-	ended := job("a")
-	ended.State = state.Succeeded
-	require.NoError(t, k.Settle(ctx, ended))
-	require.NoError(t, k.Settle(ctx, ended), "settled once")
-	require.NoError(t, k.Admit(ctx, job("c")), "a job ended: room for one")
-	require.ErrorAs(t, k.Admit(ctx, job("d")), &ob)
-	require.NoError(t, k.Release(ctx, "c"), "c's create was not stored")
+	require.NoError(t, apps.Started(ctx, "studio", "a"))
+	require.NoError(t, k.Admit(ctx, job("c")), "a started: room for one")
+	require.ErrorAs(t, k.Admit(ctx, job("d")), &full)
+	require.NoError(t, k.Release(ctx, "studio", "c"), "c's create was not stored")
 	require.NoError(t, k.Admit(ctx, job("d")))
+}
+
+// A route's and an account's spend budgets hold their jobs whichever
+// apps they are: a create that would pass one is refused naming it, and
+// a job's settlement and release move their totals as its app's.
+func TestRouteAndAccountBudgetsHoldEveryApp(t *testing.T) {
+	t.Parallel()
+	s := stack.New(t, stack.Config{})
+	c, err := config.Parse(strings.NewReader(`
+accounts: {acme: {spend_budgets: {day: 7}}}
+routes:
+  sim: {kind: sim, account: acme, spend_budgets: {day: 5}, prices: {"*": {per: job, price: 3}}}
+  other: {kind: sim, account: acme, prices: {"*": {per: job, price: 3}}}
+  free: {kind: sim, prices: {"*": {per: job, price: 3}}}
+`))
+	require.NoError(t, err)
+	prices, budgets, err := spend.FromConfig(c)
+	require.NoError(t, err)
+	limits, err := spend.RouteLimits(c)
+	require.NoError(t, err)
+	require.Equal(t, map[string][]spend.Limit{
+		"sim":   {{Of: "route sim", Budget: spend.Budget{Day: 5}}, {Of: "account acme", Budget: spend.Budget{Day: 7}}},
+		"other": {{Of: "account acme", Budget: spend.Budget{Day: 7}}},
+	}, limits)
+	k := spend.New(spend.Config{Prices: prices, Budgets: budgets, Limits: limits}, s.Res.Spend)
+	ctx := context.Background()
+	job := func(id, app, route string) *state.Job { return &state.Job{ID: id, App: app, Route: route, Model: "m"} }
+	require.NoError(t, k.Admit(ctx, job("a", "studio", "sim")))
+	var ob *spend.OverBudgetError
+	require.ErrorAs(t, k.Admit(ctx, job("b", "rival", "sim")), &ob, "another app's job on the same route")
+	require.Equal(t, "route sim", ob.Of)
+	require.Contains(t, ob.Error(), "route sim has spent its day budget: 3 of 5 counted")
+	require.Equal(t, "route", spend.Refusal(ob).Field())
+	require.NoError(t, k.Admit(ctx, job("c", "rival", "other")), "the account has 7: 6 counted")
+	require.ErrorAs(t, k.Admit(ctx, job("d", "rival", "other")), &ob)
+	require.Equal(t, "account acme", ob.Of)
+	require.NoError(t, k.Admit(ctx, job("e", "rival", "free")), "a route of no account, no budget")
+
+	require.NoError(t, k.Release(ctx, "studio", "a"), "a's create was not stored")
+	require.NoError(t, k.Admit(ctx, job("b", "rival", "sim")), "the route's and the account's estimate given back")
+	ended := job("b", "rival", "sim")
+	ended.State, ended.RemoteID = state.Failed, "" // never started: it cost nothing
+	require.NoError(t, k.Settle(ctx, ended))
+	require.NoError(t, k.Admit(ctx, job("f", "studio", "sim")), "its settlement gave the route its 3 back")
+	day, _, err := k.Ledger().SpentOf(ctx, "route sim", time.Now())
+	require.NoError(t, err)
+	require.InDelta(t, 3, day, 1e-9, "f's estimate; b cost nothing")
+	day, _, err = k.Ledger().SpentOf(ctx, "account acme", time.Now())
+	require.NoError(t, err)
+	require.InDelta(t, 6, day, 1e-9, "c's and f's")
+
+	for _, tc := range []struct{ yaml, want string }{
+		{"routes: {r: {kind: sim, spend_budgets: {day: -1}}}", "routes.r.spend_budgets.day: -1"},
+		{"accounts: {a: {spend_budgets: {month: .nan}}}\nroutes: {r: {kind: sim, account: a}}", "accounts.a.spend_budgets.month: NaN"},
+		{"routes: {r: {kind: sim, spend_budgets: {day: 9, month: 3}}}", "routes.r.spend_budgets.day: more than month"},
+	} {
+		c, err := config.Parse(strings.NewReader(tc.yaml))
+		require.NoError(t, err, tc.yaml)
+		_, err = spend.RouteLimits(c)
+		require.ErrorContains(t, err, tc.want)
+	}
 }

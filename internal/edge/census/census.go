@@ -351,7 +351,9 @@ func scopeOf(ns events.Namespace, name string) (string, bool) {
 	if name == ns.RunningStream(events.LevelGlobal, "") {
 		return events.Scope(events.LevelGlobal, ""), true
 	}
-	for _, lvl := range []string{events.LevelAccount, events.LevelRoute} {
+	// Longest prefixes first: RUNNING_APP_ before RUNNING_A_ cannot
+	// clash (the byte after A differs), but the order keeps it obvious.
+	for _, lvl := range []string{events.LevelApp, events.LevelAppWaiting, events.LevelAccount, events.LevelRoute} {
 		if rest, ok := strings.CutPrefix(name, ns.RunningStream(lvl, "")); ok && rest != "" {
 			return events.Scope(lvl, rest), true
 		}

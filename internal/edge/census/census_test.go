@@ -161,6 +161,28 @@ func TestTakeLevels(t *testing.T) {
 	require.Equal(t, []census.Rate{{Level: "account acct", Kind: "status", Rate: 2.5, Configured: 10, Lowered: 1}}, s.Rates)
 }
 
+// An app's running and waiting slots are levels an operator's census
+// finds too.
+func TestTakeFindsAppLevels(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	js, res := setup(t, "r")
+	ns := events.Default
+	apps := budget.NewApps(js, ns, events.Options{}, map[string]budget.AppCap{"studio": {Running: 3, Waiting: 5}})
+	r, err := apps.Running(ctx, "studio")
+	require.NoError(t, err)
+	_, full, err := budget.Slots{r}.Take(ctx, "j1", nil)
+	require.NoError(t, err)
+	require.Nil(t, full)
+	require.NoError(t, apps.Wait(ctx, "studio", "j2"))
+	s, err := census.Take(ctx, ns, res, nil)
+	require.NoError(t, err)
+	require.Equal(t, []census.Level{
+		{Level: "app studio", Leases: map[string]census.Leases{}, Running: &census.Leases{Out: 1, Cap: 3}, Configured: 3},
+		{Level: "app_waiting studio", Leases: map[string]census.Leases{}, Running: &census.Leases{Out: 1, Cap: 5}, Configured: 5},
+	}, s.Levels)
+}
+
 // The oldest unresolved job is found in the events, not the checks: jobs
 // a, b, c submitted 3, 2 and 1 hours ago by their writer's clock (their
 // checks are minutes old), then a ends, then c: each take names the

@@ -15,8 +15,6 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/time/rate"
-
 	"github.com/pollux-dev/pollux/internal/edge/tenant"
 	"github.com/pollux-dev/pollux/pkg/logkey"
 )
@@ -62,15 +60,14 @@ type principal struct {
 	// whether it sees every app's jobs (token.allApps).
 	app     string
 	allApps bool
-	// quota is the token's rate limiter (nil: none).
-	quota *rate.Limiter
 	// via is how it was recognised: viaToken, viaSession or viaOpen.
 	via string
 	// csrf is the CSRF token a browser must send (sessions and open doors).
 	csrf string
 	// expires is when a session ends.
 	expires time.Time
-	// token is a session's token.
+	// token is the token it was recognised by (a bearer's, a session's),
+	// whose rate= is its quota.
 	token token
 }
 
@@ -162,16 +159,8 @@ func (s *Server) access(next http.Handler) http.Handler {
 			s.writeError(w, r, e)
 			return
 		}
-		if p.via == viaSession {
-			p.quota = s.quotas.of(p.token)
-		}
-		if e := overQuota(p); e != nil {
-			s.log.Debug().Str(logkey.By, p.by(r)).Str(logkey.Path, r.URL.Path).Msg("request over its token's quota")
-			s.writeError(w, r, e)
-			return
-		}
-		if e := s.overAppQuota(r.Context(), p); e != nil {
-			s.log.Debug().Str(logkey.App, p.app).Str(logkey.Path, r.URL.Path).Msg("request over its app's quota")
+		if e := s.overQuota(r.Context(), p); e != nil {
+			s.log.Debug().Str(logkey.By, p.by(r)).Str(logkey.App, p.app).Str(logkey.Path, r.URL.Path).Msg("request over its quota")
 			s.writeError(w, r, e)
 			return
 		}
@@ -257,7 +246,7 @@ func (s *Server) principal(r *http.Request) (principal, *apiError) {
 		if !ok {
 			return principal{}, unauthorized(true)
 		}
-		return principal{role: t.role, name: t.name, app: t.app, allApps: t.allApps, via: viaToken, quota: s.quotas.of(t)}, nil
+		return principal{role: t.role, name: t.name, app: t.app, allApps: t.allApps, via: viaToken, token: t}, nil
 	}
 	if c, err := r.Cookie(SessionCookie); err == nil {
 		if p, ok := verifySession(entries, c.Value, s.cfg.Now()); ok {

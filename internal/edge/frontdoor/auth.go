@@ -112,8 +112,9 @@ const (
 // app it belongs to (app=studio, default its name: it sees only the
 // app's jobs, and the jobs it creates are the app's; app=* sees every
 // app's, as an operator's dashboard does), and a
-// quota (rate=50: requests a second, with bursts of twice that, beyond
-// which a request is answered 429 with Retry-After; default none).
+// quota (rate=50: requests a second across the fleet, a second's worth
+// at once, beyond which a request is answered 429 with Retry-After;
+// default none).
 // Blank lines and lines starting with # are skipped. Rotate a token by
 // listing the old and the new one until every client uses the new one;
 // the front door rereads the file when it changes, so removing a line

@@ -73,8 +73,9 @@
 // cancel, pause and resume) or read (every state-changing request is
 // answered 403) — name=<who>, which pauses record as who acted and logs
 // show (never the token), and rate=<n>, the token's quota: n requests a
-// second in bursts of 2n, beyond which a request is answered 429
-// too_many_requests with Retry-After (quota.go). "Token" and "Key" are
+// second across the fleet (a second's worth at once, then n a second),
+// beyond which a request is answered 429 too_many_requests with
+// Retry-After (quota.go). "Token" and "Key" are
 // taken for "Bearer", as the provider SDKs a face serves send them
 // (package face). The file is reread when it changes: a
 // token removed from it stops working at the next request, the sessions

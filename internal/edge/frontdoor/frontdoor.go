@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -71,11 +72,13 @@ type Config struct {
 	// apps): a tokens file naming another is refused, at New and at a
 	// reload. None: any app.
 	Apps []string
-	// AppQuotas are the apps' request rates across the fleet, by app
-	// (apps.<name>.rate; budget.Ensure of AppQuotaScope, AppQuotaKind):
-	// past it a request of the app's tokens is answered 429
-	// (appquota.go; default none).
-	AppQuotas map[string]*budget.Budget
+	// AppRates are the apps' request rates across the fleet, by app
+	// (apps.<name>.rate): past it a request of the app's tokens is
+	// answered 429 (quota.go; default none).
+	AppRates map[string]float64
+	// Streams are the options of the streams and consumers the front door
+	// sets up: the request quotas' leases (default: events.Options{}).
+	Streams events.Options
 	// Spend admits each create against its app's budget before it is
 	// published: one over it is answered 429 budget_exceeded, in the
 	// face's shape through a face (nil: nothing is priced).
@@ -178,8 +181,10 @@ type Server struct {
 	allowed map[string]bool
 	// census is the latest census of the routes.
 	census censusCache
-	// quotas are the tokens' rate limiters.
-	quotas quotas
+	// quotas are the tokens' and apps' request quotas; quotaLogged is
+	// when one that could not be asked was last logged (Unix ns).
+	quotas      *budget.Quotas
+	quotaLogged atomic.Int64
 	// faces are the provider faces served, and waiters the requests of
 	// theirs waiting for a job to change.
 	faces   []mountedFace
@@ -251,6 +256,7 @@ func New(cfg Config, js jetstream.JetStream, ns events.Namespace, res *events.Re
 		cfg: cfg, js: js, ns: ns, jobs: owner, stream: res.Events,
 		slots: make(chan struct{}, cfg.MaxStreams), log: cfg.Logger, openCSRF: openCSRF(), allowed: allowed,
 		known: newKnown(cfg.LastKnown), intake: in, falJWKS: falJWKS(cfg.Webhooks),
+		quotas: budget.NewQuotas(js, ns, res.Slots, cfg.Streams),
 	}
 	if err := s.buildFaces(); err != nil {
 		return nil, err

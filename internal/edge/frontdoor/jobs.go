@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/pollux-dev/pollux/internal/edge/tenant"
+	"github.com/pollux-dev/pollux/internal/platform/faultpoint"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/logkey"
 	"github.com/pollux-dev/pollux/pkg/state"
@@ -276,13 +277,14 @@ func (s *Server) publishSubmit(ctx context.Context, r *http.Request, endpoint, r
 	if e := s.admitSpend(ctx, route, id, m); e != nil {
 		return e
 	}
+	faultpoint.Hit("after-admit") // its app's waiting place and spend are taken; nothing is published yet
 	err = s.publishIntake(ctx, r, endpoint, events.KindSubmit, route, id, data)
 	if un := (*unconfirmed)(nil); errors.As(err, &un) {
 		s.settle(route, id, m, un.err)
 	}
 	if un := (*unconfirmed)(nil); err != nil && !errors.As(err, &un) {
 		// Nothing was stored: its admission is given back.
-		if rerr := s.cfg.Spend.Release(context.WithoutCancel(ctx), id); rerr != nil {
+		if rerr := s.cfg.Spend.Release(context.WithoutCancel(ctx), m.App, id); rerr != nil {
 			s.log.Warn().Err(rerr).Str(logkey.JobID, id).Msg("giving back a create's admission failed: its app counts it until it expires")
 		}
 	}

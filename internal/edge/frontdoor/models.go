@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pollux-dev/pollux/internal/edge/report"
+	"github.com/pollux-dev/pollux/internal/edge/tenant"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/schedule"
 )
@@ -151,6 +152,9 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) *apiError {
 			sum := ModelSummary{Route: rt, Model: m, Href: "/v1/routes/" + rt + "/models/" + url.PathEscape(m)}
 			if d, _ := s.cfg.Learned(rt, m, ""); d != nil && d.Weight() > 0 {
 				sum.Samples, sum.Learned = round(d.Weight()), policy.UsesLearned(d)
+				if !tenant.From(r.Context()).SeesFleet() {
+					sum.Samples = 0 // how many jobs every app ran: the fleet's number
+				}
 				sum.P50S, sum.P90S = round(d.Quantile(0.5).Seconds()), round(d.Quantile(0.9).Seconds())
 			}
 			out.Models = append(out.Models, sum)
@@ -181,7 +185,11 @@ func (s *Server) model(w http.ResponseWriter, r *http.Request) *apiError {
 	if d == nil || d.Weight() <= 0 {
 		return fail(http.StatusNotFound, CodeModelNotFound, "model", fmt.Sprintf("nothing is learned yet of model %q on route %s: it is learned from the jobs that end", m, rt))
 	}
-	writeJSON(w, http.StatusOK, describe(rt, m, d, s.policy(rt)))
+	out := describe(rt, m, d, s.policy(rt))
+	if !tenant.From(r.Context()).SeesFleet() {
+		out.Samples, out.Observed = 0, 0 // how many jobs every app ran: the fleet's number
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 

@@ -1,65 +1,73 @@
 package frontdoor
 
 import (
+	"context"
+	"encoding/hex"
+	"errors"
 	"math"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
-	"golang.org/x/time/rate"
+	"github.com/pollux-dev/pollux/internal/core/route/budget"
+	"github.com/pollux-dev/pollux/pkg/events"
+	"github.com/pollux-dev/pollux/pkg/logkey"
 )
 
-// Quotas: a token of the tokens file with rate=N may make N requests a
-// second, in bursts of up to 2N; beyond that a request is answered 429
-// too_many_requests with Retry-After — an app that polls too hard is held
-// to its own quota, whatever it asks for. The limit is this process's:
-// a fleet of front doors behind a balancer grants each token N a second
-// per process.
+// Quotas. A token of the tokens file with rate=N may make N requests a
+// second, and an app with apps.<name>.rate=M its tokens M together; beyond
+// either a request is answered 429 too_many_requests with Retry-After —
+// an app that polls too hard is held to its quota, whatever it asks for.
+// Both hold across the fleet: each is a request quota of the budgets'
+// lease machinery (budget.Quotas: rate leases on POLLUX_SLOTS that every
+// front door takes from), so three front doors behind a balancer admit
+// what one would — a second's worth at once, then the rate. A token is
+// named there by a digest of it (TokenQuotaScope), never by the token. A
+// quota that cannot be asked (NATS away) lets the request through,
+// logged.
 
-// quotas holds a rate limiter per token with a quota, kept across reloads
-// of the tokens file while the token's rate stays the same.
-type quotas struct {
-	mu sync.Mutex
-	by map[[32]byte]*rate.Limiter
+// quotaWait is how long a request waits for a lease of its quota.
+const quotaWait = 50 * time.Millisecond
+
+// TokenQuotaScope names a token's request quota among the budgets: the
+// first 8 bytes of its SHA-256, in hex.
+func TokenQuotaScope(sum [32]byte) string {
+	return events.Scope(events.LevelToken, hex.EncodeToString(sum[:8]))
 }
 
-// of returns t's limiter, nil when t has no quota.
-func (q *quotas) of(t token) *rate.Limiter {
-	if t.rate <= 0 {
+// overQuota takes one request from p's token's quota, then from its app's,
+// or returns the 429 that says to come back.
+func (s *Server) overQuota(ctx context.Context, p principal) *apiError {
+	if err := s.quotas.Take(ctx, TokenQuotaScope(p.token.sum), p.token.rate, quotaWait); err != nil {
+		return s.quotaRefusal(err, p, "this token's quota (rate= in the tokens file, across the fleet) is spent; retry after 1s")
+	}
+	if p.app == "" {
 		return nil
 	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.by == nil {
-		q.by = map[[32]byte]*rate.Limiter{}
+	if err := s.quotas.Take(ctx, events.Scope(events.LevelApp, p.app), s.cfg.AppRates[p.app], quotaWait); err != nil {
+		return s.quotaRefusal(err, p, "app "+p.app+"'s quota (apps."+p.app+".rate, across the fleet) is spent; retry after 1s")
 	}
-	l := q.by[t.sum]
-	if l == nil || l.Limit() != rate.Limit(t.rate) {
-		l = rate.NewLimiter(rate.Limit(t.rate), max(1, int(math.Ceil(2*t.rate))))
-		q.by[t.sum] = l
-	}
-	return l
+	return nil
 }
 
-// overQuota takes one request from p's quota, or returns the 429 that
-// says when to come back.
-func overQuota(p principal) *apiError {
-	if p.quota == nil {
-		return nil
+// quotaRefusal is the 429 of a quota spent (message says whose), or nil
+// when the quota could not be asked: the request goes through, logged at
+// most once every quotaLogEvery (an outage would log every request).
+func (s *Server) quotaRefusal(err error, p principal, message string) *apiError {
+	if errors.Is(err, budget.ErrOverQuota) {
+		e := tooMany(time.Second)
+		e.detail.Message = message
+		return e
 	}
-	now := time.Now()
-	res := p.quota.ReserveN(now, 1)
-	if !res.OK() {
-		return tooMany(time.Second)
+	now := time.Now().UnixNano()
+	if last := s.quotaLogged.Load(); now-last >= int64(quotaLogEvery) && s.quotaLogged.CompareAndSwap(last, now) {
+		s.log.Warn().Err(err).Str(logkey.App, p.app).Str(logkey.By, p.name).Msg("a request quota could not be asked; requests go through until it can")
 	}
-	wait := res.DelayFrom(now)
-	if wait == 0 {
-		return nil
-	}
-	res.CancelAt(now) // refused: it takes nothing
-	return tooMany(wait)
+	return nil
 }
+
+// quotaLogEvery is how often a quota that cannot be asked is logged.
+const quotaLogEvery = 10 * time.Second
 
 func tooMany(wait time.Duration) *apiError {
 	secs := int(math.Ceil(wait.Seconds()))

@@ -15,6 +15,7 @@ import (
 	"github.com/pollux-dev/pollux/internal/core/route"
 	"github.com/pollux-dev/pollux/internal/edge/census"
 	"github.com/pollux-dev/pollux/internal/edge/index"
+	"github.com/pollux-dev/pollux/internal/edge/tenant"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/logkey"
 	"github.com/pollux-dev/pollux/pkg/state"
@@ -105,7 +106,8 @@ func pauseView(p route.Pause) PauseView {
 	return v
 }
 
-// routes handles GET /v1/routes.
+// routes handles GET /v1/routes: to an app's tokens without the fleet's
+// numbers (tenant.Viewer.SeesFleet).
 func (s *Server) routes(w http.ResponseWriter, r *http.Request) *apiError {
 	if s.cfg.Census == nil {
 		return fail(http.StatusServiceUnavailable, CodeUnavailable, "", "this front door takes no census of its routes")
@@ -116,8 +118,12 @@ func (s *Server) routes(w http.ResponseWriter, r *http.Request) *apiError {
 	if err != nil {
 		return s.unavailable(err, "taking the census of the routes")
 	}
+	fleet := tenant.From(r.Context()).SeesFleet()
 	out := Routes{At: snap.At, Routes: []RouteView{}, Levels: nonNil(snap.Levels)}
-	if x := s.cfg.Index; x != nil {
+	if !fleet {
+		out.Levels = []census.Level{}
+	}
+	if x := s.cfg.Index; x != nil && fleet {
 		a := x.Activity("")
 		out.Activity = &a
 	}
@@ -142,6 +148,13 @@ func (s *Server) routes(w http.ResponseWriter, r *http.Request) *apiError {
 			if l.Level == "route "+cr.Route && l.Running != nil {
 				v.Running = l.Running
 			}
+		}
+		if !fleet {
+			// An app's tokens: the route's name, state and pauses, no
+			// number of the fleet's (tenant.Viewer.SeesFleet).
+			v.Tracked, v.Parked, v.Backlog, v.Intake, v.OldestS, v.Leases, v.Running = 0, 0, 0, 0, 0, map[string]census.Leases{}, nil
+			out.Routes = append(out.Routes, v)
+			continue
 		}
 		if x := s.cfg.Index; x != nil {
 			a := x.Activity(cr.Route)

@@ -323,3 +323,54 @@ func TestTrack(t *testing.T) {
 	require.Equal(t, http.StatusOK, r.status, "body %s", r.raw)
 	require.Equal(t, "track", r.body["id"])
 }
+
+// The fleet's numbers are an operator's: an app's tokens read each
+// route's name, state and pauses, and a model's learned durations, but no
+// count of what every app's jobs make together — the routes' counts,
+// activity, backlog, leases, the budget levels, a model's samples — which
+// would tell an app how much the others do. An admin reads them all.
+func TestAnAppSeesNoFleetNumbers(t *testing.T) {
+	t.Parallel()
+	tokens, err := frontdoor.LoadTokens(tokensFile(t, tokenAlice+" read app="+ownApp, tokenBob+" admin"))
+	require.NoError(t, err)
+	d := setupWith(t, frontdoor.Config{Tokens: tokens}, all(withIndex, withCensus, withLearned))
+	d.event(t, state.Job{ID: "rival-1", Route: route, Model: "owner/model", App: otherApp, State: state.Running, CreatedAt: time.Now()}, 1)
+	require.Eventually(t, func() bool { n, _ := d.index.Size(); return n == 1 }, 10*time.Second, 10*time.Millisecond)
+	get := func(tok, path string, v any) {
+		r := d.do(t, http.MethodGet, path, "", map[string]string{"Authorization": "Bearer " + tok})
+		require.Equal(t, http.StatusOK, r.status, "body %s", r.raw)
+		require.NoError(t, json.Unmarshal(r.raw, v))
+	}
+	var admin, app frontdoor.Routes
+	get(tokenBob, "/v1/routes", &admin)
+	get(tokenAlice, "/v1/routes", &app)
+	require.Equal(t, 1, admin.Routes[0].Counts[state.Running], "the operator counts the rival's job")
+	require.NotNil(t, admin.Activity)
+	require.Len(t, app.Routes, len(admin.Routes), "every route, by name")
+	for _, v := range app.Routes {
+		require.Equal(t, "running", v.State)
+		require.Nil(t, v.Counts)
+		require.Nil(t, v.Activity)
+		require.Nil(t, v.Waiting)
+		require.Nil(t, v.Events)
+		require.Nil(t, v.Running)
+		require.Empty(t, v.Leases)
+		require.Zero(t, v.Tracked+v.Parked+v.Backlog+v.Intake)
+	}
+	require.Nil(t, app.Activity)
+	require.Empty(t, app.Levels)
+
+	var adminModels, appModels frontdoor.Models
+	get(tokenBob, "/v1/models", &adminModels)
+	get(tokenAlice, "/v1/models", &appModels)
+	require.Positive(t, adminModels.Models[0].Samples)
+	require.Zero(t, appModels.Models[0].Samples)
+	require.Equal(t, adminModels.Models[0].P50S, appModels.Models[0].P50S, "the learned durations are every app's to plan by")
+	var adminModel, appModel frontdoor.Model
+	get(tokenBob, "/v1/routes/sim/models/owner%2Fmodel", &adminModel)
+	get(tokenAlice, "/v1/routes/sim/models/owner%2Fmodel", &appModel)
+	require.EqualValues(t, 200, adminModel.Observed)
+	require.Zero(t, appModel.Observed)
+	require.Zero(t, appModel.Samples)
+	require.Equal(t, adminModel.Quantiles, appModel.Quantiles)
+}

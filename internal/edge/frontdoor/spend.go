@@ -2,7 +2,6 @@ package frontdoor
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -15,40 +14,32 @@ import (
 	"github.com/pollux-dev/pollux/pkg/events"
 )
 
-// admitSpend admits submission m of job id on route against its app's
-// budget (Config.Spend): a create that would pass it is answered 429
-// budget_exceeded, saying the budget, what is spent and when it resets
-// (Retry-After: then), and nothing is published. A create admitted before
-// (a retry) is admitted again at no cost.
+// admitSpend admits submission m of job id on route for its app
+// (Config.Spend): a create past its app's max_waiting, or that would pass
+// its budget, is answered 429 budget_exceeded, saying the cap, or the
+// budget, what is spent and when it resets (Retry-After: then; a second
+// for max_waiting), and nothing is published. A create admitted before (a
+// retry) is admitted again at no cost.
 func (s *Server) admitSpend(ctx context.Context, route, id string, m events.Submit) *apiError {
 	err := s.cfg.Spend.AdmitSubmit(ctx, route, id, m)
-	var ob *spend.OverBudgetError
-	switch {
-	case errors.As(err, &ob):
-		return overBudget(ob, s.cfg.Now())
-	case err != nil:
+	if b := spend.Refusal(err); b != nil {
+		return overBudget(err, b, s.cfg.Now())
+	}
+	if err != nil {
 		return s.unavailable(err, "admitting the job's spend")
 	}
 	return nil
 }
 
-// overBudget is the 429 of a create its app's budget refuses: a spend
-// budget until its period resets, or its max_jobs until one of its jobs
-// ends.
-func overBudget(ob *spend.OverBudgetError, now time.Time) *apiError {
-	if ob.Period == spend.PeriodJobs {
-		e := fail(http.StatusTooManyRequests, CodeBudgetExceeded, "app", ob.Error())
-		e.detail.Budget = &problem.Budget{Period: ob.Period, Budget: ob.Budget, Spent: ob.Spent, Estimate: ob.Cost}
-		e.header = http.Header{}
-		e.header.Set("Retry-After", "1")
-		e.retryAfter = time.Second
-		return e
+// overBudget is the 429 of a create its app's limit b refused (err says
+// how): until its period resets, or a second for max_waiting.
+func overBudget(err error, b *events.RejectedBudget, now time.Time) *apiError {
+	wait := time.Second
+	if !b.ResetsAt.IsZero() {
+		wait = max(b.ResetsAt.Sub(now), time.Second)
 	}
-	wait := max(ob.ResetsAt.Sub(now), time.Second)
-	e := fail(http.StatusTooManyRequests, CodeBudgetExceeded, "app", fmt.Sprintf(
-		"app %s has spent its %s budget: %.4g of %.4g counted (this job's estimate %.4g); it resets at %s",
-		ob.App, ob.Period, ob.Spent, ob.Budget, ob.Cost, ob.ResetsAt.Format(time.RFC3339)))
-	e.detail.Budget = &problem.Budget{Period: ob.Period, Budget: ob.Budget, Spent: ob.Spent, Estimate: ob.Cost, ResetsAt: ob.ResetsAt}
+	e := fail(http.StatusTooManyRequests, CodeBudgetExceeded, b.Field(), err.Error())
+	e.detail.Budget = &problem.Budget{Of: b.Of, Period: b.Period, Budget: b.Budget, Spent: b.Spent, Estimate: b.Estimate, ResetsAt: b.ResetsAt}
 	e.header = http.Header{}
 	e.header.Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
 	e.retryAfter = wait
@@ -62,6 +53,10 @@ type SpendReport struct {
 	Apps []spend.AppSpend `json:"apps"`
 	// Days is how many days the report covers, up to today (UTC).
 	Days int `json:"days"`
+	// Limits are the routes' and accounts' spend budgets with what their
+	// current day and month count — every app's jobs together, so an
+	// operator's only (tenant.Viewer.SeesFleet); absent without any.
+	Limits []spend.LimitSpend `json:"limits,omitempty"`
 }
 
 // spendReport handles GET /v1/spend?days=N (1-92, default 30): the spend
@@ -86,6 +81,12 @@ func (s *Server) spendReport(w http.ResponseWriter, r *http.Request) *apiError {
 	if err != nil {
 		return s.unavailable(err, "reading the spend")
 	}
-	writeJSON(w, http.StatusOK, SpendReport{Apps: apps, Days: days})
+	out := SpendReport{Apps: apps, Days: days}
+	if v.SeesFleet() {
+		if out.Limits, err = s.cfg.Spend.LimitsSpent(ctx, s.cfg.Now()); err != nil {
+			return s.unavailable(err, "reading the spend")
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }

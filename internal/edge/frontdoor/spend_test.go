@@ -12,9 +12,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/pollux-dev/pollux/internal/core/route/budget"
 	"github.com/pollux-dev/pollux/internal/core/spend"
 	"github.com/pollux-dev/pollux/internal/edge/face"
 	"github.com/pollux-dev/pollux/internal/edge/frontdoor"
+	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
@@ -78,13 +80,15 @@ func TestACreateOverItsAppsBudgetIsRefused(t *testing.T) {
 
 // GET /v1/spend: an app's tokens see their app's spend only, an admin's
 // every app's; per day, with what each route and model cost.
+// (A route's spend budget, every app's jobs together, is an admin's.)
 func TestSpendIsPerApp(t *testing.T) {
 	t.Parallel()
 	tokens, err := frontdoor.ParseTokens(strings.NewReader(tokenAlice + " read app=" + ownApp + "\n" + tokenBob + " admin\n"))
 	require.NoError(t, err)
 	var keeper *spend.Keeper
 	d := setupWith(t, frontdoor.Config{Tokens: tokens}, func(d *door, cfg *frontdoor.Config) {
-		keeper = spend.New(spend.Config{Prices: map[string]spend.Prices{route: {ByModel: map[string]spend.Price{"*": {Per: spend.PerJob, Amount: 1.5}}}}}, d.res.Spend)
+		keeper = spend.New(spend.Config{Prices: map[string]spend.Prices{route: {ByModel: map[string]spend.Price{"*": {Per: spend.PerJob, Amount: 1.5}}}},
+			Limits: map[string][]spend.Limit{route: {{Of: "route " + route, Budget: spend.Budget{Month: 100}}}}}, d.res.Spend)
 		cfg.Spend = keeper
 	})
 	for _, j := range []*state.Job{
@@ -106,17 +110,24 @@ func TestSpendIsPerApp(t *testing.T) {
 	require.EqualValues(t, 1.5, day["spent"])
 	require.Equal(t, []any{map[string]any{"route": route, "model": "m", "cost": 1.5, "jobs": float64(1)}}, day["by"])
 	require.Len(t, apps(tokenBob), 2, "an admin sees every app")
+	// The route's budget counts every app's jobs: an operator's number.
+	limits := func(tok string) any {
+		return d.do(t, http.MethodGet, "/v1/spend?days=7", "", map[string]string{"Authorization": "Bearer " + tok}).body["limits"]
+	}
+	require.Equal(t, []any{map[string]any{"of": "route " + route, "budget": map[string]any{"month": float64(100)}, "day": 3.0, "month": 3.0}}, limits(tokenBob))
+	require.Nil(t, limits(tokenAlice), "an app's token sees no route's total")
 	requireError(t, d.do(t, http.MethodGet, "/v1/spend?days=0", "", map[string]string{"Authorization": "Bearer " + tokenBob}), http.StatusBadRequest, frontdoor.CodeInvalidParameter, "days")
 }
 
-// An app's max_jobs: a create past its jobs under way is refused 429
-// until one ends, saying so.
-func TestACreatePastItsAppsMaxJobsIsRefused(t *testing.T) {
+// An app's max_waiting: a create past its jobs admitted and not yet
+// sent is refused 429 until one starts, saying so.
+func TestACreatePastItsAppsMaxWaitingIsRefused(t *testing.T) {
 	t.Parallel()
 	tokens, err := frontdoor.ParseTokens(strings.NewReader(tokenAlice + " app=" + ownApp + "\n"))
 	require.NoError(t, err)
 	d := setupWith(t, frontdoor.Config{Tokens: tokens}, func(d *door, cfg *frontdoor.Config) {
-		cfg.Spend = spend.New(spend.Config{Budgets: map[string]spend.Budget{ownApp: {Jobs: 1}}}, d.res.Spend)
+		apps := budget.NewApps(d.js, d.ns, events.Options{}, map[string]budget.AppCap{ownApp: {Waiting: 1}})
+		cfg.Spend = spend.New(spend.Config{Apps: apps}, d.res.Spend)
 	})
 	create := func(key string) reply {
 		return d.do(t, http.MethodPost, "/v1/jobs", `{"route":"sim","v":1,"model":"m","input":{},"idempotency_key":"`+key+`"}`,
@@ -126,6 +137,34 @@ func TestACreatePastItsAppsMaxJobsIsRefused(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, create("a").status, "its retry")
 	r := create("b")
 	requireError(t, r, http.StatusTooManyRequests, frontdoor.CodeBudgetExceeded, "app")
-	require.Equal(t, "jobs", r.body["error"].(map[string]any)["budget"].(map[string]any)["period"])
+	require.Equal(t, map[string]any{"of": "app " + ownApp, "period": "waiting", "budget": float64(1), "spent": float64(1)}, r.body["error"].(map[string]any)["budget"])
 	require.Equal(t, "1", r.header.Get("Retry-After"))
+}
+
+// A route's spend budget holds every app's jobs on it: past it a create
+// is refused 429 budget_exceeded naming the route, whose budget it is,
+// what is spent and when it resets.
+func TestACreateOverItsRoutesBudgetIsRefused(t *testing.T) {
+	t.Parallel()
+	tokens, err := frontdoor.ParseTokens(strings.NewReader(tokenAlice + " app=" + ownApp + "\n" + tokenBob + " app=" + otherApp + "\n"))
+	require.NoError(t, err)
+	d := setupWith(t, frontdoor.Config{Tokens: tokens}, func(d *door, cfg *frontdoor.Config) {
+		cfg.Spend = spend.New(spend.Config{
+			Prices: map[string]spend.Prices{route: {ByModel: map[string]spend.Price{"*": {Per: spend.PerJob, Amount: 1}}}},
+			Limits: map[string][]spend.Limit{route: {{Of: "route " + route, Budget: spend.Budget{Day: 1}}}},
+		}, d.res.Spend)
+	})
+	create := func(tok, key string) reply {
+		return d.do(t, http.MethodPost, "/v1/jobs", `{"route":"sim","v":1,"model":"m","input":{},"idempotency_key":"`+key+`"}`,
+			map[string]string{"Authorization": "Bearer " + tok})
+	}
+	require.Equal(t, http.StatusAccepted, create(tokenAlice, "a").status)
+	r := create(tokenBob, "b")
+	requireError(t, r, http.StatusTooManyRequests, frontdoor.CodeBudgetExceeded, "route")
+	b := r.body["error"].(map[string]any)["budget"].(map[string]any)
+	require.Equal(t, "route "+route, b["of"])
+	require.Equal(t, "day", b["period"])
+	require.EqualValues(t, 1, b["spent"])
+	require.NotEmpty(t, b["resets_at"])
+	require.Contains(t, r.body["error"].(map[string]any)["message"], "route sim has spent its day budget: 1 of 1 counted")
 }

@@ -27,6 +27,7 @@ type event struct {
 	Job    *snapshot   `json:"job"`
 	Reject *struct {
 		Error string `json:"error"`
+		App   string `json:"app"`
 	} `json:"rejection"`
 }
 

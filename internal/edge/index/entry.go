@@ -1,6 +1,7 @@
 package index
 
 import (
+	"cmp"
 	"time"
 
 	"github.com/pollux-dev/pollux/internal/edge/face"
@@ -72,6 +73,7 @@ func entryOf(ev *event, seq uint64) Entry {
 		e.Rejected, e.State = true, ""
 		if ev.Reject != nil {
 			e.RejectionError = ev.Reject.Error
+			e.App = cmp.Or(e.App, ev.Reject.App)
 		}
 	}
 	return e

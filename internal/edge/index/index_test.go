@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pollux-dev/pollux/internal/edge/index"
+	"github.com/pollux-dev/pollux/internal/edge/tenant"
 	"github.com/pollux-dev/pollux/internal/testkit/natstest"
 	"github.com/pollux-dev/pollux/pkg/events"
 	"github.com/pollux-dev/pollux/pkg/state"
@@ -347,6 +349,34 @@ func TestRejections(t *testing.T) {
 	page, err := x.List(index.Query{})
 	require.NoError(t, err)
 	require.Equal(t, []string{"bad", "real"}, ids(page))
+}
+
+// A rejection is its app's: an app's viewer lists its own rejections, and
+// no other app's.
+func TestRejectionsAreTheirApps(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	x := e.start(index.Config{})
+	for id, app := range map[string]string{"studio-over": "studio", "rival-over": "rival", "none": ""} {
+		ev := &events.Event{V: events.Version, Type: events.EventRejected, Time: t0, Route: "r", JobID: id,
+			Rejection: &events.Rejection{Kind: events.KindSubmit, Field: "app", Error: "over its budget", App: app}}
+		b, err := ev.Encode()
+		require.NoError(t, err)
+		e.raw(e.ns.Event("r", id), b)
+	}
+	e.caughtUp(x)
+	for viewer, want := range map[tenant.Viewer][]string{
+		tenant.Of("studio"): {"studio-over"},
+		tenant.Of("rival"):  {"rival-over"},
+		tenant.Of(""):       {"none"},
+		tenant.Operator:     {"none", "rival-over", "studio-over"},
+	} {
+		page, err := x.List(index.Query{Viewer: viewer})
+		require.NoError(t, err)
+		got := ids(page)
+		slices.Sort(got)
+		require.Equal(t, want, got, "viewer %+v", viewer)
+	}
 }
 
 // Beyond MaxJobs the oldest terminal jobs are forgotten; jobs not ended

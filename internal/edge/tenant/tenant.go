@@ -28,6 +28,14 @@ func (v Viewer) Sees(j *state.Job) bool { return j != nil && v.SeesApp(j.App) }
 // SeesApp reports whether v may see the jobs of app.
 func (v Viewer) SeesApp(app string) bool { return !v.Scoped || v.App == app }
 
+// SeesFleet reports whether v may see the fleet's numbers — what every
+// app's jobs make together: a route's counts, activity, backlog, leases,
+// running slots and waiting jobs, the budget levels, a model's sample
+// counts. An app's viewer sees its own jobs' numbers through the jobs
+// lists and /v1/spend, never the fleet's, which would tell it how much
+// the other apps do.
+func (v Viewer) SeesFleet() bool { return !v.Scoped }
+
 type viewerKey struct{}
 
 // With is ctx carrying viewer v.

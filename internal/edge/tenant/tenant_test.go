@@ -25,6 +25,9 @@ func TestViewerSees(t *testing.T) {
 	for _, j := range []*state.Job{studio, rival, none} {
 		require.True(t, tenant.Operator.Sees(j))
 	}
+	require.False(t, v.SeesFleet(), "an app sees no fleet numbers")
+	require.False(t, tenant.Of("").SeesFleet())
+	require.True(t, tenant.Operator.SeesFleet())
 	require.Equal(t, tenant.Operator, tenant.From(context.Background()))
 	require.Equal(t, v, tenant.From(tenant.With(context.Background(), v)))
 }

@@ -16,10 +16,17 @@ type App struct {
 	// front door, together, across the whole fleet (default 0: no limit;
 	// at most 1,000,000). Past it a request is answered 429.
 	Rate float64 `yaml:"rate"`
-	// MaxJobs caps the app's jobs under way — admitted and not ended,
-	// waiting or running at the provider — across the fleet (default 0:
-	// no cap). A create past it is refused until one ends.
-	MaxJobs int `yaml:"max_jobs"`
+	// MaxRunning caps the app's jobs running at providers — sent and not
+	// yet ended, whichever routes they take — across the fleet (default
+	// 0: no cap). A job past it waits in Pollux, as for a route's cap,
+	// until one of the app's jobs ends.
+	MaxRunning int `yaml:"max_running"`
+	// MaxWaiting caps the app's jobs waiting in Pollux — admitted and not
+	// yet sent to a provider: queued behind a running cap, on a paused
+	// route — across the fleet (default 0: no cap). A create past it is
+	// refused (429 budget_exceeded, a rejected event over NATS) until one
+	// starts.
+	MaxWaiting int `yaml:"max_waiting"`
 	// Budgets are the most the app's jobs may cost (in the routes'
 	// prices' currency; default none: no limit). A create that would pass
 	// one is refused until the period resets.
@@ -50,8 +57,13 @@ type Price struct {
 }
 
 func (a App) validate() error {
-	if math.IsNaN(a.Rate) || a.Rate < 0 || a.Rate > 1_000_000 {
+	switch {
+	case math.IsNaN(a.Rate) || a.Rate < 0 || a.Rate > 1_000_000:
 		return fmt.Errorf("rate: %v is not a number of requests a second from 0 to 1000000", a.Rate)
+	case a.MaxRunning < 0:
+		return fmt.Errorf("max_running: %d is negative", a.MaxRunning)
+	case a.MaxWaiting < 0:
+		return fmt.Errorf("max_waiting: %d is negative", a.MaxWaiting)
 	}
 	return nil
 }

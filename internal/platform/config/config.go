@@ -135,6 +135,10 @@ type RunningRepair struct {
 type Account struct {
 	// Budgets are the account's limits.
 	Budgets Budgets `yaml:"budgets"`
+	// SpendBudgets are the most the jobs of all its routes may cost,
+	// whichever apps they are (default none: no limit). A create that
+	// would pass one is refused until the period resets.
+	SpendBudgets SpendBudgets `yaml:"spend_budgets"`
 	// TenantWeights are the tenants' shares of the account's running slots
 	// when submissions wait for them (default 1 each; see
 	// Route.TenantKey).

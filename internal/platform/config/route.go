@@ -46,6 +46,10 @@ type Route struct {
 	// BillsFailed says the provider charges for a job that failed before
 	// it started it (default false: such a job counts nothing).
 	BillsFailed bool `yaml:"bills_failed"`
+	// SpendBudgets are the most the route's jobs may cost, whichever apps
+	// they are (default none: no limit). A create that would pass one is
+	// refused until the period resets.
+	SpendBudgets SpendBudgets `yaml:"spend_budgets"`
 	// BaseURL overrides the provider's API URL (default: the adapter's).
 	BaseURL string `yaml:"base_url"`
 	// TokenEnv names the environment variable holding the API token

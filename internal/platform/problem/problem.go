@@ -60,14 +60,18 @@ type Detail struct {
 
 // Budget is the spend budget that refused a create.
 type Budget struct {
-	// Period is day or month; Budget its limit, Spent what it counts so
-	// far, Estimate the refused job's estimate.
+	// Period is day or month (a spend budget), or waiting (an app's
+	// max_waiting: Budget and Spent are the cap); Budget its limit, Spent
+	// what it counts so far, Estimate the refused job's estimate.
+	// Of is whose limit it is: "app <name>", "route <name>" or "account
+	// <name>".
+	Of       string  `json:"of"`
 	Period   string  `json:"period"`
 	Budget   float64 `json:"budget"`
 	Spent    float64 `json:"spent"`
-	Estimate float64 `json:"estimate"`
-	// ResetsAt is when the period ends.
-	ResetsAt time.Time `json:"resets_at"`
+	Estimate float64 `json:"estimate,omitempty"`
+	// ResetsAt is when the period ends (none for waiting).
+	ResetsAt time.Time `json:"resets_at,omitzero"`
 }
 
 // RetryAfter is what a 429 or 503 asks the caller to wait.

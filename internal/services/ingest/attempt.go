@@ -53,7 +53,7 @@ func (s *Service) attempt(ctx context.Context, in intake, m move, log zerolog.Lo
 		return move{to: stepWait, fresh: fresh}
 	}
 	g := s.gate[r.Name]
-	slots, full, err := g.Take(ctx, j.ID, j.Slots)
+	slots, full, err := g.Take(ctx, j.ID, j.App, j.Slots)
 	if err != nil {
 		return end(s.retry(log, err, "taking a running slot"))
 	}
@@ -102,7 +102,7 @@ func (s *Service) attempt(ctx context.Context, in intake, m move, log zerolog.Lo
 	// or the job created or ended (a duplicate, a redelivery).
 	if st := nextStep(after.Job, in.routeName, in.seq); st == stepFinished || st == stepResume {
 		// The slots just taken that its record does not name are nobody's.
-		if err := g.Free(ctx, j.ID, after.Slots); err != nil {
+		if err := g.Free(ctx, j.ID, j.App, after.Slots); err != nil {
 			log.Warn().Err(err).Msg("freeing running slots taken for a job created already failed; the repair frees them")
 		}
 	}

@@ -3,6 +3,7 @@ package ingest
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -206,7 +207,7 @@ func (s *Service) setup(ctx context.Context, r *route.Route, consumers map[strin
 		return err
 	}
 	s.gate[r.Name] = g
-	if r.Capped() {
+	if r.Capped() || s.gates.AppsCapRunning() {
 		if s.waiting == nil {
 			if s.waiting, err = events.EnsureStream(sctx, s.js, s.ns.WaitingStreamConfig(s.cfg.Options)); err != nil {
 				return fmt.Errorf("route %s: admission queue: %w", r.Name, err)
@@ -315,6 +316,12 @@ func (s *Service) reject(ctx context.Context, in intake, jobID string, err error
 	if errors.As(err, &fe) {
 		rj.Field = fe.Field
 	}
+	if rj.Budget = spend.Refusal(err); rj.Budget != nil {
+		rj.Field = rj.Budget.Field()
+	}
+	if in.msg != nil {
+		rj.App = appOf(in.msg.Data())
+	}
 	log := in.logger(s.log, jobID)
 	if perr := s.jobs.Reject(ctx, in.routeName, jobID, rj); perr != nil {
 		log.Warn().Err(perr).Msg("publishing a rejection failed; retrying the message")
@@ -322,6 +329,18 @@ func (s *Service) reject(ctx context.Context, in intake, jobID string, err error
 	}
 	log.Info().Str(logkey.Problem, err.Error()).Msg("request rejected")
 	return events.Stop(), "rejected"
+}
+
+// appOf is the app a message names, when it names a valid one: its
+// rejection is that app's to see.
+func appOf(data []byte) string {
+	var m struct {
+		App string `json:"app"`
+	}
+	if json.Unmarshal(data, &m) != nil || !events.ValidApp(m.App) {
+		return ""
+	}
+	return m.App
 }
 
 // attemptID is a new submit attempt's random id.

@@ -552,7 +552,8 @@ func TestASubmissionsAppIsItsJobs(t *testing.T) {
 }
 
 // A submission over NATS that would pass its app's budget is rejected,
-// the rejection saying the budget, what is spent and when it resets; one
+// the rejection saying the budget, what is spent and when it resets (in
+// its message and as fields), naming the app; one
 // within it is submitted; its redelivered duplicate costs nothing more.
 func TestASubmissionOverItsAppsBudgetIsRejected(t *testing.T) {
 	t.Parallel()
@@ -572,7 +573,11 @@ func TestASubmissionOverItsAppsBudgetIsRejected(t *testing.T) {
 	s.Publish(s.NS.Submit("fake"), sub("b"))
 	rej := s.rejection("fake", "b").Rejection
 	require.Equal(t, "app", rej.Field)
-	require.Contains(t, rej.Error, "app studio's day budget of 5 is spent (3 counted, this job's estimate 3); it resets at ")
+	require.Contains(t, rej.Error, "app studio has spent its day budget: 3 of 5 counted (this job's estimate 3); it resets at ")
+	require.Equal(t, "studio", rej.App)
+	midnight := time.Now().UTC().Truncate(24 * time.Hour).Add(24 * time.Hour)
+	require.Equal(t, &events.RejectedBudget{Of: "app studio", Period: "day", Budget: 5, Spent: 3, Estimate: 3, ResetsAt: midnight}, rej.Budget,
+		"the budget, what is spent and when it resets, as fields")
 	day, _, err := keeper.Ledger().Spent(context.Background(), "studio", time.Now())
 	require.NoError(t, err)
 	require.InDelta(t, 3, day, 1e-9, "the duplicate of a costs nothing more")

@@ -287,9 +287,12 @@ func (s *Service) admitNext(ctx context.Context, q *queue, tenant string, cursor
 			continue
 		}
 		if nextStep(rec.Job, rec.Route, rec.IntakeSeq) == stepSubmit && !rec.State.Terminal() && rec.CancelRequestedAt.IsZero() {
-			held, full, err := s.gate[r.Name].Take(ctx, rec.ID, rec.Slots)
+			held, full, err := s.gate[r.Name].Take(ctx, rec.ID, rec.App, rec.Slots)
 			if err != nil {
 				return false, false, err
+			}
+			if route.AppFull(full) {
+				return false, false, nil // its app is full: other tenants go on
 			}
 			if full != "" {
 				return false, true, nil

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -78,8 +77,8 @@ func (s *Service) first(ctx context.Context, in intake, m *events.Submit, id str
 	// Its estimate against its app's budget, once per job: the front
 	// door admitted a create it answered already, and a redelivery or a
 	// duplicate finds the job admitted.
-	if err := s.cfg.Spend.Admit(ctx, j); errors.As(err, new(*spend.OverBudgetError)) {
-		return end(s.reject(ctx, in, id, &events.FieldError{Field: "app", Problem: err.Error()}))
+	if err := s.cfg.Spend.Admit(ctx, j); spend.Refusal(err) != nil {
+		return end(s.reject(ctx, in, id, err))
 	} else if err != nil {
 		return end(s.retry(log, err, "admitting the job's spend"))
 	}

@@ -253,7 +253,8 @@ func Open(ctx context.Context, g *errgroup.Group, cfg *config.Config, nc *nats.C
 		m.Drift(name, func() float64 { return stats.Drift(name) })
 		m.Webhooks(name, func() (float64, time.Duration) { return stats.Webhook(name) })
 	}
-	keeper, err := newKeeper(cfg, routes, m, res.Spend)
+	apps := budget.NewApps(js, ns, cfg.Streams.Options(), appCaps(cfg))
+	keeper, err := newKeeper(cfg, routes, m, res.Spend, apps)
 	if err != nil {
 		return nil, err
 	}
@@ -264,6 +265,7 @@ func Open(ctx context.Context, g *errgroup.Group, cfg *config.Config, nc *nats.C
 			m.Terminal(j)
 			stats.Observe(j)
 			settleSpend(ctx, keeper, j, log)
+			endWaiting(ctx, apps, j, log)
 			hedgeEnded(ctx, owner, j, log)
 		},
 		LatePolls: m.LatePolls,
@@ -281,7 +283,7 @@ func Open(ctx context.Context, g *errgroup.Group, cfg *config.Config, nc *nats.C
 		}
 	}
 	gates := route.NewGates(js, ns, res.Slots, cfg.Streams.Options(), pauses, route.GateConfig{
-		Observe: observe, Tracer: openOptions(opts).tracer, Logger: log,
+		Observe: observe, Tracer: openOptions(opts).tracer, Logger: log, Apps: apps,
 	})
 	return &Env{
 		Config: cfg, NC: nc, JS: js, NS: ns, Res: res, Routes: routes, ModelRoutes: models, Pauses: pauses, Stats: stats,

@@ -11,7 +11,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/pollux-dev/pollux/internal/core/route/budget"
 	"github.com/pollux-dev/pollux/internal/edge/census"
 	"github.com/pollux-dev/pollux/internal/edge/face"
 	"github.com/pollux-dev/pollux/internal/edge/frontdoor"
@@ -74,20 +73,15 @@ func (e *Env) FrontDoor(ctx context.Context, g *errgroup.Group, cfg frontdoor.Co
 	if e.Config != nil {
 		cfg.Apps = e.Config.AppNames()
 		for _, name := range cfg.Apps {
-			rate := e.Config.Apps[name].Rate
-			if rate <= 0 {
-				continue
+			if rate := e.Config.Apps[name].Rate; rate > 0 {
+				if cfg.AppRates == nil {
+					cfg.AppRates = map[string]float64{}
+				}
+				cfg.AppRates[name] = rate
 			}
-			b, err := budget.Ensure(ctx, e.JS, e.NS, e.Res.Slots, frontdoor.AppQuotaScope(name), frontdoor.AppQuotaKind, budget.Limit{Rate: rate}, e.Options())
-			if err != nil {
-				return nil, fmt.Errorf("apps.%s.rate: %w", name, err)
-			}
-			if cfg.AppQuotas == nil {
-				cfg.AppQuotas = map[string]*budget.Budget{}
-			}
-			cfg.AppQuotas[name] = b
 		}
 	}
+	cfg.Streams = e.Options()
 	if e.Config != nil && e.Config.Notify.Submissions != nil {
 		sc := e.Config.Notify.Submissions
 		raw, err := sc.Secrets()

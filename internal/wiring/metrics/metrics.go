@@ -269,7 +269,7 @@ func (m *Metrics) Collectors() []prometheus.Collector {
 		m.pollsPerJob, m.finishedPolls, m.detectionDelay, m.lateness, m.pauses, m.pausedSeconds, m.eventsPublished,
 		m.webhooks, m.webhooksApplied, m.webhooksDropped, m.notifyDelivered, m.notifyCalls, m.notifyOpen, m.custodyOutputs, m.custodyBytes, m.outputsExpiring, m.reconciled, m.callbackHints, m.overrun, m.deadlineCancels, m.drift, m.webhookMiss, m.webhookLate, m.age, m.orphans,
 		m.slotWaits, m.slotRepairs, m.queueWaiting, m.queueOldest, m.httpRequests, m.httpDuration, m.outageReads, m.unconfirmed, m.buildInfo,
-		m.spend.cost, m.spend.budgets}
+		m.spend.cost, m.spend.budgets, m.spend.limits}
 }
 
 // The label values known in advance, for the series Routes starts.

@@ -204,6 +204,7 @@ func TestSpendExported(t *testing.T) {
 	m.Spent("studio", "sim", "m", 0.25)
 	m.Spent("studio", "sim", "m", 0) // a job that cost nothing: no series of its own
 	m.SpendBudget("studio", 20, 0, func() (float64, float64, error) { return 17, 40, nil })
+	m.SpendLimit("route sim", 0, 300, func() (float64, float64, error) { return 5, 250, nil })
 	mfs, err := m.Registry().Gather()
 	require.NoError(t, err)
 	got := map[string]float64{}
@@ -221,4 +222,6 @@ func TestSpendExported(t *testing.T) {
 	require.InDelta(t, 17, got["pollux_spend_period,studio,day"], 1e-9)
 	_, monthly := got["pollux_spend_budget,studio,month"]
 	require.False(t, monthly, "no month budget, no month series")
+	require.InDelta(t, 300, got["pollux_spend_limit_budget,route sim,month"], 1e-9)
+	require.InDelta(t, 250, got["pollux_spend_limit_period,route sim,month"], 1e-9)
 }

@@ -12,6 +12,8 @@ import (
 type spendMetrics struct {
 	cost    *prometheus.CounterVec
 	budgets *budgetGauges
+	// limits are the routes' and accounts' budgets, as budgets the apps'.
+	limits *budgetGauges
 }
 
 func newSpendMetrics() *spendMetrics {
@@ -24,6 +26,11 @@ func newSpendMetrics() *spendMetrics {
 			budget: prometheus.NewDesc("pollux_spend_budget", "An app's spend budget, by app and period (day, month).", []string{"app", "period"}, nil),
 			spent: prometheus.NewDesc("pollux_spend_period", "What an app's current period counts against its budget (ended jobs' costs, jobs under way's estimates), fleet-wide, by app and period.",
 				[]string{"app", "period"}, nil),
+		},
+		limits: &budgetGauges{
+			budget: prometheus.NewDesc("pollux_spend_limit_budget", "A route's or an account's spend budget (spend_budgets), holding every app's jobs there, by limit (route <name>, account <name>) and period.", []string{"limit", "period"}, nil),
+			spent: prometheus.NewDesc("pollux_spend_limit_period", "What a route's or an account's current period counts against its spend budget, fleet-wide, by limit and period.",
+				[]string{"limit", "period"}, nil),
 		},
 	}
 }
@@ -39,9 +46,21 @@ func (m *Metrics) Spent(app, route, model string, cost float64) {
 // pollux_spend_period{app,period} from spent (day and month; not exported
 // when it fails).
 func (m *Metrics) SpendBudget(app string, day, month float64, spent func() (day, month float64, err error)) {
-	m.spend.budgets.mu.Lock()
-	defer m.spend.budgets.mu.Unlock()
-	m.spend.budgets.apps = append(m.spend.budgets.apps, appBudget{app: app, day: day, month: month, spent: spent})
+	m.spend.budgets.add(app, day, month, spent)
+}
+
+// SpendLimit exports pollux_spend_limit_budget{limit,period} and, at each
+// scrape, pollux_spend_limit_period{limit,period} of a route's or an
+// account's spend budget (limit: "route x", "account y"), as SpendBudget
+// an app's.
+func (m *Metrics) SpendLimit(limit string, day, month float64, spent func() (day, month float64, err error)) {
+	m.spend.limits.add(limit, day, month, spent)
+}
+
+func (g *budgetGauges) add(who string, day, month float64, spent func() (float64, float64, error)) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.apps = append(g.apps, appBudget{app: who, day: day, month: month, spent: spent})
 }
 
 type appBudget struct {

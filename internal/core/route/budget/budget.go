@@ -5,7 +5,10 @@
 // submit calls and for status (and cancel) calls, so status polls never
 // eat the submit quota; a call takes a lease at every level (Chain). A
 // running cap limits the jobs created at the provider and not yet ended
-// (running.go).
+// (running.go). The same two mechanisms hold the apps: an app's caps on
+// its jobs running and waiting are levels of running slots of its own
+// (apps.go), and the request quotas of apps and front door tokens are
+// rate budgets (quota.go).
 //
 // A budget is cap lease messages on the work-queue stream POLLUX_SLOTS,
 // lease i on subject pollux.slots.<scope>.<kind>.<i> (events.Scope) (the stream keeps at

@@ -285,7 +285,7 @@ func (r *Running) Repair(ctx context.Context, get func(context.Context, string) 
 		if err != nil && !errors.Is(err, state.ErrNotFound) {
 			return freed, fmt.Errorf("repair running slots of %s: %w", r.level, err)
 		}
-		if j != nil && !j.State.Terminal() && j.HoldsSlot(scope) {
+		if j != nil && !j.State.Terminal() && r.holds(j) {
 			continue // held
 		}
 		if j != nil && j.State.Terminal() && now.Sub(j.UpdatedAt) < EndGrace {

@@ -30,7 +30,7 @@ import (
 const (
 	tokenApp  = "faces-app-token-0123456789abcdef"
 	tokenRead = "faces-read-token-0123456789abcdef"
-	// tokenQuota may make a request a second (bursts of two).
+	// tokenQuota may make a request a second, across the fleet.
 	tokenQuota = "faces-quota-token-0123456789abcdef"
 )
 

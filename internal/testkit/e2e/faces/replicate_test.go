@@ -14,7 +14,7 @@ import (
 	"github.com/pollux-dev/pollux/pkg/state"
 )
 
-// tokenSlow may act, one request a second (bursts of two).
+// tokenSlow may act, one request a second across the fleet.
 const tokenSlow = "faces-slow-token-0123456789abcdef"
 
 // replicateEnv is the environment of examples/sdks/replicate.mjs.

@@ -1,6 +1,7 @@
 package fleet_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,28 +17,31 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pollux-dev/pollux/internal/testkit/e2e/e2etest"
+	"github.com/pollux-dev/pollux/pkg/events"
 )
 
 // TestAppsQuotasHoldAcrossGateways runs three ingest processes, each with
 // its front door, and a poller, against the simulated provider; 50 clients
 // of two apps create jobs through all three as fast as they can for a few
 // seconds. Each app's admitted requests stay within its fleet-wide rate
-// (apps.<name>.rate) ± one second's worth — not three times it — and its
-// jobs under way (waiting or running, as the jobs index shows them to an
-// operator) never pass its max_jobs.
+// (apps.<name>.rate) ± one second's worth — not three times it —, its
+// jobs at the provider (as the jobs index shows them to an operator: a
+// remote id, not ended) never pass its max_running, and its jobs not yet
+// there never pass its max_waiting and the creates under way (at most
+// max_running of them: a job's create holds its running slot).
 func TestAppsQuotasHoldAcrossGateways(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs processes")
 	}
 	t.Parallel()
 	type app struct {
-		name, token   string
-		rate, maxJobs int
-		clients       int
+		name, token                  string
+		rate, maxRunning, maxWaiting int
+		clients                      int
 	}
 	apps := []app{
-		{name: "studio", token: "e2e-studio-token-0123456789", rate: 20, maxJobs: 6, clients: 30},
-		{name: "rival", token: "e2e-rival-token-0123456789", rate: 10, maxJobs: 4, clients: 20},
+		{name: "studio", token: "e2e-studio-token-0123456789", rate: 20, maxRunning: 3, maxWaiting: 4, clients: 30},
+		{name: "rival", token: "e2e-rival-token-0123456789", rate: 10, maxRunning: 2, maxWaiting: 3, clients: 20},
 	}
 	const admin = "e2e-admin-token-0123456789"
 	const window = 4 * time.Second
@@ -53,9 +57,9 @@ routes:
     workers: {submit: 8, status: 16}
     options: {idempotent: true}
 apps:
-  %s: {rate: %d, max_jobs: %d}
-  %s: {rate: %d, max_jobs: %d}
-`, apps[0].name, apps[0].rate, apps[0].maxJobs, apps[1].name, apps[1].rate, apps[1].maxJobs),
+  %s: {rate: %d, max_running: %d, max_waiting: %d}
+  %s: {rate: %d, max_running: %d, max_waiting: %d}
+`, apps[0].name, apps[0].rate, apps[0].maxRunning, apps[0].maxWaiting, apps[1].name, apps[1].rate, apps[1].maxRunning, apps[1].maxWaiting),
 	})
 	tokens := filepath.Join(f.Dir, "tokens")
 	lines := admin + " admin\n"
@@ -82,11 +86,17 @@ apps:
 		return resp.StatusCode, b
 	}
 
-	// The operator samples each app's jobs under way while the clients run.
+	// The operator samples each app's jobs at the provider and not yet
+	// there while the clients run.
 	stop := make(chan struct{})
-	peak := map[string]*atomic.Int64{}
+	peak, peakWaiting := map[string]*atomic.Int64{}, map[string]*atomic.Int64{}
 	for _, a := range apps {
-		peak[a.name] = new(atomic.Int64)
+		peak[a.name], peakWaiting[a.name] = new(atomic.Int64), new(atomic.Int64)
+	}
+	raise := func(p *atomic.Int64, c int64) {
+		if p != nil && c > p.Load() {
+			p.Store(c)
+		}
 	}
 	var sampler sync.WaitGroup
 	sampler.Go(func() {
@@ -100,18 +110,26 @@ apps:
 			if status != http.StatusOK {
 				continue
 			}
-			var page struct{ Jobs []struct{ App string } }
+			var page struct {
+				Jobs []struct {
+					App      string
+					RemoteID string `json:"remote_id"`
+				}
+			}
 			if json.Unmarshal(body, &page) != nil {
 				continue
 			}
-			n := map[string]int64{}
+			running, waiting := map[string]int64{}, map[string]int64{}
 			for _, j := range page.Jobs {
-				n[j.App]++
-			}
-			for name, c := range n {
-				if p := peak[name]; p != nil && c > p.Load() {
-					p.Store(c)
+				if j.RemoteID != "" {
+					running[j.App]++
+				} else {
+					waiting[j.App]++
 				}
+			}
+			for _, a := range apps {
+				raise(peak[a.name], running[a.name])
+				raise(peakWaiting[a.name], waiting[a.name])
 			}
 		}
 	})
@@ -132,7 +150,7 @@ apps:
 						admitted[a.name].Add(1)
 						created[a.name].Add(1)
 					case status == http.StatusTooManyRequests && strings.Contains(string(answer), `"budget_exceeded"`):
-						admitted[a.name].Add(1) // past the rate, refused by max_jobs
+						admitted[a.name].Add(1) // past the rate, refused by max_waiting
 					case status == http.StatusTooManyRequests: // the rate's refusal
 					case status != 0:
 						t.Errorf("app %s: %d %s", a.name, status, answer)
@@ -150,14 +168,16 @@ apps:
 		// (a second's leases are there at the start), where three
 		// unshared quotas would admit three times as much.
 		want := float64(a.rate) * window.Seconds()
-		t.Logf("app %s: %v creates answered in %s (rate %d/s: %v expected), %d jobs made, at most %d under way (max_jobs %d)",
-			a.name, got, window, a.rate, want, created[a.name].Load(), peak[a.name].Load(), a.maxJobs)
+		t.Logf("app %s: %v creates answered in %s (rate %d/s: %v expected), %d jobs made, at most %d at the provider (max_running %d), %d not yet (max_waiting %d)",
+			a.name, got, window, a.rate, want, created[a.name].Load(), peak[a.name].Load(), a.maxRunning, peakWaiting[a.name].Load(), a.maxWaiting)
 		require.LessOrEqual(t, got, want+float64(a.rate), "app %s: within its fleet-wide rate and one second's worth", a.name)
 		// Below it only by what a loaded machine's clients fail to ask
 		// (two such tests at once on 2 cores: 65 of studio's 80).
 		require.GreaterOrEqual(t, got, want/2, "app %s: its rate is served", a.name)
 		require.Positive(t, created[a.name].Load())
-		require.LessOrEqual(t, peak[a.name].Load(), int64(a.maxJobs), "app %s: never more jobs under way than its max_jobs", a.name)
+		require.Positive(t, peak[a.name].Load())
+		require.LessOrEqual(t, peak[a.name].Load(), int64(a.maxRunning), "app %s: never more jobs at the provider than its max_running", a.name)
+		require.LessOrEqual(t, peakWaiting[a.name].Load(), int64(a.maxWaiting+a.maxRunning), "app %s: never more jobs waiting than its max_waiting (and its creates under way)", a.name)
 	}
 }
 
@@ -166,7 +186,9 @@ apps:
 // provider made, the creates answered 202 and the day's spend never pass
 // the budget (per-job prices: admissions are compare-and-sets of the
 // fleet's total, so a kill can leave an estimate counted, never one
-// uncounted).
+// uncounted); and the app's waiting slots, which the killed gateway may
+// have held for creates it never published, are all free once the jobs
+// ended (repaired).
 func TestADayBudgetHoldsThroughAKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs processes")
@@ -183,6 +205,7 @@ func TestADayBudgetHoldsThroughAKill(t *testing.T) {
 		Token: "sim-secret-token", TimeScale: 50,
 		Sim: "time_scale: 50\nseed: 4\nlatency: 5ms\ndefault: {queue_median: 2s, queue_sigma: 0.3, run_median: 10s, run_sigma: 0.3}\n",
 		Config: fmt.Sprintf(`
+running_repair: {interval: 1s, grace: 5s}
 routes:
   sim:
     kind: replicate
@@ -192,7 +215,7 @@ routes:
     options: {idempotent: true}
     prices: {"*": {per: job, price: 1}}
 apps:
-  %s: {budgets: {day: %d}}
+  %s: {budgets: {day: %d}, max_waiting: 1000}
 `, app, budget),
 	})
 	tokens := filepath.Join(f.Dir, "tokens")
@@ -278,6 +301,12 @@ apps:
 	require.LessOrEqual(t, spent, float64(budget), "the day's spend never passes the budget")
 	require.Positive(t, refused.Load())
 	require.GreaterOrEqual(t, spent, float64(made), "every job made is counted")
+	waiting, err := f.JS.Stream(context.Background(), events.Default.RunningStream(events.LevelAppWaiting, app))
+	require.NoError(t, err)
+	e2etest.WaitFor(t, "the app's waiting slots free", 30*time.Second, func() bool {
+		info, err := waiting.Info(context.Background())
+		return err == nil && info.State.Msgs == 0
+	})
 }
 
 // gateways launches n ingest processes of fleet f, each serving the front
