@@ -34,8 +34,11 @@ const UploadTimeout = 10 * time.Minute
 // Put streams body into a new file of the caller's. field names the part
 // of the request that carries it, for the errors.
 func (f Files) Put(r *http.Request, w http.ResponseWriter, field, name, contentType string, body io.Reader) (*inputs.File, error) {
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(UploadTimeout))
-	file, err := f.Store.Put(r.Context(), inputs.Upload{Owner: f.Owner, Name: name, ContentType: contentType, Body: body})
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(UploadTimeout))
+	ahead := newReadAhead(body)
+	file, err := f.Store.Put(r.Context(), inputs.Upload{Owner: f.Owner, Name: name, ContentType: contentType, Body: ahead})
+	ahead.finish(rc)
 	if err != nil {
 		return nil, FileError(err, field)
 	}
