@@ -116,9 +116,11 @@ func RequirePublished(t *testing.T, j *state.Job, seen []*events.Event) {
 // count's one bounded exception a loaded machine meets (package jobs: a
 // check's delivery lost in transit — its ack wait ran out before its
 // holder settled it — counts as a poll), which adds one poll to a job, to
-// a few jobs of a run at most: up to 3 % of them when make test runs the
-// fault suites side by side on two cores (4 and 7 of 300 seen, where a
-// lone run sees none).
+// a few jobs of a run at most; or one poll fewer in a job its webhook
+// ended while a status call was on its way (its answer finds the record
+// terminal and is not counted). Up to 3 % of a run's jobs when make test
+// runs the fault suites side by side on two cores (4 and 7 of 300 seen,
+// where a lone run sees none).
 func RequireExactPolls(t *testing.T, jobs interface {
 	Get(context.Context, string) (*state.Job, error)
 }, ids []string, byKey map[string][]sim.Prediction) {
@@ -132,11 +134,18 @@ func RequireExactPolls(t *testing.T, jobs interface {
 		if len(ps) != 1 || ps[0].StatusCalls == j.Polls {
 			continue
 		}
+		if j.DetectedBy == state.FromWebhook && ps[0].StatusCalls == j.Polls+1 {
+			// A status call still on its way when the job's webhook ended
+			// it: its answer finds the record terminal and is not
+			// counted (a known undercount of one).
+			lost = append(lost, id)
+			continue
+		}
 		require.Equal(t, ps[0].StatusCalls+1, j.Polls, "job %s (%s, detected by %s): its polls are the provider's status calls, or one more for a lost delivery", id, j.State, j.DetectedBy)
 		lost = append(lost, id)
 	}
 	if len(lost) > 0 {
-		t.Logf("jobs counting a lost delivery as a poll: %d of %d (%v)", len(lost), len(ids), lost)
+		t.Logf("jobs counting a lost delivery as a poll, or a poll a webhook overtook: %d of %d (%v)", len(lost), len(ids), lost)
 	}
 	require.LessOrEqual(t, len(lost), max(2, len(ids)*3/100), "lost deliveries are rare: %v", lost)
 }
