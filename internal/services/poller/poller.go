@@ -141,7 +141,8 @@ func New(cfg Config, js jetstream.JetStream, ns events.Namespace, res *events.Re
 }
 
 // Run polls every route until ctx ends. Everything is set up before any
-// route starts: a setup that fails returns with nothing left running.
+// route starts: a setup that fails returns with nothing left running (one
+// that ctx ends is a stop, returning nil).
 func (s *Service) Run(ctx context.Context) error {
 	s.gate = map[string]*route.Gate{}
 	consumers := map[string][]jetstream.Consumer{}
@@ -153,6 +154,9 @@ func (s *Service) Run(ctx context.Context) error {
 			consumers[r.Name], err = s.repartition(sctx, r)
 		}
 		cancel()
+		if err != nil && ctx.Err() != nil {
+			return nil // stopped while setting up: a stop, not a failure
+		}
 		if err != nil {
 			return err
 		}
