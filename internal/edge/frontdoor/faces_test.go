@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pollux-dev/pollux/internal/core/jobs"
@@ -206,9 +207,12 @@ func TestAHeldCreateOutlivesTheWriteTimeout(t *testing.T) {
 	d := setupWith(t, frontdoor.Config{WriteTimeout: time.Second, Faces: []face.Mount{{Kind: face.Replicate, Route: route}}}, withIndex)
 	const key = "held-order"
 	id := base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding).EncodeToString(face.IDBytes(context.Background(), face.Replicate, route, key, 16))
-	go func() { // ingest's part: the record, and its end 2s later
+	ingested := make(chan struct{})
+	t.Cleanup(func() { <-ingested }) // before the server stops: its writes land or see the test's end
+	go func() {                      // ingest's part: the record, and its end 2s later
+		defer close(ingested)
 		var rec jobs.Record
-		require.Eventually(t, func() bool {
+		if !assert.Eventually(t, func() bool {
 			m, err := d.res.Intake.GetLastMsgForSubject(context.Background(), d.ns.Submit(route))
 			if err != nil {
 				return false
@@ -220,14 +224,16 @@ func TestAHeldCreateOutlivesTheWriteTimeout(t *testing.T) {
 			rec, _, err = d.jobs.Intake().Accept(context.Background(), &state.Job{ID: id, Route: route, Model: sub.Model, State: state.Pending,
 				Metadata: sub.Metadata, CreatedAt: time.Now().UTC()})
 			return err == nil
-		}, 10*time.Second, 20*time.Millisecond)
+		}, 10*time.Second, 20*time.Millisecond) {
+			return
+		}
 		select { // the job ends after the write timeout has passed
 		case <-time.After(2 * time.Second):
 		case <-t.Context().Done():
 			return
 		}
 		_, err := d.jobs.Intake().End(context.Background(), rec, state.Observation{State: state.Succeeded, Source: state.FromPoll, At: time.Now()}, jobs.Always)
-		require.NoError(t, err)
+		assert.NoError(t, err)
 	}()
 	r := d.do(t, http.MethodPost, "/replicate/sim/v1/models/acme/video/predictions", `{"input":{"prompt":"p"}}`,
 		map[string]string{"Prefer": "wait=8", "Idempotency-Key": key})
