@@ -274,14 +274,8 @@ func (s *Service) copy(ctx context.Context, msg jetstream.Msg) events.Outcome {
 		if e.terminal && (!ev.State.Terminal() || events.CustodyEvent(ev.Type)) {
 			continue
 		}
-		if e.name == config.NotifySubmissions && faceshape.ReplicateHook(ev.Job) && !faceshape.ReplicateWants(ev.Job, ev.Type) {
-			continue // not among the events the create's filter asked for
-		}
-		if e.name == config.NotifySubmissions && faceshape.FalHook(ev.Job) && !faceshape.FalWants(ev.Type) {
-			continue // fal calls a webhook once, at the end
-		}
-		if e.name == config.NotifySubmissions && faceshape.LumaHook(ev.Job) && !faceshape.LumaWants(ev.Type) {
-			continue // Luma calls back on a change of the generation's state only
+		if e.name == config.NotifySubmissions && !faceshape.HookWants(ev.Job, ev.Type) {
+			continue // not an event the face's webhook gets (faceshape.HookWants)
 		}
 		out := &natsMsg{subject: s.ns.Outbox(e.name, ev.JobID), data: msg.Data()}
 		if e.name == config.NotifySubmissions {
